@@ -1,0 +1,158 @@
+/*
+ * kjit — the persistent kernel cache: an in-process memory tier over one SQLite (WAL)
+ * database shared by every thread and process of the machine.
+ */
+#ifndef KJIT_CACHE_H
+#define KJIT_CACHE_H
+
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Options for kjit_cache_open(). Initialise with KJIT_CACHE_OPTIONS_INIT or
+ *  kjit_cache_options_init(); new fields are only ever appended. */
+typedef struct kjit_cache_options {
+  uint32_t struct_size;      /**< sizeof(kjit_cache_options) of the caller's header */
+  const char* directory;     /**< NULL = default location (see kjit_cache_open) */
+  uint64_t max_size_bytes;   /**< disk bound, 0 = default 1 GiB or $KJIT_CACHE_MAX_SIZE */
+  uint64_t memory_max_bytes; /**< memory tier bound, 0 = default 64 MiB */
+  int read_only;             /**< never write the disk tier */
+  int memory_only;           /**< no disk tier at all */
+} kjit_cache_options;
+
+#define KJIT_CACHE_OPTIONS_INIT {sizeof(kjit_cache_options), NULL, 0, 0, 0, 0}
+
+/** Fill `opts` with defaults (same as KJIT_CACHE_OPTIONS_INIT). */
+KJIT_EXPORT void kjit_cache_options_init(kjit_cache_options* opts);
+
+/**
+ * Open a cache. `opts` may be NULL (defaults). Location: opts->directory, else
+ * $KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit, else $HOME/.cache/kjit, else
+ * <tmpdir>/kjit-<uid>; created with mode 0700. KJIT_CACHE_DISABLE=1 turns the disk tier
+ * off (as memory_only). The database is `kjit.db` in that directory.
+ *
+ * Opening never fails because of the disk: if the directory or database cannot be used
+ * (read-only, not owned by this user, group/world-writable, corrupt, full disk) the cache
+ * runs with the memory tier only, logs the reason once, and kjit_cache_stats() reports it
+ * in `disk_state`. A database SQLite reports as corrupt or not a database is renamed to
+ * kjit.db.corrupt-<unix time> and a new one is created. On a network file system (NFS,
+ * CIFS, SMB, FUSE, ...) WAL is not used: the database uses a rollback journal with
+ * exclusive locking semantics of the file system (slower, safe on a single client).
+ *
+ * Ownership: the caller owns *out and closes it with kjit_cache_close(), after every
+ * compiler bound to it is destroyed. Thread-safety: every kjit_cache_* function may be
+ * called from any thread at once. After fork() the child reopens the database itself.
+ * Returns KJIT_OK, KJIT_ERROR_INVALID_ARGUMENT, KJIT_ERROR_OUT_OF_MEMORY.
+ */
+KJIT_EXPORT kjit_status kjit_cache_open(const kjit_cache_options* opts, kjit_cache** out);
+
+/** Close a cache: flushes pending last-use times. NULL is a no-op. */
+KJIT_EXPORT void kjit_cache_close(kjit_cache* cache);
+
+/** Directory of the cache ("" for a memory-only cache). Lives as long as the cache. */
+KJIT_EXPORT const char* kjit_cache_directory(const kjit_cache* cache);
+
+/** State of the disk tier. */
+typedef enum kjit_disk_state {
+  KJIT_DISK_OK = 0,          /**< read-write SQLite tier */
+  KJIT_DISK_READ_ONLY = 1,   /**< opened read-only (by request or because not writable) */
+  KJIT_DISK_DISABLED = 2,    /**< memory-only by request or KJIT_CACHE_DISABLE */
+  KJIT_DISK_UNAVAILABLE = 3  /**< could not be used; see kjit_cache_stats().message */
+} kjit_disk_state;
+
+/** Counters and sizes. Initialise struct_size = sizeof(kjit_cache_stats). */
+typedef struct kjit_cache_stats {
+  uint32_t struct_size;
+  int disk_state;                 /**< kjit_disk_state */
+  uint64_t memory_hits;           /**< this handle, since open */
+  uint64_t disk_hits;
+  uint64_t remote_hits;
+  uint64_t misses;                /**< lookups that found nothing in any tier */
+  uint64_t compiles;              /**< NVRTC runs done through this handle */
+  uint64_t stores;                /**< entries written to disk by this handle */
+  uint64_t store_failures;        /**< disk writes that failed (compile still succeeded) */
+  uint64_t corrupt_entries;       /**< entries that failed verification and were removed */
+  uint64_t evictions;             /**< entries evicted to respect max_size_bytes */
+  uint64_t waits;                 /**< times this handle waited for another compiler */
+  double compile_ms_saved;        /**< sum of the stored compile times of all hits */
+  uint64_t memory_entries;        /**< current memory tier entries and bytes */
+  uint64_t memory_bytes;
+  uint64_t disk_entries;          /**< current disk entries and bytes (whole database) */
+  uint64_t disk_bytes;
+  uint64_t max_size_bytes;        /**< effective disk bound */
+  uint64_t remote_errors;         /**< remote tier failures (not misses) */
+  uint64_t remote_timeouts;
+  char message[256];              /**< why the disk tier is not OK, or "" */
+} kjit_cache_stats;
+
+/** Read the statistics. stats->struct_size must be set. Returns KJIT_OK,
+ *  KJIT_ERROR_INVALID_HANDLE, KJIT_ERROR_INVALID_ARGUMENT. Thread-safe. */
+KJIT_EXPORT kjit_status kjit_cache_stats_get(kjit_cache* cache, kjit_cache_stats* stats);
+
+/** Drop the in-process memory tier; the disk is untouched. Thread-safe. */
+KJIT_EXPORT kjit_status kjit_cache_clear_memory(kjit_cache* cache);
+
+/** Remove every entry from both tiers (other processes' memory tiers keep theirs).
+ *  Returns KJIT_ERROR_READ_ONLY for a read-only cache. Thread-safe. */
+KJIT_EXPORT kjit_status kjit_cache_clear(kjit_cache* cache);
+
+/**
+ * Raw lookup for tools: the entry stored under `key_hex` (64 hex digits), checksums
+ * verified, as a binary (tier MEMORY or DISK). Returns KJIT_OK, KJIT_ERROR_NOT_FOUND,
+ * KJIT_ERROR_CACHE_CORRUPT (the entry failed verification and was removed),
+ * KJIT_ERROR_INVALID_ARGUMENT, KJIT_ERROR_INVALID_HANDLE. The caller destroys *out.
+ */
+KJIT_EXPORT kjit_status kjit_cache_get(kjit_cache* cache, const char* key_hex,
+                                       kjit_binary** out);
+
+/** Raw insert of a successful binary under its own key (e.g. one taken from another
+ *  cache). Returns KJIT_OK, KJIT_ERROR_READ_ONLY, KJIT_ERROR_CACHE, argument errors. */
+KJIT_EXPORT kjit_status kjit_cache_put(kjit_cache* cache, const kjit_binary* binary);
+
+/** Remove one entry from both tiers. KJIT_ERROR_NOT_FOUND if it was not there. */
+KJIT_EXPORT kjit_status kjit_cache_remove(kjit_cache* cache, const char* key_hex);
+
+/** One row of kjit_cache_list(); strings valid during the callback only. */
+typedef struct kjit_cache_entry_info {
+  uint32_t struct_size;
+  const char* key;       /**< 64 hex digits */
+  const char* target;    /**< e.g. "sm_90" */
+  const char* kernels;   /**< comma-separated entry names */
+  uint64_t bytes;        /**< total stored bytes of the entry */
+  int64_t created;       /**< unix seconds */
+  int64_t last_used;     /**< unix seconds (updated coarsely) */
+  double compile_ms;
+} kjit_cache_entry_info;
+
+/** Callback for kjit_cache_list(); return non-zero to stop early. Must not call kjit. */
+typedef int (*kjit_cache_list_fn)(const kjit_cache_entry_info* info, void* user);
+
+/** Call `fn` for every disk entry, most recently used first. Thread-safe. */
+KJIT_EXPORT kjit_status kjit_cache_list(kjit_cache* cache, kjit_cache_list_fn fn, void* user);
+
+/** Check every disk entry's checksums and metadata; bad entries are removed. *checked and
+ *  *bad (either may be NULL) receive the counts. Thread-safe. */
+KJIT_EXPORT kjit_status kjit_cache_verify(kjit_cache* cache, uint64_t* checked, uint64_t* bad);
+
+/** Evict least-recently-used entries until the disk tier holds at most `max_bytes`.
+ *  *removed (may be NULL) receives the count. Thread-safe. */
+KJIT_EXPORT kjit_status kjit_cache_prune(kjit_cache* cache, uint64_t max_bytes,
+                                         uint64_t* removed);
+
+/** Write every disk entry to `path` in kjit's portable export format (a single file).
+ *  *count (may be NULL) receives the number written. */
+KJIT_EXPORT kjit_status kjit_cache_export(kjit_cache* cache, const char* path, uint64_t* count);
+
+/** Read an export file; every entry is verified before it is stored. *imported and
+ *  *rejected (either may be NULL) receive counts. A malformed file gives
+ *  KJIT_ERROR_CACHE_CORRUPT after importing the valid entries before the damage. */
+KJIT_EXPORT kjit_status kjit_cache_import(kjit_cache* cache, const char* path,
+                                          uint64_t* imported, uint64_t* rejected);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KJIT_CACHE_H */

@@ -1,0 +1,244 @@
+/*
+ * kjit — compiling CUDA C++ with NVRTC: options, compiler, compiled binaries, async.
+ */
+#ifndef KJIT_COMPILE_H
+#define KJIT_COMPILE_H
+
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Outputs and tiers ---------------------------------------------------------------- */
+
+/** What a compile produces (bit mask). */
+typedef enum kjit_output {
+  KJIT_OUTPUT_PTX = 1,   /**< PTX text (always available except with LTO-IR) */
+  KJIT_OUTPUT_CUBIN = 2, /**< CUBIN (ELF) for an exact sm_XY / sm_XYa target */
+  KJIT_OUTPUT_LTOIR = 4  /**< LTO-IR (-dlto), for nvJitLink; exclusive with the others */
+} kjit_output;
+
+/** Where a binary came from. */
+typedef enum kjit_tier {
+  KJIT_TIER_COMPILED = 0, /**< NVRTC ran for this request */
+  KJIT_TIER_MEMORY = 1,   /**< in-process memory tier hit */
+  KJIT_TIER_DISK = 2,     /**< SQLite tier hit (this or another process compiled it) */
+  KJIT_TIER_REMOTE = 3    /**< remote (fleet) tier hit */
+} kjit_tier;
+
+/* ---- Options builder ----------------------------------------------------------------- */
+
+/**
+ * Create an empty options builder. Defaults: target "auto" (the exact architecture of
+ * device 0; needs a CUDA driver — pass an explicit target for compile-only use), outputs
+ * PTX + CUBIN for sm_ targets or PTX for compute_ targets, program name "kernel.cu".
+ * Ownership: the caller owns *out and frees it with kjit_options_destroy().
+ * Thread-safety: a builder may be read by any number of concurrent compiles, but must not
+ * be modified while another thread uses it. Compiles copy what they need; the builder can
+ * be changed or destroyed as soon as kjit_compile*() returns.
+ * Returns KJIT_OK, KJIT_ERROR_INVALID_ARGUMENT, KJIT_ERROR_OUT_OF_MEMORY.
+ */
+KJIT_EXPORT kjit_status kjit_options_create(kjit_options** out);
+
+/** Create a deep copy of `src`. Same ownership rules as kjit_options_create(). */
+KJIT_EXPORT kjit_status kjit_options_clone(const kjit_options* src, kjit_options** out);
+
+/** Destroy a builder. NULL is a no-op. */
+KJIT_EXPORT void kjit_options_destroy(kjit_options* opts);
+
+/**
+ * Set the target: "sm_80", "sm_90", "sm_90a", "sm_100", "compute_90" (PTX only), or
+ * "auto" (exact architecture of the compile's device, resolved through the CUDA driver).
+ * Checked against nvrtcGetSupportedArchs() at compile time; an unsupported target fails
+ * with KJIT_ERROR_UNSUPPORTED_TARGET and a message listing the supported ones.
+ * Returns KJIT_OK, KJIT_ERROR_INVALID_HANDLE, KJIT_ERROR_INVALID_ARGUMENT (malformed).
+ */
+KJIT_EXPORT kjit_status kjit_options_set_target(kjit_options* opts, const char* target);
+
+/** Device whose architecture target "auto" resolves to (default 0). */
+KJIT_EXPORT kjit_status kjit_options_set_device(kjit_options* opts, int device);
+
+/** Select outputs (KJIT_OUTPUT_* mask, 0 = defaults). LTO-IR cannot be combined with
+ *  PTX or CUBIN; CUBIN needs an sm_ target. Checked at compile time. */
+KJIT_EXPORT kjit_status kjit_options_set_outputs(kjit_options* opts, unsigned outputs);
+
+/** Name of the program (appears in the log and __FILE__); its directory is searched for
+ *  `#include "..."` files like a source file's directory. Default "kernel.cu". */
+KJIT_EXPORT kjit_status kjit_options_set_name(kjit_options* opts, const char* name);
+
+/**
+ * Append one raw NVRTC option, e.g. "-std=c++17", "--use_fast_math", "-maxrregcount=64",
+ * "-DTILE=128", "-I/path", "--Ofast-compile=max", "--split-compile=0". Passed to NVRTC as
+ * is (after normalisation for the cache key; e.g. "--define-macro=X" and "-DX" hash the
+ * same). "-arch=..."/"--gpu-architecture=..." set the target instead. Unknown options are
+ * reported by NVRTC at compile time (KJIT_ERROR_INVALID_OPTION).
+ * Returns KJIT_OK, KJIT_ERROR_INVALID_HANDLE, KJIT_ERROR_INVALID_ARGUMENT (NULL/empty).
+ */
+KJIT_EXPORT kjit_status kjit_options_add(kjit_options* opts, const char* option);
+
+/** Convenience: append "-D<name>" or "-D<name>=<value>" (value may be NULL). */
+KJIT_EXPORT kjit_status kjit_options_add_define(kjit_options* opts, const char* name,
+                                                const char* value);
+
+/** Convenience: append "-I<path>". Files reachable from the source through this path are
+ *  hashed into the cache key, so editing them invalidates cached results. */
+KJIT_EXPORT kjit_status kjit_options_add_include_path(kjit_options* opts, const char* path);
+
+/** Add an in-memory header: `#include "<name>"` in the source resolves to `contents`.
+ *  Both strings are copied. Adding the same name twice replaces the contents. */
+KJIT_EXPORT kjit_status kjit_options_add_header(kjit_options* opts, const char* name,
+                                                const char* contents);
+
+/** Add a name expression, e.g. "my_kernel<float, 256>" or "&ns::f<int>". The result maps it
+ *  to NVRTC's lowered (mangled) name; kernel handles accept it as the kernel name. */
+KJIT_EXPORT kjit_status kjit_options_add_name_expression(kjit_options* opts, const char* expr);
+
+/* ---- Compiler ------------------------------------------------------------------------ */
+
+/**
+ * Create a compiler. If `cache` is non-NULL every compile goes through it (hits return
+ * stored results, misses compile and store); the cache must outlive the compiler.
+ * `threads` bounds the worker pool used by kjit_compile_async()/kjit_compile_many()
+ * (0 = number of CPU cores). Workers start on first use.
+ * Thread-safety: a compiler may be used from any number of threads at once; compiles of
+ * different sources run in parallel (no global lock is held across NVRTC).
+ * Returns KJIT_OK, KJIT_ERROR_INVALID_ARGUMENT, KJIT_ERROR_INVALID_HANDLE (bad cache),
+ * KJIT_ERROR_OUT_OF_MEMORY.
+ */
+KJIT_EXPORT kjit_status kjit_compiler_create(kjit_cache* cache, unsigned threads,
+                                             kjit_compiler** out);
+
+/** Destroy a compiler. Waits for its pending async compiles to finish (futures stay
+ *  valid). NULL is a no-op. Must not race with other calls on the same compiler. */
+KJIT_EXPORT void kjit_compiler_destroy(kjit_compiler* compiler);
+
+/**
+ * Compile `source` (NUL-terminated CUDA C++) with `opts` (NULL = defaults).
+ * On KJIT_OK *out is a binary. On KJIT_ERROR_COMPILE *out is ALSO set: a binary holding no
+ * code whose kjit_binary_log() has NVRTC's full log (so the log can be read without
+ * thread-local state). On every other status *out is NULL. The caller destroys *out.
+ * Errors: KJIT_ERROR_INVALID_HANDLE, KJIT_ERROR_INVALID_ARGUMENT, KJIT_ERROR_INVALID_SOURCE
+ * (empty or invalid UTF-8), KJIT_ERROR_COMPILE, KJIT_ERROR_INVALID_OPTION,
+ * KJIT_ERROR_UNSUPPORTED_TARGET, KJIT_ERROR_NAME_NOT_FOUND (a name expression that names
+ * nothing), KJIT_ERROR_CUDA_UNAVAILABLE (target "auto" without a driver), KJIT_ERROR_NVRTC.
+ * Cache problems never fail a compile: they are logged once and counted in the stats.
+ * Thread-safe.
+ */
+KJIT_EXPORT kjit_status kjit_compile(kjit_compiler* compiler, const char* source,
+                                     const kjit_options* opts, kjit_binary** out);
+
+/**
+ * Start compiling on the compiler's worker pool; returns at once with a future.
+ * The source and options are copied. Validation errors of the arguments themselves are
+ * returned here; everything else is reported by kjit_future_wait().
+ * Returns KJIT_OK, KJIT_ERROR_INVALID_HANDLE, KJIT_ERROR_INVALID_ARGUMENT,
+ * KJIT_ERROR_OUT_OF_MEMORY. Thread-safe.
+ */
+KJIT_EXPORT kjit_status kjit_compile_async(kjit_compiler* compiler, const char* source,
+                                           const kjit_options* opts, kjit_future** out);
+
+/**
+ * Wait up to `timeout_ms` milliseconds (negative = forever, 0 = poll) for the compile.
+ * When done, returns exactly what kjit_compile() would have, with the same rules for
+ * *out; the binary may be taken once (later calls return KJIT_ERROR_INVALID_ARGUMENT
+ * with "result already taken"). KJIT_ERROR_TIMEOUT when not done yet; *out untouched.
+ * KJIT_ERROR_CANCELLED after kjit_future_cancel() stopped the compile.
+ * Thread-safe with respect to kjit_future_cancel(); one waiter at a time.
+ */
+KJIT_EXPORT kjit_status kjit_future_wait(kjit_future* future, int64_t timeout_ms,
+                                         kjit_binary** out);
+
+/** 1 if the result is ready (kjit_future_wait would not block), 0 if not, -1 for a bad
+ *  handle. Thread-safe. */
+KJIT_EXPORT int kjit_future_ready(const kjit_future* future);
+
+/** Ask the compile to stop (NVRTC's flow callback is checked between compiler phases).
+ *  A compile that already finished keeps its result. Returns KJIT_OK or
+ *  KJIT_ERROR_INVALID_HANDLE. Thread-safe. */
+KJIT_EXPORT kjit_status kjit_future_cancel(kjit_future* future);
+
+/** Destroy a future. If the compile is still running it is cancelled and its result is
+ *  dropped; this call does not wait. NULL is a no-op. */
+KJIT_EXPORT void kjit_future_destroy(kjit_future* future);
+
+/**
+ * Compile `count` programs in parallel on the worker pool and wait for all of them.
+ * `opts` may be NULL (defaults for all) or an array of `count` pointers (entries may be
+ * NULL). `outs[i]` and `statuses[i]` receive what kjit_compile() would have given for item
+ * i. Returns KJIT_OK when every item succeeded, otherwise the status of the first failed
+ * item (by index); argument errors are returned before anything runs. Thread-safe.
+ */
+KJIT_EXPORT kjit_status kjit_compile_many(kjit_compiler* compiler, size_t count,
+                                          const char* const* sources,
+                                          const kjit_options* const* opts, kjit_binary** outs,
+                                          kjit_status* statuses);
+
+/* ---- Compiled binaries --------------------------------------------------------------- */
+
+/** Destroy a binary. NULL is a no-op. Binaries are immutable: every accessor below is
+ *  thread-safe, and pointers it returns live as long as the binary. */
+KJIT_EXPORT void kjit_binary_destroy(kjit_binary* binary);
+
+/** KJIT_OK for a usable binary, KJIT_ERROR_COMPILE for a failed compile (log only),
+ *  KJIT_ERROR_INVALID_HANDLE for a bad handle. */
+KJIT_EXPORT kjit_status kjit_binary_status(const kjit_binary* binary);
+
+/** Bytes of one output (`kind` is one KJIT_OUTPUT_* value). NULL with *size = 0 when the
+ *  binary has no such output. PTX is NUL-terminated; *size excludes the terminator. */
+KJIT_EXPORT const void* kjit_binary_data(const kjit_binary* binary, int kind, size_t* size);
+
+/** NVRTC's log (warnings on success, errors on failure); "" when empty. */
+KJIT_EXPORT const char* kjit_binary_log(const kjit_binary* binary);
+
+/** Exact target compiled for, e.g. "sm_90" (never "auto"). */
+KJIT_EXPORT const char* kjit_binary_target(const kjit_binary* binary);
+
+/** Cache key as 64 lowercase hex digits (computed even without a cache). */
+KJIT_EXPORT const char* kjit_binary_key(const kjit_binary* binary);
+
+/** Where the result came from (kjit_tier), or -1 for a bad handle. */
+KJIT_EXPORT int kjit_binary_tier(const kjit_binary* binary);
+
+/** Milliseconds NVRTC took when this result was first compiled (stored with the entry). */
+KJIT_EXPORT double kjit_binary_compile_ms(const kjit_binary* binary);
+
+/** Lowered (mangled) name of a name expression given at compile time, or NULL. */
+KJIT_EXPORT const char* kjit_binary_lowered_name(const kjit_binary* binary, const char* expr);
+
+/** Number of name expressions; kjit_binary_name_expression(i) / lowered name by index. */
+KJIT_EXPORT size_t kjit_binary_name_count(const kjit_binary* binary);
+KJIT_EXPORT const char* kjit_binary_name_expression(const kjit_binary* binary, size_t index);
+KJIT_EXPORT const char* kjit_binary_lowered_name_at(const kjit_binary* binary, size_t index);
+
+/** `__global__` entry points found in the PTX (".entry" directives), in order. */
+KJIT_EXPORT size_t kjit_binary_kernel_count(const kjit_binary* binary);
+KJIT_EXPORT const char* kjit_binary_kernel_name(const kjit_binary* binary, size_t index);
+
+/** Metadata as a JSON object (options, target, names, kernels, toolchain, sizes, times). */
+KJIT_EXPORT const char* kjit_binary_metadata_json(const kjit_binary* binary);
+
+/* ---- Stable hashes ------------------------------------------------------------------- */
+
+/** SHA-256 of `len` bytes as 64 lowercase hex digits + NUL into out_hex[65]. Identical on
+ *  every process and machine. Thread-safe. */
+KJIT_EXPORT kjit_status kjit_hash_source(const char* data, size_t len, char out_hex[65]);
+
+/** SHA-256 over a length-prefixed, order-sensitive encoding of `count` strings, so that
+ *  {"ab","c"} and {"a","bc"} differ and so do {"a","b"} and {"b","a"}. Thread-safe. */
+KJIT_EXPORT kjit_status kjit_hash_options(const char* const* options, size_t count,
+                                          char out_hex[65]);
+
+/**
+ * The cache key kjit_compile() would use for (source, opts), without compiling.
+ * Reads files reachable through #include. Target "auto" needs the CUDA driver.
+ * Returns the same argument/target errors as kjit_compile(). Thread-safe.
+ */
+KJIT_EXPORT kjit_status kjit_compute_key(const char* source, const kjit_options* opts,
+                                         char out_hex[65]);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KJIT_COMPILE_H */

@@ -1,0 +1,182 @@
+/*
+ * kjit — devices, loaded kernels and launches through the CUDA Driver API.
+ *
+ * libcuda.so.1 is opened with dlopen on first need, so everything in compile.h and
+ * cache.h works on machines without a GPU driver; the functions here then return
+ * KJIT_ERROR_CUDA_UNAVAILABLE with a message saying why.
+ *
+ * Context rule: kernels are loaded into the calling thread's current CUDA context if it
+ * has one and it belongs to the requested device; otherwise into the device's primary
+ * context (retained by kjit, so it interoperates with the CUDA runtime, PyTorch, CuPy and
+ * CUDA.jl). A kernel launches in the context it was loaded into; kjit makes it current
+ * for the launch when it is not.
+ */
+#ifndef KJIT_KERNEL_H
+#define KJIT_KERNEL_H
+
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Devices ------------------------------------------------------------------------- */
+
+/** Number of CUDA devices. KJIT_ERROR_CUDA_UNAVAILABLE without a driver. Thread-safe. */
+KJIT_EXPORT kjit_status kjit_device_count(int* count);
+
+/** Exact architecture of a device as an NVRTC target, e.g. "sm_90", into out[size].
+ *  KJIT_ERROR_BUFFER_TOO_SMALL if size < 16. Thread-safe. */
+KJIT_EXPORT kjit_status kjit_device_arch(int device, char* out, size_t size);
+
+/** Device name (e.g. "NVIDIA H200") into out[size]. Thread-safe. */
+KJIT_EXPORT kjit_status kjit_device_name(int device, char* out, size_t size);
+
+/** CUDA driver version (e.g. 13000). Thread-safe. */
+KJIT_EXPORT kjit_status kjit_driver_version(int* version);
+
+/* ---- Kernel handles ------------------------------------------------------------------ */
+
+/** How a kernel's code was loaded. */
+typedef enum kjit_load_path {
+  KJIT_LOAD_CUBIN = 0, /**< CUBIN for the device's exact architecture */
+  KJIT_LOAD_PTX = 1    /**< PTX JIT-compiled by the driver (no matching CUBIN) */
+} kjit_load_path;
+
+/** Kernel flags for kjit_kernel_create() / kjit_kernel_from_binary(). */
+typedef enum kjit_kernel_flags {
+  KJIT_KERNEL_DEFAULT = 0,
+  /** Return KJIT_ERROR_STALE_HANDLE instead of reloading transparently when the context
+   *  the kernel was loaded into was reset or destroyed. */
+  KJIT_KERNEL_NO_RELOAD = 1,
+  /** Load PTX through the driver JIT even when a CUBIN is available. */
+  KJIT_KERNEL_FORCE_PTX = 2
+} kjit_kernel_flags;
+
+/**
+ * Compile-or-hit `source` with `opts` for `device` and load the kernel named `name` (an
+ * extern "C" name, a mangled name, or a name expression added with
+ * kjit_options_add_name_expression(); a name that is a name expression but was not added
+ * is added automatically). The options' target is forced to the device's exact
+ * architecture unless it is an explicit "sm_XYa" variant for that architecture.
+ * If NVRTC cannot make a CUBIN for the device, PTX is loaded instead (see
+ * kjit_kernel_load_path()).
+ * On KJIT_ERROR_COMPILE, `log_out` (if non-NULL) receives a binary holding the log, which
+ * the caller destroys; otherwise *log_out is set to NULL.
+ * Ownership: the caller destroys *out with kjit_kernel_destroy(). Modules are shared by
+ * every handle of the same (context, entry) and unloaded with the last one.
+ * Thread-safety: handles may be shared between threads; see kjit_kernel_launch().
+ * Returns everything kjit_compile() can, KJIT_ERROR_NAME_NOT_FOUND, KJIT_ERROR_CUDA,
+ * KJIT_ERROR_CUDA_UNAVAILABLE.
+ */
+KJIT_EXPORT kjit_status kjit_kernel_create(kjit_compiler* compiler, const char* source,
+                                           const char* name, const kjit_options* opts,
+                                           int device, unsigned flags, kjit_kernel** out,
+                                           kjit_binary** log_out);
+
+/** Load kernel `name` from an already compiled binary onto `device`. The binary may be
+ *  destroyed afterwards (the kernel keeps what it needs). Errors as kjit_kernel_create(),
+ *  plus KJIT_ERROR_UNSUPPORTED when the binary has neither a CUBIN for the device nor PTX. */
+KJIT_EXPORT kjit_status kjit_kernel_from_binary(const kjit_binary* binary, const char* name,
+                                                int device, unsigned flags, kjit_kernel** out);
+
+/** Destroy a kernel handle. NULL is a no-op. Must not race with launches of the same
+ *  handle. */
+KJIT_EXPORT void kjit_kernel_destroy(kjit_kernel* kernel);
+
+/** Load path taken (kjit_load_path), or -1 for a bad handle. */
+KJIT_EXPORT int kjit_kernel_load_path(const kjit_kernel* kernel);
+
+/** Mangled symbol of the loaded function. Lives as long as the kernel. */
+KJIT_EXPORT const char* kjit_kernel_symbol(const kjit_kernel* kernel);
+
+/** Number of parameters of the kernel (from cuFuncGetParamInfo). */
+KJIT_EXPORT kjit_status kjit_kernel_param_count(const kjit_kernel* kernel, size_t* count);
+
+/** Offset and size in bytes of parameter `index` in the kernel's parameter buffer. */
+KJIT_EXPORT kjit_status kjit_kernel_param_info(const kjit_kernel* kernel, size_t index,
+                                               size_t* offset, size_t* size);
+
+/** Total bytes of the packed parameter buffer (last offset + size). */
+KJIT_EXPORT kjit_status kjit_kernel_param_buffer_size(const kjit_kernel* kernel, size_t* size);
+
+/** Kernel attributes. Initialise struct_size = sizeof(kjit_kernel_attributes). */
+typedef struct kjit_kernel_attributes {
+  uint32_t struct_size;
+  int num_regs;
+  int static_shared_bytes;
+  int const_bytes;
+  int local_bytes;
+  int max_threads_per_block;
+  int max_dynamic_shared_bytes;
+  int ptx_version;    /**< e.g. 90 */
+  int binary_version; /**< e.g. 90 */
+} kjit_kernel_attributes;
+
+KJIT_EXPORT kjit_status kjit_kernel_get_attributes(const kjit_kernel* kernel,
+                                                   kjit_kernel_attributes* attrs);
+
+/** Raise the kernel's maximum dynamic shared memory (cuFuncSetAttribute). */
+KJIT_EXPORT kjit_status kjit_kernel_set_max_dynamic_shared(kjit_kernel* kernel, int bytes);
+
+/** Maximum active blocks per SM for `block_size` threads and `dynamic_shared` bytes. */
+KJIT_EXPORT kjit_status kjit_kernel_occupancy(const kjit_kernel* kernel, int block_size,
+                                              size_t dynamic_shared, int* blocks_per_sm);
+
+/** Block size that maximises occupancy, and the minimum grid to fill the device. */
+KJIT_EXPORT kjit_status kjit_kernel_suggest_block_size(const kjit_kernel* kernel,
+                                                       size_t dynamic_shared, int* min_grid,
+                                                       int* block_size);
+
+/* ---- Launch -------------------------------------------------------------------------- */
+
+/** Launch configuration. Initialise with KJIT_LAUNCH_CONFIG_INIT; new fields are only
+ *  appended. */
+typedef struct kjit_launch_config {
+  uint32_t struct_size;
+  uint32_t grid[3];   /**< blocks per grid, each >= 1 */
+  uint32_t block[3];  /**< threads per block, each >= 1 */
+  uint32_t shared_bytes; /**< dynamic shared memory */
+  void* stream;       /**< CUstream / cudaStream_t; NULL = the legacy default stream */
+  uint32_t cluster[3];   /**< thread-block cluster dims (sm_90+); {0,0,0} = none */
+  int cooperative;    /**< non-zero: cooperative launch (grid-wide sync allowed) */
+} kjit_launch_config;
+
+#define KJIT_LAUNCH_CONFIG_INIT \
+  {sizeof(kjit_launch_config), {1, 1, 1}, {1, 1, 1}, 0, NULL, {0, 0, 0}, 0}
+
+/** Fill `cfg` with KJIT_LAUNCH_CONFIG_INIT. */
+KJIT_EXPORT void kjit_launch_config_init(kjit_launch_config* cfg);
+
+/**
+ * Launch with cuLaunchKernel-style arguments: args[i] points at the value of parameter i.
+ * `count` must equal the kernel's parameter count, else KJIT_ERROR_ARGUMENT_MISMATCH
+ * naming expected and given counts. The launch is asynchronous on cfg->stream.
+ * Errors carry the driver's error name and string (KJIT_ERROR_CUDA); a sticky error
+ * (e.g. an illegal address from an earlier kernel) is KJIT_ERROR_CUDA_STICKY.
+ * Thread-safety: any number of threads may launch the same handle at once.
+ * Hot path: no allocation and no lock on a launch of a loaded kernel.
+ */
+KJIT_EXPORT kjit_status kjit_kernel_launch(kjit_kernel* kernel, const kjit_launch_config* cfg,
+                                           void** args, size_t count);
+
+/** As kjit_kernel_launch(), with sizes[i] = size in bytes of *args[i]; each is checked
+ *  against the kernel's parameter size (KJIT_ERROR_ARGUMENT_MISMATCH names the index,
+ *  expected and given sizes). */
+KJIT_EXPORT kjit_status kjit_kernel_launch_sized(kjit_kernel* kernel,
+                                                 const kjit_launch_config* cfg, void** args,
+                                                 const size_t* sizes, size_t count);
+
+/** Launch with one packed parameter buffer laid out by the kernel's parameter offsets
+ *  (kjit_kernel_param_info); `size` must equal kjit_kernel_param_buffer_size(). The
+ *  buffer is copied by the driver before this returns. For FFI callers (Go, Julia, Rust)
+ *  that cannot easily build arrays of pointers. */
+KJIT_EXPORT kjit_status kjit_kernel_launch_packed(kjit_kernel* kernel,
+                                                  const kjit_launch_config* cfg,
+                                                  const void* buffer, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KJIT_KERNEL_H */

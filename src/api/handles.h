@@ -1,0 +1,116 @@
+// The structs behind the public opaque handles, shared by the C shims. Each starts with a
+// magic number so that NULL, destroyed and foreign pointers are caught in most cases.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "compile/compiler.h"
+#include "compile/options.h"
+#include "kjit/kjit.h"
+#include "store/cache.h"
+#include "util/error.h"
+
+namespace kjit::api {
+
+enum Magic : uint32_t {
+  kCacheMagic = 0x4b4a4341,     // KJCA
+  kOptionsMagic = 0x4b4a4f50,   // KJOP
+  kCompilerMagic = 0x4b4a434f,  // KJCO
+  kBinaryMagic = 0x4b4a4249,    // KJBI
+  kFutureMagic = 0x4b4a4655,    // KJFU
+  kKernelMagic = 0x4b4a4b45,    // KJKE
+  kGemmMagic = 0x4b4a4745,      // KJGE
+  kDeadMagic = 0xdeadbeef
+};
+
+template <uint32_t M>
+struct Handle {
+  uint32_t magic = M;
+  bool valid() const { return magic == M; }
+  ~Handle() { magic = kDeadMagic; }
+};
+
+}  // namespace kjit::api
+
+struct kjit_cache : kjit::api::Handle<kjit::api::kCacheMagic> {
+  std::unique_ptr<kjit::Cache> cache;
+};
+
+struct kjit_options : kjit::api::Handle<kjit::api::kOptionsMagic> {
+  kjit::CompileOptions opts;
+};
+
+struct kjit_compiler : kjit::api::Handle<kjit::api::kCompilerMagic> {
+  std::unique_ptr<kjit::Compiler> compiler;
+  // Pending futures keep the compiler alive until they finish.
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t pending = 0;
+};
+
+struct kjit_binary : kjit::api::Handle<kjit::api::kBinaryMagic> {
+  kjit_status status = KJIT_OK;  // KJIT_OK or KJIT_ERROR_COMPILE
+  kjit::EntryPtr entry;
+  kjit_tier tier = KJIT_TIER_COMPILED;
+  std::string metadata;  // built on first request
+  std::once_flag metadata_once;
+};
+
+// Shared state of an async compile, owned by the future handle and the worker job.
+struct kjit_future_state {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  bool taken = false;
+  kjit::Outcome outcome;
+  kjit::CancelFlag cancel = std::make_shared<std::atomic<bool>>(false);
+};
+
+struct kjit_future : kjit::api::Handle<kjit::api::kFutureMagic> {
+  std::shared_ptr<kjit_future_state> state;
+};
+
+namespace kjit::api {
+
+// Wraps an outcome's entry in a new binary handle.
+kjit_binary* make_binary(const Outcome& o);
+
+// Runs `fn`, mapping exceptions to statuses and recording kjit_last_error(). Every
+// entry point goes through this so no exception crosses the C boundary.
+template <typename Fn>
+kjit_status guard(Fn&& fn) noexcept {
+  try {
+    clear_last_error();
+    return fn();
+  } catch (const Error& e) {
+    set_last_error(e.message());
+    return e.status();
+  } catch (const std::bad_alloc&) {
+    set_last_error("out of host memory");
+    return KJIT_ERROR_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    set_last_error(std::string("internal error: ") + e.what());
+    return KJIT_ERROR_INTERNAL;
+  } catch (...) {
+    set_last_error("internal error: unknown exception");
+    return KJIT_ERROR_INTERNAL;
+  }
+}
+
+// Returns a status with a message (for argument checks in shims).
+inline kjit_status error(kjit_status s, const std::string& message) {
+  set_last_error(message);
+  return s;
+}
+
+template <typename H>
+bool ok(const H* h) {
+  return h && h->valid();
+}
+
+}  // namespace kjit::api

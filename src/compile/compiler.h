@@ -1,0 +1,48 @@
+// The compiler: NVRTC behind the cache, with a worker pool for async and batch compiles.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "compile/options.h"
+#include "store/cache.h"
+
+namespace kjit {
+
+class ThreadPool;
+
+// Cancellation flag checked by NVRTC's flow callback.
+using CancelFlag = std::shared_ptr<std::atomic<bool>>;
+
+class Compiler {
+ public:
+  Compiler(Cache* cache, unsigned threads);  // cache may be null
+  ~Compiler();
+
+  // Compile (or hit) one program. Returns OK with an entry, KJIT_ERROR_COMPILE with an
+  // entry holding the log, or another failure status with a message. Throws kjit::Error
+  // only for programming errors and allocation failure.
+  Outcome compile(const std::string& source, const CompileOptions& opts,
+                  const CancelFlag& cancel = nullptr);
+
+  // The cache key of (source, opts), as compile() computes it.
+  std::string key(const std::string& source, const CompileOptions& opts);
+
+  // Run `job` on the worker pool (started on first use).
+  void submit(std::function<void()> job);
+
+  Cache* cache() const { return cache_; }
+
+ private:
+  Cache* cache_;
+  unsigned threads_;
+  std::mutex pool_mu_;
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+// Checks that source is non-empty valid UTF-8; throws KJIT_ERROR_INVALID_SOURCE.
+void validate_source(const std::string& source);
+
+}  // namespace kjit

@@ -1,0 +1,42 @@
+// Compile request options (what the public kjit_options builder holds) and their
+// normalisation into NVRTC arguments and cache-key fields.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kjit {
+
+struct CompileOptions {
+  std::string target = "auto";
+  unsigned outputs = 0;  // KJIT_OUTPUT_* mask; 0 = defaults for the target
+  int device = 0;
+  std::string name = "kernel.cu";
+  std::vector<std::string> raw;                                // NVRTC options as given
+  std::vector<std::pair<std::string, std::string>> headers;    // in-memory headers
+  std::vector<std::string> name_expressions;
+
+  void add_header(std::string header_name, std::string contents);
+  void add_name_expression(const std::string& expr);  // ignores duplicates
+};
+
+// A request made concrete: exact target, outputs, and the option lists.
+struct NormalisedOptions {
+  std::string target;   // "sm_90", "sm_90a", "compute_90" ... never "auto"
+  bool real_target = false;  // sm_ (CUBIN possible) rather than compute_
+  unsigned outputs = 0;
+  std::vector<std::string> nvrtc;         // passed to nvrtcCompileProgram, in order
+  std::vector<std::string> key;           // normalised user options, in order (for the key)
+  std::vector<std::string> include_paths; // from -I / --include-path
+  std::vector<std::string> pre_includes;  // from -include / --pre-include
+};
+
+// Throws kjit::Error: KJIT_ERROR_INVALID_OPTION (malformed or conflicting options),
+// KJIT_ERROR_UNSUPPORTED_TARGET, KJIT_ERROR_CUDA_UNAVAILABLE ("auto" without a driver).
+NormalisedOptions normalise(const CompileOptions& opts);
+
+// True if `target` looks like sm_XY[a|f] / compute_XY[a|f] / "auto".
+bool is_valid_target_syntax(const std::string& target);
+
+}  // namespace kjit

@@ -1,0 +1,531 @@
+#include "store/cache.h"
+
+#include <cjson/cJSON.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "util/fs.h"
+#include "util/log.h"
+
+namespace kjit {
+namespace {
+
+constexpr uint64_t kDefaultMaxBytes = 1ull << 30;
+constexpr uint64_t kDefaultMemoryBytes = 64ull << 20;
+// How long a process waits for another process's compile before compiling itself.
+constexpr double kMaxClaimWaitMs = 15 * 60 * 1000.0;
+
+// "1G", "512M", "100k", "12345" -> bytes; 0 when malformed.
+uint64_t parse_size(const char* s) {
+  if (!s || !*s) return 0;
+  char* end = nullptr;
+  const double v = std::strtod(s, &end);
+  if (end == s || v < 0) return 0;
+  double mult = 1;
+  switch (*end) {
+    case 'k': case 'K': mult = 1024.0; break;
+    case 'm': case 'M': mult = 1024.0 * 1024; break;
+    case 'g': case 'G': mult = 1024.0 * 1024 * 1024; break;
+    case 't': case 'T': mult = 1024.0 * 1024 * 1024 * 1024; break;
+    case '\0': break;
+    default: return 0;
+  }
+  return static_cast<uint64_t>(v * mult);
+}
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0 && std::strcmp(v, "false") != 0;
+}
+
+std::string serialize_failure(const Outcome& o) {
+  cJSON* j = cJSON_CreateObject();
+  cJSON_AddNumberToObject(j, "status", o.status);
+  cJSON_AddStringToObject(j, "message", o.message.c_str());
+  cJSON_AddStringToObject(j, "log", o.entry ? o.entry->log.c_str() : "");
+  char* text = cJSON_PrintUnformatted(j);
+  std::string out = text ? text : "{}";
+  cJSON_free(text);
+  cJSON_Delete(j);
+  return out;
+}
+
+Outcome parse_failure(const std::string& text) {
+  Outcome o;
+  o.status = KJIT_ERROR_COMPILE;
+  o.message = "compile failed in another process";
+  cJSON* j = cJSON_Parse(text.c_str());
+  if (!j) return o;
+  const cJSON* st = cJSON_GetObjectItemCaseSensitive(j, "status");
+  const cJSON* msg = cJSON_GetObjectItemCaseSensitive(j, "message");
+  const cJSON* log = cJSON_GetObjectItemCaseSensitive(j, "log");
+  if (cJSON_IsNumber(st)) o.status = static_cast<kjit_status>(st->valueint);
+  if (cJSON_IsString(msg)) o.message = msg->valuestring;
+  if (o.status == KJIT_ERROR_COMPILE) {
+    auto e = std::make_shared<Entry>();
+    if (cJSON_IsString(log)) e->log = log->valuestring;
+    o.entry = e;
+  }
+  cJSON_Delete(j);
+  return o;
+}
+
+std::string process_owner_id(const void* handle) {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::string start;
+  if (auto stat = read_file("/proc/self/stat")) {
+    const size_t paren = stat->rfind(')');
+    if (paren != std::string::npos) {
+      size_t pos = paren + 2;
+      for (int field = 3; field < 22 && pos != std::string::npos; ++field) {
+        pos = stat->find(' ', pos);
+        if (pos != std::string::npos) ++pos;
+      }
+      if (pos != std::string::npos) start = stat->substr(pos, stat->find(' ', pos) - pos);
+    }
+  }
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%s|%ld|%s|%p", host, static_cast<long>(getpid()),
+                start.c_str(), handle);
+  return buf;
+}
+
+}  // namespace
+
+std::string default_cache_directory() {
+  if (const char* d = std::getenv("KJIT_CACHE_DIR"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return join_path(x, "kjit");
+  if (const char* h = std::getenv("HOME"); h && *h) return join_path(h, ".cache/kjit");
+  const char* tmp = std::getenv("TMPDIR");
+  return join_path(tmp && *tmp ? tmp : "/tmp", "kjit-" + std::to_string(getuid()));
+}
+
+Cache::Cache(CacheConfig config)
+    : config_(std::move(config)),
+      max_bytes_(config_.max_bytes ? config_.max_bytes
+                                   : (parse_size(std::getenv("KJIT_CACHE_MAX_SIZE"))
+                                          ? parse_size(std::getenv("KJIT_CACHE_MAX_SIZE"))
+                                          : kDefaultMaxBytes)),
+      owner_(process_owner_id(this)),
+      memory_(config_.memory_max_bytes ? config_.memory_max_bytes : kDefaultMemoryBytes) {
+  if (config_.memory_only || env_flag("KJIT_CACHE_DISABLE")) {
+    disk_state_ = KJIT_DISK_DISABLED;
+    return;
+  }
+  dir_ = config_.directory.empty() ? default_cache_directory() : config_.directory;
+  open_disk();
+}
+
+Cache::~Cache() = default;
+
+void Cache::open_disk() {
+  auto unavailable = [&](const std::string& why) {
+    disk_.reset();
+    disk_state_ = KJIT_DISK_UNAVAILABLE;
+    std::lock_guard<std::mutex> lock(state_mu_);
+    message_ = why;
+    log_warn("kernel cache disk tier disabled, compiling without it: " + why);
+  };
+  if (!make_directories(dir_, 0700)) {
+    return unavailable("cannot create cache directory " + dir_ + ": " + std::strerror(errno));
+  }
+  struct stat st;
+  if (::stat(dir_.c_str(), &st) != 0) {
+    return unavailable("cannot stat " + dir_ + ": " + std::strerror(errno));
+  }
+  if (st.st_uid != geteuid()) {
+    return unavailable("cache directory " + dir_ + " is not owned by the current user");
+  }
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    return unavailable("cache directory " + dir_ + " is writable by group or others");
+  }
+  const std::string db = join_path(dir_, DiskStore::kFileName);
+  if (::stat(db.c_str(), &st) == 0) {
+    if (st.st_uid != geteuid()) {
+      return unavailable("cache database " + db + " is not owned by the current user");
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+      return unavailable("cache database " + db + " is writable by group or others");
+    }
+  }
+  bool read_only = config_.read_only;
+  if (!read_only && ::access(dir_.c_str(), W_OK) != 0) {
+    read_only = true;
+    std::lock_guard<std::mutex> lock(state_mu_);
+    message_ = "cache directory " + dir_ + " is not writable; using it read-only";
+    log_warn(message_);
+  }
+  const std::string netfs = network_fs_type(dir_);
+  if (!netfs.empty()) {
+    log_info("cache directory " + dir_ + " is on a network file system (" + netfs +
+             "); using a rollback journal instead of WAL");
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      disk_ = std::make_unique<DiskStore>(dir_, read_only, netfs.empty());
+      disk_state_ = read_only ? KJIT_DISK_READ_ONLY : KJIT_DISK_OK;
+      return;
+    } catch (const DatabaseCorrupt& e) {
+      if (read_only || attempt > 0) return unavailable(e.message());
+      const std::string aside = db + ".corrupt-" + std::to_string(unix_time());
+      log_warn(e.message() + "; moving it aside to " + aside);
+      if (std::rename(db.c_str(), aside.c_str()) != 0) {
+        return unavailable(e.message() + "; could not move it aside: " + std::strerror(errno));
+      }
+      std::rename((db + "-wal").c_str(), (aside + "-wal").c_str());
+      std::rename((db + "-shm").c_str(), (aside + "-shm").c_str());
+      corrupt_++;
+    } catch (const Error& e) {
+      if (!read_only && ::access(db.c_str(), F_OK) == 0 && attempt == 0 &&
+          e.status() == KJIT_ERROR_READ_ONLY) {
+        continue;
+      }
+      return unavailable(e.message());
+    } catch (const std::exception& e) {
+      return unavailable(e.what());
+    }
+  }
+}
+
+void Cache::disk_failed(const std::exception& e, const char* during) {
+  std::lock_guard<std::mutex> lock(state_mu_);
+  message_ = std::string(during) + ": " + e.what();
+  if (!reported_) {
+    reported_ = true;
+    log_warn("kernel cache problem (further ones are counted, not logged): " + message_);
+  } else {
+    log_debug("kernel cache problem: " + message_);
+  }
+}
+
+EntryPtr Cache::disk_get(const std::string& key) {
+  if (!disk_) return nullptr;
+  try {
+    return disk_->get(key);
+  } catch (const DatabaseCorrupt& e) {
+    corrupt_++;
+    disk_failed(e, "reading the cache database");
+  } catch (const Error& e) {
+    if (e.status() == KJIT_ERROR_CACHE_CORRUPT) {
+      corrupt_++;
+    } else {
+      disk_failed(e, "reading the cache database");
+    }
+  }
+  return nullptr;
+}
+
+bool Cache::disk_put(const Entry& e) {
+  if (!disk_ || disk_->read_only()) return false;
+  try {
+    evictions_ += disk_->put(e, max_bytes_);
+    stores_++;
+    return true;
+  } catch (const std::exception& ex) {
+    store_failures_++;
+    disk_failed(ex, "storing a compiled kernel");
+    return false;
+  }
+}
+
+void Cache::remember(const EntryPtr& e, kjit_tier tier) {
+  if (tier == KJIT_TIER_MEMORY) {
+    memory_hits_++;
+  } else if (tier == KJIT_TIER_DISK) {
+    disk_hits_++;
+  }
+  if (tier != KJIT_TIER_COMPILED) {
+    saved_us_ += static_cast<uint64_t>(e->compile_ms * 1000.0);
+  }
+  if (tier != KJIT_TIER_MEMORY) memory_.put(e);
+}
+
+EntryPtr Cache::lookup(const std::string& key, kjit_tier* tier) {
+  if (EntryPtr e = memory_.get(key)) {
+    *tier = KJIT_TIER_MEMORY;
+    remember(e, *tier);
+    return e;
+  }
+  if (EntryPtr e = disk_get(key)) {
+    *tier = KJIT_TIER_DISK;
+    // Recency is recorded coarsely: only when the stored time is over an hour old.
+    const int64_t now = unix_time();
+    if (now - e->last_used > 3600 && disk_) disk_->touch(key, now);
+    remember(e, *tier);
+    return e;
+  }
+  return nullptr;
+}
+
+Outcome Cache::get_or_compile(const std::string& key, const std::function<Outcome()>& compile) {
+  kjit_tier tier;
+  if (EntryPtr e = lookup(key, &tier)) return Outcome{KJIT_OK, "", e, tier};
+
+  std::shared_ptr<Flight> flight;
+  bool leader = false;
+  {
+    std::lock_guard<std::mutex> lock(flights_mu_);
+    auto it = flights_.find(key);
+    if (it == flights_.end()) {
+      flight = std::make_shared<Flight>();
+      flights_.emplace(key, flight);
+      leader = true;
+    } else {
+      flight = it->second;
+    }
+  }
+  if (!leader) {
+    waits_++;
+    std::unique_lock<std::mutex> lock(flight->mu);
+    flight->cv.wait(lock, [&] { return flight->done; });
+    Outcome o = flight->outcome;
+    if (o.status == KJIT_OK) {
+      o.tier = KJIT_TIER_MEMORY;
+      memory_hits_++;
+      saved_us_ += static_cast<uint64_t>(o.entry->compile_ms * 1000.0);
+    }
+    return o;
+  }
+
+  Outcome result;
+  try {
+    result = compile_with_claim(key, compile);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(flights_mu_);
+    {
+      std::lock_guard<std::mutex> fl(flight->mu);
+      flight->done = true;
+      flight->outcome.status = KJIT_ERROR_INTERNAL;
+      flight->outcome.message = "the compiling thread failed";
+    }
+    flight->cv.notify_all();
+    flights_.erase(key);
+    throw;
+  }
+  {
+    std::lock_guard<std::mutex> lock(flights_mu_);
+    {
+      std::lock_guard<std::mutex> fl(flight->mu);
+      flight->done = true;
+      flight->outcome = result;
+    }
+    flight->cv.notify_all();
+    flights_.erase(key);
+  }
+  return result;
+}
+
+Outcome Cache::compile_with_claim(const std::string& key,
+                                  const std::function<Outcome()>& compile) {
+  bool stored = false;  // a stored entry also releases the claim, in the same transaction
+  auto run = [&]() {
+    misses_++;
+    compiles_++;
+    Outcome o = compile();
+    if (o.status == KJIT_OK) {
+      stored = disk_put(*o.entry);
+      memory_.put(o.entry);
+    }
+    return o;
+  };
+  if (!disk_ || disk_->read_only()) return run();
+
+  const double start = monotonic_ms();
+  double sleep_ms = 2;
+  bool waited = false;
+  for (;;) {
+    Claim claim;
+    try {
+      claim = disk_->try_claim(key, owner_);
+    } catch (const std::exception& e) {
+      disk_failed(e, "claiming a key to compile");
+      return run();
+    }
+    if (claim.state == Claim::State::Present) {
+      if (EntryPtr e = disk_get(key)) {
+        remember(e, KJIT_TIER_DISK);
+        return Outcome{KJIT_OK, "", e, KJIT_TIER_DISK};
+      }
+      continue;  // evicted or corrupt in between: claim again
+    }
+    if (claim.state == Claim::State::Claimed) {
+      Outcome o;
+      try {
+        o = run();
+      } catch (...) {
+        try {
+          disk_->release_claim(key, owner_);
+        } catch (...) {
+        }
+        throw;
+      }
+      try {
+        if (o.status != KJIT_OK) {
+          disk_->fail_claim(key, owner_, serialize_failure(o));
+        } else if (!stored) {
+          disk_->release_claim(key, owner_);
+        }
+      } catch (const std::exception& e) {
+        disk_failed(e, "releasing a compile claim");
+      }
+      return o;
+    }
+    // Another live process is compiling this key: wait for its entry or its failure.
+    if (!waited) {
+      waited = true;
+      waits_++;
+    }
+    if (monotonic_ms() - start > kMaxClaimWaitMs) {
+      log_warn("waited too long for another process to compile " + key + "; compiling here");
+      return run();
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(sleep_ms * 1000)));
+    sleep_ms = std::min(sleep_ms * 1.5, 50.0);
+    if (EntryPtr e = disk_get(key)) {
+      remember(e, KJIT_TIER_DISK);
+      return Outcome{KJIT_OK, "", e, KJIT_TIER_DISK};
+    }
+    Claim now;
+    try {
+      now = disk_->read_claim(key);
+    } catch (const std::exception& e) {
+      disk_failed(e, "reading a compile claim");
+      return run();
+    }
+    if (now.state == Claim::State::Failed && now.owner == claim.owner) {
+      return parse_failure(now.failure);
+    }
+  }
+}
+
+void Cache::insert(const Entry& e) {
+  if (!disk_) {
+    memory_.put(std::make_shared<Entry>(e));
+    return;
+  }
+  evictions_ += disk_->put(e, max_bytes_);
+  stores_++;
+  memory_.put(std::make_shared<Entry>(e));
+}
+
+bool Cache::remove(const std::string& key) {
+  bool found = memory_.get(key) != nullptr;
+  memory_.remove(key);
+  if (disk_) found = disk_->remove(key) || found;
+  return found;
+}
+
+void Cache::clear() {
+  memory_.clear();
+  if (disk_) disk_->clear();
+}
+
+uint64_t Cache::prune(uint64_t max_bytes) {
+  if (!disk_) return 0;
+  const uint64_t n = disk_->prune(max_bytes);
+  evictions_ += n;
+  memory_.clear();
+  return n;
+}
+
+void Cache::list(const std::function<bool(const EntryInfo&)>& fn) {
+  if (disk_) disk_->list(fn);
+}
+
+void Cache::verify(uint64_t* checked, uint64_t* bad) {
+  *checked = *bad = 0;
+  if (!disk_) return;
+  for (const std::string& key : disk_->keys()) {
+    ++*checked;
+    try {
+      disk_->get(key);
+    } catch (const Error& e) {
+      if (e.status() != KJIT_ERROR_CACHE_CORRUPT) throw;
+      ++*bad;
+      corrupt_++;
+      memory_.remove(key);
+    }
+  }
+}
+
+void Cache::stats(kjit_cache_stats* out) {
+  kjit_cache_stats s;
+  std::memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  s.disk_state = disk_state_;
+  s.memory_hits = memory_hits_;
+  s.disk_hits = disk_hits_;
+  s.misses = misses_;
+  s.compiles = compiles_;
+  s.stores = stores_;
+  s.store_failures = store_failures_;
+  s.corrupt_entries = corrupt_;
+  s.evictions = evictions_;
+  s.waits = waits_;
+  s.compile_ms_saved = static_cast<double>(saved_us_.load()) / 1000.0;
+  memory_.totals(&s.memory_entries, &s.memory_bytes);
+  if (disk_) {
+    try {
+      disk_->totals(&s.disk_entries, &s.disk_bytes);
+    } catch (const std::exception& e) {
+      disk_failed(e, "reading cache totals");
+    }
+  }
+  s.max_size_bytes = max_bytes_;
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    std::snprintf(s.message, sizeof s.message, "%s", message_.c_str());
+  }
+  // Copy only as much as the caller's struct holds.
+  const size_t n = std::min<size_t>(out->struct_size, sizeof s);
+  const uint32_t caller_size = out->struct_size;
+  std::memcpy(out, &s, n);
+  out->struct_size = caller_size;
+}
+
+std::optional<std::string> Cache::get_meta(const std::string& name) {
+  if (!disk_) return std::nullopt;
+  try {
+    return disk_->get_meta(name);
+  } catch (const std::exception& e) {
+    disk_failed(e, "reading cache metadata");
+    return std::nullopt;
+  }
+}
+
+void Cache::set_meta(const std::string& name, const std::string& value) {
+  if (!disk_) return;
+  try {
+    disk_->set_meta(name, value);
+  } catch (const std::exception& e) {
+    disk_failed(e, "writing cache metadata");
+  }
+}
+
+std::optional<std::string> Cache::get_value(const std::string& ns, const std::string& key) {
+  if (!disk_) return std::nullopt;
+  try {
+    return disk_->get_value(ns, key);
+  } catch (const std::exception& e) {
+    disk_failed(e, "reading a cached value");
+    return std::nullopt;
+  }
+}
+
+void Cache::put_value(const std::string& ns, const std::string& key, const std::string& value) {
+  if (!disk_ || disk_->read_only()) return;
+  try {
+    disk_->put_value(ns, key, value);
+  } catch (const std::exception& e) {
+    disk_failed(e, "writing a cached value");
+  }
+}
+
+}  // namespace kjit

@@ -1,0 +1,110 @@
+// The cache: memory tier over the SQLite tier, with statistics, single flight across
+// threads and processes, and graceful degradation when the disk cannot be used.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "kjit/cache.h"
+#include "kjit/compile.h"
+#include "store/disk_store.h"
+#include "store/memory_tier.h"
+
+namespace kjit {
+
+struct CacheConfig {
+  std::string directory;  // "" = default location
+  uint64_t max_bytes = 0;
+  uint64_t memory_max_bytes = 0;
+  bool read_only = false;
+  bool memory_only = false;
+};
+
+// Result of a compile as the cache sees it: OK with an entry, or a failure. A compile
+// error (KJIT_ERROR_COMPILE) still carries an entry holding only the log.
+struct Outcome {
+  kjit_status status = KJIT_OK;
+  std::string message;
+  EntryPtr entry;
+  kjit_tier tier = KJIT_TIER_COMPILED;
+};
+
+// Default cache directory from the environment (KJIT_CACHE_DIR, XDG_CACHE_HOME, HOME, tmp).
+std::string default_cache_directory();
+
+class Cache {
+ public:
+  explicit Cache(CacheConfig config);  // never fails because of the disk
+  ~Cache();
+
+  const std::string& directory() const { return dir_; }
+
+  // Memory, then disk. nullptr on a miss; `tier` receives where it was found.
+  EntryPtr lookup(const std::string& key, kjit_tier* tier);
+
+  // Lookup, else run `compile` exactly once across the threads of this process and the
+  // processes sharing the database; others wait for its result. `compile` must not throw
+  // for compile errors (it returns them), but may throw kjit::Error for other failures.
+  Outcome get_or_compile(const std::string& key, const std::function<Outcome()>& compile);
+
+  // Raw insert/remove for tools. insert() throws on failure.
+  void insert(const Entry& e);
+  bool remove(const std::string& key);
+  void clear();
+  void clear_memory() { memory_.clear(); }
+  uint64_t prune(uint64_t max_bytes);
+  void list(const std::function<bool(const EntryInfo&)>& fn);
+  void verify(uint64_t* checked, uint64_t* bad);
+
+  void stats(kjit_cache_stats* out);
+
+  // Small persistent facts (toolchain ids...). No-ops / nullopt without a disk tier.
+  std::optional<std::string> get_meta(const std::string& name);
+  void set_meta(const std::string& name, const std::string& value);
+  std::optional<std::string> get_value(const std::string& ns, const std::string& key);
+  void put_value(const std::string& ns, const std::string& key, const std::string& value);
+
+  // For tests and tools: the disk store, or nullptr when the disk tier is off.
+  DiskStore* disk() { return disk_.get(); }
+  bool disk_usable() const { return disk_ != nullptr; }
+
+ private:
+  struct Flight {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    Outcome outcome;
+  };
+
+  void open_disk();
+  void disk_failed(const std::exception& e, const char* during);
+  EntryPtr disk_get(const std::string& key);
+  bool disk_put(const Entry& e);
+  Outcome compile_with_claim(const std::string& key, const std::function<Outcome()>& compile);
+  void remember(const EntryPtr& e, kjit_tier tier);
+
+  CacheConfig config_;
+  std::string dir_;
+  uint64_t max_bytes_;
+  std::string owner_;
+  MemoryTier memory_;
+  std::unique_ptr<DiskStore> disk_;
+  int disk_state_ = KJIT_DISK_DISABLED;
+  std::mutex state_mu_;  // guards message_ and reporting
+  std::string message_;
+  bool reported_ = false;
+
+  std::mutex flights_mu_;
+  std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;
+
+  std::atomic<uint64_t> memory_hits_{0}, disk_hits_{0}, misses_{0}, compiles_{0}, stores_{0},
+      store_failures_{0}, corrupt_{0}, evictions_{0}, waits_{0};
+  std::atomic<uint64_t> saved_us_{0};
+};
+
+}  // namespace kjit

@@ -1,0 +1,758 @@
+#include "store/disk_store.h"
+
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+
+#include "util/fs.h"
+#include "util/log.h"
+#include "util/sha256.h"
+
+namespace kjit {
+namespace {
+
+constexpr int kBusyTimeoutMs = 30000;
+constexpr size_t kMaxPooledConnections = 8;
+constexpr size_t kTouchBatch = 64;
+// A claim from a process we cannot check (another host) is taken over after this long.
+constexpr int64_t kForeignClaimLeaseSeconds = 600;
+
+const char* const kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS entries(
+  key TEXT PRIMARY KEY NOT NULL,
+  target TEXT NOT NULL,
+  kernels TEXT NOT NULL,
+  bytes INTEGER NOT NULL,
+  created INTEGER NOT NULL,
+  last_used INTEGER NOT NULL,
+  compile_ms REAL NOT NULL,
+  meta TEXT NOT NULL,
+  meta_sum BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS entries_lru ON entries(last_used);
+CREATE TABLE IF NOT EXISTS blobs(
+  key TEXT NOT NULL,
+  kind INTEGER NOT NULL,
+  sum BLOB NOT NULL,
+  data BLOB NOT NULL,
+  PRIMARY KEY(key, kind));
+CREATE TABLE IF NOT EXISTS totals(
+  id INTEGER PRIMARY KEY CHECK(id = 0),
+  entries INTEGER NOT NULL,
+  bytes INTEGER NOT NULL);
+INSERT OR IGNORE INTO totals VALUES(0, 0, 0);
+CREATE TRIGGER IF NOT EXISTS entries_count_insert AFTER INSERT ON entries BEGIN
+  UPDATE totals SET entries = entries + 1, bytes = bytes + new.bytes WHERE id = 0;
+END;
+CREATE TRIGGER IF NOT EXISTS entries_count_delete AFTER DELETE ON entries BEGIN
+  UPDATE totals SET entries = entries - 1, bytes = bytes - old.bytes WHERE id = 0;
+END;
+CREATE TABLE IF NOT EXISTS claims(
+  key TEXT PRIMARY KEY NOT NULL,
+  owner TEXT NOT NULL,
+  started INTEGER NOT NULL,
+  failure TEXT);
+CREATE TABLE IF NOT EXISTS meta(
+  name TEXT PRIMARY KEY NOT NULL,
+  value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS kv(
+  ns TEXT NOT NULL,
+  key TEXT NOT NULL,
+  value BLOB NOT NULL,
+  updated INTEGER NOT NULL,
+  PRIMARY KEY(ns, key));
+)sql";
+
+bool is_corruption(int rc) {
+  const int primary = rc & 0xff;
+  return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB;
+}
+
+[[noreturn]] void throw_sqlite(sqlite3* db, int rc, const std::string& what) {
+  std::string msg = "cache database: " + what + " failed: " +
+                    (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc)) + " (" +
+                    sqlite3_errstr(rc) + ")";
+  if (is_corruption(rc)) throw DatabaseCorrupt(msg);
+  fail(KJIT_ERROR_CACHE, msg);
+}
+
+std::string hostname() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+// Start time of a process (clock ticks since boot), "" if it does not exist.
+std::string process_start_time(long pid) {
+  auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return "";
+  const size_t paren = stat->rfind(')');
+  if (paren == std::string::npos) return "";
+  std::istringstream in(stat->substr(paren + 2));
+  std::string field;
+  // Fields after the command: state(3) ... starttime is field 22, i.e. the 20th here.
+  for (int i = 3; i <= 22 && (in >> field); ++i) {
+    if (i == 22) return field;
+  }
+  return "";
+}
+
+// Owner strings are "host|pid|starttime|thread". Dead if same host and the process is
+// gone or is a different process with the same pid.
+bool owner_is_dead(const std::string& owner, int64_t started, int64_t now) {
+  std::vector<std::string> parts;
+  std::string part;
+  std::istringstream in(owner);
+  while (std::getline(in, part, '|')) parts.push_back(part);
+  if (parts.size() < 3) return true;
+  if (parts[0] != hostname()) return now - started > kForeignClaimLeaseSeconds;
+  const long pid = std::strtol(parts[1].c_str(), nullptr, 10);
+  return process_start_time(pid) != parts[2];
+}
+
+}  // namespace
+
+// One SQLite connection with its prepared statements.
+struct DiskStore::Conn {
+  sqlite3* db = nullptr;
+  std::unordered_map<const char*, sqlite3_stmt*> stmts;
+
+  ~Conn() {
+    for (auto& [sql, stmt] : stmts) sqlite3_finalize(stmt);
+    if (db) sqlite3_close_v2(db);
+  }
+
+  void exec(const char* sql, const char* what) {
+    char* err = nullptr;
+    const int rc = sqlite3_exec(db, sql, nullptr, nullptr, &err);
+    if (rc != SQLITE_OK) {
+      std::string msg = err ? err : sqlite3_errstr(rc);
+      sqlite3_free(err);
+      std::string full = std::string("cache database: ") + what + " failed: " + msg;
+      if (is_corruption(rc)) throw DatabaseCorrupt(full);
+      fail(KJIT_ERROR_CACHE, full);
+    }
+  }
+
+  // Statement prepared once per connection, reset and unbound for reuse.
+  sqlite3_stmt* stmt(const char* sql) {
+    auto it = stmts.find(sql);
+    if (it != stmts.end()) {
+      sqlite3_reset(it->second);
+      sqlite3_clear_bindings(it->second);
+      return it->second;
+    }
+    sqlite3_stmt* s = nullptr;
+    const int rc = sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr);
+    if (rc != SQLITE_OK) throw_sqlite(db, rc, "prepare");
+    stmts.emplace(sql, s);
+    return s;
+  }
+
+  int step(sqlite3_stmt* s, const char* what) {
+    const int rc = sqlite3_step(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+      sqlite3_reset(s);
+      throw_sqlite(db, rc, what);
+    }
+    return rc;
+  }
+};
+
+// Scoped transaction: BEGIN IMMEDIATE for writes (so a writer waits for the lock up front
+// instead of failing on upgrade), BEGIN DEFERRED for consistent multi-statement reads.
+class Txn {
+ public:
+  Txn(DiskStore::Conn& c, bool write) : c_(c) {
+    c_.exec(write ? "BEGIN IMMEDIATE" : "BEGIN", "begin transaction");
+  }
+  void commit() {
+    c_.exec("COMMIT", "commit");
+    done_ = true;
+  }
+  ~Txn() {
+    if (!done_) sqlite3_exec(c_.db, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+
+ private:
+  DiskStore::Conn& c_;
+  bool done_ = false;
+};
+
+struct DiskStore::Lease {
+  DiskStore* store;
+  Conn* conn;
+  Lease(DiskStore* s, Conn* c) : store(s), conn(c) {}
+  Lease(Lease&& o) noexcept : store(o.store), conn(o.conn) { o.conn = nullptr; }
+  ~Lease() {
+    if (conn) store->release(conn);
+  }
+  Conn& operator*() { return *conn; }
+  Conn* operator->() { return conn; }
+};
+
+DiskStore::DiskStore(std::string dir, bool read_only, bool use_wal)
+    : dir_(std::move(dir)),
+      path_(join_path(dir_, kFileName)),
+      read_only_(read_only),
+      use_wal_(use_wal),
+      pid_(static_cast<long>(getpid())) {
+  auto first = open_connection(true);
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  pool_.push_back(std::move(first));
+}
+
+DiskStore::~DiskStore() {
+  try {
+    flush_touches();
+  } catch (const std::exception& e) {
+    log_warn(std::string("could not record last-use times: ") + e.what());
+  }
+  if (static_cast<long>(getpid()) != pid_) {
+    // A forked child must not close the parent's SQLite connections: leak them.
+    for (auto& c : pool_) c.release();
+  }
+}
+
+std::unique_ptr<DiskStore::Conn> DiskStore::open_connection(bool initialise) {
+  auto c = std::make_unique<Conn>();
+  const int flags = read_only_ ? SQLITE_OPEN_READONLY
+                               : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  int rc = sqlite3_open_v2(path_.c_str(), &c->db, flags | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) throw_sqlite(c->db, rc, "open " + path_);
+  sqlite3_busy_timeout(c->db, kBusyTimeoutMs);
+  sqlite3_extended_result_codes(c->db, 1);
+  // Reading the header forces SQLite to look at the file: garbage fails here.
+  c->exec("PRAGMA mmap_size=0", "configure");
+  if (initialise) {
+    if (!read_only_) {
+      c->exec(use_wal_ ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE",
+              "set journal mode");
+    }
+    initialise_schema(*c);
+  }
+  c->exec("PRAGMA synchronous=NORMAL", "configure");
+  if (!read_only_) c->exec("PRAGMA journal_size_limit=67108864", "configure");
+  return c;
+}
+
+void DiskStore::initialise_schema(Conn& c) {
+  auto read_int = [&](const char* sql) {
+    sqlite3_stmt* s = c.stmt(sql);
+    c.step(s, sql);
+    const int v = sqlite3_column_int(s, 0);
+    sqlite3_reset(s);
+    return v;
+  };
+  int app = read_int("PRAGMA application_id");
+  int version = read_int("PRAGMA user_version");
+  int tables = read_int("SELECT count(*) FROM sqlite_master");
+  if (app != 0 && app != kApplicationId) {
+    throw DatabaseCorrupt("cache database " + path_ + " belongs to another application");
+  }
+  if (app == 0 && tables > 0) {
+    throw DatabaseCorrupt("cache database " + path_ + " is not a kjit database");
+  }
+  if (version > kSchemaVersion) {
+    fail(KJIT_ERROR_CACHE, "cache database " + path_ + " has schema " +
+                               std::to_string(version) + " from a newer kjit; this kjit reads " +
+                               std::to_string(kSchemaVersion));
+  }
+  if (version == kSchemaVersion) return;
+  if (read_only_) {
+    fail(KJIT_ERROR_CACHE, "cache database " + path_ + " is not initialised and is read-only");
+  }
+  Txn txn(c, true);
+  // Re-read under the write lock: another process may have initialised it meanwhile.
+  version = read_int("PRAGMA user_version");
+  if (version == 0) {
+    c.exec(kSchema, "create schema");
+    // Future migrations go here: `if (version == 1) { ... migrate to 2 ... }`.
+    c.exec("PRAGMA application_id=1802135924", "set application id");
+    c.exec("PRAGMA user_version=1", "set schema version");
+  }
+  txn.commit();
+}
+
+DiskStore::Lease DiskStore::acquire() {
+  const long pid = static_cast<long>(getpid());
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (pid != pid_) {
+      // After fork(): never touch the parent's connections (leak them), open our own.
+      for (auto& c : pool_) c.release();
+      pool_.clear();
+      pid_ = pid;
+    }
+    if (!pool_.empty()) {
+      Conn* c = pool_.back().release();
+      pool_.pop_back();
+      return Lease(this, c);
+    }
+  }
+  return Lease(this, open_connection(false).release());
+}
+
+void DiskStore::release(Conn* c) {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  if (pool_.size() < kMaxPooledConnections && static_cast<long>(getpid()) == pid_) {
+    pool_.emplace_back(c);
+  } else if (static_cast<long>(getpid()) == pid_) {
+    delete c;
+  }
+}
+
+EntryPtr DiskStore::get(const std::string& key) {
+  Lease c = acquire();
+  auto entry = std::make_shared<Entry>();
+  entry->key = key;
+  std::string meta_sum;
+  bool bad = false;
+  std::string why;
+  {
+    Txn txn(*c, false);
+    sqlite3_stmt* s = c->stmt("SELECT meta, meta_sum, last_used FROM entries WHERE key = ?1");
+    sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+    if (c->step(s, "read entry") != SQLITE_ROW) {
+      sqlite3_reset(s);
+      txn.commit();
+      return nullptr;
+    }
+    std::string meta(static_cast<const char*>(sqlite3_column_blob(s, 0)),
+                     size_t(sqlite3_column_bytes(s, 0)));
+    meta_sum.assign(static_cast<const char*>(sqlite3_column_blob(s, 1)),
+                    size_t(sqlite3_column_bytes(s, 1)));
+    entry->last_used = sqlite3_column_int64(s, 2);
+    sqlite3_reset(s);
+    const Digest d = sha256(meta);
+    if (meta_sum.size() != d.size() || std::memcmp(meta_sum.data(), d.data(), d.size()) != 0) {
+      bad = true;
+      why = "metadata checksum mismatch";
+    } else {
+      try {
+        entry->load_metadata(meta);
+      } catch (const Error& e) {
+        bad = true;
+        why = e.message();
+      }
+    }
+    s = c->stmt("SELECT kind, sum, data FROM blobs WHERE key = ?1");
+    sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+    size_t parts = 0;
+    while (!bad && c->step(s, "read blobs") == SQLITE_ROW) {
+      const int kind = sqlite3_column_int(s, 0);
+      std::string* dst = (kind == 1 || kind == 2 || kind == 4)
+                             ? entry->blob(static_cast<BlobKind>(kind))
+                             : nullptr;
+      if (!dst) {
+        bad = true;
+        why = "unknown blob kind " + std::to_string(kind);
+        break;
+      }
+      const void* sum = sqlite3_column_blob(s, 1);
+      const int sum_len = sqlite3_column_bytes(s, 1);
+      const void* data = sqlite3_column_blob(s, 2);
+      const int len = sqlite3_column_bytes(s, 2);
+      const Digest d2 = sha256(data, size_t(len));
+      if (sum_len != int(d2.size()) || std::memcmp(sum, d2.data(), d2.size()) != 0) {
+        bad = true;
+        why = "blob checksum mismatch";
+        break;
+      }
+      dst->assign(static_cast<const char*>(data), size_t(len));
+      ++parts;
+    }
+    sqlite3_reset(s);
+    // Every part the metadata promises must be present with its recorded size.
+    const auto& rs = entry->recorded_sizes;
+    if (!bad && (entry->ptx.size() != rs.ptx || entry->cubin.size() != rs.cubin ||
+                 entry->ltoir.size() != rs.ltoir)) {
+      bad = true;
+      why = "parts missing or of the wrong size (" + std::to_string(parts) + " blobs)";
+    }
+    if (!bad && entry->ptx.empty() && entry->cubin.empty() && entry->ltoir.empty()) {
+      bad = true;
+      why = "entry has no code";
+    }
+    txn.commit();
+  }
+  if (bad) {
+    log_warn("cache entry " + key + " in " + path_ + " is corrupt (" + why + "); removed");
+    if (!read_only_) {
+      try {
+        remove(key);
+      } catch (const std::exception& e) {
+        log_warn(std::string("could not remove corrupt entry: ") + e.what());
+      }
+    }
+    fail(KJIT_ERROR_CACHE_CORRUPT, "cache entry " + key + " is corrupt: " + why);
+  }
+  return entry;
+}
+
+void DiskStore::delete_locked(Conn& c, const std::string& key) {
+  sqlite3_stmt* s = c.stmt("DELETE FROM blobs WHERE key = ?1");
+  sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+  c.step(s, "delete blobs");
+  s = c.stmt("DELETE FROM entries WHERE key = ?1");
+  sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+  c.step(s, "delete entry");
+}
+
+uint64_t DiskStore::put(const Entry& e, uint64_t max_bytes) {
+  if (read_only_) fail(KJIT_ERROR_READ_ONLY, "cache database " + path_ + " is read-only");
+  const std::string meta = e.metadata_json();
+  const Digest meta_sum = sha256(meta);
+  std::string kernels;
+  for (const auto& k : e.kernels) kernels += (kernels.empty() ? "" : ",") + k;
+  const int64_t now = unix_time();
+  Lease c = acquire();
+  Txn txn(*c, true);
+  delete_locked(*c, e.key);
+  sqlite3_stmt* s = c->stmt(
+      "INSERT INTO entries(key, target, kernels, bytes, created, last_used, compile_ms, meta, "
+      "meta_sum) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+  sqlite3_bind_text(s, 1, e.key.data(), int(e.key.size()), SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, e.target.data(), int(e.target.size()), SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, kernels.data(), int(kernels.size()), SQLITE_STATIC);
+  sqlite3_bind_int64(s, 4, int64_t(e.bytes()));
+  sqlite3_bind_int64(s, 5, e.created ? e.created : now);
+  sqlite3_bind_int64(s, 6, now);
+  sqlite3_bind_double(s, 7, e.compile_ms);
+  sqlite3_bind_text(s, 8, meta.data(), int(meta.size()), SQLITE_STATIC);
+  sqlite3_bind_blob(s, 9, meta_sum.data(), int(meta_sum.size()), SQLITE_STATIC);
+  c->step(s, "insert entry");
+  for (BlobKind k : {BlobKind::Ptx, BlobKind::Cubin, BlobKind::LtoIr}) {
+    const std::string& data = *e.blob(k);
+    if (data.empty()) continue;
+    const Digest sum = sha256(data);
+    s = c->stmt("INSERT INTO blobs(key, kind, sum, data) VALUES(?1, ?2, ?3, ?4)");
+    sqlite3_bind_text(s, 1, e.key.data(), int(e.key.size()), SQLITE_STATIC);
+    sqlite3_bind_int(s, 2, int(k));
+    sqlite3_bind_blob(s, 3, sum.data(), int(sum.size()), SQLITE_STATIC);
+    sqlite3_bind_blob64(s, 4, data.data(), data.size(), SQLITE_STATIC);
+    c->step(s, "insert blob");
+  }
+  s = c->stmt("DELETE FROM claims WHERE key = ?1");
+  sqlite3_bind_text(s, 1, e.key.data(), int(e.key.size()), SQLITE_STATIC);
+  c->step(s, "release claim");
+  flush_touches_locked(*c);
+  uint64_t evicted = 0;
+  if (max_bytes > 0) {
+    uint64_t entries = 0, bytes = 0;
+    s = c->stmt("SELECT entries, bytes FROM totals WHERE id = 0");
+    if (c->step(s, "read totals") == SQLITE_ROW) {
+      entries = uint64_t(sqlite3_column_int64(s, 0));
+      bytes = uint64_t(sqlite3_column_int64(s, 1));
+    }
+    sqlite3_reset(s);
+    (void)entries;
+    if (bytes > max_bytes) evicted = evict_locked(*c, max_bytes - max_bytes / 5);
+  }
+  txn.commit();
+  return evicted;
+}
+
+uint64_t DiskStore::evict_locked(Conn& c, uint64_t target_bytes) {
+  uint64_t removed = 0;
+  for (;;) {
+    sqlite3_stmt* s = c.stmt("SELECT bytes FROM totals WHERE id = 0");
+    uint64_t bytes = 0;
+    if (c.step(s, "read totals") == SQLITE_ROW) bytes = uint64_t(sqlite3_column_int64(s, 0));
+    sqlite3_reset(s);
+    if (bytes <= target_bytes) break;
+    s = c.stmt("SELECT key FROM entries ORDER BY last_used ASC, created ASC LIMIT 16");
+    std::vector<std::string> victims;
+    while (c.step(s, "select victims") == SQLITE_ROW) {
+      victims.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(s, 0)));
+    }
+    sqlite3_reset(s);
+    if (victims.empty()) break;
+    for (const auto& key : victims) {
+      delete_locked(c, key);
+      ++removed;
+      s = c.stmt("SELECT bytes FROM totals WHERE id = 0");
+      if (c.step(s, "read totals") == SQLITE_ROW) bytes = uint64_t(sqlite3_column_int64(s, 0));
+      sqlite3_reset(s);
+      if (bytes <= target_bytes) break;
+    }
+  }
+  return removed;
+}
+
+bool DiskStore::remove(const std::string& key) {
+  if (read_only_) fail(KJIT_ERROR_READ_ONLY, "cache database " + path_ + " is read-only");
+  Lease c = acquire();
+  Txn txn(*c, true);
+  delete_locked(*c, key);
+  const bool existed = sqlite3_changes(c->db) > 0;
+  txn.commit();
+  return existed;
+}
+
+void DiskStore::clear() {
+  if (read_only_) fail(KJIT_ERROR_READ_ONLY, "cache database " + path_ + " is read-only");
+  Lease c = acquire();
+  Txn txn(*c, true);
+  c->exec("DELETE FROM blobs; DELETE FROM entries; DELETE FROM claims; DELETE FROM kv;",
+          "clear");
+  txn.commit();
+  {
+    std::lock_guard<std::mutex> lock(touch_mu_);
+    touches_.clear();
+  }
+}
+
+uint64_t DiskStore::prune(uint64_t max_bytes) {
+  if (read_only_) fail(KJIT_ERROR_READ_ONLY, "cache database " + path_ + " is read-only");
+  Lease c = acquire();
+  Txn txn(*c, true);
+  flush_touches_locked(*c);
+  const uint64_t removed = evict_locked(*c, max_bytes);
+  txn.commit();
+  return removed;
+}
+
+void DiskStore::totals(uint64_t* entries, uint64_t* bytes) {
+  Lease c = acquire();
+  sqlite3_stmt* s = c->stmt("SELECT entries, bytes FROM totals WHERE id = 0");
+  *entries = *bytes = 0;
+  if (c->step(s, "read totals") == SQLITE_ROW) {
+    *entries = uint64_t(sqlite3_column_int64(s, 0));
+    *bytes = uint64_t(sqlite3_column_int64(s, 1));
+  }
+  sqlite3_reset(s);
+}
+
+void DiskStore::list(const std::function<bool(const EntryInfo&)>& fn) {
+  Lease c = acquire();
+  Txn txn(*c, false);
+  sqlite3_stmt* s = c->stmt(
+      "SELECT key, target, kernels, bytes, created, last_used, compile_ms FROM entries "
+      "ORDER BY last_used DESC, created DESC");
+  while (c->step(s, "list entries") == SQLITE_ROW) {
+    EntryInfo info;
+    info.key = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+    info.target = reinterpret_cast<const char*>(sqlite3_column_text(s, 1));
+    info.kernels = reinterpret_cast<const char*>(sqlite3_column_text(s, 2));
+    info.bytes = uint64_t(sqlite3_column_int64(s, 3));
+    info.created = sqlite3_column_int64(s, 4);
+    info.last_used = sqlite3_column_int64(s, 5);
+    info.compile_ms = sqlite3_column_double(s, 6);
+    if (fn(info)) break;
+  }
+  sqlite3_reset(s);
+  txn.commit();
+}
+
+std::vector<std::string> DiskStore::keys() {
+  std::vector<std::string> out;
+  list([&](const EntryInfo& i) {
+    out.push_back(i.key);
+    return false;
+  });
+  return out;
+}
+
+void DiskStore::touch(const std::string& key, int64_t last_used) {
+  if (read_only_) return;
+  bool flush = false;
+  {
+    std::lock_guard<std::mutex> lock(touch_mu_);
+    touches_.emplace_back(key, last_used);
+    flush = touches_.size() >= kTouchBatch;
+  }
+  if (flush) flush_touches();
+}
+
+void DiskStore::flush_touches_locked(Conn& c) {
+  std::vector<std::pair<std::string, int64_t>> pending;
+  {
+    std::lock_guard<std::mutex> lock(touch_mu_);
+    pending.swap(touches_);
+  }
+  for (const auto& [key, t] : pending) {
+    sqlite3_stmt* s = c.stmt("UPDATE entries SET last_used = max(last_used, ?2) WHERE key = ?1");
+    sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, t);
+    c.step(s, "record last use");
+  }
+}
+
+void DiskStore::flush_touches() {
+  if (read_only_ || static_cast<long>(getpid()) != pid_) return;
+  {
+    std::lock_guard<std::mutex> lock(touch_mu_);
+    if (touches_.empty()) return;
+  }
+  Lease c = acquire();
+  Txn txn(*c, true);
+  flush_touches_locked(*c);
+  txn.commit();
+}
+
+Claim DiskStore::try_claim(const std::string& key, const std::string& owner) {
+  Claim out;
+  if (read_only_) {
+    out.state = Claim::State::Claimed;  // cannot coordinate; compile without a claim
+    return out;
+  }
+  const int64_t now = unix_time();
+  Lease c = acquire();
+  Txn txn(*c, true);
+  sqlite3_stmt* s = c->stmt("SELECT 1 FROM entries WHERE key = ?1");
+  sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+  const bool present = c->step(s, "check entry") == SQLITE_ROW;
+  sqlite3_reset(s);
+  if (present) {
+    txn.commit();
+    out.state = Claim::State::Present;
+    return out;
+  }
+  s = c->stmt("SELECT owner, started, failure FROM claims WHERE key = ?1");
+  sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+  bool take = true;
+  if (c->step(s, "read claim") == SQLITE_ROW) {
+    const std::string holder = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+    const int64_t started = sqlite3_column_int64(s, 1);
+    const bool failed = sqlite3_column_type(s, 2) != SQLITE_NULL;
+    // A failed claim is history for new requests; a live claim makes us wait.
+    if (!failed && holder != owner && !owner_is_dead(holder, started, now)) {
+      take = false;
+      out.owner = holder;
+    }
+  }
+  sqlite3_reset(s);
+  if (take) {
+    s = c->stmt("INSERT OR REPLACE INTO claims(key, owner, started, failure) "
+                "VALUES(?1, ?2, ?3, NULL)");
+    sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, owner.data(), int(owner.size()), SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, now);
+    c->step(s, "write claim");
+    // Failed claims older than a minute are no longer anyone's answer.
+    s = c->stmt("DELETE FROM claims WHERE failure IS NOT NULL AND started < ?1");
+    sqlite3_bind_int64(s, 1, now - 60);
+    c->step(s, "expire claims");
+    out.state = Claim::State::Claimed;
+  } else {
+    out.state = Claim::State::Busy;
+  }
+  txn.commit();
+  return out;
+}
+
+Claim DiskStore::read_claim(const std::string& key) {
+  Claim out;
+  out.state = Claim::State::Claimed;  // meaning: nobody holds it
+  const int64_t now = unix_time();
+  Lease c = acquire();
+  sqlite3_stmt* s = c->stmt("SELECT owner, started, failure FROM claims WHERE key = ?1");
+  sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+  if (c->step(s, "read claim") == SQLITE_ROW) {
+    out.owner = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+    const int64_t started = sqlite3_column_int64(s, 1);
+    if (sqlite3_column_type(s, 2) != SQLITE_NULL) {
+      out.state = Claim::State::Failed;
+      out.failure = reinterpret_cast<const char*>(sqlite3_column_text(s, 2));
+    } else if (!owner_is_dead(out.owner, started, now)) {
+      out.state = Claim::State::Busy;
+    }
+  }
+  sqlite3_reset(s);
+  return out;
+}
+
+void DiskStore::release_claim(const std::string& key, const std::string& owner) {
+  if (read_only_) return;
+  Lease c = acquire();
+  sqlite3_stmt* s = c->stmt("DELETE FROM claims WHERE key = ?1 AND owner = ?2");
+  sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, owner.data(), int(owner.size()), SQLITE_STATIC);
+  c->step(s, "release claim");
+}
+
+void DiskStore::fail_claim(const std::string& key, const std::string& owner,
+                           const std::string& failure) {
+  if (read_only_) return;
+  Lease c = acquire();
+  sqlite3_stmt* s = c->stmt("UPDATE claims SET failure = ?3 WHERE key = ?1 AND owner = ?2");
+  sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, owner.data(), int(owner.size()), SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, failure.data(), int(failure.size()), SQLITE_STATIC);
+  c->step(s, "record failed compile");
+}
+
+std::optional<std::string> DiskStore::get_meta(const std::string& name) {
+  Lease c = acquire();
+  sqlite3_stmt* s = c->stmt("SELECT value FROM meta WHERE name = ?1");
+  sqlite3_bind_text(s, 1, name.data(), int(name.size()), SQLITE_STATIC);
+  std::optional<std::string> out;
+  if (c->step(s, "read meta") == SQLITE_ROW) {
+    out = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+  }
+  sqlite3_reset(s);
+  return out;
+}
+
+void DiskStore::set_meta(const std::string& name, const std::string& value) {
+  if (read_only_) return;
+  Lease c = acquire();
+  sqlite3_stmt* s = c->stmt("INSERT OR REPLACE INTO meta(name, value) VALUES(?1, ?2)");
+  sqlite3_bind_text(s, 1, name.data(), int(name.size()), SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, value.data(), int(value.size()), SQLITE_STATIC);
+  c->step(s, "write meta");
+}
+
+std::optional<std::string> DiskStore::get_value(const std::string& ns, const std::string& key) {
+  Lease c = acquire();
+  sqlite3_stmt* s = c->stmt("SELECT value FROM kv WHERE ns = ?1 AND key = ?2");
+  sqlite3_bind_text(s, 1, ns.data(), int(ns.size()), SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, key.data(), int(key.size()), SQLITE_STATIC);
+  std::optional<std::string> out;
+  if (c->step(s, "read value") == SQLITE_ROW) {
+    out.emplace(static_cast<const char*>(sqlite3_column_blob(s, 0)),
+                size_t(sqlite3_column_bytes(s, 0)));
+  }
+  sqlite3_reset(s);
+  return out;
+}
+
+void DiskStore::put_value(const std::string& ns, const std::string& key,
+                          const std::string& value) {
+  if (read_only_) fail(KJIT_ERROR_READ_ONLY, "cache database " + path_ + " is read-only");
+  Lease c = acquire();
+  sqlite3_stmt* s =
+      c->stmt("INSERT OR REPLACE INTO kv(ns, key, value, updated) VALUES(?1, ?2, ?3, ?4)");
+  sqlite3_bind_text(s, 1, ns.data(), int(ns.size()), SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, key.data(), int(key.size()), SQLITE_STATIC);
+  sqlite3_bind_blob(s, 3, value.data(), int(value.size()), SQLITE_STATIC);
+  sqlite3_bind_int64(s, 4, unix_time());
+  c->step(s, "write value");
+}
+
+std::string DiskStore::exec_for_text(const std::string& sql) {
+  Lease c = acquire();
+  sqlite3_stmt* s = nullptr;
+  int rc = sqlite3_prepare_v2(c->db, sql.c_str(), -1, &s, nullptr);
+  if (rc != SQLITE_OK) throw_sqlite(c->db, rc, "prepare " + sql);
+  std::string out;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    for (int i = 0; i < sqlite3_column_count(s); ++i) {
+      const unsigned char* t = sqlite3_column_text(s, i);
+      out += (i ? "|" : "");
+      out += t ? reinterpret_cast<const char*>(t) : "";
+    }
+    out += "\n";
+  }
+  sqlite3_finalize(s);
+  if (rc != SQLITE_DONE) throw_sqlite(c->db, rc, sql);
+  return out;
+}
+
+}  // namespace kjit

@@ -1,0 +1,116 @@
+// The SQLite tier: one database file shared by every thread and process of the machine.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "store/entry.h"
+#include "util/error.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace kjit {
+
+// Thrown when SQLite reports the database file itself as corrupt or not a database.
+class DatabaseCorrupt : public Error {
+ public:
+  explicit DatabaseCorrupt(std::string message)
+      : Error(KJIT_ERROR_CACHE_CORRUPT, std::move(message)) {}
+};
+
+// Row summary used by list().
+struct EntryInfo {
+  std::string key, target, kernels;
+  uint64_t bytes = 0;
+  int64_t created = 0, last_used = 0;
+  double compile_ms = 0;
+};
+
+// Outcome of trying to claim a key for compilation (single flight across processes).
+struct Claim {
+  enum class State { Claimed, Present, Busy, Failed } state = State::Busy;
+  std::string owner;    // who holds it (Busy / Failed)
+  std::string failure;  // serialized failure (Failed): status \n message \n log
+};
+
+class DiskStore {
+ public:
+  static constexpr const char* kFileName = "kjit.db";
+  static constexpr int kSchemaVersion = 1;
+  static constexpr int kApplicationId = 0x6b6a6974;  // "kjit"
+
+  // Opens (creating if needed) `dir`/kjit.db. Throws Error(KJIT_ERROR_CACHE) when the
+  // database cannot be used and DatabaseCorrupt when the file is not a kjit database.
+  DiskStore(std::string dir, bool read_only, bool use_wal);
+  ~DiskStore();
+  DiskStore(const DiskStore&) = delete;
+  DiskStore& operator=(const DiskStore&) = delete;
+
+  const std::string& path() const { return path_; }
+  bool read_only() const { return read_only_; }
+
+  // nullptr when absent. A blob or metadata that fails verification deletes the entry
+  // and throws Error(KJIT_ERROR_CACHE_CORRUPT).
+  EntryPtr get(const std::string& key);
+  // Stores the entry, its blobs and metadata in one transaction, releasing any claim on
+  // the key, then evicts least-recently-used entries down to the low-water mark if the
+  // database passed `max_bytes` (0 = unbounded). Returns the number evicted.
+  uint64_t put(const Entry& entry, uint64_t max_bytes);
+  bool remove(const std::string& key);
+  void clear();
+  uint64_t prune(uint64_t max_bytes);  // evict LRU until bytes <= max_bytes; returns count
+  void totals(uint64_t* entries, uint64_t* bytes);
+  void list(const std::function<bool(const EntryInfo&)>& fn);
+  std::vector<std::string> keys();
+
+  // Recency: remember that `key` was used; written coarsely in batches.
+  void touch(const std::string& key, int64_t last_used);
+  void flush_touches();
+
+  // Single flight across processes. `owner` identifies this process and thread.
+  Claim try_claim(const std::string& key, const std::string& owner);
+  void release_claim(const std::string& key, const std::string& owner);
+  void fail_claim(const std::string& key, const std::string& owner, const std::string& failure);
+  Claim read_claim(const std::string& key);  // Busy (with owner), Failed, or Claimed = none
+
+  // Small key/value table for toolchain facts and other metadata.
+  std::optional<std::string> get_meta(const std::string& name);
+  void set_meta(const std::string& name, const std::string& value);
+
+  // Opaque values for other subsystems (e.g. GEMM plans), in their own table.
+  std::optional<std::string> get_value(const std::string& ns, const std::string& key);
+  void put_value(const std::string& ns, const std::string& key, const std::string& value);
+
+  // Raw SQL for tests and tools (e.g. PRAGMA integrity_check); returns rows joined by '\n'.
+  std::string exec_for_text(const std::string& sql);
+
+ private:
+  struct Conn;
+  struct Lease;
+  Lease acquire();
+  void release(Conn* c);
+  std::unique_ptr<Conn> open_connection(bool initialise);
+  void initialise_schema(Conn& c);
+  uint64_t evict_locked(Conn& c, uint64_t target_bytes);
+  void delete_locked(Conn& c, const std::string& key);
+  void flush_touches_locked(Conn& c);
+
+  std::string dir_, path_;
+  bool read_only_;
+  bool use_wal_;
+  long pid_;  // connections are never reused across fork()
+  std::mutex pool_mu_;
+  std::vector<std::unique_ptr<Conn>> pool_;
+  std::mutex touch_mu_;
+  std::vector<std::pair<std::string, int64_t>> touches_;
+};
+
+}  // namespace kjit

@@ -1,0 +1,157 @@
+#include "store/entry.h"
+
+#include <cjson/cJSON.h>
+
+#include <cctype>
+#include <cstring>
+#include <memory>
+
+#include "util/error.h"
+
+namespace kjit {
+namespace {
+
+struct JsonDeleter {
+  void operator()(cJSON* j) const { cJSON_Delete(j); }
+};
+using Json = std::unique_ptr<cJSON, JsonDeleter>;
+
+cJSON* string_array(const std::vector<std::string>& v) {
+  cJSON* a = cJSON_CreateArray();
+  for (const auto& s : v) cJSON_AddItemToArray(a, cJSON_CreateString(s.c_str()));
+  return a;
+}
+
+[[noreturn]] void corrupt(const std::string& why) {
+  fail(KJIT_ERROR_CACHE_CORRUPT, "cache entry metadata is invalid: " + why);
+}
+
+std::string get_string(const cJSON* obj, const char* name) {
+  const cJSON* item = cJSON_GetObjectItemCaseSensitive(obj, name);
+  if (!cJSON_IsString(item) || !item->valuestring) corrupt(std::string("missing ") + name);
+  return item->valuestring;
+}
+
+double get_number(const cJSON* obj, const char* name) {
+  const cJSON* item = cJSON_GetObjectItemCaseSensitive(obj, name);
+  if (!cJSON_IsNumber(item)) corrupt(std::string("missing ") + name);
+  return item->valuedouble;
+}
+
+std::vector<std::string> get_strings(const cJSON* obj, const char* name) {
+  const cJSON* arr = cJSON_GetObjectItemCaseSensitive(obj, name);
+  if (!cJSON_IsArray(arr)) corrupt(std::string("missing ") + name);
+  std::vector<std::string> out;
+  const cJSON* item;
+  cJSON_ArrayForEach(item, arr) {
+    if (!cJSON_IsString(item) || !item->valuestring) corrupt(std::string("bad ") + name);
+    out.emplace_back(item->valuestring);
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::string* Entry::blob(BlobKind kind) const {
+  switch (kind) {
+    case BlobKind::Ptx: return &ptx;
+    case BlobKind::Cubin: return &cubin;
+    case BlobKind::LtoIr: return &ltoir;
+  }
+  return nullptr;
+}
+
+std::string* Entry::blob(BlobKind kind) {
+  return const_cast<std::string*>(static_cast<const Entry*>(this)->blob(kind));
+}
+
+uint64_t Entry::bytes() const {
+  uint64_t n = ptx.size() + cubin.size() + ltoir.size() + log.size();
+  for (const auto& [e, l] : names) n += e.size() + l.size();
+  return n;
+}
+
+std::string Entry::metadata_json() const {
+  Json root(cJSON_CreateObject());
+  cJSON* r = root.get();
+  cJSON_AddNumberToObject(r, "format", kCacheFormatVersion);
+  cJSON_AddStringToObject(r, "target", target.c_str());
+  cJSON_AddStringToObject(r, "toolchain", toolchain.c_str());
+  cJSON_AddStringToObject(r, "program", program_name.c_str());
+  cJSON_AddItemToObject(r, "options", string_array(options));
+  cJSON* names_obj = cJSON_CreateArray();
+  for (const auto& [expr, lowered] : names) {
+    cJSON* pair = cJSON_CreateObject();
+    cJSON_AddStringToObject(pair, "expression", expr.c_str());
+    cJSON_AddStringToObject(pair, "lowered", lowered.c_str());
+    cJSON_AddItemToArray(names_obj, pair);
+  }
+  cJSON_AddItemToObject(r, "names", names_obj);
+  cJSON_AddItemToObject(r, "kernels", string_array(kernels));
+  cJSON_AddStringToObject(r, "log", log.c_str());
+  cJSON_AddNumberToObject(r, "compile_ms", compile_ms);
+  cJSON_AddNumberToObject(r, "created", static_cast<double>(created));
+  cJSON* sizes = cJSON_CreateObject();
+  cJSON_AddNumberToObject(sizes, "ptx", static_cast<double>(ptx.size()));
+  cJSON_AddNumberToObject(sizes, "cubin", static_cast<double>(cubin.size()));
+  cJSON_AddNumberToObject(sizes, "ltoir", static_cast<double>(ltoir.size()));
+  cJSON_AddItemToObject(r, "sizes", sizes);
+  char* text = cJSON_PrintUnformatted(r);
+  if (!text) fail(KJIT_ERROR_OUT_OF_MEMORY, "could not format entry metadata");
+  std::string out(text);
+  cJSON_free(text);
+  return out;
+}
+
+void Entry::load_metadata(const std::string& json) {
+  Json root(cJSON_ParseWithLength(json.data(), json.size()));
+  if (!root || !cJSON_IsObject(root.get())) corrupt("not a JSON object");
+  const cJSON* r = root.get();
+  const int format = static_cast<int>(get_number(r, "format"));
+  if (format != kCacheFormatVersion) {
+    fail(KJIT_ERROR_CACHE_CORRUPT, "cache entry has format version " + std::to_string(format) +
+                                       ", this kjit reads version " +
+                                       std::to_string(kCacheFormatVersion));
+  }
+  target = get_string(r, "target");
+  toolchain = get_string(r, "toolchain");
+  program_name = get_string(r, "program");
+  options = get_strings(r, "options");
+  kernels = get_strings(r, "kernels");
+  log = get_string(r, "log");
+  compile_ms = get_number(r, "compile_ms");
+  created = static_cast<int64_t>(get_number(r, "created"));
+  const cJSON* sizes = cJSON_GetObjectItemCaseSensitive(r, "sizes");
+  if (!cJSON_IsObject(sizes)) corrupt("missing sizes");
+  recorded_sizes.ptx = static_cast<uint64_t>(get_number(sizes, "ptx"));
+  recorded_sizes.cubin = static_cast<uint64_t>(get_number(sizes, "cubin"));
+  recorded_sizes.ltoir = static_cast<uint64_t>(get_number(sizes, "ltoir"));
+  names.clear();
+  const cJSON* arr = cJSON_GetObjectItemCaseSensitive(r, "names");
+  if (!cJSON_IsArray(arr)) corrupt("missing names");
+  const cJSON* item;
+  cJSON_ArrayForEach(item, arr) {
+    names.emplace_back(get_string(item, "expression"), get_string(item, "lowered"));
+  }
+}
+
+std::vector<std::string> ptx_entry_names(const std::string& ptx) {
+  std::vector<std::string> out;
+  const std::string directive = ".entry";
+  size_t pos = 0;
+  while ((pos = ptx.find(directive, pos)) != std::string::npos) {
+    pos += directive.size();
+    if (pos >= ptx.size() || (ptx[pos] != ' ' && ptx[pos] != '\t')) continue;
+    while (pos < ptx.size() && (ptx[pos] == ' ' || ptx[pos] == '\t')) ++pos;
+    size_t end = pos;
+    while (end < ptx.size() && (std::isalnum(static_cast<unsigned char>(ptx[end])) ||
+                                ptx[end] == '_' || ptx[end] == '$' || ptx[end] == '.')) {
+      ++end;
+    }
+    if (end > pos) out.emplace_back(ptx.substr(pos, end - pos));
+    pos = end;
+  }
+  return out;
+}
+
+}  // namespace kjit
