@@ -46,11 +46,7 @@ struct kjit_options : kjit::api::Handle<kjit::api::kOptionsMagic> {
 };
 
 struct kjit_compiler : kjit::api::Handle<kjit::api::kCompilerMagic> {
-  std::unique_ptr<kjit::Compiler> compiler;
-  // Pending futures keep the compiler alive until they finish.
-  std::mutex mu;
-  std::condition_variable cv;
-  size_t pending = 0;
+  std::unique_ptr<kjit::Compiler> compiler;  // its pool finishes queued jobs on destruction
 };
 
 struct kjit_binary : kjit::api::Handle<kjit::api::kBinaryMagic> {

@@ -205,7 +205,7 @@ void Cache::disk_failed(const std::exception& e, const char* during) {
   }
 }
 
-EntryPtr Cache::disk_get(const std::string& key) {
+EntryPtr Cache::disk_get(const std::string& key, bool* corrupt) {
   if (!disk_) return nullptr;
   try {
     return disk_->get(key);
@@ -215,6 +215,7 @@ EntryPtr Cache::disk_get(const std::string& key) {
   } catch (const Error& e) {
     if (e.status() == KJIT_ERROR_CACHE_CORRUPT) {
       corrupt_++;
+      if (corrupt) *corrupt = true;
     } else {
       disk_failed(e, "reading the cache database");
     }
@@ -247,13 +248,13 @@ void Cache::remember(const EntryPtr& e, kjit_tier tier) {
   if (tier != KJIT_TIER_MEMORY) memory_.put(e);
 }
 
-EntryPtr Cache::lookup(const std::string& key, kjit_tier* tier) {
+EntryPtr Cache::lookup(const std::string& key, kjit_tier* tier, bool* corrupt) {
   if (EntryPtr e = memory_.get(key)) {
     *tier = KJIT_TIER_MEMORY;
     remember(e, *tier);
     return e;
   }
-  if (EntryPtr e = disk_get(key)) {
+  if (EntryPtr e = disk_get(key, corrupt)) {
     *tier = KJIT_TIER_DISK;
     // Recency is recorded coarsely: only when the stored time is over an hour old.
     const int64_t now = unix_time();

@@ -45,7 +45,8 @@ class Cache {
   const std::string& directory() const { return dir_; }
 
   // Memory, then disk. nullptr on a miss; `tier` receives where it was found.
-  EntryPtr lookup(const std::string& key, kjit_tier* tier);
+  // `corrupt` (optional) is set when a stored entry failed verification (and was removed).
+  EntryPtr lookup(const std::string& key, kjit_tier* tier, bool* corrupt = nullptr);
 
   // Lookup, else run `compile` exactly once across the threads of this process and the
   // processes sharing the database; others wait for its result. `compile` must not throw
@@ -83,7 +84,7 @@ class Cache {
 
   void open_disk();
   void disk_failed(const std::exception& e, const char* during);
-  EntryPtr disk_get(const std::string& key);
+  EntryPtr disk_get(const std::string& key, bool* corrupt = nullptr);
   bool disk_put(const Entry& e);
   Outcome compile_with_claim(const std::string& key, const std::function<Outcome()>& compile);
   void remember(const EntryPtr& e, kjit_tier tier);

@@ -41,6 +41,8 @@ struct Claim {
   std::string failure;  // serialized failure (Failed): status \n message \n log
 };
 
+class Txn;
+
 class DiskStore {
  public:
   static constexpr const char* kFileName = "kjit.db";
@@ -93,6 +95,7 @@ class DiskStore {
   std::string exec_for_text(const std::string& sql);
 
  private:
+  friend class Txn;
   struct Conn;
   struct Lease;
   Lease acquire();

@@ -1,0 +1,346 @@
+// C shims: compiler, compiles, futures, binaries, hashes.
+#include <chrono>
+#include <cstring>
+
+#include "api/handles.h"
+#include "util/sha256.h"
+
+using namespace kjit;
+using namespace kjit::api;
+
+namespace kjit::api {
+
+kjit_binary* make_binary(const Outcome& o) {
+  auto* b = new kjit_binary();
+  b->status = o.status == KJIT_OK ? KJIT_OK : KJIT_ERROR_COMPILE;
+  b->entry = o.entry;
+  b->tier = o.tier;
+  return b;
+}
+
+}  // namespace kjit::api
+
+namespace {
+
+const CompileOptions& options_or_default(const kjit_options* opts) {
+  static const CompileOptions defaults;
+  return opts ? opts->opts : defaults;
+}
+
+// Hands an outcome to the C caller: a binary for success and compile errors.
+kjit_status deliver(const Outcome& o, kjit_binary** out) {
+  if (o.status == KJIT_OK || (o.status == KJIT_ERROR_COMPILE && o.entry)) {
+    *out = make_binary(o);
+  }
+  if (o.status != KJIT_OK) return error(o.status, o.message);
+  return KJIT_OK;
+}
+
+// Runs a compile and turns exceptions into an outcome (for worker threads).
+Outcome compile_to_outcome(Compiler& c, const std::string& source, const CompileOptions& opts,
+                           const CancelFlag& cancel) {
+  try {
+    return c.compile(source, opts, cancel);
+  } catch (const Error& e) {
+    return Outcome{e.status(), e.message(), nullptr, KJIT_TIER_COMPILED};
+  } catch (const std::bad_alloc&) {
+    return Outcome{KJIT_ERROR_OUT_OF_MEMORY, "out of host memory", nullptr, KJIT_TIER_COMPILED};
+  } catch (const std::exception& e) {
+    return Outcome{KJIT_ERROR_INTERNAL, std::string("internal error: ") + e.what(), nullptr,
+                   KJIT_TIER_COMPILED};
+  }
+}
+
+const Entry* entry_of(const kjit_binary* b) { return ok(b) && b->entry ? b->entry.get() : nullptr; }
+
+}  // namespace
+
+extern "C" {
+
+KJIT_EXPORT kjit_status kjit_compiler_create(kjit_cache* cache, unsigned threads,
+                                             kjit_compiler** out) {
+  return guard([&] {
+    if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_compiler_create: out is NULL");
+    if (cache && !ok(cache)) {
+      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compiler_create: invalid cache handle");
+    }
+    auto* c = new kjit_compiler();
+    c->compiler = std::make_unique<Compiler>(cache ? cache->cache.get() : nullptr, threads);
+    *out = c;
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT void kjit_compiler_destroy(kjit_compiler* compiler) {
+  if (ok(compiler)) delete compiler;
+}
+
+KJIT_EXPORT kjit_status kjit_compile(kjit_compiler* compiler, const char* source,
+                                     const kjit_options* opts, kjit_binary** out) {
+  return guard([&] {
+    if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_compile: out is NULL");
+    *out = nullptr;
+    if (!ok(compiler)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compile: invalid compiler handle");
+    if (opts && !ok(opts)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compile: invalid options handle");
+    if (!source) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_compile: source is NULL");
+    return deliver(compiler->compiler->compile(source, options_or_default(opts)), out);
+  });
+}
+
+KJIT_EXPORT kjit_status kjit_compile_async(kjit_compiler* compiler, const char* source,
+                                           const kjit_options* opts, kjit_future** out) {
+  return guard([&] {
+    if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_compile_async: out is NULL");
+    *out = nullptr;
+    if (!ok(compiler)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compile_async: invalid compiler handle");
+    if (opts && !ok(opts)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compile_async: invalid options handle");
+    if (!source) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_compile_async: source is NULL");
+    auto future = std::make_unique<kjit_future>();
+    auto state = std::make_shared<kjit_future_state>();
+    future->state = state;
+    Compiler* c = compiler->compiler.get();
+    compiler->compiler->submit(
+        [c, state, src = std::string(source), o = options_or_default(opts)] {
+          Outcome outcome;
+          if (state->cancel->load()) {
+            outcome = Outcome{KJIT_ERROR_CANCELLED, "compilation was cancelled before it started",
+                              nullptr, KJIT_TIER_COMPILED};
+          } else {
+            outcome = compile_to_outcome(*c, src, o, state->cancel);
+          }
+          {
+            std::lock_guard<std::mutex> lock(state->mu);
+            state->outcome = std::move(outcome);
+            state->done = true;
+          }
+          state->cv.notify_all();
+        });
+    *out = future.release();
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT kjit_status kjit_future_wait(kjit_future* future, int64_t timeout_ms,
+                                         kjit_binary** out) {
+  return guard([&] {
+    if (!ok(future)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_future_wait: invalid future handle");
+    if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_future_wait: out is NULL");
+    kjit_future_state& st = *future->state;
+    std::unique_lock<std::mutex> lock(st.mu);
+    if (timeout_ms < 0) {
+      st.cv.wait(lock, [&] { return st.done; });
+    } else if (!st.cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                               [&] { return st.done; })) {
+      return error(KJIT_ERROR_TIMEOUT, "kjit_future_wait: compile not finished after " +
+                                           std::to_string(timeout_ms) + " ms");
+    }
+    if (st.taken) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_future_wait: result already taken");
+    st.taken = true;
+    *out = nullptr;
+    return deliver(st.outcome, out);
+  });
+}
+
+KJIT_EXPORT int kjit_future_ready(const kjit_future* future) {
+  if (!ok(future)) return -1;
+  std::lock_guard<std::mutex> lock(future->state->mu);
+  return future->state->done ? 1 : 0;
+}
+
+KJIT_EXPORT kjit_status kjit_future_cancel(kjit_future* future) {
+  if (!ok(future)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_future_cancel: invalid future handle");
+  future->state->cancel->store(true);
+  return KJIT_OK;
+}
+
+KJIT_EXPORT void kjit_future_destroy(kjit_future* future) {
+  if (!ok(future)) return;
+  future->state->cancel->store(true);
+  delete future;
+}
+
+KJIT_EXPORT kjit_status kjit_compile_many(kjit_compiler* compiler, size_t count,
+                                          const char* const* sources,
+                                          const kjit_options* const* opts, kjit_binary** outs,
+                                          kjit_status* statuses) {
+  return guard([&] {
+    if (!ok(compiler)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compile_many: invalid compiler handle");
+    if (count == 0) return KJIT_OK;
+    if (!sources || !outs || !statuses) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_compile_many: sources, outs and statuses must not be NULL");
+    }
+    for (size_t i = 0; i < count; ++i) {
+      if (!sources[i]) {
+        return error(KJIT_ERROR_INVALID_ARGUMENT,
+                     "kjit_compile_many: sources[" + std::to_string(i) + "] is NULL");
+      }
+      if (opts && opts[i] && !ok(opts[i])) {
+        return error(KJIT_ERROR_INVALID_HANDLE,
+                     "kjit_compile_many: opts[" + std::to_string(i) + "] is not a valid options handle");
+      }
+    }
+    std::vector<Outcome> results(count);
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t remaining = count;
+    Compiler* c = compiler->compiler.get();
+    for (size_t i = 0; i < count; ++i) {
+      const CompileOptions& o = options_or_default(opts ? opts[i] : nullptr);
+      c->submit([&, i, o, src = std::string(sources[i])] {
+        Outcome r = compile_to_outcome(*c, src, o, nullptr);
+        std::lock_guard<std::mutex> lock(mu);
+        results[i] = std::move(r);
+        if (--remaining == 0) cv.notify_all();
+      });
+    }
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return remaining == 0; });
+    }
+    kjit_status first = KJIT_OK;
+    std::string first_message;
+    for (size_t i = 0; i < count; ++i) {
+      outs[i] = nullptr;
+      const Outcome& r = results[i];
+      if (r.status == KJIT_OK || (r.status == KJIT_ERROR_COMPILE && r.entry)) outs[i] = make_binary(r);
+      statuses[i] = r.status;
+      if (r.status != KJIT_OK && first == KJIT_OK) {
+        first = r.status;
+        first_message = "kjit_compile_many: item " + std::to_string(i) + ": " + r.message;
+      }
+    }
+    if (first != KJIT_OK) return error(first, first_message);
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT void kjit_binary_destroy(kjit_binary* binary) {
+  if (ok(binary)) delete binary;
+}
+
+KJIT_EXPORT kjit_status kjit_binary_status(const kjit_binary* binary) {
+  if (!ok(binary)) return KJIT_ERROR_INVALID_HANDLE;
+  return binary->status;
+}
+
+KJIT_EXPORT const void* kjit_binary_data(const kjit_binary* binary, int kind, size_t* size) {
+  if (size) *size = 0;
+  const Entry* e = entry_of(binary);
+  if (!e || (kind != KJIT_OUTPUT_PTX && kind != KJIT_OUTPUT_CUBIN && kind != KJIT_OUTPUT_LTOIR)) {
+    return nullptr;
+  }
+  const std::string* blob = e->blob(static_cast<BlobKind>(kind));
+  if (blob->empty()) return nullptr;
+  if (size) *size = blob->size();
+  return blob->c_str();
+}
+
+KJIT_EXPORT const char* kjit_binary_log(const kjit_binary* binary) {
+  const Entry* e = entry_of(binary);
+  return e ? e->log.c_str() : "";
+}
+
+KJIT_EXPORT const char* kjit_binary_target(const kjit_binary* binary) {
+  const Entry* e = entry_of(binary);
+  return e ? e->target.c_str() : "";
+}
+
+KJIT_EXPORT const char* kjit_binary_key(const kjit_binary* binary) {
+  const Entry* e = entry_of(binary);
+  return e ? e->key.c_str() : "";
+}
+
+KJIT_EXPORT int kjit_binary_tier(const kjit_binary* binary) {
+  return ok(binary) ? int(binary->tier) : -1;
+}
+
+KJIT_EXPORT double kjit_binary_compile_ms(const kjit_binary* binary) {
+  const Entry* e = entry_of(binary);
+  return e ? e->compile_ms : 0.0;
+}
+
+KJIT_EXPORT const char* kjit_binary_lowered_name(const kjit_binary* binary, const char* expr) {
+  const Entry* e = entry_of(binary);
+  if (!e || !expr) return nullptr;
+  for (const auto& [name, lowered] : e->names) {
+    if (name == expr) return lowered.c_str();
+  }
+  return nullptr;
+}
+
+KJIT_EXPORT size_t kjit_binary_name_count(const kjit_binary* binary) {
+  const Entry* e = entry_of(binary);
+  return e ? e->names.size() : 0;
+}
+
+KJIT_EXPORT const char* kjit_binary_name_expression(const kjit_binary* binary, size_t index) {
+  const Entry* e = entry_of(binary);
+  return e && index < e->names.size() ? e->names[index].first.c_str() : nullptr;
+}
+
+KJIT_EXPORT const char* kjit_binary_lowered_name_at(const kjit_binary* binary, size_t index) {
+  const Entry* e = entry_of(binary);
+  return e && index < e->names.size() ? e->names[index].second.c_str() : nullptr;
+}
+
+KJIT_EXPORT size_t kjit_binary_kernel_count(const kjit_binary* binary) {
+  const Entry* e = entry_of(binary);
+  return e ? e->kernels.size() : 0;
+}
+
+KJIT_EXPORT const char* kjit_binary_kernel_name(const kjit_binary* binary, size_t index) {
+  const Entry* e = entry_of(binary);
+  return e && index < e->kernels.size() ? e->kernels[index].c_str() : nullptr;
+}
+
+KJIT_EXPORT const char* kjit_binary_metadata_json(const kjit_binary* binary) {
+  if (!ok(binary) || !binary->entry) return "{}";
+  auto* b = const_cast<kjit_binary*>(binary);
+  try {
+    std::call_once(b->metadata_once, [b] { b->metadata = b->entry->metadata_json(); });
+  } catch (...) {
+    return "{}";
+  }
+  return b->metadata.c_str();
+}
+
+KJIT_EXPORT kjit_status kjit_hash_source(const char* data, size_t len, char out_hex[65]) {
+  return guard([&] {
+    if ((!data && len) || !out_hex) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_hash_source: NULL argument");
+    const std::string hex = to_hex(sha256(data ? data : "", len));
+    std::memcpy(out_hex, hex.c_str(), 65);
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT kjit_status kjit_hash_options(const char* const* options, size_t count,
+                                          char out_hex[65]) {
+  return guard([&] {
+    if ((!options && count) || !out_hex) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_hash_options: NULL argument");
+    Sha256 h;
+    h.u64(count);
+    for (size_t i = 0; i < count; ++i) {
+      if (!options[i]) {
+        return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_hash_options: options[" + std::to_string(i) + "] is NULL");
+      }
+      h.field(options[i]);
+    }
+    const std::string hex = to_hex(h.finish());
+    std::memcpy(out_hex, hex.c_str(), 65);
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT kjit_status kjit_compute_key(const char* source, const kjit_options* opts,
+                                         char out_hex[65]) {
+  return guard([&] {
+    if (!source || !out_hex) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_compute_key: NULL argument");
+    if (opts && !ok(opts)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compute_key: invalid options handle");
+    Compiler c(nullptr, 1);
+    const std::string key = c.key(source, options_or_default(opts));
+    std::memcpy(out_hex, key.c_str(), 65);
+    return KJIT_OK;
+  });
+}
+
+}  // extern "C"
