@@ -1,0 +1,543 @@
+// The persistent cache through the public C API (and, for fault injection, the store).
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <set>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kjit/kjit.h"
+#include "store/disk_store.h"
+#include "support/test_support.h"
+
+namespace {
+
+using kjit::test::kSaxpySource;
+using kjit::test::kTemplateSource;
+using kjit::test::TempDir;
+
+struct Cache {
+  kjit_cache* c = nullptr;
+  explicit Cache(const std::string& dir, bool read_only = false, uint64_t max_bytes = 0) {
+    kjit_cache_options o = KJIT_CACHE_OPTIONS_INIT;
+    o.directory = dir.c_str();
+    o.read_only = read_only;
+    o.max_size_bytes = max_bytes;
+    EXPECT_EQ(kjit_cache_open(&o, &c), KJIT_OK) << kjit_last_error();
+  }
+  ~Cache() { kjit_cache_close(c); }
+  kjit_cache_stats stats() const {
+    kjit_cache_stats s{};
+    s.struct_size = sizeof s;
+    EXPECT_EQ(kjit_cache_stats_get(c, &s), KJIT_OK);
+    return s;
+  }
+};
+
+struct Result {
+  kjit_status status = KJIT_ERROR_INTERNAL;
+  int tier = -1;
+  std::string ptx, cubin, key, log;
+  std::vector<std::pair<std::string, std::string>> names;
+};
+
+Result compile(kjit_cache* cache, const std::string& source, const char* target = "sm_90",
+               std::vector<std::string> options = {},
+               std::vector<std::pair<std::string, std::string>> headers = {},
+               std::vector<std::string> exprs = {}, const std::string& name = "") {
+  kjit_compiler* c = nullptr;
+  EXPECT_EQ(kjit_compiler_create(cache, 1, &c), KJIT_OK);
+  kjit_options* o = nullptr;
+  kjit_options_create(&o);
+  kjit_options_set_target(o, target);
+  if (!name.empty()) kjit_options_set_name(o, name.c_str());
+  for (const auto& opt : options) kjit_options_add(o, opt.c_str());
+  for (const auto& [n, body] : headers) kjit_options_add_header(o, n.c_str(), body.c_str());
+  for (const auto& e : exprs) kjit_options_add_name_expression(o, e.c_str());
+  kjit_binary* b = nullptr;
+  Result r;
+  r.status = kjit_compile(c, source.c_str(), o, &b);
+  if (b) {
+    size_t n = 0;
+    const void* p = kjit_binary_data(b, KJIT_OUTPUT_PTX, &n);
+    if (p) r.ptx.assign(static_cast<const char*>(p), n);
+    p = kjit_binary_data(b, KJIT_OUTPUT_CUBIN, &n);
+    if (p) r.cubin.assign(static_cast<const char*>(p), n);
+    r.tier = kjit_binary_tier(b);
+    r.key = kjit_binary_key(b);
+    r.log = kjit_binary_log(b);
+    for (size_t i = 0; i < kjit_binary_name_count(b); ++i) {
+      r.names.emplace_back(kjit_binary_name_expression(b, i), kjit_binary_lowered_name_at(b, i));
+    }
+  }
+  kjit_binary_destroy(b);
+  kjit_options_destroy(o);
+  kjit_compiler_destroy(c);
+  return r;
+}
+
+std::string db_path(const TempDir& d) { return d.file("kjit.db"); }
+
+void sql(const std::string& db, const std::string& statement) {
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  sqlite3_busy_timeout(h, 5000);
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(h, statement.c_str(), nullptr, nullptr, &err), SQLITE_OK)
+      << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(h);
+}
+
+TEST(Cache, RoundTripAndTiers) {
+  TempDir dir;
+  Cache cache(dir.path());
+  Result first = compile(cache.c, kSaxpySource);
+  ASSERT_EQ(first.status, KJIT_OK);
+  EXPECT_EQ(first.tier, KJIT_TIER_COMPILED);
+  Result second = compile(cache.c, kSaxpySource);
+  EXPECT_EQ(second.tier, KJIT_TIER_MEMORY);
+  EXPECT_EQ(second.ptx, first.ptx);
+  EXPECT_EQ(second.cubin, first.cubin);
+  ASSERT_EQ(kjit_cache_clear_memory(cache.c), KJIT_OK);
+  Result third = compile(cache.c, kSaxpySource);
+  EXPECT_EQ(third.tier, KJIT_TIER_DISK) << "clearing memory keeps the disk";
+  EXPECT_EQ(third.cubin, first.cubin);
+  kjit_cache_stats s = cache.stats();
+  EXPECT_EQ(s.compiles, 1u);
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.memory_hits, 1u);
+  EXPECT_EQ(s.disk_hits, 1u);
+  EXPECT_EQ(s.disk_entries, 1u);
+  EXPECT_GT(s.disk_bytes, first.cubin.size());
+  EXPECT_GT(s.compile_ms_saved, 0.0);
+  EXPECT_EQ(s.disk_state, KJIT_DISK_OK);
+  EXPECT_STREQ(kjit_cache_directory(cache.c), dir.path().c_str());
+}
+
+TEST(Cache, PersistsAcrossHandles) {
+  TempDir dir;
+  std::string ptx;
+  {
+    Cache cache(dir.path());
+    ptx = compile(cache.c, kSaxpySource).ptx;
+  }
+  Cache again(dir.path());
+  Result r = compile(again.c, kSaxpySource);
+  EXPECT_EQ(r.tier, KJIT_TIER_DISK);
+  EXPECT_EQ(r.ptx, ptx);
+  EXPECT_EQ(again.stats().compiles, 0u);
+}
+
+TEST(Cache, DirectoryIsPrivate) {
+  TempDir dir;
+  const std::string sub = dir.file("a/b/cache");
+  Cache cache(sub);
+  struct stat st;
+  ASSERT_EQ(stat(sub.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+}
+
+TEST(Cache, DistinctInputsGiveDistinctEntries) {
+  TempDir dir;
+  Cache cache(dir.path());
+  std::set<std::string> keys;
+  keys.insert(compile(cache.c, kSaxpySource, "sm_90").key);
+  keys.insert(compile(cache.c, kSaxpySource, "sm_80").key);
+  keys.insert(compile(cache.c, kSaxpySource, "sm_90", {"-DX=1"}).key);
+  keys.insert(compile(cache.c, kSaxpySource, "sm_90", {"-DX=2"}).key);
+  keys.insert(compile(cache.c, kSaxpySource, "sm_90", {"-DX=1", "-DY=1"}).key);
+  keys.insert(compile(cache.c, kSaxpySource, "sm_90", {"-DY=1", "-DX=1"}).key);
+  keys.insert(compile(cache.c, std::string(kSaxpySource) + "\n// changed\n").key);
+  keys.insert(compile(cache.c, kSaxpySource, "compute_90").key);
+  EXPECT_EQ(keys.size(), 8u);
+  EXPECT_EQ(cache.stats().disk_entries, 8u);
+  // Same source, different target: separate entries with different code.
+  Result a = compile(cache.c, kSaxpySource, "sm_80"), b = compile(cache.c, kSaxpySource, "sm_90");
+  EXPECT_NE(a.cubin, b.cubin);
+}
+
+TEST(Cache, EditingAnIncludedHeaderOnDiskIsAMiss) {
+  TempDir dir, inc;
+  kjit::test::write_file(inc.file("params.h"), "#include \"nested.h\"\n");
+  kjit::test::write_file(inc.file("nested.h"), "#define VALUE 111\n");
+  const std::string src =
+      "#include <params.h>\nextern \"C\" __global__ void f(int* p) { *p = VALUE; }\n";
+  Cache cache(dir.path());
+  Result a = compile(cache.c, src, "sm_90", {"-I" + inc.path()});
+  ASSERT_EQ(a.status, KJIT_OK) << kjit_last_error();
+  EXPECT_NE(a.ptx.find("111"), std::string::npos);
+  EXPECT_EQ(compile(cache.c, src, "sm_90", {"-I" + inc.path()}).tier, KJIT_TIER_MEMORY);
+  kjit::test::write_file(inc.file("nested.h"), "#define VALUE 222\n");  // two levels down
+  Result b = compile(cache.c, src, "sm_90", {"-I" + inc.path()});
+  EXPECT_EQ(b.tier, KJIT_TIER_COMPILED);
+  EXPECT_NE(b.key, a.key);
+  EXPECT_NE(b.ptx.find("222"), std::string::npos);
+}
+
+TEST(Cache, HeaderNextToTheProgramIsHashed) {
+  TempDir dir, src_dir;
+  kjit::test::write_file(src_dir.file("local.h"), "#define LOCAL 31\n");
+  const std::string src =
+      "#include \"local.h\"\nextern \"C\" __global__ void f(int* p) { *p = LOCAL; }\n";
+  const std::string name = src_dir.file("prog.cu");
+  Cache cache(dir.path());
+  Result a = compile(cache.c, src, "sm_90", {}, {}, {}, name);
+  ASSERT_EQ(a.status, KJIT_OK) << kjit_last_error();
+  kjit::test::write_file(src_dir.file("local.h"), "#define LOCAL 32\n");
+  Result b = compile(cache.c, src, "sm_90", {}, {}, {}, name);
+  EXPECT_EQ(b.tier, KJIT_TIER_COMPILED);
+  EXPECT_NE(b.ptx.find("32"), std::string::npos);
+}
+
+TEST(Cache, ChangingAnInMemoryHeaderIsAMiss) {
+  TempDir dir;
+  Cache cache(dir.path());
+  const std::string src =
+      "#include \"v.h\"\nextern \"C\" __global__ void f(int* p) { *p = V; }\n";
+  Result a = compile(cache.c, src, "sm_90", {}, {{"v.h", "#define V 5\n"}});
+  Result b = compile(cache.c, src, "sm_90", {}, {{"v.h", "#define V 6\n"}});
+  Result c = compile(cache.c, src, "sm_90", {}, {{"v.h", "#define V 5\n"}});
+  EXPECT_EQ(a.tier, KJIT_TIER_COMPILED);
+  EXPECT_EQ(b.tier, KJIT_TIER_COMPILED);
+  EXPECT_EQ(c.tier, KJIT_TIER_MEMORY);
+  EXPECT_NE(a.key, b.key);
+}
+
+TEST(Cache, LoweredNamesSurviveTheDiskTier) {
+  TempDir dir;
+  const char* src =
+      "template <typename T> __global__ void k(T* p) { p[0] = T(1); }\n";
+  std::vector<std::string> exprs = {"k<size_t>", "k<unsigned long>", "k<float>"};
+  Result a;
+  {
+    Cache cache(dir.path());
+    a = compile(cache.c, src, "sm_90", {}, {}, exprs);
+    ASSERT_EQ(a.status, KJIT_OK) << kjit_last_error();
+  }
+  Cache cache(dir.path());
+  Result b = compile(cache.c, src, "sm_90", {}, {}, exprs);
+  EXPECT_EQ(b.tier, KJIT_TIER_DISK);
+  ASSERT_EQ(b.names.size(), 3u);
+  EXPECT_EQ(b.names, a.names);
+  EXPECT_EQ(b.names[0].first, "k<size_t>");
+  EXPECT_EQ(b.names[1].first, "k<unsigned long>");
+  EXPECT_EQ(b.names[0].second, b.names[1].second) << "size_t is unsigned long here";
+  EXPECT_NE(b.names[0].second, b.names[2].second);
+  EXPECT_NE(b.ptx.find(b.names[2].second), std::string::npos);
+}
+
+TEST(Cache, EntryFromAnotherFormatVersionIsRejected) {
+  TempDir dir;
+  Result a;
+  {
+    Cache cache(dir.path());
+    a = compile(cache.c, kSaxpySource);
+  }
+  // Rewrite the entry's metadata as if an incompatible format had written it (with a
+  // matching checksum, so only the version check can catch it).
+  {
+    kjit::DiskStore store(dir.path(), false, true);
+    auto e = store.get(a.key);
+    ASSERT_TRUE(e);
+    std::string meta = e->metadata_json();
+    const std::string from = "\"format\":1";
+    ASSERT_NE(meta.find(from), std::string::npos);
+    meta.replace(meta.find(from), from.size(), "\"format\":999");
+    const std::string hex_meta_sum = [&] {
+      char hex[65];
+      kjit_hash_source(meta.data(), meta.size(), hex);
+      return std::string(hex);
+    }();
+    std::string escaped;
+    for (char ch : meta) escaped += ch == '\'' ? std::string("''") : std::string(1, ch);
+    sql(db_path(dir), "UPDATE entries SET meta = '" + escaped + "', meta_sum = x'" + hex_meta_sum +
+                          "' WHERE key = '" + a.key + "'");
+  }
+  Cache cache(dir.path());
+  Result b = compile(cache.c, kSaxpySource);
+  EXPECT_EQ(b.tier, KJIT_TIER_COMPILED) << "an entry of another format is never used";
+  EXPECT_EQ(b.ptx, a.ptx);
+  EXPECT_EQ(cache.stats().corrupt_entries, 1u);
+}
+
+TEST(Cache, GarbledOrTruncatedBlobIsRecompiled) {
+  TempDir dir;
+  Result a;
+  {
+    Cache cache(dir.path());
+    a = compile(cache.c, kSaxpySource);
+  }
+  for (const char* damage :
+       {"UPDATE blobs SET data = substr(data, 1, length(data) / 2) WHERE kind = 2",
+        "UPDATE blobs SET data = x'00112233' || substr(data, 5) WHERE kind = 1",
+        "DELETE FROM blobs WHERE kind = 2", "UPDATE entries SET meta = '{not json'"}) {
+    sql(db_path(dir), damage);
+    Cache cache(dir.path());
+    Result b = compile(cache.c, kSaxpySource);
+    EXPECT_EQ(b.status, KJIT_OK) << damage;
+    EXPECT_EQ(b.tier, KJIT_TIER_COMPILED) << damage;
+    EXPECT_EQ(b.cubin, a.cubin) << damage;
+    EXPECT_EQ(b.ptx, a.ptx) << damage;
+    EXPECT_EQ(cache.stats().corrupt_entries, 1u) << damage;
+    // The recompiled entry replaced the bad one.
+    Cache again(dir.path());
+    EXPECT_EQ(compile(again.c, kSaxpySource).tier, KJIT_TIER_DISK) << damage;
+  }
+}
+
+TEST(Cache, DatabaseOfRandomBytesIsMovedAside) {
+  TempDir dir;
+  std::mt19937 rng(42);
+  std::string junk(64 * 1024, '\0');
+  for (auto& ch : junk) ch = static_cast<char>(rng());
+  kjit::test::write_file(db_path(dir), junk);
+  chmod(db_path(dir).c_str(), 0600);
+  Cache cache(dir.path());
+  EXPECT_EQ(cache.stats().disk_state, KJIT_DISK_OK);
+  Result r = compile(cache.c, kSaxpySource);
+  EXPECT_EQ(r.status, KJIT_OK);
+  bool found_aside = false;
+  FILE* p = popen(("ls " + dir.path()).c_str(), "r");
+  char line[512];
+  while (p && fgets(line, sizeof line, p)) {
+    if (std::string(line).find("kjit.db.corrupt-") == 0) found_aside = true;
+  }
+  if (p) pclose(p);
+  EXPECT_TRUE(found_aside);
+  Cache again(dir.path());
+  EXPECT_EQ(compile(again.c, kSaxpySource).tier, KJIT_TIER_DISK);
+}
+
+TEST(Cache, ForeignSqliteDatabaseIsMovedAside) {
+  TempDir dir;
+  sql(db_path(dir), "CREATE TABLE other(x); INSERT INTO other VALUES(1);");
+  chmod(db_path(dir).c_str(), 0600);
+  Cache cache(dir.path());
+  EXPECT_EQ(compile(cache.c, kSaxpySource).status, KJIT_OK);
+  EXPECT_EQ(cache.stats().disk_state, KJIT_DISK_OK);
+}
+
+TEST(Cache, MemoryOnlyAndDisabled) {
+  kjit_cache_options o = KJIT_CACHE_OPTIONS_INIT;
+  o.memory_only = 1;
+  kjit_cache* c = nullptr;
+  ASSERT_EQ(kjit_cache_open(&o, &c), KJIT_OK);
+  EXPECT_EQ(compile(c, kSaxpySource).tier, KJIT_TIER_COMPILED);
+  EXPECT_EQ(compile(c, kSaxpySource).tier, KJIT_TIER_MEMORY);
+  kjit_cache_stats s{};
+  s.struct_size = sizeof s;
+  kjit_cache_stats_get(c, &s);
+  EXPECT_EQ(s.disk_state, KJIT_DISK_DISABLED);
+  kjit_cache_close(c);
+
+  TempDir dir;
+  setenv("KJIT_CACHE_DISABLE", "1", 1);
+  {
+    Cache disabled(dir.path());
+    EXPECT_EQ(disabled.stats().disk_state, KJIT_DISK_DISABLED);
+  }
+  unsetenv("KJIT_CACHE_DISABLE");
+  struct stat st;
+  EXPECT_NE(stat(db_path(dir).c_str(), &st), 0) << "no database was created";
+}
+
+TEST(Cache, DefaultLocationFromEnvironment) {
+  TempDir dir;
+  setenv("KJIT_CACHE_DIR", dir.file("from-env").c_str(), 1);
+  kjit_cache* c = nullptr;
+  ASSERT_EQ(kjit_cache_open(nullptr, &c), KJIT_OK);
+  EXPECT_EQ(std::string(kjit_cache_directory(c)), dir.file("from-env"));
+  kjit_cache_close(c);
+  unsetenv("KJIT_CACHE_DIR");
+  const char* old_xdg = getenv("XDG_CACHE_HOME");
+  std::string saved = old_xdg ? old_xdg : "";
+  setenv("XDG_CACHE_HOME", dir.file("xdg").c_str(), 1);
+  ASSERT_EQ(kjit_cache_open(nullptr, &c), KJIT_OK);
+  EXPECT_EQ(std::string(kjit_cache_directory(c)), dir.file("xdg") + "/kjit");
+  kjit_cache_close(c);
+  if (old_xdg) setenv("XDG_CACHE_HOME", saved.c_str(), 1); else unsetenv("XDG_CACHE_HOME");
+}
+
+TEST(Cache, UntrustedDatabaseIsNotUsed) {
+  TempDir dir;
+  { Cache cache(dir.path()); compile(cache.c, kSaxpySource); }
+  chmod(db_path(dir).c_str(), 0666);
+  Cache cache(dir.path());
+  kjit_cache_stats s = cache.stats();
+  EXPECT_EQ(s.disk_state, KJIT_DISK_UNAVAILABLE);
+  EXPECT_NE(std::string(s.message).find("writable by group or others"), std::string::npos)
+      << s.message;
+  Result r = compile(cache.c, kSaxpySource);
+  EXPECT_EQ(r.status, KJIT_OK) << "compilation works without the disk tier";
+  EXPECT_EQ(r.tier, KJIT_TIER_COMPILED);
+}
+
+// Runs `body` in a child process as an unprivileged user when we are root (root ignores
+// permission bits), so that a read-only directory is really read-only.
+int in_child_as_user(const std::string& dir, const std::function<int()>& body) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (geteuid() == 0) {
+      if (chown(dir.c_str(), 65534, 65534) != 0) _exit(90);
+      if (system(("chown -R 65534:65534 '" + dir + "'").c_str()) != 0) _exit(91);
+      if (setgid(65534) != 0 || setuid(65534) != 0) _exit(92);
+    }
+    _exit(body());
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+}
+
+TEST(Cache, ReadOnlyDirectoryStillCompilesAndHits) {
+  TempDir root;
+  const std::string dir = root.file("ro");
+  mkdir(dir.c_str(), 0700);
+  chmod(root.path().c_str(), 0755);
+  const int rc = in_child_as_user(dir, [&] {
+    { Cache cache(dir); if (compile(cache.c, kSaxpySource).status != KJIT_OK) return 1; }
+    if (chmod(dir.c_str(), 0500) != 0) return 2;
+    Cache cache(dir);
+    kjit_cache_stats s = cache.stats();
+    if (s.disk_state != KJIT_DISK_READ_ONLY && s.disk_state != KJIT_DISK_UNAVAILABLE) return 3;
+    Result hit = compile(cache.c, kSaxpySource);
+    if (hit.status != KJIT_OK) return 4;
+    Result other = compile(cache.c, kTemplateSource, "sm_80", {}, {}, {"scale<int, 1>"});
+    if (other.status != KJIT_OK) return 5;
+    if (cache.stats().store_failures != 0) return 6;  // read-only: no attempted writes
+    return 0;
+  });
+  EXPECT_EQ(rc, 0);
+}
+
+TEST(Cache, RawAccessForTools) {
+  TempDir a_dir, b_dir;
+  Cache a(a_dir.path()), b(b_dir.path());
+  Result r = compile(a.c, kSaxpySource);
+  kjit_binary* bin = nullptr;
+  ASSERT_EQ(kjit_cache_get(a.c, r.key.c_str(), &bin), KJIT_OK);
+  EXPECT_EQ(kjit_cache_put(b.c, bin), KJIT_OK);
+  kjit_binary_destroy(bin);
+  EXPECT_EQ(compile(b.c, kSaxpySource).tier, KJIT_TIER_MEMORY);
+  EXPECT_EQ(kjit_cache_get(a.c, "zz", &bin), KJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(kjit_cache_get(a.c, std::string(64, 'a').c_str(), &bin), KJIT_ERROR_NOT_FOUND);
+  int rows = 0;
+  ASSERT_EQ(kjit_cache_list(a.c, [](const kjit_cache_entry_info* i, void* u) {
+    ++*static_cast<int*>(u);
+    return std::string(i->target) == "sm_90" && std::string(i->kernels) == "saxpy" ? 0 : 1;
+  }, &rows), KJIT_OK);
+  EXPECT_EQ(rows, 1);
+  uint64_t checked = 0, bad = 0;
+  ASSERT_EQ(kjit_cache_verify(a.c, &checked, &bad), KJIT_OK);
+  EXPECT_EQ(checked, 1u);
+  EXPECT_EQ(bad, 0u);
+  EXPECT_EQ(kjit_cache_remove(a.c, r.key.c_str()), KJIT_OK);
+  EXPECT_EQ(kjit_cache_remove(a.c, r.key.c_str()), KJIT_ERROR_NOT_FOUND);
+  EXPECT_EQ(a.stats().disk_entries, 0u);
+}
+
+TEST(Cache, ExportImportBetweenCaches) {
+  TempDir a_dir, b_dir, files;
+  Cache a(a_dir.path());
+  Result r1 = compile(a.c, kSaxpySource);
+  Result r2 = compile(a.c, kTemplateSource, "sm_80", {}, {}, {"scale<float, 2>"});
+  uint64_t count = 0;
+  ASSERT_EQ(kjit_cache_export(a.c, files.file("x.kjit").c_str(), &count), KJIT_OK);
+  EXPECT_EQ(count, 2u);
+  Cache b(b_dir.path());
+  uint64_t imported = 0, rejected = 0;
+  ASSERT_EQ(kjit_cache_import(b.c, files.file("x.kjit").c_str(), &imported, &rejected), KJIT_OK);
+  EXPECT_EQ(imported, 2u);
+  EXPECT_EQ(rejected, 0u);
+  Result h = compile(b.c, kSaxpySource);
+  EXPECT_NE(h.tier, KJIT_TIER_COMPILED);
+  EXPECT_EQ(h.cubin, r1.cubin);
+  // A flipped byte inside the first record (header 16 bytes, length 8, then the record)
+  // fails that record's checksum: it is rejected, the other one imported.
+  std::string bytes = kjit::test::read_file_or_die(files.file("x.kjit"));
+  bytes[16 + 8 + 20] ^= 0x55;
+  kjit::test::write_file(files.file("bad.kjit"), bytes);
+  TempDir c_dir;
+  Cache c(c_dir.path());
+  ASSERT_EQ(kjit_cache_import(c.c, files.file("bad.kjit").c_str(), &imported, &rejected), KJIT_OK);
+  EXPECT_EQ(imported, 1u);
+  EXPECT_EQ(rejected, 1u);
+  // Truncated.
+  kjit::test::write_file(files.file("trunc.kjit"), bytes.substr(0, 20));
+  EXPECT_EQ(kjit_cache_import(c.c, files.file("trunc.kjit").c_str(), &imported, &rejected),
+            KJIT_ERROR_CACHE_CORRUPT);
+  EXPECT_EQ(kjit_cache_import(c.c, files.file("missing.kjit").c_str(), nullptr, nullptr),
+            KJIT_ERROR_IO);
+}
+
+TEST(Cache, PruneAndBoundedSize) {
+  TempDir dir;
+  // Each saxpy variant is ~9 KB; bound the cache to ~40 KB.
+  Cache cache(dir.path(), false, 40 * 1024);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 12; ++i) {
+    Result r = compile(cache.c, std::string(kSaxpySource) + "// v" + std::to_string(i) + "\n");
+    ASSERT_EQ(r.status, KJIT_OK);
+    keys.push_back(r.key);
+  }
+  kjit_cache_stats s = cache.stats();
+  EXPECT_LE(s.disk_bytes, 40u * 1024);
+  EXPECT_GT(s.evictions, 0u);
+  // The most recent entry survived.
+  kjit_binary* b = nullptr;
+  ASSERT_EQ(kjit_cache_clear_memory(cache.c), KJIT_OK);
+  EXPECT_EQ(kjit_cache_get(cache.c, keys.back().c_str(), &b), KJIT_OK);
+  kjit_binary_destroy(b);
+  EXPECT_EQ(kjit_cache_get(cache.c, keys.front().c_str(), &b), KJIT_ERROR_NOT_FOUND);
+  uint64_t removed = 0;
+  ASSERT_EQ(kjit_cache_prune(cache.c, 0, &removed), KJIT_OK);
+  EXPECT_GT(removed, 0u);
+  EXPECT_EQ(cache.stats().disk_entries, 0u);
+}
+
+TEST(Cache, ClearRemovesEverything) {
+  TempDir dir;
+  Cache cache(dir.path());
+  compile(cache.c, kSaxpySource);
+  ASSERT_EQ(kjit_cache_clear(cache.c), KJIT_OK);
+  EXPECT_EQ(cache.stats().disk_entries, 0u);
+  EXPECT_EQ(compile(cache.c, kSaxpySource).tier, KJIT_TIER_COMPILED);
+}
+
+TEST(Cache, ReadOnlyOptionNeverWrites) {
+  TempDir dir;
+  { Cache cache(dir.path()); compile(cache.c, kSaxpySource); }
+  Cache ro(dir.path(), true);
+  EXPECT_EQ(ro.stats().disk_state, KJIT_DISK_READ_ONLY);
+  EXPECT_EQ(compile(ro.c, kSaxpySource).tier, KJIT_TIER_DISK);
+  EXPECT_EQ(compile(ro.c, kTemplateSource, "sm_80", {}, {}, {"scale<int, 1>"}).status, KJIT_OK);
+  EXPECT_EQ(ro.stats().disk_entries, 1u);
+  EXPECT_EQ(kjit_cache_clear(ro.c), KJIT_ERROR_READ_ONLY);
+}
+
+TEST(Cache, BadArguments) {
+  EXPECT_EQ(kjit_cache_open(nullptr, nullptr), KJIT_ERROR_INVALID_ARGUMENT);
+  kjit_cache_options o = KJIT_CACHE_OPTIONS_INIT;
+  o.struct_size = 4;
+  kjit_cache* c = nullptr;
+  EXPECT_EQ(kjit_cache_open(&o, &c), KJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(kjit_cache_clear(nullptr), KJIT_ERROR_INVALID_HANDLE);
+  kjit_cache_stats s{};
+  EXPECT_EQ(kjit_cache_stats_get(nullptr, &s), KJIT_ERROR_INVALID_HANDLE);
+  kjit_compiler* comp = nullptr;
+  alignas(16) unsigned char garbage[128];
+  std::memset(garbage, 0x11, sizeof garbage);
+  EXPECT_EQ(kjit_compiler_create(reinterpret_cast<kjit_cache*>(garbage), 0, &comp),
+            KJIT_ERROR_INVALID_HANDLE);
+}
+
+}  // namespace
