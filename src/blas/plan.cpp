@@ -1,0 +1,633 @@
+#include "blas/plan.h"
+
+#include <cctype>
+#include <cstddef>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+#include "util/error.h"
+#include "util/sha256.h"
+
+namespace kjit::blas {
+namespace {
+
+constexpr int64_t kMaxDim = std::numeric_limits<int32_t>::max();
+
+[[noreturn]] void invalid(const std::string& m) { fail(KJIT_ERROR_INVALID_ARGUMENT, m); }
+[[noreturn]] void unsupported(const std::string& m) { fail(KJIT_ERROR_UNSUPPORTED, m); }
+
+bool is_half(int32_t t) { return t == KJIT_GEMM_F16 || t == KJIT_GEMM_BF16; }
+
+std::string hex_ptr(const void* p) {
+  std::ostringstream s;
+  s << "0x" << std::hex << reinterpret_cast<uintptr_t>(p);
+  return s.str();
+}
+
+void check_enum(int32_t v, int32_t lo, int32_t hi, const char* field) {
+  if (v < lo || v > hi)
+    invalid(std::string("desc->") + field + ": unknown value " + std::to_string(v));
+}
+
+void check_dim(int64_t v, const char* field) {
+  if (v < 1) invalid(std::string("desc->") + field + " must be >= 1 (got " + std::to_string(v) + ")");
+  if (v > kMaxDim)
+    invalid(std::string("desc->") + field + " is too large (" + std::to_string(v) +
+            " > 2147483647)");
+}
+
+// a * b + c with overflow detection (all non-negative).
+bool mul_add(int64_t a, int64_t b, int64_t c, int64_t* out) {
+  int64_t t = 0;
+  if (__builtin_mul_overflow(a, b, &t)) return false;
+  return !__builtin_add_overflow(t, c, out);
+}
+
+// One stored matrix in the caller's order: checks/defaults ld and stride, returns them.
+struct Stored {
+  int64_t ld = 0, stride = 0;
+};
+
+Stored check_matrix(char name, bool row_major, int64_t rows, int64_t cols, int64_t ld,
+                    int64_t stride, int64_t batch, size_t elem, bool output) {
+  const std::string ldf = std::string("ld") + name;
+  const std::string stf = std::string("stride_") + name;
+  const int64_t contiguous = row_major ? cols : rows;  // elements of one stored column/row
+  const int64_t other = row_major ? rows : cols;
+  if (ld < 0) invalid("desc->" + ldf + " must be >= 0 (got " + std::to_string(ld) + ")");
+  if (ld == 0) ld = contiguous;
+  if (ld < contiguous)
+    invalid("desc->" + ldf + " (" + std::to_string(ld) + ") must be >= " +
+            std::to_string(contiguous) + ": " + char(std::toupper(name)) + " is stored " +
+            std::to_string(rows) + " x " + std::to_string(cols) +
+            (row_major ? " row-major" : " column-major"));
+  int64_t one = 0;
+  if (!mul_add(ld, other, 0, &one))
+    invalid("desc->" + ldf + " times the matrix extent overflows");
+  if (batch > 1) {
+    if (stride < 0)
+      invalid("desc->" + stf + " must be >= 0 (got " + std::to_string(stride) + ")");
+    if (stride == 0) stride = one;
+    if (output && stride < one)
+      invalid("desc->" + stf + " (" + std::to_string(stride) + ") must be >= " +
+              std::to_string(one) + " (" + ldf + " x " + std::to_string(other) +
+              ") so that the D matrices of the batch do not overlap");
+  } else {
+    stride = 0;
+  }
+  int64_t span = 0, bytes = 0;
+  if (!mul_add(batch - 1, stride, one, &span) ||
+      __builtin_mul_overflow(span, int64_t(elem), &bytes))
+    invalid(std::string("sizes of ") + char(std::toupper(name)) + " overflow");
+  return {ld, stride};
+}
+
+void check_aligned(const void* p, size_t align, const char* what, const char* type_name) {
+  if (reinterpret_cast<uintptr_t>(p) % align != 0)
+    invalid(std::string(what) + " (" + hex_ptr(p) + ") is misaligned: " + type_name +
+            " needs " + std::to_string(align) + "-byte alignment");
+}
+
+void check_types(int32_t a, int32_t b, int32_t c, int32_t d, int32_t compute) {
+  const bool fp8 = is_fp8(a) || is_fp8(b);
+  const std::string abcd = std::string(" (A/B/C/D = ") + dtype_name(a) + "/" + dtype_name(b) +
+                           "/" + dtype_name(c) + "/" + dtype_name(d) + ")";
+  if (fp8) {
+    if (!is_fp8(a) || !is_fp8(b))
+      unsupported(std::string("mixed fp8 and non-fp8 inputs are not supported") + abcd);
+    if (a == KJIT_GEMM_F8_E5M2 && b == KJIT_GEMM_F8_E5M2)
+      unsupported("fp8 GEMM with both A and B E5M2 is not supported (cuBLASLt needs at least "
+                  "one E4M3 input)" + abcd);
+    if (compute != KJIT_GEMM_COMPUTE_F32)
+      unsupported(std::string("fp8 GEMM needs compute F32 (got ") + compute_name(compute) + ")");
+    if (c == KJIT_GEMM_F32) {
+      if (d != KJIT_GEMM_F32)
+        unsupported("fp8 GEMM with f32 C needs f32 D" + abcd);
+    } else if (is_half(c)) {
+      if (d != c && !is_fp8(d))
+        unsupported("fp8 GEMM with " + std::string(dtype_name(c)) + " C needs D of the same type "
+                    "or fp8" + abcd);
+    } else {
+      unsupported("fp8 GEMM needs C of type bf16, f16 or f32" + abcd);
+    }
+    return;
+  }
+  if (a != b)
+    unsupported(std::string("A is ") + dtype_name(a) + " but B is " + dtype_name(b) +
+                ": mixed input types are supported only for fp8");
+  if (is_fp8(c) || is_fp8(d))
+    unsupported("fp8 C or D needs fp8 A and B" + abcd);
+  if (c != d)
+    unsupported(std::string("C is ") + dtype_name(c) + " but D is " + dtype_name(d) +
+                ": they must match unless D is fp8");
+  const auto bad_compute = [&](const char* needs) {
+    unsupported(std::string("compute ") + compute_name(compute) + " with " + dtype_name(a) +
+                " inputs is not supported: " + needs);
+  };
+  switch (a) {
+    case KJIT_GEMM_F64:
+      if (d != KJIT_GEMM_F64) unsupported("f64 inputs need f64 C and D" + abcd);
+      if (compute != KJIT_GEMM_COMPUTE_F64) bad_compute("f64 needs compute F64");
+      break;
+    case KJIT_GEMM_F32:
+      if (d != KJIT_GEMM_F32) unsupported("f32 inputs need f32 C and D" + abcd);
+      if (compute != KJIT_GEMM_COMPUTE_F32 && compute != KJIT_GEMM_COMPUTE_TF32 &&
+          compute != KJIT_GEMM_COMPUTE_F32_FAST_F16 && compute != KJIT_GEMM_COMPUTE_F32_FAST_BF16)
+        bad_compute("f32 takes F32, TF32, F32_FAST_F16 or F32_FAST_BF16");
+      break;
+    case KJIT_GEMM_F16:
+      if (d != KJIT_GEMM_F16 && d != KJIT_GEMM_F32)
+        unsupported("f16 inputs need f16 or f32 C and D" + abcd);
+      if (compute == KJIT_GEMM_COMPUTE_F16) {
+        if (d != KJIT_GEMM_F16) bad_compute("compute F16 needs f16 C and D");
+      } else if (compute != KJIT_GEMM_COMPUTE_F32) {
+        bad_compute("f16 takes F32 or F16");
+      }
+      break;
+    case KJIT_GEMM_BF16:
+      if (d != KJIT_GEMM_BF16 && d != KJIT_GEMM_F32)
+        unsupported("bf16 inputs need bf16 or f32 C and D" + abcd);
+      if (compute != KJIT_GEMM_COMPUTE_F32) bad_compute("bf16 takes F32");
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace
+
+bool is_fp8(int32_t t) { return t == KJIT_GEMM_F8_E4M3 || t == KJIT_GEMM_F8_E5M2; }
+
+size_t dtype_size(int32_t t) {
+  switch (t) {
+    case KJIT_GEMM_F32: return 4;
+    case KJIT_GEMM_F16:
+    case KJIT_GEMM_BF16: return 2;
+    case KJIT_GEMM_F8_E4M3:
+    case KJIT_GEMM_F8_E5M2: return 1;
+    case KJIT_GEMM_F64: return 8;
+    default: return 0;
+  }
+}
+
+const char* dtype_name(int32_t t) {
+  switch (t) {
+    case KJIT_GEMM_F32: return "f32";
+    case KJIT_GEMM_F16: return "f16";
+    case KJIT_GEMM_BF16: return "bf16";
+    case KJIT_GEMM_F8_E4M3: return "e4m3";
+    case KJIT_GEMM_F8_E5M2: return "e5m2";
+    case KJIT_GEMM_F64: return "f64";
+    default: return "?";
+  }
+}
+
+const char* compute_name(int32_t c) {
+  switch (c) {
+    case KJIT_GEMM_COMPUTE_F32: return "F32";
+    case KJIT_GEMM_COMPUTE_TF32: return "TF32";
+    case KJIT_GEMM_COMPUTE_F16: return "F16";
+    case KJIT_GEMM_COMPUTE_F64: return "F64";
+    case KJIT_GEMM_COMPUTE_F32_FAST_F16: return "F32_FAST_F16";
+    case KJIT_GEMM_COMPUTE_F32_FAST_BF16: return "F32_FAST_BF16";
+    default: return "?";
+  }
+}
+
+const char* epilogue_name(int32_t e) {
+  switch (e) {
+    case KJIT_GEMM_EPILOGUE_NONE: return "none";
+    case KJIT_GEMM_EPILOGUE_BIAS: return "bias";
+    case KJIT_GEMM_EPILOGUE_RELU: return "relu";
+    case KJIT_GEMM_EPILOGUE_RELU_BIAS: return "relu+bias";
+    case KJIT_GEMM_EPILOGUE_GELU: return "gelu";
+    case KJIT_GEMM_EPILOGUE_GELU_BIAS: return "gelu+bias";
+    default: return "?";
+  }
+}
+
+bool epilogue_has_bias(int32_t e) {
+  return e == KJIT_GEMM_EPILOGUE_BIAS || e == KJIT_GEMM_EPILOGUE_RELU_BIAS ||
+         e == KJIT_GEMM_EPILOGUE_GELU_BIAS;
+}
+
+Problem prepare(const kjit_gemm_desc* desc, const void* A, const void* B, const void* C,
+                const void* D, const void* bias) {
+  if (!desc) invalid("desc is NULL");
+  if (desc->struct_size < sizeof(kjit_gemm_desc))
+    invalid("desc->struct_size (" + std::to_string(desc->struct_size) +
+            ") is smaller than kjit_gemm_desc (" + std::to_string(sizeof(kjit_gemm_desc)) +
+            "); initialise it with KJIT_GEMM_DESC_INIT or kjit_gemm_desc_init()");
+  if (desc->struct_size > sizeof(kjit_gemm_desc))
+    unsupported("desc->struct_size (" + std::to_string(desc->struct_size) +
+                ") is larger than this kjit's kjit_gemm_desc (" +
+                std::to_string(sizeof(kjit_gemm_desc)) +
+                "): the caller was built against a newer kjit");
+  const kjit_gemm_desc& d = *desc;
+  check_enum(d.order, KJIT_GEMM_COL_MAJOR, KJIT_GEMM_ROW_MAJOR, "order");
+  check_enum(d.trans_a, KJIT_GEMM_OP_N, KJIT_GEMM_OP_T, "trans_a");
+  check_enum(d.trans_b, KJIT_GEMM_OP_N, KJIT_GEMM_OP_T, "trans_b");
+  check_dim(d.m, "m");
+  check_dim(d.n, "n");
+  check_dim(d.k, "k");
+  if (d.a_type == KJIT_GEMM_DTYPE_DEFAULT)
+    invalid("desc->a_type must be set (KJIT_GEMM_F32, KJIT_GEMM_F16, KJIT_GEMM_BF16, ...)");
+  check_enum(d.a_type, KJIT_GEMM_F32, KJIT_GEMM_F64, "a_type");
+  check_enum(d.b_type, KJIT_GEMM_DTYPE_DEFAULT, KJIT_GEMM_F64, "b_type");
+  check_enum(d.c_type, KJIT_GEMM_DTYPE_DEFAULT, KJIT_GEMM_F64, "c_type");
+  check_enum(d.d_type, KJIT_GEMM_DTYPE_DEFAULT, KJIT_GEMM_F64, "d_type");
+  check_enum(d.bias_type, KJIT_GEMM_DTYPE_DEFAULT, KJIT_GEMM_F64, "bias_type");
+  check_enum(d.compute, KJIT_GEMM_COMPUTE_DEFAULT, KJIT_GEMM_COMPUTE_F32_FAST_BF16, "compute");
+  check_enum(d.epilogue, KJIT_GEMM_EPILOGUE_NONE, KJIT_GEMM_EPILOGUE_GELU_BIAS, "epilogue");
+  if (d.reserved0 != 0) invalid("desc->reserved0 must be 0");
+
+  Problem p;
+  const int32_t at = d.a_type;
+  const int32_t bt = d.b_type ? d.b_type : at;
+  int32_t dt = d.d_type;
+  if (!dt) {
+    if (is_fp8(at) || is_fp8(bt))
+      invalid("desc->d_type must be set when A or B is fp8 (bf16, f16, f32 or fp8)");
+    dt = at;
+  }
+  int32_t ct = d.c_type;
+  if (!ct) {
+    if (is_fp8(dt)) invalid("desc->c_type must be set when D is fp8 (bf16 or f16)");
+    ct = dt;
+  }
+  const int32_t compute = d.compute ? d.compute
+                                    : (at == KJIT_GEMM_F64 ? int32_t(KJIT_GEMM_COMPUTE_F64)
+                                                           : int32_t(KJIT_GEMM_COMPUTE_F32));
+  check_types(at, bt, ct, dt, compute);
+
+  const bool has_bias = epilogue_has_bias(d.epilogue);
+  int32_t biast = 0;
+  if (has_bias) {
+    biast = d.bias_type;
+    if (!biast) {
+      if (is_fp8(at)) biast = is_half(ct) ? ct : int32_t(KJIT_GEMM_BF16);
+      else biast = dt;
+    }
+    if (is_fp8(biast))
+      unsupported(std::string("bias_type ") + dtype_name(biast) + " is not supported (bias "
+                  "vectors are f16, bf16, f32 or f64)");
+  }
+
+  // Sizes, in the caller's terms.
+  if (d.batch_count < 1)
+    invalid("desc->batch_count must be >= 1 (got " + std::to_string(d.batch_count) + ")");
+  if (d.batch_count > kMaxDim)
+    invalid("desc->batch_count is too large (" + std::to_string(d.batch_count) + ")");
+  const bool row = d.order == KJIT_GEMM_ROW_MAJOR;
+  const bool ta = d.trans_a == KJIT_GEMM_OP_T, tb = d.trans_b == KJIT_GEMM_OP_T;
+  const int64_t batch = d.batch_count;
+  const Stored sa = check_matrix('a', row, ta ? d.k : d.m, ta ? d.m : d.k, d.lda, d.stride_a,
+                                 batch, dtype_size(at), false);
+  const Stored sb = check_matrix('b', row, tb ? d.n : d.k, tb ? d.k : d.n, d.ldb, d.stride_b,
+                                 batch, dtype_size(bt), false);
+  Stored sc = check_matrix('c', row, d.m, d.n, d.ldc, d.stride_c, batch, dtype_size(ct), false);
+  const Stored sd = check_matrix('d', row, d.m, d.n, d.ldd, d.stride_d, batch, dtype_size(dt),
+                                 true);
+  int64_t stride_bias = 0;
+  if (has_bias && batch > 1) {
+    if (d.stride_bias < 0)
+      invalid("desc->stride_bias must be >= 0 (got " + std::to_string(d.stride_bias) + ")");
+    stride_bias = d.stride_bias;
+    int64_t span = 0;
+    if (!mul_add(batch - 1, stride_bias, row ? d.n : d.m, &span))
+      invalid("sizes of bias overflow");
+  }
+
+  // Pointers.
+  if (!A) invalid("A is NULL");
+  if (!B) invalid("B is NULL");
+  if (!D) invalid("D is NULL");
+  check_aligned(A, dtype_size(at), "A", dtype_name(at));
+  check_aligned(B, dtype_size(bt), "B", dtype_name(bt));
+  check_aligned(D, dtype_size(dt), "D", dtype_name(dt));
+  if (!C) {
+    if (d.beta != 0.0) invalid("C is NULL but desc->beta is not 0");
+    if (ct != dt)
+      invalid(std::string("C is NULL: it is required when C's type (") + dtype_name(ct) +
+              ") differs from D's (" + dtype_name(dt) + ")");
+    C = D;
+    sc = sd;
+  } else {
+    check_aligned(C, dtype_size(ct), "C", dtype_name(ct));
+    if (C == D && (ct != dt || sc.ld != sd.ld || sc.stride != sd.stride))
+      invalid("C and D are the same buffer but their type, leading dimension or batch stride "
+              "differ");
+  }
+  if (has_bias) {
+    if (!bias)
+      invalid(std::string("bias is NULL but the epilogue (") + epilogue_name(d.epilogue) +
+              ") adds a bias");
+    check_aligned(bias, dtype_size(biast), "bias", dtype_name(biast));
+  } else if (bias) {
+    invalid(std::string("bias is given but the epilogue (") + epilogue_name(d.epilogue) +
+            ") has none");
+  }
+  const struct {
+    const void* ptr;
+    int32_t type;
+    const char* name;
+    const char* matrix;
+  } scales[] = {{d.a_scale, at, "desc->a_scale", "A"},
+                {d.b_scale, bt, "desc->b_scale", "B"},
+                {d.d_scale, dt, "desc->d_scale", "D"}};
+  for (const auto& s : scales) {
+    if (!s.ptr) continue;
+    if (!is_fp8(s.type))
+      invalid(std::string(s.name) + " is set but " + s.matrix + " is " + dtype_name(s.type) +
+              ": scales apply to fp8 matrices only");
+    check_aligned(s.ptr, 4, s.name, "a float scale");
+  }
+
+  // The column-major problem.
+  p.alpha = d.alpha;
+  p.beta = d.beta;
+  p.compute = compute;
+  p.epilogue = d.epilogue;
+  p.bias_type = biast;
+  p.bias = bias;
+  p.stride_bias = stride_bias;
+  p.batch = batch;
+  p.c = C;
+  p.d = const_cast<void*>(D);
+  p.c_type = ct;
+  p.d_type = dt;
+  p.ldc = sc.ld;
+  p.ldd = sd.ld;
+  p.stride_c = sc.stride;
+  p.stride_d = sd.stride;
+  p.d_scale = d.d_scale;
+  p.k = d.k;
+  if (!row) {
+    p.op_a = d.trans_a;
+    p.op_b = d.trans_b;
+    p.m = d.m;
+    p.n = d.n;
+    p.a = A;
+    p.b = B;
+    p.a_type = at;
+    p.b_type = bt;
+    p.lda = sa.ld;
+    p.ldb = sb.ld;
+    p.stride_a = sa.stride;
+    p.stride_b = sb.stride;
+    p.a_scale = d.a_scale;
+    p.b_scale = d.b_scale;
+  } else {
+    // Row-major D (m x n) is column-major D^T (n x m) = op(B)^T op(A)^T: the row-major
+    // B read column-major is B^T, so B becomes the first operand with B's transpose flag.
+    p.swapped = true;
+    p.op_a = d.trans_b;
+    p.op_b = d.trans_a;
+    p.m = d.n;
+    p.n = d.m;
+    p.a = B;
+    p.b = A;
+    p.a_type = bt;
+    p.b_type = at;
+    p.lda = sb.ld;
+    p.ldb = sa.ld;
+    p.stride_a = sb.stride;
+    p.stride_b = sa.stride;
+    p.a_scale = d.b_scale;
+    p.b_scale = d.a_scale;
+  }
+  return p;
+}
+
+uint64_t d_footprint_bytes(const Problem& p) {
+  const uint64_t one = uint64_t(p.ldd) * uint64_t(p.n);
+  const uint64_t elems = p.batch > 1 ? uint64_t(p.batch - 1) * uint64_t(p.stride_d) + one : one;
+  return elems * dtype_size(p.d_type);
+}
+
+std::string describe(const Problem& p) {
+  std::ostringstream s;
+  s << "m=" << p.m << " n=" << p.n << " k=" << p.k << " op(A)=" << (p.op_a ? 'T' : 'N')
+    << " op(B)=" << (p.op_b ? 'T' : 'N') << " A/B/C/D=" << dtype_name(p.a_type) << "/"
+    << dtype_name(p.b_type) << "/" << dtype_name(p.c_type) << "/" << dtype_name(p.d_type)
+    << " compute=" << compute_name(p.compute) << " epilogue=" << epilogue_name(p.epilogue);
+  if (epilogue_has_bias(p.epilogue)) s << " bias=" << dtype_name(p.bias_type);
+  s << " lda=" << p.lda << " ldb=" << p.ldb << " ldc=" << p.ldc << " ldd=" << p.ldd;
+  if (p.batch > 1)
+    s << " batch=" << p.batch << " strides=" << p.stride_a << "/" << p.stride_b << "/"
+      << p.stride_c << "/" << p.stride_d;
+  s << " align=" << pointer_alignment(p.a) << "/" << pointer_alignment(p.b) << "/"
+    << pointer_alignment(p.c) << "/" << pointer_alignment(p.d);
+  if (p.swapped) s << " (row-major request, shown as its column-major equivalent)";
+  return s.str();
+}
+
+uint32_t pointer_alignment(const void* ptr) {
+  const uintptr_t v = reinterpret_cast<uintptr_t>(ptr);
+  if (v == 0) return 256;
+  const uintptr_t low = v & (~v + 1);
+  return low >= 256 ? 256u : uint32_t(low);
+}
+
+size_t PlanKeyHash::operator()(const PlanKey& k) const noexcept {
+  // FNV-1a over the fields' bytes; in-process only (the persisted key is SHA-256).
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t v : k.f) {
+    uint64_t u = uint64_t(v);
+    for (int i = 0; i < 8; ++i) {
+      h ^= (u & 0xff);
+      h *= 1099511628211ull;
+      u >>= 8;
+    }
+  }
+  return size_t(h);
+}
+
+PlanKey make_key(const Problem& p, const DeviceInfo& dev, uint64_t workspace_cap) {
+  PlanKey k;
+  auto& f = k.f;
+  f[PlanKey::kKind] = int64_t(PlanKind::kGemm);
+  f[PlanKey::kOpA] = p.op_a;
+  f[PlanKey::kOpB] = p.op_b;
+  f[PlanKey::kM] = p.m;
+  f[PlanKey::kN] = p.n;
+  f[PlanKey::kK] = p.k;
+  f[PlanKey::kLda] = p.lda;
+  f[PlanKey::kLdb] = p.ldb;
+  f[PlanKey::kLdc] = p.ldc;
+  f[PlanKey::kLdd] = p.ldd;
+  f[PlanKey::kAType] = p.a_type;
+  f[PlanKey::kBType] = p.b_type;
+  f[PlanKey::kCType] = p.c_type;
+  f[PlanKey::kDType] = p.d_type;
+  f[PlanKey::kBiasType] = p.bias_type;
+  f[PlanKey::kCompute] = p.compute;
+  f[PlanKey::kEpilogue] = p.epilogue;
+  f[PlanKey::kBatch] = p.batch;
+  f[PlanKey::kStrideA] = p.stride_a;
+  f[PlanKey::kStrideB] = p.stride_b;
+  f[PlanKey::kStrideC] = p.stride_c;
+  f[PlanKey::kStrideD] = p.stride_d;
+  f[PlanKey::kStrideBias] = p.stride_bias;
+  f[PlanKey::kAlignA] = pointer_alignment(p.a);
+  f[PlanKey::kAlignB] = pointer_alignment(p.b);
+  f[PlanKey::kAlignC] = pointer_alignment(p.c);
+  f[PlanKey::kAlignD] = pointer_alignment(p.d);
+  f[PlanKey::kAlignBias] = epilogue_has_bias(p.epilogue) ? pointer_alignment(p.bias) : 0;
+  f[PlanKey::kScales] = (p.a_scale ? 1 : 0) | (p.b_scale ? 2 : 0) | (p.d_scale ? 4 : 0);
+  f[PlanKey::kInPlace] = p.c == p.d ? 1 : 0;
+  f[PlanKey::kWorkspaceCap] = int64_t(workspace_cap);
+  f[PlanKey::kCapability] = dev.cc_major * 10 + dev.cc_minor;
+  f[PlanKey::kSmCount] = dev.sm_count;
+  return k;
+}
+
+// ---- persistence ---------------------------------------------------------------------
+
+namespace {
+
+constexpr char kMagic[4] = {'K', 'J', 'G', 'P'};
+
+void put_u32(std::string& s, uint32_t v) {
+  for (int i = 0; i < 4; ++i) s.push_back(char((v >> (8 * i)) & 0xff));
+}
+void put_u64(std::string& s, uint64_t v) {
+  for (int i = 0; i < 8; ++i) s.push_back(char((v >> (8 * i)) & 0xff));
+}
+void put_str(std::string& s, const std::string& v) {
+  put_u64(s, v.size());
+  s += v;
+}
+
+class Reader {
+ public:
+  explicit Reader(const std::string& s, size_t end) : s_(s), end_(end) {}
+  bool ok() const { return ok_; }
+  uint32_t u32() {
+    uint32_t v = 0;
+    if (!need(4)) return 0;
+    for (int i = 0; i < 4; ++i) v |= uint32_t(uint8_t(s_[pos_++])) << (8 * i);
+    return v;
+  }
+  uint64_t u64() {
+    uint64_t v = 0;
+    if (!need(8)) return 0;
+    for (int i = 0; i < 8; ++i) v |= uint64_t(uint8_t(s_[pos_++])) << (8 * i);
+    return v;
+  }
+  std::string bytes(size_t n) {
+    if (!need(n)) return {};
+    std::string r = s_.substr(pos_, n);
+    pos_ += n;
+    return r;
+  }
+  std::string str() {
+    const uint64_t n = u64();
+    if (n > end_ - pos_) {
+      ok_ = false;
+      return {};
+    }
+    return bytes(size_t(n));
+  }
+  bool at_end() const { return pos_ == end_; }
+
+ private:
+  bool need(size_t n) {
+    if (!ok_ || n > end_ - pos_) ok_ = false;
+    return ok_;
+  }
+  const std::string& s_;
+  size_t end_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+}  // namespace
+
+std::string validators(const DeviceInfo& dev) {
+  return "kjit-gemm-plan/" + std::to_string(kPlanFormat) +
+         ";cublasLt=" + std::to_string(dev.lt_version) +
+         ";driver=" + std::to_string(dev.driver_version) + ";device=" + dev.name +
+         ";cc=" + std::to_string(dev.cc_major) + "." + std::to_string(dev.cc_minor);
+}
+
+std::string persist_key(const PlanKey& key, const std::string& vals) {
+  Sha256 h;
+  h.field("kjit-plan-key");
+  h.u64(kPlanFormat);
+  h.field(vals);
+  h.u64(key.f.size());
+  for (int64_t v : key.f) h.u64(uint64_t(v));
+  return to_hex(h.finish());
+}
+
+std::string encode_plan(const PlanKey& key, const std::string& vals, const PersistedPlan& p) {
+  std::string s(kMagic, sizeof kMagic);
+  put_u32(s, kPlanFormat);
+  put_str(s, vals);
+  put_u32(s, uint32_t(key.f.size()));
+  for (int64_t v : key.f) put_u64(s, uint64_t(v));
+  s.append(reinterpret_cast<const char*>(p.algo.data()), p.algo.size());
+  put_u32(s, uint32_t(p.config.algo_id));
+  put_u32(s, p.config.tile);
+  put_u32(s, p.config.stages);
+  put_u32(s, uint32_t(p.config.split_k));
+  put_u32(s, p.config.reduction);
+  put_u32(s, p.config.swizzle);
+  put_u32(s, p.config.custom);
+  put_u32(s, p.config.inner_shape);
+  put_u32(s, p.config.cluster_shape);
+  put_u64(s, p.workspace);
+  put_u32(s, p.tuned ? 1 : 0);
+  uint64_t us_bits = 0;
+  static_assert(sizeof(us_bits) == sizeof(p.tuned_us), "double is 64-bit");
+  std::memcpy(&us_bits, &p.tuned_us, sizeof us_bits);
+  put_u64(s, us_bits);
+  const Digest sum = sha256(s);
+  s.append(reinterpret_cast<const char*>(sum.data()), sum.size());
+  return s;
+}
+
+std::optional<PersistedPlan> decode_plan(const std::string& value, const PlanKey& key,
+                                         const std::string& vals, std::string* why) {
+  const auto reject = [&](const char* reason) -> std::optional<PersistedPlan> {
+    if (why) *why = reason;
+    return std::nullopt;
+  };
+  constexpr size_t kSum = sizeof(Digest);
+  if (value.size() < sizeof kMagic + 4 + kSum) return reject("truncated");
+  const size_t body = value.size() - kSum;
+  const Digest sum = sha256(value.data(), body);
+  if (std::memcmp(sum.data(), value.data() + body, kSum) != 0)
+    return reject("checksum mismatch");
+  if (std::memcmp(value.data(), kMagic, sizeof kMagic) != 0) return reject("bad magic");
+  Reader r(value, body);
+  r.bytes(sizeof kMagic);
+  if (r.u32() != kPlanFormat) return reject("other format version");
+  if (r.str() != vals || !r.ok()) return reject("other validators");
+  if (r.u32() != key.f.size()) return reject("other key");
+  for (int64_t v : key.f)
+    if (r.u64() != uint64_t(v) || !r.ok()) return reject("other key");
+  PersistedPlan p;
+  const std::string algo = r.bytes(p.algo.size());
+  if (!r.ok()) return reject("truncated");
+  std::memcpy(p.algo.data(), algo.data(), p.algo.size());
+  p.config.algo_id = int32_t(r.u32());
+  p.config.tile = r.u32();
+  p.config.stages = r.u32();
+  p.config.split_k = int32_t(r.u32());
+  p.config.reduction = r.u32();
+  p.config.swizzle = r.u32();
+  p.config.custom = r.u32();
+  p.config.inner_shape = r.u32();
+  p.config.cluster_shape = r.u32();
+  p.workspace = r.u64();
+  p.tuned = r.u32() != 0;
+  const uint64_t us_bits = r.u64();
+  std::memcpy(&p.tuned_us, &us_bits, sizeof us_bits);
+  if (!r.ok() || !r.at_end()) return reject("truncated");
+  return p;
+}
+
+}  // namespace kjit::blas
