@@ -86,6 +86,17 @@ void list_files(const std::string& dir, std::vector<std::string>* out, size_t li
   }
 }
 
+// Real path of a directory, memoised (include directories are few and stable).
+std::string real_dir(const std::string& dir) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::string> memo;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = memo.find(dir);
+  if (it != memo.end()) return it->second;
+  if (memo.size() > 1024) memo.clear();
+  return memo[dir] = real(dir);
+}
+
 }  // namespace
 
 std::vector<std::string> scan_include_directives(const std::string& text) {
@@ -137,8 +148,14 @@ std::vector<IncludedFile> find_included_files(const IncludeScanInput& in) {
   std::set<std::string> seen_files;
   std::set<std::string> memory_names;
   for (const auto& [name, contents] : in.headers) memory_names.insert(name);
-  const std::string skip = in.skip_root.empty() ? "" : real(in.skip_root);
+  const std::string skip = in.skip_root.empty() ? "" : real_dir(in.skip_root);
   bool computed = false;
+  // Include directories inside the CUDA toolkit are covered by the NVRTC version.
+  std::vector<std::string> include_paths;
+  for (const std::string& dir : in.include_paths) {
+    const std::string r = real_dir(dir);
+    if (r != skip && !under(r, skip)) include_paths.push_back(dir);
+  }
 
   struct Item {
     std::vector<std::string> includes;
@@ -181,14 +198,14 @@ std::vector<IncludedFile> find_included_files(const IncludeScanInput& in) {
           continue;
         }
         if (!item.dir.empty()) visit_file(join_path(item.dir, inc));
-        for (const std::string& dir : in.include_paths) visit_file(join_path(dir, inc));
+        for (const std::string& dir : include_paths) visit_file(join_path(dir, inc));
       }
     }
   };
   drain();
   // A computed include (#include MACRO) could name any file in the include paths.
   if (computed) {
-    for (const std::string& dir : in.include_paths) {
+    for (const std::string& dir : include_paths) {
       std::vector<std::string> files;
       list_files(dir, &files, 20000);
       for (const auto& f : files) visit_file(f);

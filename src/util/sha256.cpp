@@ -1,25 +1,20 @@
 #include "util/sha256.h"
 
-#include <openssl/evp.h>
+#include <nettle/sha2.h>
 
 #include <new>
 
-#include "util/error.h"
-
 namespace kjit {
 
-Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
-  if (!ctx_) throw std::bad_alloc();
-  if (EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr) != 1) {
-    EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_));
-    fail(KJIT_ERROR_INTERNAL, "SHA-256 initialisation failed in libcrypto");
-  }
-}
+// Nettle's SHA-256 (with the CPU's SHA extensions where present) needs no global
+// initialisation, so the first hash in a process costs microseconds, not the
+// milliseconds a full crypto library's start-up takes.
+Sha256::Sha256() : ctx_(new sha256_ctx) { sha256_init(static_cast<sha256_ctx*>(ctx_)); }
 
-Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_)); }
+Sha256::~Sha256() { delete static_cast<sha256_ctx*>(ctx_); }
 
 void Sha256::update(const void* data, size_t size) {
-  if (size) EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), data, size);
+  if (size) sha256_update(static_cast<sha256_ctx*>(ctx_), size, static_cast<const uint8_t*>(data));
 }
 
 void Sha256::u64(uint64_t v) {
@@ -35,15 +30,16 @@ void Sha256::field(std::string_view s) {
 
 Digest Sha256::finish() {
   Digest d{};
-  unsigned int n = 0;
-  EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_), d.data(), &n);
+  sha256_digest(static_cast<sha256_ctx*>(ctx_), d.size(), d.data());
   return d;
 }
 
 Digest sha256(const void* data, size_t size) {
+  sha256_ctx ctx;
+  sha256_init(&ctx);
+  if (size) sha256_update(&ctx, size, static_cast<const uint8_t*>(data));
   Digest d{};
-  unsigned int n = 0;
-  EVP_Digest(data, size, d.data(), &n, EVP_sha256(), nullptr);
+  sha256_digest(&ctx, d.size(), d.data());
   return d;
 }
 

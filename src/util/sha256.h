@@ -1,4 +1,4 @@
-// SHA-256 through OpenSSL's libcrypto, with an incremental interface and a
+// SHA-256 through Nettle, with an incremental interface and a
 // length-prefixed field encoding used for cache keys and the public hash helpers.
 #pragma once
 
