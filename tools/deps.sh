@@ -5,13 +5,18 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config libsqlite3-dev libcjson-dev nettle-dev
           libgtest-dev sqlite3 python3)
 if [[ "${1:-}" == "--test" ]]; then
-  packages+=(golang-go nodejs npm abigail-tools clang libclang-rt-14-dev redis-server
-             libhiredis-dev)
+  packages+=(abigail-tools clang libclang-rt-14-dev redis-server libhiredis-dev)
 fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Toolchains that may come from elsewhere than Debian: install only when the command is absent.
+if [[ "${1:-}" == "--test" ]]; then
+  command -v go >/dev/null || missing+=(golang-go)
+  command -v node >/dev/null || missing+=(nodejs)
+  command -v npm >/dev/null || missing+=(npm)
+fi
 if ((${#missing[@]})); then
   echo "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
