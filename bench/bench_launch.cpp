@@ -1,0 +1,521 @@
+// Launch benchmark: (1) launch enqueue overhead, kjit vs raw cuLaunchKernel on the same
+// function and arguments; (2) time to the first completed launch in a fresh process with a
+// warm cache vs the floor (read the CUBIN + cuModuleLoadData + cuModuleGetFunction +
+// launch + sync); (3) the same with a cold cache. Kernels: empty, saxpy, CUB BlockReduce.
+//
+//   bench_launch [--cupy results.json] [--reps N]
+//
+// The fresh-process measurements spawn this program again with --child. CUDA itself is
+// initialised (cuInit, primary context, buffers) before the clock starts in every child,
+// since that cost is the same whatever loads the kernel. --cupy merges the numbers written
+// by bench/cupy_bench.py into the table.
+#include <cjson/cJSON.h>
+#include <cuda.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cuda/context.h"
+#include "cuda/driver.h"
+#include "kjit/kjit.h"
+
+namespace {
+
+namespace cu = kjit::cuda;
+
+const char* const kEmptySource = R"(extern "C" __global__ void empty_kernel() {}
+)";
+
+const char* const kSaxpySource = R"(
+extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+)";
+
+const char* const kCubReduceSource = R"(
+#include <cub/block/block_reduce.cuh>
+extern "C" __global__ void block_sum(const float* in, float* out, int n) {
+  using BlockReduce = cub::BlockReduce<float, 256>;
+  __shared__ typename BlockReduce::TempStorage temp;
+  int i = blockIdx.x * 256 + threadIdx.x;
+  float v = i < n ? in[i] : 0.0f;
+  float sum = BlockReduce(temp).Sum(v);
+  if (threadIdx.x == 0) out[blockIdx.x] = sum;
+}
+)";
+
+struct KernelSpec {
+  const char* id;      // command-line name
+  const char* label;   // table name
+  const char* source;
+  const char* name;
+  bool cub;
+};
+
+const KernelSpec kSpecs[] = {
+    {"empty", "empty", kEmptySource, "empty_kernel", false},
+    {"saxpy", "saxpy", kSaxpySource, "saxpy", false},
+    {"block_sum", "CUB BlockReduce", kCubReduceSource, "block_sum", true},
+};
+
+const KernelSpec* find_spec(const std::string& id) {
+  for (const KernelSpec& s : kSpecs) {
+    if (id == s.id) return &s;
+  }
+  return nullptr;
+}
+
+std::string cccl_dir() {
+  const char* env = std::getenv("KJIT_CCCL_INCLUDE");
+  if (env && *env) return env;
+  return std::string(KJIT_CUDA_INCLUDE_DIR) + "/cccl";
+}
+
+double now_ms() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "bench_launch: %s\n", what.c_str());
+  std::exit(1);
+}
+
+void cu_check(CUresult r, const char* what) {
+  if (r != CUDA_SUCCESS) die(std::string(what) + ": " + cu::error_text(r));
+}
+
+void kj_check(kjit_status st, const char* what) {
+  if (st != KJIT_OK) die(std::string(what) + ": " + kjit_last_error());
+}
+
+std::string read_bytes(const std::string& path) {
+  std::string out;
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return out;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  std::fclose(f);
+  return out;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+kjit_options* options_for(const KernelSpec& s) {
+  kjit_options* o = nullptr;
+  kj_check(kjit_options_create(&o), "kjit_options_create");
+  if (s.cub) kj_check(kjit_options_add_include_path(o, cccl_dir().c_str()), "include path");
+  return o;
+}
+
+// Device buffers and argument values for one kernel.
+struct Args {
+  static constexpr int kN = 1 << 20;
+  CUdeviceptr a = 0, b = 0;
+  float alpha = 2.0f;
+  int n = kN;
+  void* ptrs[4] = {};
+  size_t count = 0;
+  uint32_t grid = 1, block = 1;
+
+  explicit Args(const KernelSpec& s, int n_elems = kN) : n(n_elems) {
+    if (std::strcmp(s.id, "empty") == 0) return;
+    cu_check(cu::driver().cuMemAlloc(&a, size_t(n) * 4), "cuMemAlloc");
+    cu_check(cu::driver().cuMemAlloc(&b, size_t(n) * 4), "cuMemAlloc");
+    cu_check(cu::driver().cuMemsetD8(a, 0, size_t(n) * 4), "cuMemsetD8");
+    cu_check(cu::driver().cuMemsetD8(b, 0, size_t(n) * 4), "cuMemsetD8");
+    block = 256;
+    grid = uint32_t((n + 255) / 256);
+    if (std::strcmp(s.id, "saxpy") == 0) {
+      ptrs[0] = &alpha;
+      ptrs[1] = &a;
+      ptrs[2] = &b;
+      ptrs[3] = &n;
+      count = 4;
+    } else {
+      ptrs[0] = &a;
+      ptrs[1] = &b;
+      ptrs[2] = &n;
+      count = 3;
+    }
+  }
+  ~Args() {
+    if (a) cu::driver().cuMemFree(a);
+    if (b) cu::driver().cuMemFree(b);
+  }
+};
+
+CUcontext init_cuda() {
+  CUcontext ctx = cu::primary_context(0);
+  cu_check(cu::driver().cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+  return ctx;
+}
+
+// ---- child: one first launch in a fresh process -------------------------------------
+
+int child(int argc, char** argv) {
+  // --child floor <kernel> <cubin file> | --child kjit <kernel> <cache dir>
+  if (argc < 5) die("bad child arguments");
+  const std::string mode = argv[2];
+  const KernelSpec* spec = find_spec(argv[3]);
+  if (!spec) die("unknown kernel");
+  const std::string path = argv[4];
+  init_cuda();
+  Args args(*spec);
+  const cu::Driver& d = cu::driver();
+  cu_check(d.cuCtxSynchronize(), "sync");
+
+  double t[4];
+  t[0] = now_ms();
+  if (mode == "floor") {
+    const std::string bytes = read_bytes(path);
+    if (bytes.empty()) die("cannot read " + path);
+    t[1] = now_ms();
+    CUmodule mod = nullptr;
+    CUfunction fn = nullptr;
+    cu_check(d.cuModuleLoadData(&mod, bytes.data()), "cuModuleLoadData");
+    cu_check(d.cuModuleGetFunction(&fn, mod, spec->name), "cuModuleGetFunction");
+    t[2] = now_ms();
+    cu_check(d.cuLaunchKernel(fn, args.grid, 1, 1, args.block, 1, 1, 0, nullptr,
+                              args.count ? args.ptrs : nullptr, nullptr),
+             "cuLaunchKernel");
+    cu_check(d.cuCtxSynchronize(), "sync");
+    t[3] = now_ms();
+    std::printf("RESULT %.4f read=%.4f load=%.4f launch=%.4f\n", t[3] - t[0], t[1] - t[0],
+                t[2] - t[1], t[3] - t[2]);
+    return 0;
+  }
+  if (mode != "kjit") die("unknown child mode");
+  kjit_cache_options co = KJIT_CACHE_OPTIONS_INIT;
+  co.directory = path.c_str();
+  kjit_cache* cache = nullptr;
+  kjit_compiler* compiler = nullptr;
+  kj_check(kjit_cache_open(&co, &cache), "kjit_cache_open");
+  kj_check(kjit_compiler_create(cache, 1, &compiler), "kjit_compiler_create");
+  kjit_options* opts = options_for(*spec);
+  t[1] = now_ms();
+  kjit_kernel* k = nullptr;
+  kjit_binary* log = nullptr;
+  const kjit_status st = kjit_kernel_create(compiler, spec->source, spec->name, opts, 0, 0, &k,
+                                            &log);
+  if (st != KJIT_OK) {
+    die(std::string("kjit_kernel_create: ") + kjit_last_error() +
+        (log ? kjit_binary_log(log) : ""));
+  }
+  t[2] = now_ms();
+  kjit_launch_config cfg = KJIT_LAUNCH_CONFIG_INIT;
+  cfg.grid[0] = args.grid;
+  cfg.block[0] = args.block;
+  kj_check(kjit_kernel_launch(k, &cfg, args.count ? args.ptrs : nullptr, args.count), "launch");
+  cu_check(d.cuCtxSynchronize(), "sync");
+  t[3] = now_ms();
+  kjit_cache_stats stats{};
+  stats.struct_size = sizeof stats;
+  kjit_cache_stats_get(cache, &stats);
+  std::printf("RESULT %.4f open=%.4f create=%.4f launch=%.4f disk_hits=%llu compiles=%llu\n",
+              t[3] - t[0], t[1] - t[0], t[2] - t[1], t[3] - t[2],
+              static_cast<unsigned long long>(stats.disk_hits),
+              static_cast<unsigned long long>(stats.compiles));
+  kjit_kernel_destroy(k);
+  kjit_options_destroy(opts);
+  kjit_compiler_destroy(compiler);
+  kjit_cache_close(cache);
+  return 0;
+}
+
+struct ChildResult {
+  double total = 0;
+  std::string detail;
+};
+
+std::string self_path() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) die("readlink /proc/self/exe");
+  buf[n] = 0;
+  return buf;
+}
+
+ChildResult spawn(const std::string& mode, const KernelSpec& s, const std::string& path) {
+  const std::string cmd = "'" + self_path() + "' --child " + mode + " " + s.id + " '" + path + "'";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) die("popen " + cmd);
+  std::string out;
+  char line[1024];
+  while (std::fgets(line, sizeof line, p)) out += line;
+  const int rc = pclose(p);
+  const size_t at = out.find("RESULT ");
+  if (rc != 0 || at == std::string::npos) die("child failed (" + cmd + "):\n" + out);
+  ChildResult r;
+  r.total = std::atof(out.c_str() + at + 7);
+  const size_t sp = out.find(' ', at + 7);
+  const size_t eol = out.find('\n', at);
+  if (sp != std::string::npos) r.detail = out.substr(sp + 1, eol - sp - 1);
+  return r;
+}
+
+std::string make_temp_dir(const std::string& root, const std::string& name) {
+  std::string tmpl = root + "/" + name + "-XXXXXX";
+  if (!mkdtemp(tmpl.data())) die("mkdtemp");
+  return tmpl;
+}
+
+// ---- parent ------------------------------------------------------------------------------
+
+struct Row {
+  std::string kernel, measure, kjit, floor, ratio, target, cupy;
+};
+
+std::string fmt(double v, int digits = 2) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", digits, v);
+  return b;
+}
+
+std::map<std::string, double> load_cupy(const std::string& path, std::string* version) {
+  std::map<std::string, double> out;
+  const std::string text = read_bytes(path);
+  cJSON* root = cJSON_Parse(text.c_str());
+  if (!root) {
+    std::fprintf(stderr, "bench_launch: cannot parse %s; CuPy column left empty\n",
+                 path.c_str());
+    return out;
+  }
+  cJSON* v = cJSON_GetObjectItem(root, "cupy_version");
+  if (cJSON_IsString(v)) *version = v->valuestring;
+  cJSON* kernels = cJSON_GetObjectItem(root, "kernels");
+  cJSON* k = nullptr;
+  cJSON_ArrayForEach(k, kernels) {
+    cJSON* m = nullptr;
+    cJSON_ArrayForEach(m, k) {
+      if (cJSON_IsNumber(m)) out[std::string(k->string) + "." + m->string] = m->valuedouble;
+    }
+  }
+  cJSON_Delete(root);
+  return out;
+}
+
+int parent(int argc, char** argv) {
+  std::string cupy_path;
+  int reps = 7;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--cupy" && i + 1 < argc) {
+      cupy_path = argv[++i];
+    } else if (a == "--reps" && i + 1 < argc) {
+      reps = std::max(1, std::atoi(argv[++i]));
+    } else {
+      die("usage: bench_launch [--cupy results.json] [--reps N]");
+    }
+  }
+  int count = 0;
+  if (kjit_device_count(&count) != KJIT_OK || count == 0) {
+    std::printf("bench_launch: skipped (%s)\n", count == 0 && !*kjit_last_error()
+                                                    ? "no CUDA device"
+                                                    : kjit_last_error());
+    return 0;
+  }
+  init_cuda();
+  const cu::Driver& d = cu::driver();
+  char dev_name[256] = {}, arch[16] = {};
+  kjit_device_name(0, dev_name, sizeof dev_name);
+  kjit_device_arch(0, arch, sizeof arch);
+  const char* nvrtc = "?";
+  kjit_nvrtc_version(&nvrtc);
+
+  const char* tmp_env = std::getenv("TMPDIR");
+  const std::string root = make_temp_dir(tmp_env && *tmp_env ? tmp_env : "/tmp", "kjit-bench");
+  const std::string warm_dir = root + "/warm-cache";
+
+  std::string cupy_version;
+  std::map<std::string, double> cupy;
+  if (!cupy_path.empty()) cupy = load_cupy(cupy_path, &cupy_version);
+  auto cupy_cell = [&](const std::string& key, int digits) {
+    auto it = cupy.find(key);
+    return it == cupy.end() ? std::string("-") : fmt(it->second, digits);
+  };
+
+  std::vector<Row> rows;
+  std::vector<std::string> notes;
+
+  // Warm the cache (this process compiles; children later hit the disk tier).
+  kjit_cache_options co = KJIT_CACHE_OPTIONS_INIT;
+  co.directory = warm_dir.c_str();
+  kjit_cache* cache = nullptr;
+  kjit_compiler* compiler = nullptr;
+  kj_check(kjit_cache_open(&co, &cache), "kjit_cache_open");
+  kj_check(kjit_compiler_create(cache, 0, &compiler), "kjit_compiler_create");
+
+  CUstream stream = nullptr;
+  cu_check(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+
+  for (const KernelSpec& s : kSpecs) {
+    kjit_options* opts = options_for(s);
+    kjit_kernel* k = nullptr;
+    kjit_binary* log = nullptr;
+    if (kjit_kernel_create(compiler, s.source, s.name, opts, 0, 0, &k, &log) != KJIT_OK) {
+      die(std::string("kjit_kernel_create ") + s.id + ": " + kjit_last_error() +
+          (log ? kjit_binary_log(log) : ""));
+    }
+    // The very same CUBIN, for the raw driver path and the floor.
+    kjit_binary* bin = nullptr;
+    kj_check(kjit_options_set_target(opts, arch), "set target");
+    kj_check(kjit_compile(compiler, s.source, opts, &bin), "kjit_compile");
+    size_t cubin_size = 0;
+    const void* cubin = kjit_binary_data(bin, KJIT_OUTPUT_CUBIN, &cubin_size);
+    if (!cubin || cubin_size == 0) die("no CUBIN");
+    const std::string cubin_path = root + "/" + s.id + ".cubin";
+    {
+      FILE* f = std::fopen(cubin_path.c_str(), "wb");
+      if (!f || std::fwrite(cubin, 1, cubin_size, f) != cubin_size) die("write " + cubin_path);
+      std::fclose(f);
+    }
+    CUmodule mod = nullptr;
+    CUfunction fn = nullptr;
+    cu_check(d.cuModuleLoadData(&mod, cubin), "cuModuleLoadData");
+    cu_check(d.cuModuleGetFunction(&fn, mod, s.name), "cuModuleGetFunction");
+
+    // (1) enqueue overhead. Small problem so the GPU keeps up; batches separated by syncs
+    // so the queue never fills; raw and kjit batches interleaved.
+    if (std::strcmp(s.id, "block_sum") != 0) {
+      Args args(s, 4096);
+      kjit_launch_config cfg = KJIT_LAUNCH_CONFIG_INIT;
+      cfg.grid[0] = args.grid;
+      cfg.block[0] = args.block;
+      cfg.stream = stream;
+      void** argv_ptrs = args.count ? args.ptrs : nullptr;
+      size_t packed_size = 0;
+      kj_check(kjit_kernel_param_buffer_size(k, &packed_size), "param buffer size");
+      std::vector<unsigned char> packed(packed_size + 1);
+      for (size_t i = 0; i < args.count; ++i) {
+        size_t off = 0, size = 0;
+        kj_check(kjit_kernel_param_info(k, i, &off, &size), "param info");
+        std::memcpy(packed.data() + off, args.ptrs[i], size);
+      }
+      const int batch = 200, batches = 150;
+      std::vector<double> raw_us, kjit_us, packed_us;
+      for (int rep = 0; rep < batches + 5; ++rep) {
+        cu_check(d.cuStreamSynchronize(stream), "sync");
+        double t0 = now_ms();
+        for (int i = 0; i < batch; ++i) {
+          const CUresult r = d.cuLaunchKernel(fn, cfg.grid[0], 1, 1, cfg.block[0], 1, 1, 0,
+                                              stream, argv_ptrs, nullptr);
+          if (r != CUDA_SUCCESS) cu_check(r, "cuLaunchKernel");
+        }
+        double t1 = now_ms();
+        cu_check(d.cuStreamSynchronize(stream), "sync");
+        double t2 = now_ms();
+        for (int i = 0; i < batch; ++i) {
+          if (kjit_kernel_launch(k, &cfg, argv_ptrs, args.count) != KJIT_OK) {
+            kj_check(KJIT_ERROR_INTERNAL, "kjit_kernel_launch");
+          }
+        }
+        double t3 = now_ms();
+        cu_check(d.cuStreamSynchronize(stream), "sync");
+        double t4 = now_ms();
+        for (int i = 0; i < batch; ++i) {
+          if (kjit_kernel_launch_packed(k, &cfg, packed.data(), packed_size) != KJIT_OK) {
+            kj_check(KJIT_ERROR_INTERNAL, "kjit_kernel_launch_packed");
+          }
+        }
+        double t5 = now_ms();
+        if (rep < 5) continue;  // warm-up
+        raw_us.push_back((t1 - t0) * 1000.0 / batch);
+        kjit_us.push_back((t3 - t2) * 1000.0 / batch);
+        packed_us.push_back((t5 - t4) * 1000.0 / batch);
+      }
+      cu_check(d.cuStreamSynchronize(stream), "sync");
+      const double raw = median(raw_us), kj = median(kjit_us), pk = median(packed_us);
+      rows.push_back({s.label, "launch enqueue, void** args (us)", fmt(kj),
+                      fmt(raw) + " (cuLaunchKernel)", fmt(kj / raw) + "x", "<= 1.10x",
+                      cupy_cell(std::string(s.id) + ".enqueue_us", 2)});
+      if (args.count) {
+        rows.push_back({s.label, "launch enqueue, packed buffer (us)", fmt(pk),
+                        fmt(raw) + " (cuLaunchKernel)", fmt(pk / raw) + "x", "<= 1.10x", "-"});
+      }
+    }
+
+    if (std::strcmp(s.id, "empty") != 0) {
+      // (2) and (3): first completed launch in a fresh process.
+      std::vector<double> floor_ms, warm_ms, cold_ms;
+      std::string floor_detail, warm_detail, cold_detail;
+      for (int r = 0; r < reps; ++r) {
+        ChildResult f = spawn("floor", s, cubin_path);
+        ChildResult w = spawn("kjit", s, warm_dir);
+        floor_ms.push_back(f.total);
+        warm_ms.push_back(w.total);
+        if (r == 0) {
+          floor_detail = f.detail;
+          warm_detail = w.detail;
+        }
+      }
+      const int cold_reps = std::max(1, std::min(reps, 3));
+      for (int r = 0; r < cold_reps; ++r) {
+        ChildResult c = spawn("kjit", s, make_temp_dir(root, std::string("cold-") + s.id));
+        cold_ms.push_back(c.total);
+        if (r == 0) cold_detail = c.detail;
+      }
+      const double fl = median(floor_ms), wm = median(warm_ms), cd = median(cold_ms);
+      rows.push_back({s.label, "first completed launch, fresh process, warm cache (ms)",
+                      fmt(wm, 3), fmt(fl, 3) + " (read+load+get+launch+sync)",
+                      fmt(wm / fl) + "x", "<= 1.25x", cupy_cell(std::string(s.id) + ".warm_ms", 2)});
+      rows.push_back({s.label, "first completed launch, fresh process, cold cache (ms)",
+                      fmt(cd, 1), fmt(fl, 3), fmt(cd / fl, 0) + "x", "-",
+                      cupy_cell(std::string(s.id) + ".cold_ms", 1)});
+      notes.push_back(std::string(s.label) + ": CUBIN " + std::to_string(cubin_size) +
+                      " bytes; floor phases: " + floor_detail + "; kjit warm phases: " +
+                      warm_detail + "; kjit cold phases: " + cold_detail);
+    }
+
+    d.cuModuleUnload(mod);
+    kjit_binary_destroy(bin);
+    kjit_binary_destroy(log);
+    kjit_kernel_destroy(k);
+    kjit_options_destroy(opts);
+  }
+  d.cuStreamDestroy(stream);
+  kjit_compiler_destroy(compiler);
+  kjit_cache_close(cache);
+
+  int driver = 0;
+  kjit_driver_version(&driver);
+  std::printf("\n## Launch\n\n");
+  std::printf("Device: %s (%s), CUDA driver %d, NVRTC %s, kjit %s%s%s; medians of %d fresh "
+              "processes (cold: %d).\n\n",
+              dev_name, arch, driver, nvrtc, kjit_version_string(),
+              cupy_version.empty() ? "" : ", CuPy ", cupy_version.c_str(), reps,
+              std::max(1, std::min(reps, 3)));
+  std::printf("| kernel | measurement | kjit | floor / raw driver | kjit / floor | target | CuPy |\n");
+  std::printf("| --- | --- | ---: | --- | ---: | --- | ---: |\n");
+  for (const Row& r : rows) {
+    std::printf("| %s | %s | %s | %s | %s | %s | %s |\n", r.kernel.c_str(), r.measure.c_str(),
+                r.kjit.c_str(), r.floor.c_str(), r.ratio.c_str(), r.target.c_str(),
+                r.cupy.c_str());
+  }
+  std::printf("\n");
+  for (const std::string& n : notes) std::printf("- %s\n", n.c_str());
+  const std::string rm = "rm -rf '" + root + "'";
+  if (std::system(rm.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", root.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--child") == 0) return child(argc, argv);
+  return parent(argc, argv);
+}

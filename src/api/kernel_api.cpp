@@ -1,0 +1,309 @@
+// C entry points of kernel.h: argument checks and exception mapping only.
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "api/handles.h"
+#include "cuda/context.h"
+#include "cuda/device.h"
+#include "kernel/kernel.h"
+#include "kjit/kernel.h"
+
+struct kjit_kernel : kjit::api::Handle<kjit::api::kKernelMagic> {
+  std::unique_ptr<kjit::Kernel> kernel;
+};
+
+using kjit::api::error;
+using kjit::api::guard;
+using kjit::api::ok;
+
+namespace {
+
+constexpr unsigned kKnownFlags = KJIT_KERNEL_NO_RELOAD | KJIT_KERNEL_FORCE_PTX;
+
+kjit_status bad_kernel() {
+  return error(KJIT_ERROR_INVALID_HANDLE, "invalid kjit_kernel handle (NULL or destroyed)");
+}
+
+kjit_status copy_out(const std::string& s, char* out, size_t size, const char* what) {
+  if (s.size() + 1 > size) {
+    return error(KJIT_ERROR_BUFFER_TOO_SMALL, std::string(what) + " needs " +
+                                                  std::to_string(s.size() + 1) +
+                                                  " bytes, buffer has " + std::to_string(size));
+  }
+  std::memcpy(out, s.c_str(), s.size() + 1);
+  return KJIT_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+KJIT_EXPORT kjit_status kjit_device_count(int* count) {
+  if (!count) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_device_count: count is NULL");
+  return guard([&] {
+    *count = kjit::cuda::device_count();
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT kjit_status kjit_device_arch(int device, char* out, size_t size) {
+  if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_device_arch: out is NULL");
+  if (size < 16) {
+    return error(KJIT_ERROR_BUFFER_TOO_SMALL,
+                 "kjit_device_arch: the buffer must hold at least 16 bytes, has " +
+                     std::to_string(size));
+  }
+  return guard([&] { return copy_out(kjit::cuda::device_arch(device), out, size, "arch"); });
+}
+
+KJIT_EXPORT kjit_status kjit_device_name(int device, char* out, size_t size) {
+  if (!out || size == 0) {
+    return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_device_name: out is NULL or size is 0");
+  }
+  return guard(
+      [&] { return copy_out(kjit::cuda::device_name(device), out, size, "device name"); });
+}
+
+KJIT_EXPORT kjit_status kjit_driver_version(int* version) {
+  if (!version) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_driver_version: version is NULL");
+  return guard([&] {
+    *version = kjit::cuda::driver_version();
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT kjit_status kjit_kernel_create(kjit_compiler* compiler, const char* source,
+                                           const char* name, const kjit_options* opts,
+                                           int device, unsigned flags, kjit_kernel** out,
+                                           kjit_binary** log_out) {
+  if (log_out) *log_out = nullptr;
+  if (out) *out = nullptr;
+  if (!ok(compiler)) {
+    return error(KJIT_ERROR_INVALID_HANDLE, "kjit_kernel_create: invalid compiler handle");
+  }
+  if (opts && !ok(opts)) {
+    return error(KJIT_ERROR_INVALID_HANDLE, "kjit_kernel_create: invalid options handle");
+  }
+  if (!source) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_create: source is NULL");
+  if (!name || !*name) {
+    return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_create: name is NULL or empty");
+  }
+  if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_create: out is NULL");
+  if (device < 0) {
+    return error(KJIT_ERROR_INVALID_ARGUMENT,
+                 "kjit_kernel_create: device " + std::to_string(device) + " is negative");
+  }
+  if (flags & ~kKnownFlags) {
+    return error(KJIT_ERROR_INVALID_ARGUMENT,
+                 "kjit_kernel_create: unknown flags " + std::to_string(flags & ~kKnownFlags));
+  }
+  return guard([&] {
+    kjit::KernelCreation made = kjit::Kernel::create(*compiler->compiler, source, name,
+                                                     opts ? &opts->opts : nullptr, device, flags);
+    if (!made.kernel) {
+      if (log_out) *log_out = kjit::api::make_binary(made.failure);
+      return error(made.failure.status, made.failure.message);
+    }
+    auto h = std::make_unique<kjit_kernel>();
+    h->kernel = std::move(made.kernel);
+    *out = h.release();
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT kjit_status kjit_kernel_from_binary(const kjit_binary* binary, const char* name,
+                                                int device, unsigned flags, kjit_kernel** out) {
+  if (out) *out = nullptr;
+  if (!ok(binary)) {
+    return error(KJIT_ERROR_INVALID_HANDLE, "kjit_kernel_from_binary: invalid binary handle");
+  }
+  if (binary->status != KJIT_OK || !binary->entry) {
+    return error(KJIT_ERROR_INVALID_ARGUMENT,
+                 "kjit_kernel_from_binary: the binary holds a failed compile (no code)");
+  }
+  if (!name || !*name) {
+    return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_from_binary: name is NULL or empty");
+  }
+  if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_from_binary: out is NULL");
+  if (device < 0) {
+    return error(KJIT_ERROR_INVALID_ARGUMENT,
+                 "kjit_kernel_from_binary: device " + std::to_string(device) + " is negative");
+  }
+  if (flags & ~kKnownFlags) {
+    return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_from_binary: unknown flags " +
+                                                  std::to_string(flags & ~kKnownFlags));
+  }
+  return guard([&] {
+    auto h = std::make_unique<kjit_kernel>();
+    h->kernel = kjit::Kernel::from_entry(binary->entry, name, device, flags);
+    *out = h.release();
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT void kjit_kernel_destroy(kjit_kernel* kernel) {
+  if (!ok(kernel)) return;
+  delete kernel;
+}
+
+KJIT_EXPORT int kjit_kernel_load_path(const kjit_kernel* kernel) {
+  if (!ok(kernel)) return -1;
+  return static_cast<int>(kernel->kernel->load_path());
+}
+
+KJIT_EXPORT const char* kjit_kernel_symbol(const kjit_kernel* kernel) {
+  if (!ok(kernel)) return nullptr;
+  return kernel->kernel->symbol().c_str();
+}
+
+KJIT_EXPORT kjit_status kjit_kernel_param_count(const kjit_kernel* kernel, size_t* count) {
+  if (!ok(kernel)) return bad_kernel();
+  if (!count) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_param_count: count is NULL");
+  kjit::clear_last_error();
+  *count = kernel->kernel->param_count();
+  return KJIT_OK;
+}
+
+KJIT_EXPORT kjit_status kjit_kernel_param_info(const kjit_kernel* kernel, size_t index,
+                                               size_t* offset, size_t* size) {
+  if (!ok(kernel)) return bad_kernel();
+  if (!offset || !size) {
+    return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_param_info: offset or size is NULL");
+  }
+  return guard([&] {
+    const kjit::ParamInfo p = kernel->kernel->param(index);
+    *offset = p.offset;
+    *size = p.size;
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT kjit_status kjit_kernel_param_buffer_size(const kjit_kernel* kernel, size_t* size) {
+  if (!ok(kernel)) return bad_kernel();
+  if (!size) {
+    return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_param_buffer_size: size is NULL");
+  }
+  kjit::clear_last_error();
+  *size = kernel->kernel->param_buffer_size();
+  return KJIT_OK;
+}
+
+KJIT_EXPORT kjit_status kjit_kernel_get_attributes(const kjit_kernel* kernel,
+                                                   kjit_kernel_attributes* attrs) {
+  if (!ok(kernel)) return bad_kernel();
+  if (!attrs) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_get_attributes: attrs is NULL");
+  if (attrs->struct_size < sizeof(uint32_t) + sizeof(int)) {
+    return error(KJIT_ERROR_INVALID_ARGUMENT,
+                 "kjit_kernel_get_attributes: set attrs->struct_size = "
+                 "sizeof(kjit_kernel_attributes)");
+  }
+  return guard([&] {
+    // Attributes are read-only queries; the handle is const to callers.
+    const kjit_kernel_attributes a = const_cast<kjit_kernel*>(kernel)->kernel->attributes();
+    // Fill only what the caller's (possibly older, smaller) struct has room for.
+    const size_t n = attrs->struct_size < sizeof a ? attrs->struct_size : sizeof a;
+    const uint32_t caller_size = attrs->struct_size;
+    std::memcpy(attrs, &a, n);
+    attrs->struct_size = caller_size;
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT kjit_status kjit_kernel_set_max_dynamic_shared(kjit_kernel* kernel, int bytes) {
+  if (!ok(kernel)) return bad_kernel();
+  if (bytes < 0) {
+    return error(KJIT_ERROR_INVALID_ARGUMENT,
+                 "kjit_kernel_set_max_dynamic_shared: bytes " + std::to_string(bytes) +
+                     " is negative");
+  }
+  return guard([&] {
+    kernel->kernel->set_max_dynamic_shared(bytes);
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT kjit_status kjit_kernel_occupancy(const kjit_kernel* kernel, int block_size,
+                                              size_t dynamic_shared, int* blocks_per_sm) {
+  if (!ok(kernel)) return bad_kernel();
+  if (!blocks_per_sm) {
+    return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_occupancy: blocks_per_sm is NULL");
+  }
+  if (block_size <= 0) {
+    return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_occupancy: block_size " +
+                                                  std::to_string(block_size) + " must be > 0");
+  }
+  return guard([&] {
+    *blocks_per_sm =
+        const_cast<kjit_kernel*>(kernel)->kernel->occupancy(block_size, dynamic_shared);
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT kjit_status kjit_kernel_suggest_block_size(const kjit_kernel* kernel,
+                                                       size_t dynamic_shared, int* min_grid,
+                                                       int* block_size) {
+  if (!ok(kernel)) return bad_kernel();
+  if (!min_grid || !block_size) {
+    return error(KJIT_ERROR_INVALID_ARGUMENT,
+                 "kjit_kernel_suggest_block_size: min_grid or block_size is NULL");
+  }
+  return guard([&] {
+    const_cast<kjit_kernel*>(kernel)->kernel->suggest_block_size(dynamic_shared, min_grid,
+                                                                 block_size);
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT void kjit_launch_config_init(kjit_launch_config* cfg) {
+  if (!cfg) return;
+  const kjit_launch_config init = KJIT_LAUNCH_CONFIG_INIT;
+  *cfg = init;
+}
+
+KJIT_EXPORT kjit_status kjit_kernel_launch(kjit_kernel* kernel, const kjit_launch_config* cfg,
+                                           void** args, size_t count) {
+  if (!ok(kernel)) return bad_kernel();
+  if (!cfg) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_launch: cfg is NULL");
+  if (!args && count) {
+    return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_launch: args is NULL with count " +
+                                                  std::to_string(count));
+  }
+  return guard([&] {
+    kernel->kernel->launch(*cfg, args, count);
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT kjit_status kjit_kernel_launch_sized(kjit_kernel* kernel,
+                                                 const kjit_launch_config* cfg, void** args,
+                                                 const size_t* sizes, size_t count) {
+  if (!ok(kernel)) return bad_kernel();
+  if (!cfg) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_launch_sized: cfg is NULL");
+  if ((!args || !sizes) && count) {
+    return error(KJIT_ERROR_INVALID_ARGUMENT,
+                 "kjit_kernel_launch_sized: args or sizes is NULL with count " +
+                     std::to_string(count));
+  }
+  return guard([&] {
+    kernel->kernel->launch_sized(*cfg, args, sizes, count);
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT kjit_status kjit_kernel_launch_packed(kjit_kernel* kernel,
+                                                  const kjit_launch_config* cfg,
+                                                  const void* buffer, size_t size) {
+  if (!ok(kernel)) return bad_kernel();
+  if (!cfg) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_launch_packed: cfg is NULL");
+  if (!buffer && size) {
+    return error(KJIT_ERROR_INVALID_ARGUMENT,
+                 "kjit_kernel_launch_packed: buffer is NULL with size " + std::to_string(size));
+  }
+  return guard([&] {
+    kernel->kernel->launch_packed(*cfg, buffer, size);
+    return KJIT_OK;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,505 @@
+#include "kernel/kernel.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "compile/toolchain.h"
+#include "cuda/context.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace kjit {
+namespace {
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+std::string trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+bool looks_like_expression(const std::string& name) {
+  return name.find('<') != std::string::npos || name.find("::") != std::string::npos ||
+         (!name.empty() && name[0] == '&');
+}
+
+bool is_identifier(const std::string& name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
+// Symbol of `name` in `e`: the lowered name of a name expression, or a kernel name as is.
+// Empty when the entry does not know the name.
+std::string find_symbol(const Entry& e, const std::string& name) {
+  for (const auto& [expr, lowered] : e.names) {
+    if (expr == name) return lowered;
+  }
+  for (const std::string& k : e.kernels) {
+    if (k == name) return k;
+  }
+  return "";
+}
+
+[[noreturn]] void name_not_found(const Entry& e, const std::string& name) {
+  std::string list;
+  for (const std::string& k : e.kernels) list += (list.empty() ? "" : ", ") + k;
+  std::string msg = "kernel '" + name + "' is not in the program";
+  msg += list.empty() ? " (it has no __global__ functions)" : " (its kernels: " + list + ")";
+  if (looks_like_expression(name)) {
+    msg += "; a name expression must be added with kjit_options_add_name_expression() "
+           "before compiling";
+  }
+  fail(KJIT_ERROR_NAME_NOT_FOUND, msg);
+}
+
+Outcome compile_one(Compiler& compiler, const std::string& source, const CompileOptions& o) {
+  try {
+    return compiler.compile(source, o);
+  } catch (const Error& e) {
+    if (e.status() != KJIT_ERROR_UNSUPPORTED_TARGET) throw;
+    Outcome out;
+    out.status = e.status();
+    out.message = e.message();
+    return out;
+  }
+}
+
+std::string dims(const uint32_t d[3]) {
+  return std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x" + std::to_string(d[2]);
+}
+
+constexpr size_t kInlineParams = 64;
+
+constexpr size_t kConfigBase = offsetof(kjit_launch_config, cluster);
+constexpr size_t kConfigWithCluster =
+    offsetof(kjit_launch_config, cluster) + sizeof(kjit_launch_config::cluster);
+constexpr size_t kConfigWithCooperative =
+    offsetof(kjit_launch_config, cooperative) + sizeof(kjit_launch_config::cooperative);
+
+}  // namespace
+
+// ---- creation ---------------------------------------------------------------------------
+
+KernelCreation Kernel::create(Compiler& compiler, const std::string& source,
+                              const std::string& name, const CompileOptions* opts, int device,
+                              unsigned flags) {
+  const int cc = cuda::compute_capability(device);
+  const std::string arch = "sm_" + std::to_string(cc);
+
+  CompileOptions o = opts ? *opts : CompileOptions();
+  o.device = device;
+  // The target is the device's exact architecture; an explicit sm_XYa / sm_XYf for that
+  // architecture is kept. -arch options are folded into the target.
+  std::string requested = o.target;
+  std::vector<std::string> raw;
+  for (const std::string& option : o.raw) {
+    const std::string t = trim(option);
+    if (starts_with(t, "-arch=")) {
+      requested = t.substr(6);
+    } else if (starts_with(t, "--gpu-architecture=")) {
+      requested = t.substr(19);
+    } else {
+      raw.push_back(option);
+    }
+  }
+  o.raw = std::move(raw);
+  o.target = (requested == arch + "a" || requested == arch + "f") ? requested : arch;
+  if ((flags & KJIT_KERNEL_FORCE_PTX) && o.outputs != 0) o.outputs |= KJIT_OUTPUT_PTX;
+  if (looks_like_expression(name)) o.add_name_expression(name);
+
+  Outcome out = compile_one(compiler, source, o);
+  if (out.status == KJIT_ERROR_UNSUPPORTED_TARGET) {
+    // This NVRTC predates the GPU: compile PTX for the newest architecture it knows below
+    // the device's and let the driver JIT it.
+    int best = 0;
+    for (int a = cc; a >= 50 && best == 0; --a) {
+      if (arch_supported(a)) best = a;
+    }
+    if (best == 0) fail(out.status, out.message);
+    log_warn("NVRTC cannot target " + arch + "; loading PTX for compute_" +
+             std::to_string(best) + " through the driver JIT instead");
+    o.target = "compute_" + std::to_string(best);
+    o.outputs = KJIT_OUTPUT_PTX;
+    out = compile_one(compiler, source, o);
+  }
+  KernelCreation result;
+  if (out.status == KJIT_ERROR_COMPILE) {
+    result.failure = std::move(out);
+    return result;
+  }
+  if (out.status != KJIT_OK) fail(out.status, out.message);
+  if (!out.entry) fail(KJIT_ERROR_INTERNAL, "compile succeeded without a result");
+
+  if (find_symbol(*out.entry, name).empty() && !looks_like_expression(name) &&
+      is_identifier(name) && !out.entry->kernels.empty()) {
+    // A plain name of a kernel with C++ linkage: NVRTC lowers it as a name expression.
+    const EntryPtr first = out.entry;
+    o.add_name_expression(name);
+    Outcome again = compile_one(compiler, source, o);
+    if (again.status != KJIT_OK || !again.entry || find_symbol(*again.entry, name).empty()) {
+      name_not_found(*first, name);
+    }
+    out = std::move(again);
+  }
+  result.kernel = from_entry(out.entry, name, device, flags);
+  return result;
+}
+
+std::unique_ptr<Kernel> Kernel::from_entry(const EntryPtr& entry, const std::string& name,
+                                           int device, unsigned flags) {
+  if (!entry) fail(KJIT_ERROR_INVALID_ARGUMENT, "no compiled result");
+  if (entry->cubin.empty() && entry->ptx.empty()) {
+    fail(KJIT_ERROR_UNSUPPORTED, "the compiled result (target " + entry->target +
+                                     ") has neither CUBIN nor PTX; LTO-IR cannot be loaded "
+                                     "as a kernel");
+  }
+  cuda::device_handle(device);  // driver and device checks first
+  std::string symbol = find_symbol(*entry, name);
+  if (symbol.empty()) {
+    // Without a PTX the kernel list may be empty: let the driver look the name up.
+    if (!entry->kernels.empty()) name_not_found(*entry, name);
+    symbol = name;
+  }
+  std::unique_ptr<Kernel> k(new Kernel(entry, std::move(symbol), device, flags));
+  std::unique_ptr<Loaded> l = k->load_now(true);
+  k->current_.store(l.get(), std::memory_order_release);
+  k->loads_.push_back(std::move(l));
+  return k;
+}
+
+Kernel::Kernel(EntryPtr entry, std::string symbol, int device, unsigned flags)
+    : drv_(&cuda::driver()), entry_(std::move(entry)), symbol_(std::move(symbol)),
+      device_(device), flags_(flags) {}
+
+Kernel::~Kernel() {
+  current_.store(nullptr, std::memory_order_release);
+  loads_.clear();  // releases the modules (unloaded with their last user)
+}
+
+std::unique_ptr<Kernel::Loaded> Kernel::load_now(bool first) {
+  const cuda::ContextChoice c = cuda::choose_context(device_);
+  ModulePtr module;
+  if (first) {
+    const bool want_ptx = (flags_ & KJIT_KERNEL_FORCE_PTX) != 0 || entry_->cubin.empty();
+    if (want_ptx && entry_->ptx.empty()) {
+      fail(KJIT_ERROR_UNSUPPORTED,
+           "KJIT_KERNEL_FORCE_PTX: the compiled result has no PTX (target " + entry_->target +
+               ")");
+    }
+    if (!want_ptx) {
+      try {
+        module = acquire_module(c, entry_, LoadPath::Cubin);
+        path_ = LoadPath::Cubin;
+      } catch (const Error& e) {
+        // A CUBIN the driver rejects (another architecture, too new a format): use the
+        // PTX beside it. Sticky errors and missing drivers are not retried.
+        if (e.status() != KJIT_ERROR_CUDA || entry_->ptx.empty()) throw;
+        log_warn("kernel '" + symbol_ + "': " + e.message() + "; loading PTX instead");
+      }
+    }
+    if (!module) {
+      module = acquire_module(c, entry_, LoadPath::Ptx);
+      path_ = LoadPath::Ptx;
+    }
+  } else {
+    module = acquire_module(c, entry_, path_);
+  }
+
+  cuda::ScopedContext scope(c.ctx);
+  CUfunction fn = nullptr;
+  const CUresult r = drv_->cuModuleGetFunction(&fn, module->handle(), symbol_.c_str());
+  if (r == CUDA_ERROR_NOT_FOUND) {
+    fail(KJIT_ERROR_NAME_NOT_FOUND, "kernel '" + symbol_ + "' is not in the loaded module");
+  }
+  cuda::check(r, "cuModuleGetFunction");
+
+  if (first) {
+    if (!drv_->cuFuncGetParamInfo) {
+      fail(KJIT_ERROR_UNSUPPORTED,
+           "CUDA driver " + std::to_string(drv_->version) +
+               " lacks cuFuncGetParamInfo (CUDA 12.4 or newer), which kjit needs to check "
+               "launch arguments");
+    }
+    for (size_t i = 0;; ++i) {
+      size_t offset = 0, size = 0;
+      CUresult pr = drv_->cuFuncGetParamInfo(fn, i, &offset, &size);
+      if (pr == CUDA_ERROR_INVALID_VALUE && i == 0) {
+        // Make sure a lazily loaded function is really loaded before concluding that it
+        // takes no parameters.
+        int regs = 0;
+        cuda::check(drv_->cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn),
+                    "cuFuncGetAttribute(NUM_REGS)");
+        pr = drv_->cuFuncGetParamInfo(fn, i, &offset, &size);
+      }
+      if (pr == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
+      cuda::check(pr, "cuFuncGetParamInfo");
+      params_.push_back(ParamInfo{offset, size});
+      param_bytes_ = std::max(param_bytes_, offset + size);
+    }
+  }
+  const int shared = max_dynamic_shared_.load(std::memory_order_relaxed);
+  if (shared >= 0) {
+    cuda::check(drv_->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         shared),
+                "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+  }
+  auto l = std::make_unique<Loaded>();
+  l->ctx = c.ctx;
+  l->ctx_id = c.id;
+  l->fn = fn;
+  l->module = std::move(module);
+  return l;
+}
+
+const Kernel::Loaded& Kernel::reload(const Loaded* seen) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Loaded* cur = current_.load(std::memory_order_acquire);
+  unsigned long long id = 0;
+  if (cur != seen && cuda::context_id(cur->ctx, &id) && id == cur->ctx_id) return *cur;
+  if (flags_ & KJIT_KERNEL_NO_RELOAD) {
+    fail(KJIT_ERROR_STALE_HANDLE,
+         "kernel '" + symbol_ + "': the CUDA context it was loaded into (id " +
+             std::to_string(cur->ctx_id) +
+             ") was reset or destroyed, and the handle was created with "
+             "KJIT_KERNEL_NO_RELOAD");
+  }
+  std::unique_ptr<Loaded> fresh_load = load_now(false);
+  const Loaded* next = fresh_load.get();
+  // Earlier loads stay allocated (other threads may still be reading them) but give up
+  // their modules; their context is gone, and the driver freed the code with it.
+  for (auto& old : loads_) old->module.reset();
+  loads_.push_back(std::move(fresh_load));
+  current_.store(next, std::memory_order_release);
+  reloads_.fetch_add(1, std::memory_order_relaxed);
+  log_info("kernel '" + symbol_ + "' reloaded into context " + std::to_string(next->ctx_id) +
+           " (context " + std::to_string(cur->ctx_id) + " is gone)");
+  return *next;
+}
+
+unsigned long long Kernel::context_id() const {
+  const Loaded* l = current_.load(std::memory_order_acquire);
+  return l ? l->ctx_id : 0;
+}
+
+// ---- queries ----------------------------------------------------------------------------
+
+ParamInfo Kernel::param(size_t index) const {
+  if (index >= params_.size()) {
+    fail(KJIT_ERROR_INVALID_ARGUMENT, "parameter index " + std::to_string(index) +
+                                          " is out of range: kernel '" + symbol_ + "' has " +
+                                          std::to_string(params_.size()) + " parameters");
+  }
+  return params_[index];
+}
+
+kjit_kernel_attributes Kernel::attributes() {
+  const Loaded& l = fresh();
+  cuda::ScopedContext scope(l.ctx);
+  auto get = [&](CUfunction_attribute a, const char* what) {
+    int v = 0;
+    cuda::check(drv_->cuFuncGetAttribute(&v, a, l.fn), what);
+    return v;
+  };
+  kjit_kernel_attributes a{};
+  a.struct_size = sizeof a;
+  a.num_regs = get(CU_FUNC_ATTRIBUTE_NUM_REGS, "cuFuncGetAttribute(NUM_REGS)");
+  a.static_shared_bytes =
+      get(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, "cuFuncGetAttribute(SHARED_SIZE_BYTES)");
+  a.const_bytes = get(CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, "cuFuncGetAttribute(CONST_SIZE_BYTES)");
+  a.local_bytes = get(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, "cuFuncGetAttribute(LOCAL_SIZE_BYTES)");
+  a.max_threads_per_block =
+      get(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, "cuFuncGetAttribute(MAX_THREADS_PER_BLOCK)");
+  a.max_dynamic_shared_bytes = get(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                   "cuFuncGetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+  a.ptx_version = get(CU_FUNC_ATTRIBUTE_PTX_VERSION, "cuFuncGetAttribute(PTX_VERSION)");
+  a.binary_version = get(CU_FUNC_ATTRIBUTE_BINARY_VERSION, "cuFuncGetAttribute(BINARY_VERSION)");
+  return a;
+}
+
+void Kernel::set_max_dynamic_shared(int bytes) {
+  if (bytes < 0) fail(KJIT_ERROR_INVALID_ARGUMENT, "dynamic shared memory bytes must be >= 0");
+  const Loaded& l = fresh();
+  cuda::ScopedContext scope(l.ctx);
+  cuda::check(drv_->cuFuncSetAttribute(l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                       bytes),
+              ("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, " + std::to_string(bytes) +
+               ") for kernel '" + symbol_ + "'")
+                  .c_str());
+  max_dynamic_shared_.store(bytes, std::memory_order_relaxed);  // re-applied on reload
+}
+
+int Kernel::occupancy(int block_size, size_t dynamic_shared) {
+  if (block_size <= 0) fail(KJIT_ERROR_INVALID_ARGUMENT, "block size must be > 0");
+  const Loaded& l = fresh();
+  cuda::ScopedContext scope(l.ctx);
+  int blocks = 0;
+  cuda::check(drv_->cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, l.fn, block_size,
+                                                                dynamic_shared),
+              "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+  return blocks;
+}
+
+void Kernel::suggest_block_size(size_t dynamic_shared, int* min_grid, int* block_size) {
+  const Loaded& l = fresh();
+  cuda::ScopedContext scope(l.ctx);
+  int grid = 0, block = 0;
+  cuda::check(drv_->cuOccupancyMaxPotentialBlockSize(&grid, &block, l.fn, nullptr,
+                                                     dynamic_shared, 0),
+              "cuOccupancyMaxPotentialBlockSize");
+  *min_grid = grid;
+  *block_size = block;
+}
+
+// ---- launch -----------------------------------------------------------------------------
+
+void Kernel::check_config(const kjit_launch_config& cfg) const {
+  if (cfg.struct_size < kConfigBase) {
+    fail(KJIT_ERROR_INVALID_ARGUMENT,
+         "launch config struct_size " + std::to_string(cfg.struct_size) +
+             " is too small; initialise it with KJIT_LAUNCH_CONFIG_INIT");
+  }
+  if ((cfg.grid[0] == 0) | (cfg.grid[1] == 0) | (cfg.grid[2] == 0) | (cfg.block[0] == 0) |
+      (cfg.block[1] == 0) | (cfg.block[2] == 0)) {
+    fail(KJIT_ERROR_INVALID_ARGUMENT, "launch of kernel '" + symbol_ + "': grid " +
+                                          dims(cfg.grid) + " and block " + dims(cfg.block) +
+                                          " must have every dimension >= 1");
+  }
+}
+
+CUresult Kernel::enqueue(const Loaded& l, const kjit_launch_config& cfg, void** params,
+                         void** extra) const {
+  const bool cluster = cfg.struct_size >= kConfigWithCluster &&
+                       (cfg.cluster[0] | cfg.cluster[1] | cfg.cluster[2]) != 0;
+  const bool cooperative = cfg.struct_size >= kConfigWithCooperative && cfg.cooperative != 0;
+  CUstream stream = static_cast<CUstream>(cfg.stream);
+  if (!cluster && !cooperative) {
+    return drv_->cuLaunchKernel(l.fn, cfg.grid[0], cfg.grid[1], cfg.grid[2], cfg.block[0],
+                                cfg.block[1], cfg.block[2], cfg.shared_bytes, stream, params,
+                                extra);
+  }
+  CUlaunchAttribute attrs[2] = {};
+  unsigned n = 0;
+  if (cluster) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[n].value.clusterDim.x = cfg.cluster[0] ? cfg.cluster[0] : 1;
+    attrs[n].value.clusterDim.y = cfg.cluster[1] ? cfg.cluster[1] : 1;
+    attrs[n].value.clusterDim.z = cfg.cluster[2] ? cfg.cluster[2] : 1;
+    ++n;
+  }
+  if (cooperative) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attrs[n].value.cooperative = 1;
+    ++n;
+  }
+  CUlaunchConfig c = {};
+  c.gridDimX = cfg.grid[0];
+  c.gridDimY = cfg.grid[1];
+  c.gridDimZ = cfg.grid[2];
+  c.blockDimX = cfg.block[0];
+  c.blockDimY = cfg.block[1];
+  c.blockDimZ = cfg.block[2];
+  c.sharedMemBytes = cfg.shared_bytes;
+  c.hStream = stream;
+  c.attrs = attrs;
+  c.numAttrs = n;
+  return drv_->cuLaunchKernelEx(&c, l.fn, params, extra);
+}
+
+void Kernel::launch_checked(const kjit_launch_config& cfg, void** params, void** extra) {
+  const Loaded& l = fresh();
+  CUcontext current = nullptr;
+  drv_->cuCtxGetCurrent(&current);
+  CUresult r;
+  if (current == l.ctx) {
+    r = enqueue(l, cfg, params, extra);
+  } else {
+    // The kernel launches in its own context; the caller's is restored afterwards.
+    const CUresult pr = drv_->cuCtxPushCurrent(l.ctx);
+    if (pr != CUDA_SUCCESS) cuda::throw_error(pr, "cuCtxPushCurrent before launch");
+    r = enqueue(l, cfg, params, extra);
+    CUcontext popped = nullptr;
+    drv_->cuCtxPopCurrent(&popped);
+  }
+  if (r != CUDA_SUCCESS) launch_failed(r, cfg);
+}
+
+void Kernel::launch_failed(CUresult r, const kjit_launch_config& cfg) const {
+  std::string what = "launch of kernel '" + symbol_ + "' (grid " + dims(cfg.grid) + ", block " +
+                     dims(cfg.block) + ", " + std::to_string(cfg.shared_bytes) +
+                     " bytes dynamic shared memory";
+  if (cfg.struct_size >= kConfigWithCluster &&
+      (cfg.cluster[0] | cfg.cluster[1] | cfg.cluster[2]) != 0) {
+    what += ", cluster " + dims(cfg.cluster);
+  }
+  if (cfg.struct_size >= kConfigWithCooperative && cfg.cooperative) what += ", cooperative";
+  what += ")";
+  cuda::throw_error(r, what);
+}
+
+void Kernel::launch(const kjit_launch_config& cfg, void** args, size_t count) {
+  check_config(cfg);
+  if (count != params_.size()) {
+    fail(KJIT_ERROR_ARGUMENT_MISMATCH,
+         "kernel '" + symbol_ + "' takes " + std::to_string(params_.size()) +
+             " arguments, " + std::to_string(count) + " given");
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (!args[i]) {
+      fail(KJIT_ERROR_INVALID_ARGUMENT, "argument " + std::to_string(i) + " of kernel '" +
+                                            symbol_ + "' is a NULL pointer (args[i] must "
+                                            "point at the value)");
+    }
+  }
+  launch_checked(cfg, count ? args : nullptr, nullptr);
+}
+
+void Kernel::launch_sized(const kjit_launch_config& cfg, void** args, const size_t* sizes,
+                          size_t count) {
+  if (count == params_.size()) {
+    for (size_t i = 0; i < count; ++i) {
+      if (sizes[i] != params_[i].size) {
+        fail(KJIT_ERROR_ARGUMENT_MISMATCH,
+             "argument " + std::to_string(i) + " of kernel '" + symbol_ + "': expected " +
+                 std::to_string(params_[i].size) + " bytes, given " +
+                 std::to_string(sizes[i]));
+      }
+    }
+  }
+  launch(cfg, args, count);
+}
+
+void Kernel::launch_packed(const kjit_launch_config& cfg, const void* buffer, size_t size) {
+  check_config(cfg);
+  if (size != param_bytes_) {
+    fail(KJIT_ERROR_ARGUMENT_MISMATCH,
+         "packed argument buffer of kernel '" + symbol_ + "': expected " +
+             std::to_string(param_bytes_) + " bytes (" + std::to_string(params_.size()) +
+             " parameters laid out by kjit_kernel_param_info), given " + std::to_string(size));
+  }
+  const size_t n = params_.size();
+  if (n == 0) {
+    launch_checked(cfg, nullptr, nullptr);
+    return;
+  }
+  // Point at each parameter inside the buffer: the same kernelParams path as the other
+  // forms (valid with every launch attribute), and the driver copies the values.
+  unsigned char* base = static_cast<unsigned char*>(const_cast<void*>(buffer));
+  void* inline_ptrs[kInlineParams];
+  std::vector<void*> many;  // only for kernels with very many parameters
+  void** ptrs = inline_ptrs;
+  if (n > kInlineParams) {
+    many.resize(n);
+    ptrs = many.data();
+  }
+  for (size_t i = 0; i < n; ++i) ptrs[i] = base + params_[i].offset;
+  launch_checked(cfg, ptrs, nullptr);
+}
+
+}  // namespace kjit
