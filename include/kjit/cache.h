@@ -20,9 +20,18 @@ typedef struct kjit_cache_options {
   uint64_t memory_max_bytes; /**< memory tier bound, 0 = default 64 MiB */
   int read_only;             /**< never write the disk tier */
   int memory_only;           /**< no disk tier at all */
+  /** Fleet tier: "redis://host:port[/db]" or "unix:///path/redis.sock"; NULL = $KJIT_REMOTE
+   *  (unset = none). Lookups go memory -> disk -> remote -> compile; a remote hit is
+   *  verified and stored on disk; compiled entries are written to the remote in the
+   *  background. The remote is never required: failures are counted, logged once, and a
+   *  circuit breaker stops trying for a cooldown. Tuned by $KJIT_REMOTE_PREFIX,
+   *  $KJIT_REMOTE_TTL (s), $KJIT_REMOTE_CONNECT_TIMEOUT_MS (100),
+   *  $KJIT_REMOTE_TIMEOUT_MS (1000), $KJIT_REMOTE_COOLDOWN_MS (5000). */
+  const char* remote_url;
+  int remote_read_only; /**< never write to the remote ($KJIT_REMOTE_MODE=ro) */
 } kjit_cache_options;
 
-#define KJIT_CACHE_OPTIONS_INIT {sizeof(kjit_cache_options), NULL, 0, 0, 0, 0}
+#define KJIT_CACHE_OPTIONS_INIT {sizeof(kjit_cache_options), NULL, 0, 0, 0, 0, NULL, 0}
 
 /** Fill `opts` with defaults (same as KJIT_CACHE_OPTIONS_INIT). */
 KJIT_EXPORT void kjit_cache_options_init(kjit_cache_options* opts);

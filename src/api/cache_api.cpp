@@ -50,6 +50,11 @@ KJIT_EXPORT kjit_status kjit_cache_open(const kjit_cache_options* opts, kjit_cac
       cfg.read_only = opts->read_only != 0;
       cfg.memory_only = opts->memory_only != 0;
     }
+    cfg.remote = RemoteConfig::from_environment();
+    if (opts && opts->struct_size >= offsetof(kjit_cache_options, remote_read_only) + sizeof(int)) {
+      if (opts->remote_url) cfg.remote.url = opts->remote_url;
+      if (opts->remote_read_only) cfg.remote.read_only = true;
+    }
     auto c = std::make_unique<kjit_cache>();
     c->cache = std::make_unique<Cache>(cfg);
     *out = c.release();

@@ -115,12 +115,28 @@ Cache::Cache(CacheConfig config)
                                           : kDefaultMaxBytes)),
       owner_(process_owner_id(this)),
       memory_(config_.memory_max_bytes ? config_.memory_max_bytes : kDefaultMemoryBytes) {
+  open_remote();
   if (config_.memory_only || env_flag("KJIT_CACHE_DISABLE")) {
     disk_state_ = KJIT_DISK_DISABLED;
     return;
   }
   dir_ = config_.directory.empty() ? default_cache_directory() : config_.directory;
   open_disk();
+}
+
+void Cache::open_remote() {
+  if (config_.remote.url.empty()) return;
+  try {
+    remote_ = std::make_unique<RemoteTier>(config_.remote);
+  } catch (const Error& e) {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    message_ = "remote tier not used: " + e.message();
+    log_warn(message_);
+  }
+}
+
+void Cache::publish(const EntryPtr& e) {
+  if (remote_) remote_->put(*e);
 }
 
 Cache::~Cache() = default;
@@ -262,6 +278,16 @@ EntryPtr Cache::lookup(const std::string& key, kjit_tier* tier, bool* corrupt) {
     remember(e, *tier);
     return e;
   }
+  if (remote_) {
+    if (std::optional<Entry> fetched = remote_->get(key)) {
+      auto e = std::make_shared<const Entry>(std::move(*fetched));
+      *tier = KJIT_TIER_REMOTE;
+      remote_hits_++;
+      disk_put(*e);
+      remember(e, *tier);
+      return e;
+    }
+  }
   return nullptr;
 }
 
@@ -333,6 +359,7 @@ Outcome Cache::compile_with_claim(const std::string& key,
     if (o.status == KJIT_OK) {
       stored = disk_put(*o.entry);
       memory_.put(o.entry);
+      publish(o.entry);
     }
     return o;
   };
@@ -471,6 +498,12 @@ void Cache::stats(kjit_cache_stats* out) {
   s.evictions = evictions_;
   s.waits = waits_;
   s.compile_ms_saved = static_cast<double>(saved_us_.load()) / 1000.0;
+  s.remote_hits = remote_hits_;
+  if (remote_) {
+    const RemoteStats r = remote_->stats();
+    s.remote_errors = r.errors + r.rejected;
+    s.remote_timeouts = r.timeouts;
+  }
   memory_.totals(&s.memory_entries, &s.memory_bytes);
   if (disk_) {
     try {

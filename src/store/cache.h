@@ -14,6 +14,7 @@
 #include "kjit/compile.h"
 #include "store/disk_store.h"
 #include "store/memory_tier.h"
+#include "store/remote.h"
 
 namespace kjit {
 
@@ -23,6 +24,7 @@ struct CacheConfig {
   uint64_t memory_max_bytes = 0;
   bool read_only = false;
   bool memory_only = false;
+  RemoteConfig remote;  // remote.url empty = no fleet tier
 };
 
 // Result of a compile as the cache sees it: OK with an entry, or a failure. A compile
@@ -70,8 +72,10 @@ class Cache {
   std::optional<std::string> get_value(const std::string& ns, const std::string& key);
   void put_value(const std::string& ns, const std::string& key, const std::string& value);
 
-  // For tests and tools: the disk store, or nullptr when the disk tier is off.
+  // For tests and tools: the disk store, or nullptr when the disk tier is off; the
+  // remote tier, or nullptr when none is configured.
   DiskStore* disk() { return disk_.get(); }
+  RemoteTier* remote() { return remote_.get(); }
   bool disk_usable() const { return disk_ != nullptr; }
 
  private:
@@ -88,6 +92,8 @@ class Cache {
   bool disk_put(const Entry& e);
   Outcome compile_with_claim(const std::string& key, const std::function<Outcome()>& compile);
   void remember(const EntryPtr& e, kjit_tier tier);
+  void open_remote();
+  void publish(const EntryPtr& e);
 
   CacheConfig config_;
   std::string dir_;
@@ -95,6 +101,7 @@ class Cache {
   std::string owner_;
   MemoryTier memory_;
   std::unique_ptr<DiskStore> disk_;
+  std::unique_ptr<RemoteTier> remote_;
   int disk_state_ = KJIT_DISK_DISABLED;
   std::mutex state_mu_;  // guards message_ and reporting
   std::string message_;
@@ -104,7 +111,7 @@ class Cache {
   std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;
 
   std::atomic<uint64_t> memory_hits_{0}, disk_hits_{0}, misses_{0}, compiles_{0}, stores_{0},
-      store_failures_{0}, corrupt_{0}, evictions_{0}, waits_{0};
+      store_failures_{0}, corrupt_{0}, evictions_{0}, waits_{0}, remote_hits_{0};
   std::atomic<uint64_t> saved_us_{0};
 };
 

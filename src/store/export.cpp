@@ -51,6 +51,39 @@ class Reader {
 
 }  // namespace
 
+std::string encode_record(const Entry& e) {
+  std::string rec;
+  put_field(&rec, e.key);
+  put_field(&rec, e.metadata_json());
+  put_field(&rec, e.ptx);
+  put_field(&rec, e.cubin);
+  put_field(&rec, e.ltoir);
+  return rec;
+}
+
+bool decode_record(const std::string& bytes, Entry* out) {
+  Reader fields(bytes);
+  Entry e;
+  std::string meta;
+  if (!fields.field(&e.key) || !fields.field(&meta) || !fields.field(&e.ptx) ||
+      !fields.field(&e.cubin) || !fields.field(&e.ltoir) || !fields.done() ||
+      !is_hex_key(e.key)) {
+    return false;
+  }
+  try {
+    e.load_metadata(meta);
+  } catch (const Error&) {
+    return false;
+  }
+  if (e.ptx.size() != e.recorded_sizes.ptx || e.cubin.size() != e.recorded_sizes.cubin ||
+      e.ltoir.size() != e.recorded_sizes.ltoir ||
+      (e.ptx.empty() && e.cubin.empty() && e.ltoir.empty())) {
+    return false;
+  }
+  *out = std::move(e);
+  return true;
+}
+
 uint64_t write_export(const std::string& path, const std::function<bool(Entry*)>& next) {
   const std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "wb");
@@ -61,12 +94,7 @@ uint64_t write_export(const std::string& path, const std::function<bool(Entry*)>
   uint64_t count = 0;
   Entry e;
   while (ok && next(&e)) {
-    std::string rec;
-    put_field(&rec, e.key);
-    put_field(&rec, e.metadata_json());
-    put_field(&rec, e.ptx);
-    put_field(&rec, e.cubin);
-    put_field(&rec, e.ltoir);
+    const std::string rec = encode_record(e);
     std::string frame;
     put_u64(&frame, rec.size());
     const Digest d = sha256(rec);
@@ -112,23 +140,8 @@ void read_export_bytes(const std::string& bytes, const std::function<void(const 
       ++*rejected;
       continue;
     }
-    Reader fields(rec);
     Entry e;
-    std::string meta;
-    if (!fields.field(&e.key) || !fields.field(&meta) || !fields.field(&e.ptx) ||
-        !fields.field(&e.cubin) || !fields.field(&e.ltoir) || !fields.done() ||
-        !is_hex_key(e.key)) {
-      ++*rejected;
-      continue;
-    }
-    try {
-      e.load_metadata(meta);
-    } catch (const Error&) {
-      ++*rejected;
-      continue;
-    }
-    if (e.ptx.size() != e.recorded_sizes.ptx || e.cubin.size() != e.recorded_sizes.cubin ||
-        e.ltoir.size() != e.recorded_sizes.ltoir || (e.ptx.empty() && e.cubin.empty() && e.ltoir.empty())) {
+    if (!decode_record(rec, &e)) {
       ++*rejected;
       continue;
     }

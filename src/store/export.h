@@ -15,6 +15,12 @@
 
 namespace kjit {
 
+// One entry as self-describing bytes (key, metadata, blobs; length-prefixed) and back.
+// decode_record() checks the structure, the metadata (format version included) and that
+// every part has its recorded size; it returns false for anything malformed.
+std::string encode_record(const Entry& e);
+bool decode_record(const std::string& bytes, Entry* out);
+
 // Writes entries produced by `next` (returns false when done) to `path`. Returns count.
 uint64_t write_export(const std::string& path, const std::function<bool(Entry*)>& next);
 

@@ -1,0 +1,100 @@
+// The fleet tier: a Redis-protocol server (Redis, Valkey) shared by many machines.
+// Never a dependency: every failure is counted and logged, a circuit breaker stops trying
+// for a cooldown after repeated failures, and writes happen in the background.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "store/entry.h"
+
+namespace kjit {
+
+struct RemoteConfig {
+  std::string url;          // redis://host:port[/db] or unix:///path/to/socket
+  std::string prefix = "kjit:";
+  int64_t ttl_seconds = 7 * 24 * 3600;
+  int connect_timeout_ms = 100;
+  int op_timeout_ms = 1000;
+  bool read_only = false;
+  int failures_to_open = 3;  // consecutive failures that open the breaker
+  int cooldown_ms = 5000;    // how long the breaker stays open before a probe
+
+  // Reads KJIT_REMOTE, KJIT_REMOTE_PREFIX, KJIT_REMOTE_TTL, KJIT_REMOTE_CONNECT_TIMEOUT_MS,
+  // KJIT_REMOTE_TIMEOUT_MS, KJIT_REMOTE_MODE (rw|ro), KJIT_REMOTE_COOLDOWN_MS.
+  static RemoteConfig from_environment();
+};
+
+struct RemoteStats {
+  uint64_t hits = 0, misses = 0, errors = 0, timeouts = 0, rejected = 0, writes = 0,
+           write_failures = 0, skipped_open = 0;
+  bool breaker_open = false;
+};
+
+// Envelope: "KJITRMT1", u64 format version, record (see export.h), SHA-256 of all before.
+std::string encode_envelope(const Entry& e);
+bool decode_envelope(const std::string& bytes, const std::string& key, Entry* out);
+
+// True when this build includes the remote tier (hiredis was found).
+bool remote_tier_built();
+
+class RemoteTier {
+ public:
+  // Throws kjit::Error(KJIT_ERROR_INVALID_ARGUMENT) for a malformed URL and
+  // Error(KJIT_ERROR_UNSUPPORTED) when the remote tier is not built in. Never connects
+  // here: the first lookup does, so a down server costs nothing at start-up.
+  explicit RemoteTier(RemoteConfig config);
+  ~RemoteTier();  // drains queued writes for at most one operation timeout
+
+  // A verified entry, or nullopt (miss, error, timeout, garbage, breaker open).
+  std::optional<Entry> get(const std::string& key);
+  // Queues a write (SET NX with TTL); returns at once. No-op in read-only mode.
+  void put(const Entry& e);
+  // Waits until queued writes are done (tests, shutdown).
+  void flush();
+
+  RemoteStats stats();
+  const RemoteConfig& config() const { return config_; }
+
+ private:
+  struct Connection;
+  enum class Fault { None, Error, Timeout };
+
+  bool allow_attempt();
+  void record(Fault f, const std::string& what);
+  std::unique_ptr<Connection> connect(std::string* why);
+  void writer_loop();
+  bool write_now(const std::string& key, const std::string& value);
+
+  RemoteConfig config_;
+  std::string host_, socket_path_;
+  int port_ = 6379, db_ = 0;
+
+  std::mutex conn_mu_;
+  std::unique_ptr<Connection> conn_;  // for reads
+
+  std::mutex breaker_mu_;
+  int consecutive_failures_ = 0;
+  double open_until_ms_ = 0;
+  bool reported_ = false;
+
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_, idle_cv_;
+  std::deque<std::pair<std::string, std::string>> queue_;
+  bool stopping_ = false;
+  bool writing_ = false;
+  std::thread writer_;
+  std::unique_ptr<Connection> write_conn_;
+
+  std::atomic<uint64_t> hits_{0}, misses_{0}, errors_{0}, timeouts_{0}, rejected_{0},
+      writes_{0}, write_failures_{0}, skipped_open_{0};
+};
+
+}  // namespace kjit

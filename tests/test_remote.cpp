@@ -1,0 +1,293 @@
+// The fleet tier against a real redis-server (started here on a unix socket or loopback
+// port): sharing between two nodes, read-only nodes, outages, garbage, slowness, TTL.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "compile/compiler.h"
+#include "store/cache.h"
+#include "store/remote.h"
+#include "support/test_support.h"
+#include "util/fs.h"
+
+namespace {
+
+using kjit::test::TempDir;
+
+std::string run(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while (p && (n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  if (p) pclose(p);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+bool have(const char* tool) { return !run(std::string("command -v ") + tool).empty(); }
+
+// A redis-server child process on a unix socket (or a loopback TCP port).
+class Redis {
+ public:
+  explicit Redis(const std::string& dir, int port = 0) : dir_(dir), port_(port) { start(); }
+  ~Redis() { stop(); }
+  void start() {
+    pid_ = fork();
+    if (pid_ == 0) {
+      const std::string port = std::to_string(port_);
+      execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
+             "--unixsocket", socket().c_str(), "--unixsocketperm", "700", "--save", "",
+             "--appendonly", "no", "--dir", dir_.c_str(), "--loglevel", "warning",
+             "--logfile", (dir_ + "/redis.log").c_str(),
+             static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    for (int i = 0; i < 200 && cli("PING") != "PONG"; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  void stop() {
+    if (pid_ > 0) {
+      kill(pid_, SIGCONT);
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+      unlink(socket().c_str());
+    }
+  }
+  void pause() { kill(pid_, SIGSTOP); }
+  void resume() { kill(pid_, SIGCONT); }
+  std::string socket() const { return dir_ + "/redis.sock"; }
+  std::string url() const { return "unix://" + socket(); }
+  std::string cli(const std::string& args) const {
+    return run("redis-cli -s '" + socket() + "' " + args + " 2>/dev/null");
+  }
+
+ private:
+  std::string dir_;
+  int port_;
+  pid_t pid_ = -1;
+};
+
+int free_port() {
+  int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  close(s);
+  return ntohs(a.sin_port);
+}
+
+class RemoteTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!kjit::remote_tier_built()) GTEST_SKIP() << "remote tier not built (no hiredis)";
+    if (!have("redis-server") || !have("redis-cli")) {
+      GTEST_SKIP() << "redis-server/redis-cli not installed";
+    }
+  }
+
+  kjit::CacheConfig node(const std::string& dir, const std::string& url, bool ro = false) {
+    kjit::CacheConfig c;
+    c.directory = dir;
+    c.remote.url = url;
+    c.remote.read_only = ro;
+    c.remote.cooldown_ms = 300;
+    c.remote.op_timeout_ms = 300;
+    c.remote.ttl_seconds = 3600;
+    return c;
+  }
+
+  static kjit::Outcome compile(kjit::Cache& cache, const std::string& src) {
+    kjit::Compiler c(&cache, 1);
+    kjit::CompileOptions o;
+    o.target = "sm_90";
+    return c.compile(src, o);
+  }
+};
+
+TEST_F(RemoteTest, SecondNodeHitsFromRedisWithIdenticalBytes) {
+  TempDir tmp, a_dir, b_dir;
+  Redis redis(tmp.path());
+  kjit::Outcome a_result;
+  {
+    kjit::Cache a(node(a_dir.path(), redis.url()));
+    a_result = compile(a, kjit::test::kSaxpySource);
+    ASSERT_EQ(a_result.status, KJIT_OK);
+    a.remote()->flush();
+    EXPECT_EQ(a.remote()->stats().writes, 1u);
+  }
+  EXPECT_EQ(redis.cli("EXISTS kjit:" + a_result.entry->key), "1");
+  const std::string ttl = redis.cli("TTL kjit:" + a_result.entry->key);
+  EXPECT_GT(std::stol(ttl), 3000) << "TTL applied";
+  EXPECT_LE(std::stol(ttl), 3600);
+
+  kjit::Cache b(node(b_dir.path(), redis.url()));
+  kjit::Outcome r = compile(b, kjit::test::kSaxpySource);
+  ASSERT_EQ(r.status, KJIT_OK);
+  EXPECT_EQ(r.tier, KJIT_TIER_REMOTE);
+  EXPECT_EQ(r.entry->cubin, a_result.entry->cubin);
+  EXPECT_EQ(r.entry->ptx, a_result.entry->ptx);
+  kjit_cache_stats s{};
+  s.struct_size = sizeof s;
+  b.stats(&s);
+  EXPECT_EQ(s.compiles, 0u) << "no NVRTC work on node B";
+  EXPECT_EQ(s.remote_hits, 1u);
+  // The remote hit was written to node B's disk.
+  kjit::Cache b2(node(b_dir.path(), ""));
+  EXPECT_EQ(compile(b2, kjit::test::kSaxpySource).tier, KJIT_TIER_DISK);
+}
+
+TEST_F(RemoteTest, LoopbackTcpUrl) {
+  TempDir tmp, dir;
+  const int port = free_port();
+  Redis redis(tmp.path(), port);
+  kjit::Cache a(node(dir.path(), "redis://127.0.0.1:" + std::to_string(port) + "/2"));
+  ASSERT_EQ(compile(a, kjit::test::kSaxpySource).status, KJIT_OK);
+  a.remote()->flush();
+  EXPECT_EQ(a.remote()->stats().writes, 1u);
+  EXPECT_EQ(redis.cli("-n 2 DBSIZE"), "1");
+}
+
+TEST_F(RemoteTest, ReadOnlyNodeNeverWrites) {
+  TempDir tmp, dir;
+  Redis redis(tmp.path());
+  kjit::Cache ro(node(dir.path(), redis.url(), true));
+  ASSERT_EQ(compile(ro, kjit::test::kSaxpySource).status, KJIT_OK);
+  ro.remote()->flush();
+  EXPECT_EQ(redis.cli("DBSIZE"), "0");
+  EXPECT_EQ(ro.remote()->stats().writes, 0u);
+}
+
+TEST_F(RemoteTest, GarbageValueIsRejectedAndNeverLoaded) {
+  TempDir tmp, a_dir, b_dir;
+  Redis redis(tmp.path());
+  std::string key, good_cubin;
+  {
+    kjit::Cache a(node(a_dir.path(), redis.url()));
+    kjit::Outcome o = compile(a, kjit::test::kSaxpySource);
+    key = o.entry->key;
+    good_cubin = o.entry->cubin;
+    a.remote()->flush();
+  }
+  // Garbage, then a well-formed envelope of a different entry under this key.
+  for (const std::string& value : {std::string("not an envelope"), std::string()}) {
+    if (value.empty()) {
+      kjit::Entry other;
+      other.key = std::string(64, 'a');
+      other.ptx = "// other";
+      other.target = "sm_90";
+      kjit::test::write_file(tmp.file("v"), kjit::encode_envelope(other));
+      run("redis-cli -s '" + redis.socket() + "' -x SET kjit:" + key + " < '" + tmp.file("v") + "'");
+    } else {
+      redis.cli("SET kjit:" + key + " '" + value + "'");
+    }
+    TempDir fresh;
+    kjit::Cache b(node(fresh.path(), redis.url()));
+    kjit::Outcome r = compile(b, kjit::test::kSaxpySource);
+    ASSERT_EQ(r.status, KJIT_OK);
+    EXPECT_EQ(r.tier, KJIT_TIER_COMPILED);
+    EXPECT_EQ(r.entry->cubin, good_cubin);
+    EXPECT_EQ(b.remote()->stats().rejected, 1u);
+  }
+}
+
+TEST_F(RemoteTest, OutageOpensTheBreakerAndRecoveryClosesIt) {
+  TempDir tmp, dir;
+  auto redis = std::make_unique<Redis>(tmp.path());
+  kjit::Cache cache(node(dir.path(), redis->url()));
+  ASSERT_EQ(compile(cache, kjit::test::kSaxpySource).status, KJIT_OK);
+  cache.remote()->flush();
+  redis->stop();  // killed mid-run
+  for (int i = 0; i < 6; ++i) {
+    kjit::Outcome o = compile(cache, std::string(kjit::test::kSaxpySource) + "// " + std::to_string(i));
+    EXPECT_EQ(o.status, KJIT_OK) << "every call still succeeds locally";
+  }
+  kjit::RemoteStats s = cache.remote()->stats();
+  EXPECT_TRUE(s.breaker_open);
+  EXPECT_GE(s.errors, 3u);
+  EXPECT_GT(s.skipped_open + s.write_failures, 0u);
+  redis = std::make_unique<Redis>(tmp.path());  // restarted
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // past the cooldown
+  ASSERT_EQ(compile(cache, std::string(kjit::test::kSaxpySource) + "// after").status, KJIT_OK);
+  cache.remote()->flush();
+  EXPECT_FALSE(cache.remote()->stats().breaker_open);
+  EXPECT_NE(redis->cli("DBSIZE"), "0");
+}
+
+TEST_F(RemoteTest, SlowRedisCostsAtMostTheTimeout) {
+  TempDir tmp, a_dir, b_dir;
+  Redis redis(tmp.path());
+  {
+    kjit::Cache warm(node(a_dir.path(), redis.url()));
+    compile(warm, kjit::test::kSaxpySource);  // opens a connection, stores the entry
+    warm.remote()->flush();
+  }
+  kjit::Cache b(node(b_dir.path(), redis.url()));
+  redis.pause();
+  kjit_tier tier;
+  const double t0 = kjit::monotonic_ms();
+  EXPECT_EQ(b.lookup(std::string(64, 'b'), &tier), nullptr);
+  const double waited = kjit::monotonic_ms() - t0;
+  redis.resume();
+  EXPECT_LT(waited, 3000) << "bounded by connect + operation timeouts";
+  EXPECT_GE(b.remote()->stats().timeouts + b.remote()->stats().errors, 1u);
+}
+
+TEST_F(RemoteTest, DownAtStartupIsHarmless) {
+  TempDir dir;
+  kjit::Cache cache(node(dir.path(), "unix:///nonexistent/redis.sock"));
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(compile(cache, kjit::test::kSaxpySource).status, KJIT_OK);
+  }
+  EXPECT_GE(cache.remote()->stats().errors, 1u);
+}
+
+TEST(RemoteConfig, BadUrlIsReportedNotFatal) {
+  if (!kjit::remote_tier_built()) GTEST_SKIP() << "remote tier not built (no hiredis)";
+  TempDir dir;
+  for (const char* url : {"http://x", "redis://", "redis://h:99999", "redis://h:1/x", "unix://"}) {
+    kjit::CacheConfig c;
+    c.directory = dir.path();
+    c.remote.url = url;
+    kjit::Cache cache(c);
+    EXPECT_EQ(cache.remote(), nullptr) << url;
+    kjit_cache_stats s{};
+    s.struct_size = sizeof s;
+    cache.stats(&s);
+    EXPECT_NE(std::string(s.message).find("remote tier not used"), std::string::npos) << url;
+  }
+}
+
+TEST(RemoteEnvelope, RoundTripAndTamperDetection) {
+  kjit::Entry e;
+  e.key = std::string(64, 'c');
+  e.target = "sm_90";
+  e.ptx = ".version 9.0";
+  e.cubin = std::string("\x7f" "ELF", 4) + std::string(100, '\1');
+  const std::string env = kjit::encode_envelope(e);
+  kjit::Entry out;
+  ASSERT_TRUE(kjit::decode_envelope(env, e.key, &out));
+  EXPECT_EQ(out.cubin, e.cubin);
+  EXPECT_FALSE(kjit::decode_envelope(env, std::string(64, 'd'), &out)) << "key must match";
+  for (size_t i = 0; i < env.size(); i += 7) {
+    std::string bad = env;
+    bad[i] ^= 0x40;
+    EXPECT_FALSE(kjit::decode_envelope(bad, e.key, &out)) << "flip at " << i;
+  }
+  EXPECT_FALSE(kjit::decode_envelope(env.substr(0, env.size() - 1), e.key, &out));
+}
+
+}  // namespace
