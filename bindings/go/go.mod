@@ -1,0 +1,3 @@
+module kjit
+
+go 1.19

@@ -1,0 +1,509 @@
+//! Raw FFI declarations for libkjit, one to one with `include/kjit/*.h`.
+//!
+//! Everything here is `unsafe` and follows the C documentation in the headers exactly;
+//! the `kjit` crate is the safe layer on top.
+#![allow(non_camel_case_types)]
+
+use std::os::raw::{c_char, c_double, c_int, c_uint, c_void};
+
+// ---- common.h ----------------------------------------------------------------------------
+
+pub const KJIT_VERSION_MAJOR: c_int = 0;
+pub const KJIT_VERSION_MINOR: c_int = 1;
+pub const KJIT_VERSION_PATCH: c_int = 0;
+pub const KJIT_VERSION: c_int =
+    KJIT_VERSION_MAJOR * 10000 + KJIT_VERSION_MINOR * 100 + KJIT_VERSION_PATCH;
+
+/// `kjit_status` (a C enum: int-sized).
+pub type kjit_status = c_int;
+
+pub const KJIT_OK: kjit_status = 0;
+pub const KJIT_ERROR_INVALID_ARGUMENT: kjit_status = 1;
+pub const KJIT_ERROR_INVALID_HANDLE: kjit_status = 2;
+pub const KJIT_ERROR_OUT_OF_MEMORY: kjit_status = 3;
+pub const KJIT_ERROR_INVALID_SOURCE: kjit_status = 4;
+pub const KJIT_ERROR_COMPILE: kjit_status = 5;
+pub const KJIT_ERROR_INVALID_OPTION: kjit_status = 6;
+pub const KJIT_ERROR_UNSUPPORTED_TARGET: kjit_status = 7;
+pub const KJIT_ERROR_NAME_NOT_FOUND: kjit_status = 8;
+pub const KJIT_ERROR_NVRTC: kjit_status = 9;
+pub const KJIT_ERROR_CACHE: kjit_status = 10;
+pub const KJIT_ERROR_CACHE_CORRUPT: kjit_status = 11;
+pub const KJIT_ERROR_NOT_FOUND: kjit_status = 12;
+pub const KJIT_ERROR_READ_ONLY: kjit_status = 13;
+pub const KJIT_ERROR_CUDA_UNAVAILABLE: kjit_status = 14;
+pub const KJIT_ERROR_CUDA: kjit_status = 15;
+pub const KJIT_ERROR_ARGUMENT_MISMATCH: kjit_status = 16;
+pub const KJIT_ERROR_STALE_HANDLE: kjit_status = 17;
+pub const KJIT_ERROR_CUDA_STICKY: kjit_status = 18;
+pub const KJIT_ERROR_UNSUPPORTED: kjit_status = 19;
+pub const KJIT_ERROR_CANCELLED: kjit_status = 20;
+pub const KJIT_ERROR_TIMEOUT: kjit_status = 21;
+pub const KJIT_ERROR_BUFFER_TOO_SMALL: kjit_status = 22;
+pub const KJIT_ERROR_CUBLAS: kjit_status = 23;
+pub const KJIT_ERROR_IO: kjit_status = 24;
+pub const KJIT_ERROR_INTERNAL: kjit_status = 99;
+
+pub const KJIT_LOG_DEBUG: c_int = 0;
+pub const KJIT_LOG_INFO: c_int = 1;
+pub const KJIT_LOG_WARN: c_int = 2;
+pub const KJIT_LOG_ERROR: c_int = 3;
+
+pub type kjit_log_fn =
+    Option<unsafe extern "C" fn(level: c_int, message: *const c_char, user: *mut c_void)>;
+
+/// Opaque handle types. Only ever used behind pointers.
+#[repr(C)]
+pub struct kjit_cache {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub struct kjit_options {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub struct kjit_compiler {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub struct kjit_binary {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub struct kjit_future {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub struct kjit_kernel {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub struct kjit_gemm {
+    _private: [u8; 0],
+}
+
+// ---- compile.h ---------------------------------------------------------------------------
+
+pub const KJIT_OUTPUT_PTX: c_uint = 1;
+pub const KJIT_OUTPUT_CUBIN: c_uint = 2;
+pub const KJIT_OUTPUT_LTOIR: c_uint = 4;
+
+pub const KJIT_TIER_COMPILED: c_int = 0;
+pub const KJIT_TIER_MEMORY: c_int = 1;
+pub const KJIT_TIER_DISK: c_int = 2;
+pub const KJIT_TIER_REMOTE: c_int = 3;
+
+// ---- cache.h -----------------------------------------------------------------------------
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct kjit_cache_options {
+    pub struct_size: u32,
+    pub directory: *const c_char,
+    pub max_size_bytes: u64,
+    pub memory_max_bytes: u64,
+    pub read_only: c_int,
+    pub memory_only: c_int,
+}
+
+pub const KJIT_DISK_OK: c_int = 0;
+pub const KJIT_DISK_READ_ONLY: c_int = 1;
+pub const KJIT_DISK_DISABLED: c_int = 2;
+pub const KJIT_DISK_UNAVAILABLE: c_int = 3;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct kjit_cache_stats {
+    pub struct_size: u32,
+    pub disk_state: c_int,
+    pub memory_hits: u64,
+    pub disk_hits: u64,
+    pub remote_hits: u64,
+    pub misses: u64,
+    pub compiles: u64,
+    pub stores: u64,
+    pub store_failures: u64,
+    pub corrupt_entries: u64,
+    pub evictions: u64,
+    pub waits: u64,
+    pub compile_ms_saved: c_double,
+    pub memory_entries: u64,
+    pub memory_bytes: u64,
+    pub disk_entries: u64,
+    pub disk_bytes: u64,
+    pub max_size_bytes: u64,
+    pub remote_errors: u64,
+    pub remote_timeouts: u64,
+    pub message: [c_char; 256],
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct kjit_cache_entry_info {
+    pub struct_size: u32,
+    pub key: *const c_char,
+    pub target: *const c_char,
+    pub kernels: *const c_char,
+    pub bytes: u64,
+    pub created: i64,
+    pub last_used: i64,
+    pub compile_ms: c_double,
+}
+
+pub type kjit_cache_list_fn =
+    Option<unsafe extern "C" fn(info: *const kjit_cache_entry_info, user: *mut c_void) -> c_int>;
+
+// ---- kernel.h ----------------------------------------------------------------------------
+
+pub const KJIT_LOAD_CUBIN: c_int = 0;
+pub const KJIT_LOAD_PTX: c_int = 1;
+
+pub const KJIT_KERNEL_DEFAULT: c_uint = 0;
+pub const KJIT_KERNEL_NO_RELOAD: c_uint = 1;
+pub const KJIT_KERNEL_FORCE_PTX: c_uint = 2;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct kjit_kernel_attributes {
+    pub struct_size: u32,
+    pub num_regs: c_int,
+    pub static_shared_bytes: c_int,
+    pub const_bytes: c_int,
+    pub local_bytes: c_int,
+    pub max_threads_per_block: c_int,
+    pub max_dynamic_shared_bytes: c_int,
+    pub ptx_version: c_int,
+    pub binary_version: c_int,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct kjit_launch_config {
+    pub struct_size: u32,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_bytes: u32,
+    pub stream: *mut c_void,
+    pub cluster: [u32; 3],
+    pub cooperative: c_int,
+}
+
+impl kjit_launch_config {
+    /// Same as `KJIT_LAUNCH_CONFIG_INIT`.
+    pub const INIT: kjit_launch_config = kjit_launch_config {
+        struct_size: std::mem::size_of::<kjit_launch_config>() as u32,
+        grid: [1, 1, 1],
+        block: [1, 1, 1],
+        shared_bytes: 0,
+        stream: std::ptr::null_mut(),
+        cluster: [0, 0, 0],
+        cooperative: 0,
+    };
+}
+
+extern "C" {
+    // common.h
+    pub fn kjit_version() -> c_int;
+    pub fn kjit_version_string() -> *const c_char;
+    pub fn kjit_status_string(status: c_int) -> *const c_char;
+    pub fn kjit_last_error() -> *const c_char;
+    pub fn kjit_nvrtc_version(out: *mut *const c_char) -> kjit_status;
+    pub fn kjit_set_log_callback(f: kjit_log_fn, user: *mut c_void);
+
+    // compile.h: options
+    pub fn kjit_options_create(out: *mut *mut kjit_options) -> kjit_status;
+    pub fn kjit_options_clone(src: *const kjit_options, out: *mut *mut kjit_options)
+        -> kjit_status;
+    pub fn kjit_options_destroy(opts: *mut kjit_options);
+    pub fn kjit_options_set_target(opts: *mut kjit_options, target: *const c_char) -> kjit_status;
+    pub fn kjit_options_set_device(opts: *mut kjit_options, device: c_int) -> kjit_status;
+    pub fn kjit_options_set_outputs(opts: *mut kjit_options, outputs: c_uint) -> kjit_status;
+    pub fn kjit_options_set_name(opts: *mut kjit_options, name: *const c_char) -> kjit_status;
+    pub fn kjit_options_add(opts: *mut kjit_options, option: *const c_char) -> kjit_status;
+    pub fn kjit_options_add_define(
+        opts: *mut kjit_options,
+        name: *const c_char,
+        value: *const c_char,
+    ) -> kjit_status;
+    pub fn kjit_options_add_include_path(
+        opts: *mut kjit_options,
+        path: *const c_char,
+    ) -> kjit_status;
+    pub fn kjit_options_add_header(
+        opts: *mut kjit_options,
+        name: *const c_char,
+        contents: *const c_char,
+    ) -> kjit_status;
+    pub fn kjit_options_add_name_expression(
+        opts: *mut kjit_options,
+        expr: *const c_char,
+    ) -> kjit_status;
+
+    // compile.h: compiler
+    pub fn kjit_compiler_create(
+        cache: *mut kjit_cache,
+        threads: c_uint,
+        out: *mut *mut kjit_compiler,
+    ) -> kjit_status;
+    pub fn kjit_compiler_destroy(compiler: *mut kjit_compiler);
+    pub fn kjit_compile(
+        compiler: *mut kjit_compiler,
+        source: *const c_char,
+        opts: *const kjit_options,
+        out: *mut *mut kjit_binary,
+    ) -> kjit_status;
+    pub fn kjit_compile_async(
+        compiler: *mut kjit_compiler,
+        source: *const c_char,
+        opts: *const kjit_options,
+        out: *mut *mut kjit_future,
+    ) -> kjit_status;
+    pub fn kjit_future_wait(
+        future: *mut kjit_future,
+        timeout_ms: i64,
+        out: *mut *mut kjit_binary,
+    ) -> kjit_status;
+    pub fn kjit_future_ready(future: *const kjit_future) -> c_int;
+    pub fn kjit_future_cancel(future: *mut kjit_future) -> kjit_status;
+    pub fn kjit_future_destroy(future: *mut kjit_future);
+    pub fn kjit_compile_many(
+        compiler: *mut kjit_compiler,
+        count: usize,
+        sources: *const *const c_char,
+        opts: *const *const kjit_options,
+        outs: *mut *mut kjit_binary,
+        statuses: *mut kjit_status,
+    ) -> kjit_status;
+
+    // compile.h: binaries
+    pub fn kjit_binary_destroy(binary: *mut kjit_binary);
+    pub fn kjit_binary_status(binary: *const kjit_binary) -> kjit_status;
+    pub fn kjit_binary_data(
+        binary: *const kjit_binary,
+        kind: c_int,
+        size: *mut usize,
+    ) -> *const c_void;
+    pub fn kjit_binary_log(binary: *const kjit_binary) -> *const c_char;
+    pub fn kjit_binary_target(binary: *const kjit_binary) -> *const c_char;
+    pub fn kjit_binary_key(binary: *const kjit_binary) -> *const c_char;
+    pub fn kjit_binary_tier(binary: *const kjit_binary) -> c_int;
+    pub fn kjit_binary_compile_ms(binary: *const kjit_binary) -> c_double;
+    pub fn kjit_binary_lowered_name(
+        binary: *const kjit_binary,
+        expr: *const c_char,
+    ) -> *const c_char;
+    pub fn kjit_binary_name_count(binary: *const kjit_binary) -> usize;
+    pub fn kjit_binary_name_expression(binary: *const kjit_binary, index: usize) -> *const c_char;
+    pub fn kjit_binary_lowered_name_at(binary: *const kjit_binary, index: usize) -> *const c_char;
+    pub fn kjit_binary_kernel_count(binary: *const kjit_binary) -> usize;
+    pub fn kjit_binary_kernel_name(binary: *const kjit_binary, index: usize) -> *const c_char;
+    pub fn kjit_binary_metadata_json(binary: *const kjit_binary) -> *const c_char;
+
+    // compile.h: hashes
+    pub fn kjit_hash_source(data: *const c_char, len: usize, out_hex: *mut c_char) -> kjit_status;
+    pub fn kjit_hash_options(
+        options: *const *const c_char,
+        count: usize,
+        out_hex: *mut c_char,
+    ) -> kjit_status;
+    pub fn kjit_compute_key(
+        source: *const c_char,
+        opts: *const kjit_options,
+        out_hex: *mut c_char,
+    ) -> kjit_status;
+
+    // cache.h
+    pub fn kjit_cache_options_init(opts: *mut kjit_cache_options);
+    pub fn kjit_cache_open(
+        opts: *const kjit_cache_options,
+        out: *mut *mut kjit_cache,
+    ) -> kjit_status;
+    pub fn kjit_cache_close(cache: *mut kjit_cache);
+    pub fn kjit_cache_directory(cache: *const kjit_cache) -> *const c_char;
+    pub fn kjit_cache_stats_get(
+        cache: *mut kjit_cache,
+        stats: *mut kjit_cache_stats,
+    ) -> kjit_status;
+    pub fn kjit_cache_clear_memory(cache: *mut kjit_cache) -> kjit_status;
+    pub fn kjit_cache_clear(cache: *mut kjit_cache) -> kjit_status;
+    pub fn kjit_cache_get(
+        cache: *mut kjit_cache,
+        key_hex: *const c_char,
+        out: *mut *mut kjit_binary,
+    ) -> kjit_status;
+    pub fn kjit_cache_put(cache: *mut kjit_cache, binary: *const kjit_binary) -> kjit_status;
+    pub fn kjit_cache_remove(cache: *mut kjit_cache, key_hex: *const c_char) -> kjit_status;
+    pub fn kjit_cache_list(
+        cache: *mut kjit_cache,
+        f: kjit_cache_list_fn,
+        user: *mut c_void,
+    ) -> kjit_status;
+    pub fn kjit_cache_verify(
+        cache: *mut kjit_cache,
+        checked: *mut u64,
+        bad: *mut u64,
+    ) -> kjit_status;
+    pub fn kjit_cache_prune(
+        cache: *mut kjit_cache,
+        max_bytes: u64,
+        removed: *mut u64,
+    ) -> kjit_status;
+    pub fn kjit_cache_export(
+        cache: *mut kjit_cache,
+        path: *const c_char,
+        count: *mut u64,
+    ) -> kjit_status;
+    pub fn kjit_cache_import(
+        cache: *mut kjit_cache,
+        path: *const c_char,
+        imported: *mut u64,
+        rejected: *mut u64,
+    ) -> kjit_status;
+
+    // kernel.h: devices
+    pub fn kjit_device_count(count: *mut c_int) -> kjit_status;
+    pub fn kjit_device_arch(device: c_int, out: *mut c_char, size: usize) -> kjit_status;
+    pub fn kjit_device_name(device: c_int, out: *mut c_char, size: usize) -> kjit_status;
+    pub fn kjit_driver_version(version: *mut c_int) -> kjit_status;
+
+    // kernel.h: kernels
+    pub fn kjit_kernel_create(
+        compiler: *mut kjit_compiler,
+        source: *const c_char,
+        name: *const c_char,
+        opts: *const kjit_options,
+        device: c_int,
+        flags: c_uint,
+        out: *mut *mut kjit_kernel,
+        log_out: *mut *mut kjit_binary,
+    ) -> kjit_status;
+    pub fn kjit_kernel_from_binary(
+        binary: *const kjit_binary,
+        name: *const c_char,
+        device: c_int,
+        flags: c_uint,
+        out: *mut *mut kjit_kernel,
+    ) -> kjit_status;
+    pub fn kjit_kernel_destroy(kernel: *mut kjit_kernel);
+    pub fn kjit_kernel_load_path(kernel: *const kjit_kernel) -> c_int;
+    pub fn kjit_kernel_symbol(kernel: *const kjit_kernel) -> *const c_char;
+    pub fn kjit_kernel_param_count(kernel: *const kjit_kernel, count: *mut usize) -> kjit_status;
+    pub fn kjit_kernel_param_info(
+        kernel: *const kjit_kernel,
+        index: usize,
+        offset: *mut usize,
+        size: *mut usize,
+    ) -> kjit_status;
+    pub fn kjit_kernel_param_buffer_size(
+        kernel: *const kjit_kernel,
+        size: *mut usize,
+    ) -> kjit_status;
+    pub fn kjit_kernel_get_attributes(
+        kernel: *const kjit_kernel,
+        attrs: *mut kjit_kernel_attributes,
+    ) -> kjit_status;
+    pub fn kjit_kernel_set_max_dynamic_shared(
+        kernel: *mut kjit_kernel,
+        bytes: c_int,
+    ) -> kjit_status;
+    pub fn kjit_kernel_occupancy(
+        kernel: *const kjit_kernel,
+        block_size: c_int,
+        dynamic_shared: usize,
+        blocks_per_sm: *mut c_int,
+    ) -> kjit_status;
+    pub fn kjit_kernel_suggest_block_size(
+        kernel: *const kjit_kernel,
+        dynamic_shared: usize,
+        min_grid: *mut c_int,
+        block_size: *mut c_int,
+    ) -> kjit_status;
+
+    // kernel.h: launch
+    pub fn kjit_launch_config_init(cfg: *mut kjit_launch_config);
+    pub fn kjit_kernel_launch(
+        kernel: *mut kjit_kernel,
+        cfg: *const kjit_launch_config,
+        args: *mut *mut c_void,
+        count: usize,
+    ) -> kjit_status;
+    pub fn kjit_kernel_launch_sized(
+        kernel: *mut kjit_kernel,
+        cfg: *const kjit_launch_config,
+        args: *mut *mut c_void,
+        sizes: *const usize,
+        count: usize,
+    ) -> kjit_status;
+    pub fn kjit_kernel_launch_packed(
+        kernel: *mut kjit_kernel,
+        cfg: *const kjit_launch_config,
+        buffer: *const c_void,
+        size: usize,
+    ) -> kjit_status;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    // Layouts of the C structs on LP64 (x86_64, aarch64), computed from the headers.
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn struct_layouts_match_the_c_headers() {
+        assert_eq!(size_of::<kjit_launch_config>(), 56);
+        assert_eq!(offset_of!(kjit_launch_config, shared_bytes), 28);
+        assert_eq!(offset_of!(kjit_launch_config, stream), 32);
+        assert_eq!(offset_of!(kjit_launch_config, cluster), 40);
+        assert_eq!(offset_of!(kjit_launch_config, cooperative), 52);
+        assert_eq!(size_of::<kjit_cache_options>(), 40);
+        assert_eq!(offset_of!(kjit_cache_options, memory_only), 36);
+        assert_eq!(size_of::<kjit_cache_stats>(), 408);
+        assert_eq!(offset_of!(kjit_cache_stats, compile_ms_saved), 88);
+        assert_eq!(offset_of!(kjit_cache_stats, message), 152);
+        assert_eq!(size_of::<kjit_cache_entry_info>(), 64);
+        assert_eq!(size_of::<kjit_kernel_attributes>(), 36);
+    }
+
+    // The *_init functions write the library's struct, which may be newer and larger than
+    // ours: give them a large buffer and compare the fields we know.
+    #[repr(C, align(8))]
+    struct Big([u8; 1024]);
+
+    #[test]
+    fn launch_config_init_matches_the_library() {
+        let mut big = Big([0xAB; 1024]);
+        unsafe { kjit_launch_config_init(big.0.as_mut_ptr() as *mut kjit_launch_config) };
+        let c = unsafe { *(big.0.as_ptr() as *const kjit_launch_config) };
+        assert!(c.struct_size >= kjit_launch_config::INIT.struct_size);
+        assert_eq!(c.grid, [1, 1, 1]);
+        assert_eq!(c.block, [1, 1, 1]);
+        assert_eq!(c.shared_bytes, 0);
+        assert_eq!(c.cluster, [0, 0, 0]);
+        assert_eq!(c.cooperative, 0);
+        assert!(c.stream.is_null());
+    }
+
+    #[test]
+    fn cache_options_init_matches_the_library() {
+        let mut big = Big([0xAB; 1024]);
+        unsafe { kjit_cache_options_init(big.0.as_mut_ptr() as *mut kjit_cache_options) };
+        let o = unsafe { *(big.0.as_ptr() as *const kjit_cache_options) };
+        assert!(o.struct_size as usize >= size_of::<kjit_cache_options>());
+        assert!(o.directory.is_null());
+        assert_eq!(
+            (
+                o.max_size_bytes,
+                o.memory_max_bytes,
+                o.read_only,
+                o.memory_only
+            ),
+            (0, 0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn version_matches_the_header() {
+        assert_eq!(unsafe { kjit_version() }, KJIT_VERSION);
+    }
+}

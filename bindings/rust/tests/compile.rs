@@ -1,0 +1,399 @@
+//! Compile and cache paths: these run without a GPU (explicit targets, no driver needed).
+
+mod common;
+
+use common::{TempDir, SAXPY};
+use kjit::{Cache, CacheOptions, Compiler, Options, Outputs, Status, Tier};
+
+const TARGET: &str = "sm_80";
+
+fn opts() -> Options {
+    let mut o = Options::new().unwrap();
+    o.target(TARGET).unwrap().add("-std=c++17").unwrap();
+    o
+}
+
+fn is_hex64(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+#[test]
+fn version_matches_the_headers() {
+    assert_eq!(kjit::version(), kjit::sys::KJIT_VERSION);
+    assert_eq!(kjit::version_string(), "0.1.0");
+    assert!(
+        kjit::status_string(5).contains("KJIT_ERROR_COMPILE"),
+        "{}",
+        kjit::status_string(5)
+    );
+    assert_eq!(Status::Compile.to_string(), kjit::status_string(5));
+}
+
+#[test]
+fn nvrtc_version_is_reported() {
+    let v = kjit::nvrtc_version().unwrap();
+    assert!(v.contains('.'), "{v}");
+}
+
+#[test]
+fn compiles_saxpy_without_a_cache() {
+    let compiler = Compiler::new(None, 0).unwrap();
+    let o = opts();
+    let bin = compiler.compile(SAXPY, Some(&o)).unwrap();
+    assert_eq!(bin.tier(), Tier::Compiled);
+    assert_eq!(bin.target(), TARGET);
+    assert!(is_hex64(bin.key()), "{}", bin.key());
+    assert_eq!(bin.key(), kjit::compute_key(SAXPY, Some(&o)).unwrap());
+    let ptx = bin.ptx().expect("PTX output");
+    assert!(ptx.contains(".entry saxpy"), "{ptx}");
+    assert_eq!(bin.kernel_names(), vec!["saxpy"]);
+    let cubin = bin.cubin().expect("CUBIN output for an sm_ target");
+    assert_eq!(&cubin[..4], b"\x7fELF");
+    assert!(bin.ltoir().is_none());
+    assert!(bin.metadata_json().trim_start().starts_with('{'));
+    assert!(bin.compile_ms() > 0.0);
+}
+
+#[test]
+fn ptx_only_for_a_compute_target() {
+    let compiler = Compiler::new(None, 0).unwrap();
+    let mut o = Options::new().unwrap();
+    o.target("compute_80")
+        .unwrap()
+        .outputs(Outputs::PTX)
+        .unwrap();
+    let bin = compiler.compile(SAXPY, Some(&o)).unwrap();
+    assert!(bin.ptx().is_some());
+    assert!(bin.cubin().is_none());
+}
+
+#[test]
+fn compile_error_carries_status_message_and_log() {
+    let compiler = Compiler::new(None, 0).unwrap();
+    let err = compiler
+        .compile(
+            "extern \"C\" __global__ void broken(int* p) { p[0] = undefined_thing; }\n",
+            Some(&opts()),
+        )
+        .unwrap_err();
+    assert_eq!(err.status(), Status::Compile);
+    assert!(err.log().contains("undefined_thing"), "log: {}", err.log());
+    assert!(
+        err.to_string().contains("undefined_thing"),
+        "display: {err}"
+    );
+    let as_std: &dyn std::error::Error = &err;
+    assert!(!as_std.to_string().is_empty());
+}
+
+#[test]
+fn bad_inputs_are_reported_not_crashed() {
+    let compiler = Compiler::new(None, 0).unwrap();
+    assert_eq!(
+        compiler.compile("", Some(&opts())).unwrap_err().status(),
+        Status::InvalidSource
+    );
+    assert_eq!(
+        compiler
+            .compile("a\0b", Some(&opts()))
+            .unwrap_err()
+            .status(),
+        Status::InvalidArgument
+    );
+
+    let mut bad = opts();
+    bad.add("--definitely-not-an-nvrtc-option").unwrap();
+    let e = compiler.compile(SAXPY, Some(&bad)).unwrap_err();
+    assert_eq!(e.status(), Status::InvalidOption, "{e}");
+    assert!(!e.message().is_empty());
+
+    let mut o = Options::new().unwrap();
+    match o.target("sm_1") {
+        Err(e) => assert_eq!(e.status(), Status::InvalidArgument),
+        Ok(_) => {
+            let e = compiler.compile(SAXPY, Some(&o)).unwrap_err();
+            assert_eq!(e.status(), Status::UnsupportedTarget, "{e}");
+        }
+    }
+}
+
+#[test]
+fn cache_hits_memory_then_disk_with_identical_bytes() {
+    let dir = TempDir::new("hits");
+    let o = opts();
+    let (key, ptx, cubin) = {
+        let cache = Cache::open(&CacheOptions::in_dir(dir.path())).unwrap();
+        assert_eq!(std::path::Path::new(cache.directory()), dir.path());
+        let compiler = Compiler::new(Some(&cache), 0).unwrap();
+        let first = compiler.compile(SAXPY, Some(&o)).unwrap();
+        assert_eq!(first.tier(), Tier::Compiled);
+        let second = compiler.compile(SAXPY, Some(&o)).unwrap();
+        assert_eq!(second.tier(), Tier::Memory);
+        assert_eq!(first.ptx(), second.ptx());
+        let s = cache.stats().unwrap();
+        assert_eq!(s.disk_state, kjit::DiskState::Ok, "{}", s.message);
+        assert_eq!(s.compiles, 1);
+        assert!(s.memory_hits >= 1);
+        assert!(s.stores >= 1);
+        (
+            first.key().to_string(),
+            first.ptx().unwrap().to_string(),
+            first.cubin().unwrap().to_vec(),
+        )
+    };
+
+    // A new handle on the same directory: the disk tier serves it.
+    let cache = Cache::open(&CacheOptions::in_dir(dir.path())).unwrap();
+    let compiler = Compiler::new(Some(&cache), 0).unwrap();
+    let hit = compiler.compile(SAXPY, Some(&o)).unwrap();
+    assert_eq!(hit.tier(), Tier::Disk);
+    assert_eq!(hit.key(), key);
+    assert_eq!(hit.ptx().unwrap(), ptx);
+    assert_eq!(hit.cubin().unwrap(), &cubin[..]);
+    assert_eq!(cache.stats().unwrap().compiles, 0);
+
+    let got = cache.get(&key).unwrap();
+    assert_eq!(got.ptx().unwrap(), ptx);
+    let list = cache.list().unwrap();
+    let entry = list.iter().find(|e| e.key == key).expect("entry listed");
+    assert_eq!(entry.target, TARGET);
+    assert_eq!(entry.kernels, vec!["saxpy".to_string()]);
+    assert!(entry.bytes > 0);
+    let (checked, bad) = cache.verify().unwrap();
+    assert!(checked >= 1);
+    assert_eq!(bad, 0);
+
+    cache.remove(&key).unwrap();
+    assert_eq!(cache.get(&key).unwrap_err().status(), Status::NotFound);
+    assert_eq!(cache.remove(&key).unwrap_err().status(), Status::NotFound);
+    assert_eq!(
+        compiler.compile(SAXPY, Some(&o)).unwrap().tier(),
+        Tier::Compiled
+    );
+}
+
+#[test]
+fn clear_memory_falls_back_to_disk() {
+    let dir = TempDir::new("clearmem");
+    let cache = Cache::open(&CacheOptions::in_dir(dir.path())).unwrap();
+    let compiler = Compiler::new(Some(&cache), 0).unwrap();
+    compiler.compile(SAXPY, Some(&opts())).unwrap();
+    cache.clear_memory().unwrap();
+    assert_eq!(
+        compiler.compile(SAXPY, Some(&opts())).unwrap().tier(),
+        Tier::Disk
+    );
+    cache.clear().unwrap();
+    assert_eq!(
+        compiler.compile(SAXPY, Some(&opts())).unwrap().tier(),
+        Tier::Compiled
+    );
+}
+
+#[test]
+fn read_only_cache_refuses_writes() {
+    let dir = TempDir::new("ro");
+    let cache = Cache::open(&CacheOptions::in_dir(dir.path())).unwrap();
+    let compiler = Compiler::new(Some(&cache), 0).unwrap();
+    let bin = compiler.compile(SAXPY, Some(&opts())).unwrap();
+    drop(compiler);
+    drop(cache);
+    let ro = Cache::open(&CacheOptions {
+        read_only: true,
+        ..CacheOptions::in_dir(dir.path())
+    })
+    .unwrap();
+    assert_eq!(ro.stats().unwrap().disk_state, kjit::DiskState::ReadOnly);
+    assert_eq!(ro.put(&bin).unwrap_err().status(), Status::ReadOnly);
+    assert_eq!(ro.clear().unwrap_err().status(), Status::ReadOnly);
+    // Reads still hit.
+    let c = Compiler::new(Some(&ro), 0).unwrap();
+    assert_eq!(c.compile(SAXPY, Some(&opts())).unwrap().tier(), Tier::Disk);
+}
+
+#[test]
+fn export_and_import_move_entries_between_caches() {
+    let a = TempDir::new("exp-a");
+    let b = TempDir::new("exp-b");
+    let file = a.path().join("entries.kjit");
+    let key = {
+        let cache = Cache::open(&CacheOptions::in_dir(a.path())).unwrap();
+        let bin = Compiler::new(Some(&cache), 0)
+            .unwrap()
+            .compile(SAXPY, Some(&opts()))
+            .unwrap();
+        assert_eq!(cache.export(&file).unwrap(), 1);
+        bin.key().to_string()
+    };
+    let cache = Cache::open(&CacheOptions::in_dir(b.path())).unwrap();
+    assert_eq!(cache.get(&key).unwrap_err().status(), Status::NotFound);
+    assert_eq!(cache.import(&file).unwrap(), (1, 0));
+    assert_eq!(cache.get(&key).unwrap().key(), key);
+    assert!(cache.prune(0).unwrap() >= 1);
+    assert_eq!(cache.get(&key).unwrap_err().status(), Status::NotFound);
+}
+
+#[test]
+fn memory_only_cache_has_no_directory() {
+    let cache = Cache::open(&CacheOptions {
+        memory_only: true,
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(cache.directory(), "");
+    assert_eq!(cache.stats().unwrap().disk_state, kjit::DiskState::Disabled);
+    let c = Compiler::new(Some(&cache), 0).unwrap();
+    assert_eq!(
+        c.compile(SAXPY, Some(&opts())).unwrap().tier(),
+        Tier::Compiled
+    );
+    assert_eq!(
+        c.compile(SAXPY, Some(&opts())).unwrap().tier(),
+        Tier::Memory
+    );
+}
+
+#[test]
+fn name_expressions_map_to_lowered_names() {
+    let src = "template <typename T> __global__ void scale(T* x, T a) { x[threadIdx.x] *= a; }\n";
+    let mut o = opts();
+    o.name_expression("scale<float>").unwrap();
+    let bin = Compiler::new(None, 0)
+        .unwrap()
+        .compile(src, Some(&o))
+        .unwrap();
+    let lowered = bin
+        .lowered_name("scale<float>")
+        .expect("lowered name")
+        .to_string();
+    assert!(lowered.starts_with("_Z"), "{lowered}");
+    assert_eq!(
+        bin.name_expressions(),
+        vec![("scale<float>", lowered.as_str())]
+    );
+    assert!(bin.lowered_name("scale<double>").is_none());
+    assert_eq!(bin.kernel_names(), vec![lowered.as_str()]);
+}
+
+#[test]
+fn headers_and_defines_are_part_of_the_key() {
+    let src = "#include \"factor.h\"\nextern \"C\" __global__ void k(float* x) { x[0] = FACTOR * SCALE; }\n";
+    let with = |factor: &str, scale: &str| {
+        let mut o = opts();
+        o.header("factor.h", &format!("#define FACTOR {factor}\n"))
+            .unwrap();
+        o.define("SCALE", Some(scale)).unwrap();
+        o
+    };
+    let k1 = kjit::compute_key(src, Some(&with("2", "3"))).unwrap();
+    assert_eq!(k1, kjit::compute_key(src, Some(&with("2", "3"))).unwrap());
+    assert_ne!(k1, kjit::compute_key(src, Some(&with("4", "3"))).unwrap());
+    assert_ne!(k1, kjit::compute_key(src, Some(&with("2", "5"))).unwrap());
+    let bin = Compiler::new(None, 0)
+        .unwrap()
+        .compile(src, Some(&with("2", "3")))
+        .unwrap();
+    assert_eq!(bin.key(), k1);
+
+    let o = with("2", "3");
+    let copy = o.try_clone().unwrap();
+    drop(o);
+    assert_eq!(kjit::compute_key(src, Some(&copy)).unwrap(), k1);
+}
+
+#[test]
+fn include_paths_hash_the_included_files() {
+    let dir = TempDir::new("inc");
+    std::fs::write(dir.path().join("val.h"), "#define VAL 1\n").unwrap();
+    let src = "#include \"val.h\"\nextern \"C\" __global__ void k(int* x) { x[0] = VAL; }\n";
+    let mut o = opts();
+    o.include_path(dir.path()).unwrap();
+    let before = kjit::compute_key(src, Some(&o)).unwrap();
+    std::fs::write(dir.path().join("val.h"), "#define VAL 2\n").unwrap();
+    assert_ne!(before, kjit::compute_key(src, Some(&o)).unwrap());
+}
+
+#[test]
+fn hashes_are_stable_and_order_sensitive() {
+    assert_eq!(
+        kjit::hash_source(b"abc").unwrap(),
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    );
+    let ab_c = kjit::hash_options(&["ab", "c"]).unwrap();
+    assert!(is_hex64(&ab_c));
+    assert_ne!(ab_c, kjit::hash_options(&["a", "bc"]).unwrap());
+    assert_ne!(
+        kjit::hash_options(&["a", "b"]).unwrap(),
+        kjit::hash_options(&["b", "a"]).unwrap()
+    );
+}
+
+#[test]
+fn async_compile_can_be_taken_once() {
+    let compiler = Compiler::new(None, 2).unwrap();
+    let mut pending = compiler.compile_async(SAXPY, Some(&opts())).unwrap();
+    let bin = pending.wait(None).unwrap();
+    assert!(pending.is_ready());
+    assert!(bin.ptx().unwrap().contains(".entry saxpy"));
+    assert_eq!(
+        pending
+            .wait(Some(std::time::Duration::ZERO))
+            .unwrap_err()
+            .status(),
+        Status::InvalidArgument
+    );
+
+    let mut failing = compiler
+        .compile_async("__global__ void f() { nope }", Some(&opts()))
+        .unwrap();
+    let e = failing.wait(None).unwrap_err();
+    assert_eq!(e.status(), Status::Compile);
+    assert!(!e.log().is_empty());
+}
+
+#[test]
+fn compile_many_reports_each_item() {
+    let compiler = Compiler::new(None, 2).unwrap();
+    let o = opts();
+    let results = compiler
+        .compile_many(
+            &[SAXPY, "__global__ void g() { oops }"],
+            Some(&[Some(&o), Some(&o)]),
+        )
+        .unwrap();
+    assert_eq!(results.len(), 2);
+    assert!(results[0]
+        .as_ref()
+        .unwrap()
+        .ptx()
+        .unwrap()
+        .contains("saxpy"));
+    let e = results[1].as_ref().unwrap_err();
+    assert_eq!(e.status(), Status::Compile);
+    assert!(e.log().contains("oops"), "{}", e.log());
+    assert_eq!(
+        compiler
+            .compile_many(&[SAXPY], Some(&[]))
+            .unwrap_err()
+            .status(),
+        Status::InvalidArgument
+    );
+}
+
+#[test]
+fn one_compiler_shared_by_threads() {
+    let dir = TempDir::new("threads");
+    let cache = Cache::open(&CacheOptions::in_dir(dir.path())).unwrap();
+    let compiler = Compiler::new(Some(&cache), 0).unwrap();
+    let o = opts();
+    let keys: Vec<String> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| compiler.compile(SAXPY, Some(&o)).unwrap().key().to_string()))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(keys.iter().all(|k| k == &keys[0]));
+    assert_eq!(cache.stats().unwrap().compiles, 1);
+}
