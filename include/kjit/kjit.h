@@ -11,5 +11,6 @@
 #include "compile.h"
 #include "cache.h"
 #include "kernel.h"
+#include "gemm.h"
 
 #endif /* KJIT_KJIT_H */
