@@ -1,4 +1,5 @@
 // C shims: GEMM through cuBLASLt (gemm.h).
+#include <cstddef>
 #include <memory>
 
 #include "api/handles.h"
@@ -73,7 +74,7 @@ KJIT_EXPORT kjit_status kjit_gemm_stats_get(const kjit_gemm* gemm, kjit_gemm_sta
     if (!ok(gemm))
       return error(KJIT_ERROR_INVALID_HANDLE, "kjit_gemm_stats_get: invalid gemm handle");
     if (!stats) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_gemm_stats_get: stats is NULL");
-    if (stats->struct_size < sizeof(uint32_t) + sizeof(uint64_t))
+    if (stats->struct_size < offsetof(kjit_gemm_stats, runs) + sizeof(stats->runs))
       return error(KJIT_ERROR_INVALID_ARGUMENT,
                    "kjit_gemm_stats_get: stats->struct_size is too small; set it to "
                    "sizeof(kjit_gemm_stats)");

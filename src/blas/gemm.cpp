@@ -538,7 +538,7 @@ Gemm::PlanPtr Gemm::load_persisted(const Problem& p, const PlanKey& key, const s
 }
 
 void Gemm::persist(const PlanKey& key, const std::string& pkey, const Plan& plan) {
-  if (!cache_ || !cache_->disk_usable()) return;
+  if (!cache_ || !cache_->disk_usable() || cache_->disk()->read_only()) return;
   PersistedPlan rec;
   std::memcpy(rec.algo.data(), &plan.algo, rec.algo.size());
   rec.config = decode_config(plan.algo);

@@ -51,27 +51,26 @@ struct Stored {
 
 Stored check_matrix(char name, bool row_major, int64_t rows, int64_t cols, int64_t ld,
                     int64_t stride, int64_t batch, size_t elem, bool output) {
-  const std::string ldf = std::string("ld") + name;
-  const std::string stf = std::string("stride_") + name;
+  // Field names are built only for messages: this runs on every kjit_gemm_run().
+  const auto ldf = [name] { return std::string("desc->ld") + name; };
+  const auto stf = [name] { return std::string("desc->stride_") + name; };
+  const auto upper = [name] { return std::string(1, char(std::toupper(name))); };
   const int64_t contiguous = row_major ? cols : rows;  // elements of one stored column/row
   const int64_t other = row_major ? rows : cols;
-  if (ld < 0) invalid("desc->" + ldf + " must be >= 0 (got " + std::to_string(ld) + ")");
+  if (ld < 0) invalid(ldf() + " must be >= 0 (got " + std::to_string(ld) + ")");
   if (ld == 0) ld = contiguous;
   if (ld < contiguous)
-    invalid("desc->" + ldf + " (" + std::to_string(ld) + ") must be >= " +
-            std::to_string(contiguous) + ": " + char(std::toupper(name)) + " is stored " +
-            std::to_string(rows) + " x " + std::to_string(cols) +
+    invalid(ldf() + " (" + std::to_string(ld) + ") must be >= " + std::to_string(contiguous) +
+            ": " + upper() + " is stored " + std::to_string(rows) + " x " + std::to_string(cols) +
             (row_major ? " row-major" : " column-major"));
   int64_t one = 0;
-  if (!mul_add(ld, other, 0, &one))
-    invalid("desc->" + ldf + " times the matrix extent overflows");
+  if (!mul_add(ld, other, 0, &one)) invalid(ldf() + " times the matrix extent overflows");
   if (batch > 1) {
-    if (stride < 0)
-      invalid("desc->" + stf + " must be >= 0 (got " + std::to_string(stride) + ")");
+    if (stride < 0) invalid(stf() + " must be >= 0 (got " + std::to_string(stride) + ")");
     if (stride == 0) stride = one;
     if (output && stride < one)
-      invalid("desc->" + stf + " (" + std::to_string(stride) + ") must be >= " +
-              std::to_string(one) + " (" + ldf + " x " + std::to_string(other) +
+      invalid(stf() + " (" + std::to_string(stride) + ") must be >= " + std::to_string(one) +
+              " (ld" + std::string(1, name) + " x " + std::to_string(other) +
               ") so that the D matrices of the batch do not overlap");
   } else {
     stride = 0;
@@ -79,7 +78,7 @@ Stored check_matrix(char name, bool row_major, int64_t rows, int64_t cols, int64
   int64_t span = 0, bytes = 0;
   if (!mul_add(batch - 1, stride, one, &span) ||
       __builtin_mul_overflow(span, int64_t(elem), &bytes))
-    invalid(std::string("sizes of ") + char(std::toupper(name)) + " overflow");
+    invalid("sizes of " + upper() + " overflow");
   return {ld, stride};
 }
 
@@ -91,25 +90,31 @@ void check_aligned(const void* p, size_t align, const char* what, const char* ty
 
 void check_types(int32_t a, int32_t b, int32_t c, int32_t d, int32_t compute) {
   const bool fp8 = is_fp8(a) || is_fp8(b);
-  const std::string abcd = std::string(" (A/B/C/D = ") + dtype_name(a) + "/" + dtype_name(b) +
-                           "/" + dtype_name(c) + "/" + dtype_name(d) + ")";
+  // Suffix for messages only (built on failure: this runs on every kjit_gemm_run()).
+  struct Types {
+    int32_t a, b, c, d;
+    operator std::string() const {
+      return std::string(" (A/B/C/D = ") + dtype_name(a) + "/" + dtype_name(b) + "/" +
+             dtype_name(c) + "/" + dtype_name(d) + ")";
+    }
+  } const abcd{a, b, c, d};
   if (fp8) {
     if (!is_fp8(a) || !is_fp8(b))
-      unsupported(std::string("mixed fp8 and non-fp8 inputs are not supported") + abcd);
+      unsupported(std::string("mixed fp8 and non-fp8 inputs are not supported") + std::string(abcd));
     if (a == KJIT_GEMM_F8_E5M2 && b == KJIT_GEMM_F8_E5M2)
       unsupported("fp8 GEMM with both A and B E5M2 is not supported (cuBLASLt needs at least "
-                  "one E4M3 input)" + abcd);
+                  "one E4M3 input)" + std::string(abcd));
     if (compute != KJIT_GEMM_COMPUTE_F32)
       unsupported(std::string("fp8 GEMM needs compute F32 (got ") + compute_name(compute) + ")");
     if (c == KJIT_GEMM_F32) {
       if (d != KJIT_GEMM_F32)
-        unsupported("fp8 GEMM with f32 C needs f32 D" + abcd);
+        unsupported("fp8 GEMM with f32 C needs f32 D" + std::string(abcd));
     } else if (is_half(c)) {
       if (d != c && !is_fp8(d))
         unsupported("fp8 GEMM with " + std::string(dtype_name(c)) + " C needs D of the same type "
-                    "or fp8" + abcd);
+                    "or fp8" + std::string(abcd));
     } else {
-      unsupported("fp8 GEMM needs C of type bf16, f16 or f32" + abcd);
+      unsupported("fp8 GEMM needs C of type bf16, f16 or f32" + std::string(abcd));
     }
     return;
   }
@@ -117,7 +122,7 @@ void check_types(int32_t a, int32_t b, int32_t c, int32_t d, int32_t compute) {
     unsupported(std::string("A is ") + dtype_name(a) + " but B is " + dtype_name(b) +
                 ": mixed input types are supported only for fp8");
   if (is_fp8(c) || is_fp8(d))
-    unsupported("fp8 C or D needs fp8 A and B" + abcd);
+    unsupported("fp8 C or D needs fp8 A and B" + std::string(abcd));
   if (c != d)
     unsupported(std::string("C is ") + dtype_name(c) + " but D is " + dtype_name(d) +
                 ": they must match unless D is fp8");
@@ -127,18 +132,18 @@ void check_types(int32_t a, int32_t b, int32_t c, int32_t d, int32_t compute) {
   };
   switch (a) {
     case KJIT_GEMM_F64:
-      if (d != KJIT_GEMM_F64) unsupported("f64 inputs need f64 C and D" + abcd);
+      if (d != KJIT_GEMM_F64) unsupported("f64 inputs need f64 C and D" + std::string(abcd));
       if (compute != KJIT_GEMM_COMPUTE_F64) bad_compute("f64 needs compute F64");
       break;
     case KJIT_GEMM_F32:
-      if (d != KJIT_GEMM_F32) unsupported("f32 inputs need f32 C and D" + abcd);
+      if (d != KJIT_GEMM_F32) unsupported("f32 inputs need f32 C and D" + std::string(abcd));
       if (compute != KJIT_GEMM_COMPUTE_F32 && compute != KJIT_GEMM_COMPUTE_TF32 &&
           compute != KJIT_GEMM_COMPUTE_F32_FAST_F16 && compute != KJIT_GEMM_COMPUTE_F32_FAST_BF16)
         bad_compute("f32 takes F32, TF32, F32_FAST_F16 or F32_FAST_BF16");
       break;
     case KJIT_GEMM_F16:
       if (d != KJIT_GEMM_F16 && d != KJIT_GEMM_F32)
-        unsupported("f16 inputs need f16 or f32 C and D" + abcd);
+        unsupported("f16 inputs need f16 or f32 C and D" + std::string(abcd));
       if (compute == KJIT_GEMM_COMPUTE_F16) {
         if (d != KJIT_GEMM_F16) bad_compute("compute F16 needs f16 C and D");
       } else if (compute != KJIT_GEMM_COMPUTE_F32) {
@@ -147,7 +152,7 @@ void check_types(int32_t a, int32_t b, int32_t c, int32_t d, int32_t compute) {
       break;
     case KJIT_GEMM_BF16:
       if (d != KJIT_GEMM_BF16 && d != KJIT_GEMM_F32)
-        unsupported("bf16 inputs need bf16 or f32 C and D" + abcd);
+        unsupported("bf16 inputs need bf16 or f32 C and D" + std::string(abcd));
       if (compute != KJIT_GEMM_COMPUTE_F32) bad_compute("bf16 takes F32");
       break;
     default:
@@ -431,15 +436,12 @@ uint32_t pointer_alignment(const void* ptr) {
 }
 
 size_t PlanKeyHash::operator()(const PlanKey& k) const noexcept {
-  // FNV-1a over the fields' bytes; in-process only (the persisted key is SHA-256).
-  uint64_t h = 1469598103934665603ull;
+  // Word-wise multiply-xorshift mixing; in-process only (the persisted key is SHA-256).
+  uint64_t h = 0x9e3779b97f4a7c15ull;
   for (int64_t v : k.f) {
-    uint64_t u = uint64_t(v);
-    for (int i = 0; i < 8; ++i) {
-      h ^= (u & 0xff);
-      h *= 1099511628211ull;
-      u >>= 8;
-    }
+    h ^= uint64_t(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
   }
   return size_t(h);
 }
