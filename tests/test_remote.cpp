@@ -134,17 +134,19 @@ TEST_F(RemoteTest, SecondNodeHitsFromRedisWithIdenticalBytes) {
   EXPECT_GT(std::stol(ttl), 3000) << "TTL applied";
   EXPECT_LE(std::stol(ttl), 3600);
 
-  kjit::Cache b(node(b_dir.path(), redis.url()));
-  kjit::Outcome r = compile(b, kjit::test::kSaxpySource);
-  ASSERT_EQ(r.status, KJIT_OK);
-  EXPECT_EQ(r.tier, KJIT_TIER_REMOTE);
-  EXPECT_EQ(r.entry->cubin, a_result.entry->cubin);
-  EXPECT_EQ(r.entry->ptx, a_result.entry->ptx);
-  kjit_cache_stats s{};
-  s.struct_size = sizeof s;
-  b.stats(&s);
-  EXPECT_EQ(s.compiles, 0u) << "no NVRTC work on node B";
-  EXPECT_EQ(s.remote_hits, 1u);
+  {
+    kjit::Cache b(node(b_dir.path(), redis.url()));
+    kjit::Outcome r = compile(b, kjit::test::kSaxpySource);
+    ASSERT_EQ(r.status, KJIT_OK);
+    EXPECT_EQ(r.tier, KJIT_TIER_REMOTE);
+    EXPECT_EQ(r.entry->cubin, a_result.entry->cubin);
+    EXPECT_EQ(r.entry->ptx, a_result.entry->ptx);
+    kjit_cache_stats s{};
+    s.struct_size = sizeof s;
+    b.stats(&s);
+    EXPECT_EQ(s.compiles, 0u) << "no NVRTC work on node B";
+    EXPECT_EQ(s.remote_hits, 1u);
+  }  // closing node B finishes its background write to disk
   // The remote hit was written to node B's disk.
   kjit::Cache b2(node(b_dir.path(), ""));
   EXPECT_EQ(compile(b2, kjit::test::kSaxpySource).tier, KJIT_TIER_DISK);

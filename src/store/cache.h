@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
+#include <thread>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -106,6 +108,15 @@ class Cache {
   std::mutex state_mu_;  // guards message_ and reporting
   std::string message_;
   bool reported_ = false;
+
+  // Remote hits are written to disk in the background, off the caller's path (the first
+  // write of a process can cost an fsync of the WAL).
+  void store_later(const EntryPtr& e);
+  std::mutex later_mu_;
+  std::condition_variable later_cv_;
+  std::deque<EntryPtr> later_;
+  bool later_stop_ = false;
+  std::thread later_thread_;
 
   std::mutex flights_mu_;
   std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;
