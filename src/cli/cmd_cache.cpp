@@ -1,0 +1,656 @@
+// kjit cache: inspect and manage the on-disk cache through the public cache API.
+#include <cjson/cJSON.h>
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "cli.h"
+
+namespace kjit_cli {
+namespace {
+
+const char* const kHelp =
+    "Usage: kjit cache SUBCOMMAND [ARGS...] [--json] [--cache-dir DIR]\n"
+    "\n"
+    "Inspect and manage the kjit cache (an SQLite database shared by every process).\n"
+    "\n"
+    "Subcommands:\n"
+    "  path                  print the cache directory and database file\n"
+    "  stats                 entries, size and bound, state of the disk tier, stored\n"
+    "                        compile time, entries per target\n"
+    "  ls [-l]               list entries, most recently used first (-l: full keys)\n"
+    "  show KEY [--ptx|--cubin|--ltoir] [-o FILE]\n"
+    "                        show one entry (metadata, sizes, kernels, names, log); with\n"
+    "                        -o write the chosen output (default cubin) to FILE; --ptx\n"
+    "                        without -o prints the PTX\n"
+    "  rm KEY...             remove entries\n"
+    "  prune --max-size SIZE evict least-recently-used entries until the cache holds at\n"
+    "                        most SIZE bytes (suffixes K, M, G, T: binary multiples)\n"
+    "  clear                 remove every entry\n"
+    "  verify                check every entry's checksums and metadata; corrupt entries\n"
+    "                        are removed and listed\n"
+    "  export FILE           write every entry to FILE (kjit's portable export format)\n"
+    "  import FILE           read entries from an export file; each is verified before\n"
+    "                        it is stored, bad ones are rejected\n"
+    "\n"
+    "KEY is the 64-hex-digit key or any unique prefix of it (as 'kjit cache ls' shows).\n"
+    "\n"
+    "Exit status: 0 ok; 2 usage; 3 error (cache unusable, file unreadable, ...);\n"
+    "4 no entry with that KEY; 5 verify/import found corrupt entries.\n";
+
+struct Row {
+  std::string key, target, kernels;
+  uint64_t bytes = 0;
+  int64_t created = 0, last_used = 0;
+  double compile_ms = 0;
+};
+
+int collect_row(const kjit_cache_entry_info* info, void* user) {
+  auto* rows = static_cast<std::vector<Row>*>(user);
+  Row r;
+  r.key = info->key ? info->key : "";
+  r.target = info->target ? info->target : "";
+  r.kernels = info->kernels ? info->kernels : "";
+  r.bytes = info->bytes;
+  r.created = info->created;
+  r.last_used = info->last_used;
+  r.compile_ms = info->compile_ms;
+  rows->push_back(std::move(r));
+  return 0;
+}
+
+std::vector<Row> list_rows(kjit_cache* cache) {
+  std::vector<Row> rows;
+  const kjit_status st = kjit_cache_list(cache, collect_row, &rows);
+  if (st != KJIT_OK) fail_status(st, std::string("cannot list cache '") +
+                                         kjit_cache_directory(cache) + "'");
+  return rows;
+}
+
+kjit_cache_stats read_stats(kjit_cache* cache) {
+  kjit_cache_stats s;
+  std::memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  const kjit_status st = kjit_cache_stats_get(cache, &s);
+  if (st != KJIT_OK) fail_status(st, "cannot read the cache statistics");
+  return s;
+}
+
+bool is_hex(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Resolves a full key or a unique prefix. Returns "" when nothing matches.
+std::string resolve_key(kjit_cache* cache, const std::string& cmd, std::string key) {
+  if (!is_hex(key) || key.size() > 64) {
+    usage_error(cmd, "'" + key + "' is not a cache key (hex digits, as 'kjit cache ls' shows)");
+  }
+  std::transform(key.begin(), key.end(), key.begin(),
+                 [](char c) { return static_cast<char>(c >= 'A' && c <= 'F' ? c - 'A' + 'a' : c); });
+  if (key.size() == 64) return key;
+  std::vector<std::string> matches;
+  for (const Row& r : list_rows(cache)) {
+    if (r.key.compare(0, key.size(), key) == 0) matches.push_back(r.key);
+  }
+  if (matches.size() > 1) {
+    usage_error(cmd, "key prefix '" + key + "' is ambiguous: " + std::to_string(matches.size()) +
+                         " entries match; give more digits");
+  }
+  return matches.empty() ? std::string() : matches[0];
+}
+
+std::string cache_label(kjit_cache* cache) {
+  return std::string("cache '") + kjit_cache_directory(cache) + "'";
+}
+
+void add_u64(cJSON* obj, const char* name, uint64_t v) {
+  cJSON_AddNumberToObject(obj, name, static_cast<double>(v));
+}
+
+// ---- subcommands ----------------------------------------------------------------------
+
+int sub_path(const Parsed& p, Global& g) {
+  if (!p.positional.empty()) usage_error("cache path", "unexpected argument '" + p.positional[0] + "'");
+  CacheHolder c;
+  c.p = open_cache(g, false);
+  const std::string dir = kjit_cache_directory(c.p);
+  const kjit_cache_stats s = read_stats(c.p);
+  const std::string db = dir.empty() ? std::string() : join_path(dir, "kjit.db");
+  struct stat st;
+  const bool exists = !db.empty() && ::stat(db.c_str(), &st) == 0;
+  if (g.json) {
+    JsonHolder j;
+    j.p = cJSON_CreateObject();
+    cJSON_AddStringToObject(j.p, "directory", dir.c_str());
+    cJSON_AddStringToObject(j.p, "database", db.c_str());
+    cJSON_AddBoolToObject(j.p, "exists", exists);
+    cJSON_AddStringToObject(j.p, "state", disk_state_name(s.disk_state));
+    print_json(j.p);
+    return kExitOk;
+  }
+  if (dir.empty()) {
+    fail(kExitError, std::string("no disk cache: ") +
+                         (s.message[0] ? s.message : "the disk tier is disabled (KJIT_CACHE_DISABLE)"));
+  }
+  std::printf("%s\n", dir.c_str());
+  return kExitOk;
+}
+
+int sub_stats(const Parsed& p, Global& g) {
+  if (!p.positional.empty()) usage_error("cache stats", "unexpected argument '" + p.positional[0] + "'");
+  // Opened read-write so that the state reported is the cache's, not this handle's choice
+  // (the library falls back to read-only by itself when the directory is not writable).
+  CacheHolder c;
+  c.p = open_cache(g, false);
+  const kjit_cache_stats s = read_stats(c.p);
+  std::vector<Row> rows;
+  if (s.disk_state == KJIT_DISK_OK || s.disk_state == KJIT_DISK_READ_ONLY) rows = list_rows(c.p);
+  double stored_ms = 0;
+  int64_t oldest = 0, newest = 0;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> per_target;  // entries, bytes
+  for (const Row& r : rows) {
+    stored_ms += r.compile_ms;
+    if (r.created > 0 && (oldest == 0 || r.created < oldest)) oldest = r.created;
+    if (r.last_used > newest) newest = r.last_used;
+    auto& t = per_target[r.target];
+    t.first += 1;
+    t.second += r.bytes;
+  }
+  const std::string dir = kjit_cache_directory(c.p);
+  if (g.json) {
+    JsonHolder j;
+    j.p = cJSON_CreateObject();
+    cJSON_AddStringToObject(j.p, "directory", dir.c_str());
+    cJSON_AddStringToObject(j.p, "state", disk_state_name(s.disk_state));
+    cJSON_AddStringToObject(j.p, "message", s.message);
+    add_u64(j.p, "entries", s.disk_entries);
+    add_u64(j.p, "bytes", s.disk_bytes);
+    add_u64(j.p, "max_size_bytes", s.max_size_bytes);
+    cJSON_AddNumberToObject(j.p, "stored_compile_ms", stored_ms);
+    cJSON_AddNumberToObject(j.p, "oldest_created", static_cast<double>(oldest));
+    cJSON_AddNumberToObject(j.p, "last_used", static_cast<double>(newest));
+    cJSON* targets = cJSON_AddObjectToObject(j.p, "targets");
+    for (const auto& [target, v] : per_target) {
+      cJSON* t = cJSON_AddObjectToObject(targets, target.c_str());
+      add_u64(t, "entries", v.first);
+      add_u64(t, "bytes", v.second);
+    }
+    // Counters of the handle this command opened (the library counts per handle).
+    cJSON* proc = cJSON_AddObjectToObject(j.p, "this_process");
+    add_u64(proc, "memory_hits", s.memory_hits);
+    add_u64(proc, "disk_hits", s.disk_hits);
+    add_u64(proc, "remote_hits", s.remote_hits);
+    add_u64(proc, "misses", s.misses);
+    add_u64(proc, "compiles", s.compiles);
+    add_u64(proc, "stores", s.stores);
+    add_u64(proc, "store_failures", s.store_failures);
+    add_u64(proc, "corrupt_entries", s.corrupt_entries);
+    add_u64(proc, "evictions", s.evictions);
+    add_u64(proc, "waits", s.waits);
+    add_u64(proc, "memory_entries", s.memory_entries);
+    add_u64(proc, "memory_bytes", s.memory_bytes);
+    add_u64(proc, "remote_errors", s.remote_errors);
+    add_u64(proc, "remote_timeouts", s.remote_timeouts);
+    cJSON_AddNumberToObject(proc, "compile_ms_saved", s.compile_ms_saved);
+    print_json(j.p);
+    return kExitOk;
+  }
+  std::printf("cache directory     %s\n", dir.empty() ? "(none)" : dir.c_str());
+  std::printf("disk tier           %s%s%s\n", disk_state_name(s.disk_state),
+              s.message[0] ? ": " : "", s.message);
+  const double pct = s.max_size_bytes
+                         ? 100.0 * static_cast<double>(s.disk_bytes) /
+                               static_cast<double>(s.max_size_bytes)
+                         : 0.0;
+  std::printf("entries             %llu\n", static_cast<unsigned long long>(s.disk_entries));
+  std::printf("size                %s of %s (%.1f%%)\n", human_bytes(s.disk_bytes).c_str(),
+              human_bytes(s.max_size_bytes).c_str(), pct);
+  std::printf("stored compile time %s (what one hit on each entry saves)\n",
+              human_ms(stored_ms).c_str());
+  std::printf("oldest entry        %s\n", format_time(oldest).c_str());
+  std::printf("last use            %s\n", format_time(newest).c_str());
+  for (const auto& [target, v] : per_target) {
+    std::printf("  %-17s %llu entries, %s\n", target.empty() ? "(none)" : target.c_str(),
+                static_cast<unsigned long long>(v.first), human_bytes(v.second).c_str());
+  }
+  return kExitOk;
+}
+
+int sub_ls(const Parsed& p, Global& g) {
+  if (!p.positional.empty()) usage_error("cache ls", "unexpected argument '" + p.positional[0] + "'");
+  CacheHolder c;
+  c.p = open_cache(g, true);
+  require_disk(c.p, "cache ls", false);
+  const std::vector<Row> rows = list_rows(c.p);
+  if (g.json) {
+    JsonHolder j;
+    j.p = cJSON_CreateArray();
+    for (const Row& r : rows) {
+      cJSON* o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "key", r.key.c_str());
+      cJSON_AddStringToObject(o, "target", r.target.c_str());
+      cJSON* k = cJSON_AddArrayToObject(o, "kernels");
+      size_t start = 0;
+      while (start < r.kernels.size()) {
+        size_t comma = r.kernels.find(',', start);
+        if (comma == std::string::npos) comma = r.kernels.size();
+        if (comma > start) {
+          cJSON_AddItemToArray(k, cJSON_CreateString(r.kernels.substr(start, comma - start).c_str()));
+        }
+        start = comma + 1;
+      }
+      add_u64(o, "bytes", r.bytes);
+      cJSON_AddNumberToObject(o, "created", static_cast<double>(r.created));
+      cJSON_AddNumberToObject(o, "last_used", static_cast<double>(r.last_used));
+      cJSON_AddNumberToObject(o, "compile_ms", r.compile_ms);
+      cJSON_AddItemToArray(j.p, o);
+    }
+    print_json(j.p);
+    return kExitOk;
+  }
+  const bool full = p.has("long");
+  const int kw = full ? 64 : 16;
+  if (!g.quiet) {
+    std::printf("%-*s  %-9s %10s  %-19s %9s  %s\n", kw, "KEY", "TARGET", "SIZE", "LAST USED",
+                "COMPILE", "KERNELS");
+  }
+  for (const Row& r : rows) {
+    std::string kernels = r.kernels;
+    if (!full && kernels.size() > 60) kernels = kernels.substr(0, 57) + "...";
+    std::printf("%-*.*s  %-9s %10s  %-19s %9s  %s\n", kw, kw, r.key.c_str(), r.target.c_str(),
+                human_bytes(r.bytes).c_str(), format_time(r.last_used).c_str(),
+                human_ms(r.compile_ms).c_str(), kernels.c_str());
+  }
+  return kExitOk;
+}
+
+int sub_show(const Parsed& p, Global& g) {
+  const std::string cmd = "cache show";
+  if (p.positional.empty()) usage_error(cmd, "missing KEY");
+  if (p.positional.size() > 1) usage_error(cmd, "one KEY at a time");
+  const int kinds = (p.has("ptx") ? 1 : 0) + (p.has("cubin") ? 1 : 0) + (p.has("ltoir") ? 1 : 0);
+  if (kinds > 1) usage_error(cmd, "--ptx, --cubin and --ltoir are exclusive");
+  const std::string out = p.get("output");
+  if (kinds == 1 && out.empty() && !p.has("ptx")) {
+    usage_error(cmd, "--cubin and --ltoir need -o FILE");
+  }
+  CacheHolder c;
+  c.p = open_cache(g, true);
+  require_disk(c.p, cmd, false);
+  const std::string key = resolve_key(c.p, cmd, p.positional[0]);
+  if (key.empty()) fail(kExitNotFound, "no entry with key '" + p.positional[0] + "' in " + cache_label(c.p));
+  BinaryHolder b;
+  const kjit_status st = kjit_cache_get(c.p, key.c_str(), &b.p);
+  if (st == KJIT_ERROR_NOT_FOUND) fail(kExitNotFound, "no entry with key '" + key + "' in " + cache_label(c.p));
+  if (st == KJIT_ERROR_CACHE_CORRUPT) {
+    fail_status(st, "entry " + key + " failed verification and was removed");
+  }
+  if (st != KJIT_OK) fail_status(st, "cannot read entry " + key);
+
+  if (kinds == 1 || !out.empty()) {
+    const int kind = p.has("ptx") ? KJIT_OUTPUT_PTX : p.has("ltoir") ? KJIT_OUTPUT_LTOIR : KJIT_OUTPUT_CUBIN;
+    const char* kname = kind == KJIT_OUTPUT_PTX ? "PTX" : kind == KJIT_OUTPUT_LTOIR ? "LTO-IR" : "CUBIN";
+    size_t size = 0;
+    const void* data = kjit_binary_data(b.p, kind, &size);
+    if (!data) fail(kExitError, "entry " + key + " holds no " + kname);
+    std::string err;
+    if (!write_file(out.empty() ? "-" : out, data, size, &err)) {
+      fail(kExitError, "cannot write '" + (out.empty() ? std::string("stdout") : out) + "': " + err);
+    }
+    if (!out.empty() && !g.quiet && !g.json) {
+      std::fprintf(stderr, "wrote %s (%s) of %.16s to %s\n", kname, human_bytes(size).c_str(),
+                   key.c_str(), out.c_str());
+    }
+    return kExitOk;
+  }
+
+  size_t ptx = 0, cubin = 0, ltoir = 0;
+  kjit_binary_data(b.p, KJIT_OUTPUT_PTX, &ptx);
+  kjit_binary_data(b.p, KJIT_OUTPUT_CUBIN, &cubin);
+  kjit_binary_data(b.p, KJIT_OUTPUT_LTOIR, &ltoir);
+  const char* meta = kjit_binary_metadata_json(b.p);
+  const char* log = kjit_binary_log(b.p);
+  if (g.json) {
+    JsonHolder j;
+    j.p = cJSON_CreateObject();
+    cJSON_AddStringToObject(j.p, "key", key.c_str());
+    cJSON_AddStringToObject(j.p, "target", kjit_binary_target(b.p));
+    cJSON* sizes = cJSON_AddObjectToObject(j.p, "sizes");
+    add_u64(sizes, "ptx", ptx);
+    add_u64(sizes, "cubin", cubin);
+    add_u64(sizes, "ltoir", ltoir);
+    cJSON_AddNumberToObject(j.p, "compile_ms", kjit_binary_compile_ms(b.p));
+    cJSON* kernels = cJSON_AddArrayToObject(j.p, "kernels");
+    for (size_t i = 0; i < kjit_binary_kernel_count(b.p); ++i) {
+      cJSON_AddItemToArray(kernels, cJSON_CreateString(kjit_binary_kernel_name(b.p, i)));
+    }
+    cJSON* names = cJSON_AddObjectToObject(j.p, "names");
+    for (size_t i = 0; i < kjit_binary_name_count(b.p); ++i) {
+      const char* lowered = kjit_binary_lowered_name_at(b.p, i);
+      cJSON_AddStringToObject(names, kjit_binary_name_expression(b.p, i), lowered ? lowered : "");
+    }
+    cJSON_AddStringToObject(j.p, "log", log ? log : "");
+    cJSON* m = meta ? cJSON_Parse(meta) : nullptr;
+    if (m) {
+      cJSON_AddItemToObject(j.p, "metadata", m);
+    } else {
+      cJSON_AddNullToObject(j.p, "metadata");
+    }
+    print_json(j.p);
+    return kExitOk;
+  }
+  std::printf("key          %s\n", key.c_str());
+  std::printf("target       %s\n", kjit_binary_target(b.p));
+  std::printf("outputs      ");
+  bool any = false;
+  if (ptx) { std::printf("PTX %s", human_bytes(ptx).c_str()); any = true; }
+  if (cubin) { std::printf("%sCUBIN %s", any ? ", " : "", human_bytes(cubin).c_str()); any = true; }
+  if (ltoir) { std::printf("%sLTO-IR %s", any ? ", " : "", human_bytes(ltoir).c_str()); any = true; }
+  std::printf("%s\n", any ? "" : "(none)");
+  std::printf("compile time %s\n", human_ms(kjit_binary_compile_ms(b.p)).c_str());
+  std::printf("kernels     ");
+  for (size_t i = 0; i < kjit_binary_kernel_count(b.p); ++i) {
+    std::printf(" %s", kjit_binary_kernel_name(b.p, i));
+  }
+  std::printf("\n");
+  for (size_t i = 0; i < kjit_binary_name_count(b.p); ++i) {
+    const char* lowered = kjit_binary_lowered_name_at(b.p, i);
+    std::printf("name         %s -> %s\n", kjit_binary_name_expression(b.p, i),
+                lowered ? lowered : "(none)");
+  }
+  if (meta && *meta) {
+    JsonHolder m;
+    m.p = cJSON_Parse(meta);
+    if (m.p) {
+      std::printf("metadata\n");
+      char* text = cJSON_Print(m.p);
+      if (text) {
+        std::printf("%s\n", text);
+        cJSON_free(text);
+      }
+    }
+  }
+  if (log && *log) std::printf("log\n%s%s", log, log[std::strlen(log) - 1] == '\n' ? "" : "\n");
+  return kExitOk;
+}
+
+int sub_rm(const Parsed& p, Global& g) {
+  const std::string cmd = "cache rm";
+  if (p.positional.empty()) usage_error(cmd, "missing KEY");
+  CacheHolder c;
+  c.p = open_cache(g, false);
+  require_disk(c.p, cmd, true);
+  std::vector<std::pair<std::string, std::string>> keys;  // as given, resolved
+  for (const std::string& k : p.positional) keys.emplace_back(k, resolve_key(c.p, cmd, k));
+  int rc = kExitOk;
+  JsonHolder j;
+  if (g.json) j.p = cJSON_CreateArray();
+  for (const auto& [given, key] : keys) {
+    kjit_status st = key.empty() ? KJIT_ERROR_NOT_FOUND : kjit_cache_remove(c.p, key.c_str());
+    const bool removed = st == KJIT_OK;
+    if (st == KJIT_ERROR_NOT_FOUND) {
+      std::fprintf(stderr, "kjit cache rm: no entry with key '%s' in %s\n", given.c_str(),
+                   cache_label(c.p).c_str());
+      rc = kExitNotFound;
+    } else if (st != KJIT_OK) {
+      fail_status(st, "cannot remove entry " + key);
+    } else if (!g.json && !g.quiet) {
+      std::printf("removed %s\n", key.c_str());
+    }
+    if (j.p) {
+      cJSON* o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "key", key.empty() ? given.c_str() : key.c_str());
+      cJSON_AddBoolToObject(o, "removed", removed);
+      cJSON_AddItemToArray(j.p, o);
+    }
+  }
+  if (j.p) print_json(j.p);
+  return rc;
+}
+
+int sub_prune(const Parsed& p, Global& g) {
+  const std::string cmd = "cache prune";
+  if (!p.positional.empty()) usage_error(cmd, "unexpected argument '" + p.positional[0] + "'");
+  if (!p.has("max-size")) usage_error(cmd, "missing --max-size SIZE");
+  uint64_t max = 0;
+  const std::string text = p.get("max-size");
+  if (!parse_size(text, &max)) {
+    usage_error(cmd, "bad size '" + text + "' (a number with an optional K, M, G or T suffix)");
+  }
+  CacheHolder c;
+  c.p = open_cache(g, false);
+  require_disk(c.p, cmd, true);
+  const kjit_cache_stats before = read_stats(c.p);
+  uint64_t removed = 0;
+  const kjit_status st = kjit_cache_prune(c.p, max, &removed);
+  if (st != KJIT_OK) fail_status(st, "cannot prune " + cache_label(c.p));
+  const kjit_cache_stats after = read_stats(c.p);
+  if (g.json) {
+    JsonHolder j;
+    j.p = cJSON_CreateObject();
+    add_u64(j.p, "max_size_bytes", max);
+    add_u64(j.p, "removed", removed);
+    add_u64(j.p, "entries_before", before.disk_entries);
+    add_u64(j.p, "bytes_before", before.disk_bytes);
+    add_u64(j.p, "entries", after.disk_entries);
+    add_u64(j.p, "bytes", after.disk_bytes);
+    print_json(j.p);
+  } else if (!g.quiet) {
+    std::printf("removed %llu entries; %llu entries, %s left (limit %s)\n",
+                static_cast<unsigned long long>(removed),
+                static_cast<unsigned long long>(after.disk_entries),
+                human_bytes(after.disk_bytes).c_str(), human_bytes(max).c_str());
+  }
+  return kExitOk;
+}
+
+int sub_clear(const Parsed& p, Global& g) {
+  const std::string cmd = "cache clear";
+  if (!p.positional.empty()) usage_error(cmd, "unexpected argument '" + p.positional[0] + "'");
+  CacheHolder c;
+  c.p = open_cache(g, false);
+  require_disk(c.p, cmd, true);
+  const kjit_cache_stats before = read_stats(c.p);
+  const kjit_status st = kjit_cache_clear(c.p);
+  if (st != KJIT_OK) fail_status(st, "cannot clear " + cache_label(c.p));
+  if (g.json) {
+    JsonHolder j;
+    j.p = cJSON_CreateObject();
+    add_u64(j.p, "removed", before.disk_entries);
+    add_u64(j.p, "bytes_freed", before.disk_bytes);
+    print_json(j.p);
+  } else if (!g.quiet) {
+    std::printf("removed %llu entries (%s)\n",
+                static_cast<unsigned long long>(before.disk_entries),
+                human_bytes(before.disk_bytes).c_str());
+  }
+  return kExitOk;
+}
+
+int sub_verify(const Parsed& p, Global& g) {
+  const std::string cmd = "cache verify";
+  if (!p.positional.empty()) usage_error(cmd, "unexpected argument '" + p.positional[0] + "'");
+  CacheHolder c;
+  c.p = open_cache(g, false);
+  require_disk(c.p, cmd, true);
+  // The library removes bad entries without naming them: compare the listings before and
+  // after to say which ones went.
+  const std::vector<Row> before = list_rows(c.p);
+  uint64_t checked = 0, bad = 0;
+  const kjit_status st = kjit_cache_verify(c.p, &checked, &bad);
+  if (st != KJIT_OK) fail_status(st, "cannot verify " + cache_label(c.p));
+  std::set<std::string> after;
+  for (const Row& r : list_rows(c.p)) after.insert(r.key);
+  std::vector<const Row*> gone;
+  if (bad > 0) {
+    for (const Row& r : before) {
+      if (!after.count(r.key)) gone.push_back(&r);
+    }
+  }
+  if (g.json) {
+    JsonHolder j;
+    j.p = cJSON_CreateObject();
+    add_u64(j.p, "checked", checked);
+    add_u64(j.p, "corrupt", bad);
+    cJSON* arr = cJSON_AddArrayToObject(j.p, "removed");
+    for (const Row* r : gone) {
+      cJSON* o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "key", r->key.c_str());
+      cJSON_AddStringToObject(o, "target", r->target.c_str());
+      cJSON_AddStringToObject(o, "kernels", r->kernels.c_str());
+      cJSON_AddItemToArray(arr, o);
+    }
+    print_json(j.p);
+  } else {
+    for (const Row* r : gone) {
+      std::printf("corrupt, removed: %s %s %s\n", r->key.c_str(), r->target.c_str(),
+                  r->kernels.c_str());
+    }
+    if (!g.quiet || bad > 0) {
+      std::printf("checked %llu entries: %llu corrupt%s\n", static_cast<unsigned long long>(checked),
+                  static_cast<unsigned long long>(bad), bad ? " (removed)" : "");
+    }
+  }
+  return bad > 0 ? kExitCorrupt : kExitOk;
+}
+
+int sub_export(const Parsed& p, Global& g) {
+  const std::string cmd = "cache export";
+  if (p.positional.size() != 1) usage_error(cmd, "expected one FILE");
+  const std::string file = p.positional[0];
+  CacheHolder c;
+  c.p = open_cache(g, true);
+  require_disk(c.p, cmd, false);
+  uint64_t count = 0;
+  const kjit_status st = kjit_cache_export(c.p, file.c_str(), &count);
+  if (st != KJIT_OK) fail_status(st, "cannot export " + cache_label(c.p) + " to '" + file + "'");
+  struct stat sb;
+  const uint64_t size = ::stat(file.c_str(), &sb) == 0 ? static_cast<uint64_t>(sb.st_size) : 0;
+  if (g.json) {
+    JsonHolder j;
+    j.p = cJSON_CreateObject();
+    cJSON_AddStringToObject(j.p, "file", file.c_str());
+    add_u64(j.p, "exported", count);
+    add_u64(j.p, "bytes", size);
+    print_json(j.p);
+  } else if (!g.quiet) {
+    std::printf("exported %llu entries to %s (%s)\n", static_cast<unsigned long long>(count),
+                file.c_str(), human_bytes(size).c_str());
+  }
+  return kExitOk;
+}
+
+int sub_import(const Parsed& p, Global& g) {
+  const std::string cmd = "cache import";
+  if (p.positional.size() != 1) usage_error(cmd, "expected one FILE");
+  const std::string file = p.positional[0];
+  struct stat sb;
+  if (::stat(file.c_str(), &sb) != 0) {
+    fail(kExitError, "cannot read '" + file + "': " + std::strerror(errno));
+  }
+  CacheHolder c;
+  c.p = open_cache(g, false);
+  require_disk(c.p, cmd, true);
+  uint64_t imported = 0, rejected = 0;
+  const kjit_status st = kjit_cache_import(c.p, file.c_str(), &imported, &rejected);
+  const bool damaged = st == KJIT_ERROR_CACHE_CORRUPT;
+  std::string detail = damaged && kjit_last_error() ? kjit_last_error() : "";
+  if (st != KJIT_OK && !damaged) {
+    fail_status(st, "cannot import '" + file + "' into " + cache_label(c.p));
+  }
+  if (g.json) {
+    JsonHolder j;
+    j.p = cJSON_CreateObject();
+    cJSON_AddStringToObject(j.p, "file", file.c_str());
+    add_u64(j.p, "imported", imported);
+    add_u64(j.p, "rejected", rejected);
+    cJSON_AddBoolToObject(j.p, "damaged", damaged);
+    cJSON_AddStringToObject(j.p, "message", detail.c_str());
+    print_json(j.p);
+  } else if (!g.quiet || rejected || damaged) {
+    std::printf("imported %llu entries from %s, rejected %llu\n",
+                static_cast<unsigned long long>(imported), file.c_str(),
+                static_cast<unsigned long long>(rejected));
+  }
+  if (damaged) {
+    std::fprintf(stderr, "kjit cache import: '%s' is damaged: %s\n", file.c_str(),
+                 detail.empty() ? "malformed export file" : detail.c_str());
+  } else if (rejected) {
+    std::fprintf(stderr, "kjit cache import: %llu entries of '%s' failed verification\n",
+                 static_cast<unsigned long long>(rejected), file.c_str());
+  }
+  return damaged || rejected ? kExitCorrupt : kExitOk;
+}
+
+}  // namespace
+
+int cmd_cache(const std::vector<std::string>& args, Global& g) {
+  if (args.empty()) usage_error("cache", "missing SUBCOMMAND");
+  const std::string& first = args[0];
+  if (first == "-h" || first == "--help") {
+    std::fputs(kHelp, stdout);
+    return kExitOk;
+  }
+  // Global options may come before the subcommand: kjit cache --json stats.
+  size_t i = 0;
+  std::vector<std::string> lead;
+  while (i < args.size() && !args[i].empty() && args[i][0] == '-') {
+    lead.push_back(args[i]);
+    if (args[i] == "--cache-dir" && i + 1 < args.size()) lead.push_back(args[++i]);
+    ++i;
+  }
+  if (i >= args.size()) {
+    Parsed lp = parse_args("cache", lead, {}, g);
+    if (lp.help) {
+      std::fputs(kHelp, stdout);
+      return kExitOk;
+    }
+    usage_error("cache", "missing SUBCOMMAND");
+  }
+  const std::string sub = args[i];
+  std::vector<std::string> rest = lead;
+  rest.insert(rest.end(), args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+
+  struct Sub {
+    const char* name;
+    std::vector<OptSpec> specs;
+    int (*fn)(const Parsed&, Global&);
+  };
+  const Sub subs[] = {
+      {"path", {}, sub_path},
+      {"stats", {}, sub_stats},
+      {"ls", {{"long", 'l', false}}, sub_ls},
+      {"show", {{"ptx", 0, false}, {"cubin", 0, false}, {"ltoir", 0, false}, {"output", 'o', true}}, sub_show},
+      {"rm", {}, sub_rm},
+      {"prune", {{"max-size", 0, true}}, sub_prune},
+      {"clear", {}, sub_clear},
+      {"verify", {}, sub_verify},
+      {"export", {}, sub_export},
+      {"import", {}, sub_import},
+  };
+  for (const Sub& s : subs) {
+    if (sub != s.name) continue;
+    const std::string cmd = std::string("cache ") + s.name;
+    Parsed p = parse_args(cmd, rest, s.specs, g);
+    if (p.help) {
+      std::fputs(kHelp, stdout);
+      return kExitOk;
+    }
+    if (!p.after_dashdash.empty()) usage_error(cmd, "unexpected arguments after '--'");
+    return s.fn(p, g);
+  }
+  usage_error("cache", "unknown subcommand '" + sub + "'");
+}
+
+}  // namespace kjit_cli

@@ -1,0 +1,250 @@
+// kjit compile: compile one CUDA C++ file through the cache and write PTX, CUBIN or LTO-IR.
+#include <cjson/cJSON.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "cli.h"
+
+namespace kjit_cli {
+namespace {
+
+const char* const kHelp =
+    "Usage: kjit compile FILE.cu [--arch sm_XY|compute_XY|auto] [--ptx|--cubin|--ltoir]\n"
+    "                    [-o OUT] [-I DIR]... [-D NAME[=VALUE]]... [-n EXPR]...\n"
+    "                    [--program-name NAME]\n"
+    "                    [--json] [-q] [--cache-dir DIR] [-- NVRTC-OPTION...]\n"
+    "\n"
+    "Compile FILE.cu with NVRTC through the kjit cache, like 'nvcc -cubin' but a second\n"
+    "compile of the same input (source, reachable headers, options, target, NVRTC build)\n"
+    "is a cache hit. FILE '-' reads the source from standard input.\n"
+    "\n"
+    "Options:\n"
+    "  -a, --arch TARGET          sm_90, sm_90a, compute_90, ... or auto (the exact\n"
+    "                             architecture of device 0; needs a GPU). Default auto.\n"
+    "      --ptx | --cubin | --ltoir\n"
+    "                             what to write (default: cubin for sm_ targets, ptx for\n"
+    "                             compute_ targets). The cached entry holds PTX and CUBIN\n"
+    "                             as a program using the default outputs would; --ltoir\n"
+    "                             compiles to LTO-IR (-dlto) instead.\n"
+    "  -o, --output OUT           output file ('-' = stdout). Default: FILE's base name\n"
+    "                             with .cubin, .ptx or .ltoir, in the current directory.\n"
+    "  -I, --include-path DIR     add an include directory (its headers are hashed)\n"
+    "  -D, --define NAME[=VALUE]  define a macro\n"
+    "  -n, --name-expression EXPR add a name expression, e.g. 'scale<float>'; its\n"
+    "                             lowered name is printed\n"
+    "      --program-name NAME    program name NVRTC sees (__FILE__, messages; its\n"
+    "                             directory is searched for #include \"...\"). Default:\n"
+    "                             FILE as given. It is part of the cache key: to warm\n"
+    "                             a program's entries, pass the name it uses.\n"
+    "      --json                 print the result as JSON on stdout (needs -o FILE when\n"
+    "                             writing the output, not '-')\n"
+    "  -q, --quiet                print nothing on success\n"
+    "      --cache-dir DIR        use the cache in DIR\n"
+    "  -- OPTION...               pass the remaining arguments to NVRTC as is, e.g.\n"
+    "                             -- -std=c++17 --use_fast_math -maxrregcount=64\n"
+    "\n"
+    "Exit status: 0 ok; 1 compile error (NVRTC log printed on stderr); 2 usage, unknown\n"
+    "NVRTC option or unsupported target; 3 other error (unreadable FILE, unwritable OUT,\n"
+    "no GPU for --arch auto, ...).\n";
+
+}  // namespace
+
+int cmd_compile(const std::vector<std::string>& args, Global& g) {
+  const std::string cmd = "compile";
+  Parsed p = parse_args(cmd, args,
+                        {{"arch", 'a', true},
+                         {"ptx", 0, false},
+                         {"cubin", 0, false},
+                         {"ltoir", 0, false},
+                         {"output", 'o', true},
+                         {"include-path", 'I', true},
+                         {"define", 'D', true},
+                         {"name-expression", 'n', true},
+                         {"program-name", 0, true}},
+                        g);
+  if (p.help) {
+    std::fputs(kHelp, stdout);
+    return kExitOk;
+  }
+  if (p.positional.empty()) usage_error(cmd, "missing FILE.cu");
+  if (p.positional.size() > 1) usage_error(cmd, "more than one input file given");
+  const std::string file = p.positional[0];
+
+  const int kinds = (p.has("ptx") ? 1 : 0) + (p.has("cubin") ? 1 : 0) + (p.has("ltoir") ? 1 : 0);
+  if (kinds > 1) usage_error(cmd, "--ptx, --cubin and --ltoir are exclusive");
+  const std::string arch = p.get("arch", "auto");
+  if (arch.empty()) usage_error(cmd, "--arch needs a target such as sm_90");
+  const bool compute_target = arch.rfind("compute_", 0) == 0;
+  int kind = KJIT_OUTPUT_CUBIN;
+  if (p.has("ptx") || (compute_target && !p.has("cubin") && !p.has("ltoir"))) {
+    kind = KJIT_OUTPUT_PTX;
+  }
+  if (p.has("ltoir")) kind = KJIT_OUTPUT_LTOIR;
+  if (kind == KJIT_OUTPUT_CUBIN && compute_target) {
+    usage_error(cmd, "--cubin needs an sm_ target, not " + arch);
+  }
+  const char* ext = kind == KJIT_OUTPUT_PTX ? ".ptx" : kind == KJIT_OUTPUT_CUBIN ? ".cubin" : ".ltoir";
+
+  std::string out_path = p.get("output");
+  if (out_path.empty()) {
+    std::string base = file == "-" ? std::string("stdin.cu") : basename_of(file);
+    const size_t dot = base.rfind('.');
+    if (dot != std::string::npos && dot > 0) base.resize(dot);
+    out_path = base + ext;
+  }
+  if (g.json && out_path == "-") usage_error(cmd, "--json cannot be combined with -o -");
+
+  std::string source, err;
+  if (!read_file(file, &source, &err)) {
+    fail(kExitError, "cannot read '" + file + "': " + err);
+  }
+
+  OptionsHolder opts;
+  kjit_status st = kjit_options_create(&opts.p);
+  if (st != KJIT_OK) fail_status(st, "cannot create options");
+  auto check = [&](kjit_status s, const std::string& what) {
+    if (s == KJIT_OK) return;
+    if (s == KJIT_ERROR_INVALID_ARGUMENT) {
+      std::string m = what;
+      const char* d = kjit_last_error();
+      if (d && *d) m += ": " + std::string(d);
+      usage_error(cmd, m);
+    }
+    fail_status(s, what);
+  };
+  const std::string program = p.has("program-name") ? p.get("program-name")
+                              : file == "-"           ? std::string("stdin.cu")
+                                                      : file;
+  check(kjit_options_set_name(opts.p, program.c_str()), "bad program name '" + program + "'");
+  check(kjit_options_set_target(opts.p, arch.c_str()), "bad target '" + arch + "'");
+  if (kind == KJIT_OUTPUT_LTOIR) {
+    check(kjit_options_set_outputs(opts.p, KJIT_OUTPUT_LTOIR), "cannot ask for LTO-IR");
+  }
+  for (const std::string& dir : p.all("include-path")) {
+    check(kjit_options_add_include_path(opts.p, dir.c_str()), "bad include path '" + dir + "'");
+  }
+  for (const std::string& d : p.all("define")) {
+    const size_t eq = d.find('=');
+    const std::string name = d.substr(0, eq);
+    if (name.empty()) usage_error(cmd, "bad -D '" + d + "': empty macro name");
+    const std::string value = eq == std::string::npos ? std::string() : d.substr(eq + 1);
+    check(kjit_options_add_define(opts.p, name.c_str(),
+                                  eq == std::string::npos ? nullptr : value.c_str()),
+          "bad -D '" + d + "'");
+  }
+  for (const std::string& e : p.all("name-expression")) {
+    check(kjit_options_add_name_expression(opts.p, e.c_str()), "bad name expression '" + e + "'");
+  }
+  for (const std::string& o : p.after_dashdash) {
+    check(kjit_options_add(opts.p, o.c_str()), "bad NVRTC option '" + o + "'");
+  }
+
+  CacheHolder cache;
+  cache.p = open_cache(g, false);
+  CompilerHolder compiler;
+  st = kjit_compiler_create(cache.p, 1, &compiler.p);
+  if (st != KJIT_OK) fail_status(st, "cannot create a compiler");
+
+  BinaryHolder bin;
+  const double t0 = now_ms();
+  st = kjit_compile(compiler.p, source.c_str(), opts.p, &bin.p);
+  const double elapsed = now_ms() - t0;
+
+  if (st != KJIT_OK) {
+    const std::string log = bin.p ? kjit_binary_log(bin.p) : "";
+    const std::string detail = kjit_last_error() ? kjit_last_error() : "";
+    if (g.json) {
+      JsonHolder j;
+      j.p = cJSON_CreateObject();
+      cJSON_AddStringToObject(j.p, "file", file.c_str());
+      cJSON_AddStringToObject(j.p, "target", arch.c_str());
+      cJSON_AddBoolToObject(j.p, "ok", 0);
+      cJSON_AddNumberToObject(j.p, "status", st);
+      cJSON_AddStringToObject(j.p, "status_name", status_name(st).c_str());
+      cJSON_AddStringToObject(j.p, "message", detail.c_str());
+      cJSON_AddStringToObject(j.p, "log", log.c_str());
+      print_json(j.p);
+    }
+    std::string msg = "'" + file + "' (" + arch + "): ";
+    if (st == KJIT_ERROR_COMPILE) {
+      msg += "compilation failed";
+    } else {
+      msg += (detail.empty() ? std::string(kjit_status_string(st)) : detail) + " [" +
+             status_name(st) + "]";
+    }
+    if (!log.empty()) {
+      msg += "\n" + log;
+      if (msg.back() == '\n') msg.pop_back();
+    } else if (st == KJIT_ERROR_CUDA_UNAVAILABLE && arch == "auto") {
+      msg += "\n(no GPU here: pass an explicit target, e.g. --arch sm_90)";
+    }
+    fail(exit_code_for_compile_status(st), msg);
+  }
+
+  size_t size = 0;
+  const void* data = kjit_binary_data(bin.p, kind, &size);
+  if (!data) {
+    fail(kExitError, std::string("'") + file + "': the compile produced no " + (ext + 1) +
+                         " output for " + kjit_binary_target(bin.p));
+  }
+  if (!write_file(out_path, data, size, &err)) {
+    fail(kExitError, "cannot write '" + out_path + "': " + err);
+  }
+
+  const int tier = kjit_binary_tier(bin.p);
+  const std::string log = kjit_binary_log(bin.p);
+  if (g.json) {
+    JsonHolder j;
+    j.p = cJSON_CreateObject();
+    cJSON_AddStringToObject(j.p, "file", file.c_str());
+    cJSON_AddBoolToObject(j.p, "ok", 1);
+    cJSON_AddStringToObject(j.p, "output", out_path.c_str());
+    cJSON_AddStringToObject(j.p, "kind", ext + 1);
+    cJSON_AddNumberToObject(j.p, "bytes", static_cast<double>(size));
+    cJSON_AddStringToObject(j.p, "target", kjit_binary_target(bin.p));
+    cJSON_AddStringToObject(j.p, "key", kjit_binary_key(bin.p));
+    cJSON_AddStringToObject(j.p, "tier", tier_name(tier));
+    cJSON_AddBoolToObject(j.p, "hit", tier != KJIT_TIER_COMPILED);
+    cJSON_AddNumberToObject(j.p, "elapsed_ms", elapsed);
+    cJSON_AddNumberToObject(j.p, "compile_ms", kjit_binary_compile_ms(bin.p));
+    cJSON* kernels = cJSON_AddArrayToObject(j.p, "kernels");
+    for (size_t i = 0; i < kjit_binary_kernel_count(bin.p); ++i) {
+      cJSON_AddItemToArray(kernels, cJSON_CreateString(kjit_binary_kernel_name(bin.p, i)));
+    }
+    cJSON* names = cJSON_AddObjectToObject(j.p, "names");
+    for (size_t i = 0; i < kjit_binary_name_count(bin.p); ++i) {
+      const char* lowered = kjit_binary_lowered_name_at(bin.p, i);
+      cJSON_AddStringToObject(names, kjit_binary_name_expression(bin.p, i),
+                              lowered ? lowered : "");
+    }
+    cJSON_AddStringToObject(j.p, "log", log.c_str());
+    print_json(j.p);
+    return kExitOk;
+  }
+  if (!log.empty() && !g.quiet) {
+    std::fprintf(stderr, "%s%s", log.c_str(), log.back() == '\n' ? "" : "\n");
+  }
+  if (!g.quiet) {
+    // Status goes to stderr so that `-o -` keeps stdout for the binary.
+    const std::string key = kjit_binary_key(bin.p);
+    if (tier == KJIT_TIER_COMPILED) {
+      std::fprintf(stderr, "%s -> %s (%s, %s): cache miss, compiled in %s [key %.16s]\n",
+                   file.c_str(), out_path.c_str(), kjit_binary_target(bin.p),
+                   human_bytes(size).c_str(), human_ms(elapsed).c_str(), key.c_str());
+    } else {
+      std::fprintf(stderr, "%s -> %s (%s, %s): cache hit (%s) in %s, compile took %s [key %.16s]\n",
+                   file.c_str(), out_path.c_str(), kjit_binary_target(bin.p),
+                   human_bytes(size).c_str(), tier_name(tier), human_ms(elapsed).c_str(),
+                   human_ms(kjit_binary_compile_ms(bin.p)).c_str(), key.c_str());
+    }
+    for (size_t i = 0; i < kjit_binary_name_count(bin.p); ++i) {
+      const char* lowered = kjit_binary_lowered_name_at(bin.p, i);
+      std::fprintf(stderr, "  %s -> %s\n", kjit_binary_name_expression(bin.p, i),
+                   lowered ? lowered : "(none)");
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace kjit_cli

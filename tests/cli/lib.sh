@@ -1,0 +1,86 @@
+# Shared helpers for the kjit command-line tests. Source it after setting -eu.
+# Usage in a test: . "$(dirname "$0")/lib.sh"; KJIT=$1 is the tool under test.
+
+if [ $# -lt 1 ] || [ ! -x "$1" ]; then
+  echo "usage: $0 PATH-TO-kjit" >&2
+  exit 2
+fi
+KJIT=$1
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/kjit-cli-test.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+# Keep the tests away from the user's cache and settings.
+unset KJIT_CACHE_DIR KJIT_CACHE_DISABLE KJIT_CACHE_MAX_SIZE KJIT_LOG
+export HOME=$TMP/home XDG_CACHE_HOME=$TMP/xdg
+mkdir -p "$HOME"
+FAILURES=0
+
+fail() {
+  echo "FAIL: $*" >&2
+  FAILURES=$((FAILURES + 1))
+}
+
+# expect_rc WANT CMD... : runs CMD with stdout in $TMP/out and stderr in $TMP/err.
+expect_rc() {
+  local want=$1 rc=0
+  shift
+  "$@" >"$TMP/out" 2>"$TMP/err" || rc=$?
+  if [ "$rc" != "$want" ]; then
+    fail "'$*' exited $rc, expected $want"
+    sed 's/^/  stdout: /' "$TMP/out" | head -20 >&2
+    sed 's/^/  stderr: /' "$TMP/err" | head -20 >&2
+    return 1
+  fi
+  return 0
+}
+
+# expect_grep PATTERN FILE [WHAT]
+expect_grep() {
+  if ! grep -q -e "$1" "$2"; then
+    fail "${3:-$2} does not contain '$1'"
+    sed 's/^/  | /' "$2" | head -20 >&2
+  fi
+}
+
+# json_check FILE PYTHON-EXPRESSION : evaluates the expression with `j` bound to the
+# parsed JSON; fails unless it is true. Also proves FILE is valid JSON.
+json_check() {
+  if ! python3 - "$1" "$2" <<'PY'
+import json, sys
+with open(sys.argv[1]) as f:
+    j = json.load(f)
+ok = eval(sys.argv[2], {"j": j})
+if not ok:
+    print("  json: " + json.dumps(j)[:600], file=sys.stderr)
+    sys.exit(1)
+PY
+  then
+    fail "JSON check failed on $1: $2"
+  fi
+}
+
+# json_get FILE PYTHON-EXPRESSION : prints the value of the expression.
+json_get() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+with open(sys.argv[1]) as f:
+    j = json.load(f)
+print(eval(sys.argv[2], {"j": j}))
+PY
+}
+
+finish() {
+  if [ "$FAILURES" -ne 0 ]; then
+    echo "$FAILURES check(s) failed" >&2
+    exit 1
+  fi
+  echo "all checks passed"
+}
+
+write_saxpy() {
+  cat >"$1" <<'CU'
+extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+CU
+}

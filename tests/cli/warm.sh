@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# kjit warm: a manifest with one failing kernel; the others are compiled and cached, the
+# failure is listed, the exit status reports it; JSON, dry run, progress bar, bad manifests.
+set -eu
+. "$(dirname "$0")/lib.sh"
+C=$TMP/cache
+M=$TMP/m
+mkdir -p "$M/kernels/include"
+write_saxpy "$M/kernels/saxpy.cu"
+echo '#define FACTOR 2' >"$M/kernels/include/factor.h"
+cat >"$M/kernels/scale.cu" <<'CU'
+#include "factor.h"
+template <typename T> __global__ void scale(T* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= T(FACTOR);
+}
+CU
+cat >"$M/manifest.json" <<'JSON'
+{
+  "version": 1,
+  "defaults": { "targets": ["sm_80", "sm_90"], "options": ["-std=c++17"] },
+  "kernels": [
+    { "name": "saxpy", "file": "kernels/saxpy.cu" },
+    { "name": "scale", "file": "kernels/scale.cu", "include_paths": ["kernels/include"],
+      "name_expressions": ["scale<float>", "scale<double>"], "defines": { "UNUSED": 1 } },
+    { "name": "broken", "source": "__global__ void broken( { this is not C++ }", "targets": ["sm_90"] },
+    { "name": "inline", "source": "extern \"C\" __global__ void k(int* p) { *p = TILE; }",
+      "defines": ["TILE=64"], "headers": { "x.h": "// unused\n" }, "outputs": ["ptx"],
+      "targets": "compute_90" }
+  ]
+}
+JSON
+
+# Not a terminal: one plain line per kernel, a summary, the failure with its log.
+expect_rc 1 "$KJIT" --cache-dir "$C" warm "$M/manifest.json" -j 2
+expect_grep '^\[1/6\] ' "$TMP/out" "warm progress lines"
+expect_grep '^\[6/6\] ' "$TMP/out" "warm progress lines"
+expect_grep 'FAILED   broken (sm_90): compilation failed' "$TMP/out" "warm failure line"
+expect_grep '^warmed 6 kernels in .*: 5 compiled, 0 already cached, 1 failed$' "$TMP/out" "warm summary"
+expect_grep '^failures:$' "$TMP/out" "warm failure list"
+expect_grep '^  broken (sm_90): compilation failed$' "$TMP/out" "warm failure list"
+expect_grep 'error' "$TMP/out" "warm failure log"
+[ "$(grep -c '^\[./6\] compiled ' "$TMP/out")" = 5 ] || fail "expected 5 'compiled' lines"
+cp "$TMP/out" "$TMP/warm1.txt"
+
+# The five good kernels are in the cache.
+expect_rc 0 "$KJIT" --cache-dir "$C" cache stats --json
+json_check "$TMP/out" 'j["entries"] == 5 and j["targets"]["sm_80"]["entries"] == 2 and j["targets"]["sm_90"]["entries"] == 2 and j["targets"]["compute_90"]["entries"] == 1'
+
+# Warm again, as JSON: everything good is cached now; the failure is reported again.
+expect_rc 1 "$KJIT" --cache-dir "$C" warm "$M/manifest.json" -j 3 --json
+json_check "$TMP/out" 'j["kernels"] == 6 and j["compiled"] == 0 and j["cached"] == 5 and j["failed"] == 1 and j["jobs"] == 3'
+json_check "$TMP/out" '[r["name"] for r in j["results"] if not r["ok"]] == ["broken"]'
+json_check "$TMP/out" 'all(r["tier"] in ("disk", "memory") and len(r["key"]) == 64 for r in j["results"] if r["ok"])'
+json_check "$TMP/out" '[r for r in j["results"] if not r["ok"]][0]["status_name"] == "KJIT_ERROR_COMPILE" and "error" in [r for r in j["results"] if not r["ok"]][0]["log"]'
+
+# The keys warm stored are the ones `kjit compile` computes for the same input.
+expect_rc 0 "$KJIT" --cache-dir "$C" compile "$M/kernels/saxpy.cu" --arch sm_90 -o /dev/null --json -- -std=c++17
+json_check "$TMP/out" 'j["tier"] == "disk"'
+
+# Dry run: keys and cached state, nothing compiled.
+expect_rc 0 "$KJIT" --cache-dir "$C" cache rm "$(json_get "$TMP/out" 'j["key"]')"
+cat >"$M/good.json" <<'JSON'
+[ { "name": "saxpy", "file": "kernels/saxpy.cu", "targets": ["sm_80", "sm_90"], "options": ["-std=c++17"] } ]
+JSON
+expect_rc 0 "$KJIT" --cache-dir "$C" warm "$M/good.json" --dry-run
+expect_grep '^[0-9a-f]\{64\}  cached  saxpy (sm_80)$' "$TMP/out" "warm --dry-run"
+expect_grep '^[0-9a-f]\{64\}  missing saxpy (sm_90)$' "$TMP/out" "warm --dry-run"
+expect_rc 0 "$KJIT" --cache-dir "$C" warm "$M/good.json" --dry-run --json
+json_check "$TMP/out" '[(r["target"], r["cached"]) for r in j] == [("sm_80", True), ("sm_90", False)]'
+
+# --arch replaces the manifest's targets; a good manifest exits 0.
+expect_rc 0 "$KJIT" --cache-dir "$C" warm "$M/good.json" --arch sm_90 -q
+expect_grep '^warmed 1 kernels .*: 1 compiled, 0 already cached, 0 failed$' "$TMP/out" "warm --arch"
+
+# On a terminal: a progress bar with count, rate, ETA on stderr.
+if command -v script >/dev/null 2>&1; then
+  script -qec "\"$KJIT\" --cache-dir \"$C\" warm \"$M/manifest.json\" -j 2" /dev/null >"$TMP/tty.txt" 2>&1 || true
+  expect_grep 'ETA' "$TMP/tty.txt" "progress bar"
+  expect_grep '6/6' "$TMP/tty.txt" "progress bar"
+  expect_grep '/s' "$TMP/tty.txt" "progress bar"
+  expect_grep 'FAILED broken (sm_90)' "$TMP/tty.txt" "failure above the progress bar"
+fi
+
+# A source file that cannot be read fails that kernel only.
+cat >"$M/missing.json" <<'JSON'
+{ "defaults": { "targets": ["sm_90"] },
+  "kernels": [ { "file": "kernels/saxpy.cu" }, { "file": "kernels/gone.cu" } ] }
+JSON
+expect_rc 1 "$KJIT" --cache-dir "$C" warm "$M/missing.json"
+expect_grep 'gone.cu (sm_90): cannot read .*gone.cu' "$TMP/out" "missing source file"
+expect_grep '^warmed 2 kernels .* 1 failed$' "$TMP/out" "missing source file summary"
+
+# Malformed manifests stop before compiling anything, naming the file and the problem.
+echo '{ "kernels": [ { "name": "x", ' >"$M/bad1.json"
+expect_rc 3 "$KJIT" --cache-dir "$C" warm "$M/bad1.json"
+expect_grep 'bad1.json.*invalid JSON' "$TMP/err" "invalid JSON"
+echo '{ "kernels": [ { "name": "x", "source": "y", "targets": ["sm_90"], "optoins": [] } ] }' >"$M/bad2.json"
+expect_rc 3 "$KJIT" --cache-dir "$C" warm "$M/bad2.json"
+expect_grep "kernels\[0\]: unknown field 'optoins'" "$TMP/err" "unknown field"
+echo '{ "kernels": [ { "name": "x", "source": "y" } ] }' >"$M/bad3.json"
+expect_rc 3 "$KJIT" --cache-dir "$C" warm "$M/bad3.json"
+expect_grep 'no target' "$TMP/err" "missing targets"
+expect_rc 3 "$KJIT" --cache-dir "$C" warm "$M/none.json"
+expect_grep 'none.json' "$TMP/err" "missing manifest"
+expect_rc 2 "$KJIT" --cache-dir "$C" warm "$M/good.json" -j 0
+expect_rc 2 "$KJIT" --cache-dir "$C" warm
+
+# The example manifest in examples/ is valid (dry run: keys only).
+EXAMPLES=$(cd "$(dirname "$0")/../../examples" && pwd)
+expect_rc 0 "$KJIT" --cache-dir "$C" warm "$EXAMPLES/warm-manifest.json" --dry-run --json
+json_check "$TMP/out" 'len(j) == 5 and all(r["ok"] for r in j)'
+
+finish
