@@ -33,6 +33,11 @@ type CacheOptions struct {
 	ReadOnly bool
 	// MemoryOnly has no disk tier at all.
 	MemoryOnly bool
+	// RemoteURL is the fleet tier: "redis://host:port[/db]" or "unix:///path/redis.sock";
+	// "" = $KJIT_REMOTE (unset = none). Never required: failures are counted and logged.
+	RemoteURL string
+	// RemoteReadOnly never writes to the remote tier.
+	RemoteReadOnly bool
 }
 
 // DiskState is the state of a cache's disk tier.
@@ -92,8 +97,10 @@ type Cache struct {
 // OpenCache opens a cache; opts may be nil. It does not fail because of the disk: an
 // unusable directory gives a memory-only cache whose Stats say why.
 func OpenCache(opts *CacheOptions) (*Cache, error) {
+	// Filled here rather than by kjit_cache_options_init(), which writes the library's
+	// struct (possibly newer and larger); struct_size says which fields these bindings know.
 	var o C.kjit_cache_options
-	C.kjit_cache_options_init(&o)
+	o.struct_size = C.uint32_t(unsafe.Sizeof(o))
 	if opts != nil {
 		if opts.Dir != "" {
 			o.directory = C.CString(opts.Dir)
@@ -103,6 +110,11 @@ func OpenCache(opts *CacheOptions) (*Cache, error) {
 		o.memory_max_bytes = C.uint64_t(opts.MemoryMaxBytes)
 		o.read_only = cBool(opts.ReadOnly)
 		o.memory_only = cBool(opts.MemoryOnly)
+		if opts.RemoteURL != "" {
+			o.remote_url = C.CString(opts.RemoteURL)
+			defer C.free(unsafe.Pointer(o.remote_url))
+		}
+		o.remote_read_only = cBool(opts.RemoteReadOnly)
 	}
 	var h *C.kjit_cache
 	if err := call(func() C.kjit_status { return C.kjit_cache_open(&o, &h) }); err != nil {

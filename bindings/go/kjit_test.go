@@ -525,3 +525,14 @@ func TestLogCallback(t *testing.T) {
 		t.Fatal("no log message for an unusable cache directory")
 	}
 }
+
+func TestUnreachableRemoteNeverFailsACompile(t *testing.T) {
+	cache := openCache(t, &CacheOptions{Dir: t.TempDir(), RemoteURL: "redis://127.0.0.1:1", RemoteReadOnly: true})
+	c := newCompiler(t, cache)
+	if b := compile(t, c, saxpySource, testOptions(t)); b.Tier() != TierCompiled {
+		t.Fatal(b.Tier())
+	}
+	if b := compile(t, c, saxpySource, testOptions(t)); b.Tier() != TierMemory {
+		t.Fatal(b.Tier())
+	}
+}

@@ -210,7 +210,10 @@ function main() {
       if (n.type === 'ERROR' || n.isMissing) {
         bad += 1;
         if (bad <= 5) {
-          const what = n.isMissing ? `missing "${n.type}"` : `syntax error near "${text.slice(n.startIndex, n.startIndex + 40).split('\n')[0]}"`;
+          const what = n.isMissing
+            ? `missing "${n.type}"`
+            : `syntax error in lines ${n.startPosition.row + 1}-${n.endPosition.row + 1} ` +
+              `(the parser could not match "${text.slice(n.startIndex, n.startIndex + 40).split('\n')[0]}"...)`;
           problem(`${where(f, n)}: parse: ${what}`);
         }
       }

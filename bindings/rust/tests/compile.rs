@@ -397,3 +397,32 @@ fn one_compiler_shared_by_threads() {
     assert!(keys.iter().all(|k| k == &keys[0]));
     assert_eq!(cache.stats().unwrap().compiles, 1);
 }
+
+#[test]
+fn an_unreachable_remote_tier_never_fails_a_compile() {
+    let dir = TempDir::new("remote");
+    let cache = Cache::open(&CacheOptions {
+        remote_url: Some("redis://127.0.0.1:1".to_string()),
+        remote_read_only: true,
+        ..CacheOptions::in_dir(dir.path())
+    })
+    .unwrap();
+    let compiler = Compiler::new(Some(&cache), 0).unwrap();
+    assert_eq!(
+        compiler.compile(SAXPY, Some(&opts())).unwrap().tier(),
+        Tier::Compiled
+    );
+    assert_eq!(
+        compiler.compile(SAXPY, Some(&opts())).unwrap().tier(),
+        Tier::Memory
+    );
+    assert_eq!(
+        Cache::open(&CacheOptions {
+            remote_url: Some("a\0b".into()),
+            ..Default::default()
+        })
+        .unwrap_err()
+        .status(),
+        Status::InvalidArgument
+    );
+}

@@ -104,6 +104,8 @@ pub struct kjit_cache_options {
     pub memory_max_bytes: u64,
     pub read_only: c_int,
     pub memory_only: c_int,
+    pub remote_url: *const c_char,
+    pub remote_read_only: c_int,
 }
 
 pub const KJIT_DISK_OK: c_int = 0;
@@ -199,6 +201,149 @@ impl kjit_launch_config {
         cluster: [0, 0, 0],
         cooperative: 0,
     };
+}
+
+// ---- gemm.h ------------------------------------------------------------------------------
+
+pub const KJIT_GEMM_DTYPE_DEFAULT: i32 = 0;
+pub const KJIT_GEMM_F32: i32 = 1;
+pub const KJIT_GEMM_F16: i32 = 2;
+pub const KJIT_GEMM_BF16: i32 = 3;
+pub const KJIT_GEMM_F8_E4M3: i32 = 4;
+pub const KJIT_GEMM_F8_E5M2: i32 = 5;
+pub const KJIT_GEMM_F64: i32 = 6;
+
+pub const KJIT_GEMM_COMPUTE_DEFAULT: i32 = 0;
+pub const KJIT_GEMM_COMPUTE_F32: i32 = 1;
+pub const KJIT_GEMM_COMPUTE_TF32: i32 = 2;
+pub const KJIT_GEMM_COMPUTE_F16: i32 = 3;
+pub const KJIT_GEMM_COMPUTE_F64: i32 = 4;
+pub const KJIT_GEMM_COMPUTE_F32_FAST_F16: i32 = 5;
+pub const KJIT_GEMM_COMPUTE_F32_FAST_BF16: i32 = 6;
+
+pub const KJIT_GEMM_COL_MAJOR: i32 = 0;
+pub const KJIT_GEMM_ROW_MAJOR: i32 = 1;
+pub const KJIT_GEMM_OP_N: i32 = 0;
+pub const KJIT_GEMM_OP_T: i32 = 1;
+
+pub const KJIT_GEMM_EPILOGUE_NONE: i32 = 0;
+pub const KJIT_GEMM_EPILOGUE_BIAS: i32 = 1;
+pub const KJIT_GEMM_EPILOGUE_RELU: i32 = 2;
+pub const KJIT_GEMM_EPILOGUE_RELU_BIAS: i32 = 3;
+pub const KJIT_GEMM_EPILOGUE_GELU: i32 = 4;
+pub const KJIT_GEMM_EPILOGUE_GELU_BIAS: i32 = 5;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct kjit_gemm_desc {
+    pub struct_size: u32,
+    pub order: i32,
+    pub trans_a: i32,
+    pub trans_b: i32,
+    pub m: i64,
+    pub n: i64,
+    pub k: i64,
+    pub lda: i64,
+    pub ldb: i64,
+    pub ldc: i64,
+    pub ldd: i64,
+    pub a_type: i32,
+    pub b_type: i32,
+    pub c_type: i32,
+    pub d_type: i32,
+    pub compute: i32,
+    pub epilogue: i32,
+    pub bias_type: i32,
+    pub reserved0: i32,
+    pub batch_count: i64,
+    pub stride_a: i64,
+    pub stride_b: i64,
+    pub stride_c: i64,
+    pub stride_d: i64,
+    pub stride_bias: i64,
+    pub alpha: c_double,
+    pub beta: c_double,
+    pub a_scale: *const c_void,
+    pub b_scale: *const c_void,
+    pub d_scale: *const c_void,
+}
+
+impl kjit_gemm_desc {
+    /// Same as `KJIT_GEMM_DESC_INIT`.
+    pub const INIT: kjit_gemm_desc = kjit_gemm_desc {
+        struct_size: std::mem::size_of::<kjit_gemm_desc>() as u32,
+        order: KJIT_GEMM_COL_MAJOR,
+        trans_a: KJIT_GEMM_OP_N,
+        trans_b: KJIT_GEMM_OP_N,
+        m: 0,
+        n: 0,
+        k: 0,
+        lda: 0,
+        ldb: 0,
+        ldc: 0,
+        ldd: 0,
+        a_type: KJIT_GEMM_DTYPE_DEFAULT,
+        b_type: KJIT_GEMM_DTYPE_DEFAULT,
+        c_type: KJIT_GEMM_DTYPE_DEFAULT,
+        d_type: KJIT_GEMM_DTYPE_DEFAULT,
+        compute: KJIT_GEMM_COMPUTE_DEFAULT,
+        epilogue: KJIT_GEMM_EPILOGUE_NONE,
+        bias_type: KJIT_GEMM_DTYPE_DEFAULT,
+        reserved0: 0,
+        batch_count: 1,
+        stride_a: 0,
+        stride_b: 0,
+        stride_c: 0,
+        stride_d: 0,
+        stride_bias: 0,
+        alpha: 1.0,
+        beta: 0.0,
+        a_scale: std::ptr::null(),
+        b_scale: std::ptr::null(),
+        d_scale: std::ptr::null(),
+    };
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct kjit_gemm_options {
+    pub struct_size: u32,
+    pub plan_capacity: u32,
+    pub autotune: c_int,
+    pub autotune_candidates: u32,
+    pub autotune_warmup: u32,
+    pub autotune_reps: u32,
+    pub max_workspace_bytes: u64,
+}
+
+impl kjit_gemm_options {
+    /// Same as `KJIT_GEMM_OPTIONS_INIT`.
+    pub const INIT: kjit_gemm_options = kjit_gemm_options {
+        struct_size: std::mem::size_of::<kjit_gemm_options>() as u32,
+        plan_capacity: 0,
+        autotune: 0,
+        autotune_candidates: 0,
+        autotune_warmup: 0,
+        autotune_reps: 0,
+        max_workspace_bytes: 0,
+    };
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct kjit_gemm_stats {
+    pub struct_size: u32,
+    pub runs: u64,
+    pub memory_hits: u64,
+    pub disk_hits: u64,
+    pub misses: u64,
+    pub heuristic_queries: u64,
+    pub autotunes: u64,
+    pub disk_rejected: u64,
+    pub disk_writes: u64,
+    pub evictions: u64,
+    pub plans: u64,
+    pub workspace_bytes: u64,
 }
 
 extern "C" {
@@ -440,6 +585,37 @@ extern "C" {
         buffer: *const c_void,
         size: usize,
     ) -> kjit_status;
+    // gemm.h
+    pub fn kjit_gemm_desc_init(desc: *mut kjit_gemm_desc);
+    pub fn kjit_gemm_options_init(opts: *mut kjit_gemm_options);
+    pub fn kjit_gemm_create(
+        cache: *mut kjit_cache,
+        device: c_int,
+        options: *const kjit_gemm_options,
+        out: *mut *mut kjit_gemm,
+    ) -> kjit_status;
+    pub fn kjit_gemm_destroy(gemm: *mut kjit_gemm);
+    pub fn kjit_gemm_check(
+        desc: *const kjit_gemm_desc,
+        a: *const c_void,
+        b: *const c_void,
+        c: *const c_void,
+        d: *const c_void,
+        bias: *const c_void,
+    ) -> kjit_status;
+    pub fn kjit_gemm_run(
+        gemm: *mut kjit_gemm,
+        desc: *const kjit_gemm_desc,
+        a: *const c_void,
+        b: *const c_void,
+        c: *const c_void,
+        d: *mut c_void,
+        bias: *const c_void,
+        stream: *mut c_void,
+    ) -> kjit_status;
+    pub fn kjit_gemm_clear_plans(gemm: *mut kjit_gemm) -> kjit_status;
+    pub fn kjit_gemm_stats_get(gemm: *const kjit_gemm, stats: *mut kjit_gemm_stats) -> kjit_status;
+    pub fn kjit_cublaslt_version(out: *mut usize) -> kjit_status;
 }
 
 #[cfg(test)]
@@ -456,13 +632,23 @@ mod tests {
         assert_eq!(offset_of!(kjit_launch_config, stream), 32);
         assert_eq!(offset_of!(kjit_launch_config, cluster), 40);
         assert_eq!(offset_of!(kjit_launch_config, cooperative), 52);
-        assert_eq!(size_of::<kjit_cache_options>(), 40);
+        assert_eq!(size_of::<kjit_cache_options>(), 56);
         assert_eq!(offset_of!(kjit_cache_options, memory_only), 36);
+        assert_eq!(offset_of!(kjit_cache_options, remote_url), 40);
+        assert_eq!(offset_of!(kjit_cache_options, remote_read_only), 48);
         assert_eq!(size_of::<kjit_cache_stats>(), 408);
         assert_eq!(offset_of!(kjit_cache_stats, compile_ms_saved), 88);
         assert_eq!(offset_of!(kjit_cache_stats, message), 152);
         assert_eq!(size_of::<kjit_cache_entry_info>(), 64);
         assert_eq!(size_of::<kjit_kernel_attributes>(), 36);
+        assert_eq!(size_of::<kjit_gemm_desc>(), 192);
+        assert_eq!(offset_of!(kjit_gemm_desc, m), 16);
+        assert_eq!(offset_of!(kjit_gemm_desc, a_type), 72);
+        assert_eq!(offset_of!(kjit_gemm_desc, batch_count), 104);
+        assert_eq!(offset_of!(kjit_gemm_desc, alpha), 152);
+        assert_eq!(offset_of!(kjit_gemm_desc, d_scale), 184);
+        assert_eq!(size_of::<kjit_gemm_options>(), 32);
+        assert_eq!(size_of::<kjit_gemm_stats>(), 96);
     }
 
     // The *_init functions write the library's struct, which may be newer and larger than
@@ -490,7 +676,8 @@ mod tests {
         unsafe { kjit_cache_options_init(big.0.as_mut_ptr() as *mut kjit_cache_options) };
         let o = unsafe { *(big.0.as_ptr() as *const kjit_cache_options) };
         assert!(o.struct_size as usize >= size_of::<kjit_cache_options>());
-        assert!(o.directory.is_null());
+        assert!(o.directory.is_null() && o.remote_url.is_null());
+        assert_eq!(o.remote_read_only, 0);
         assert_eq!(
             (
                 o.max_size_bytes,
@@ -500,6 +687,22 @@ mod tests {
             ),
             (0, 0, 0, 0)
         );
+    }
+
+    #[test]
+    fn gemm_inits_match_the_library() {
+        let mut big = Big([0xAB; 1024]);
+        unsafe { kjit_gemm_desc_init(big.0.as_mut_ptr() as *mut kjit_gemm_desc) };
+        let mut d = unsafe { *(big.0.as_ptr() as *const kjit_gemm_desc) };
+        assert!(d.struct_size >= kjit_gemm_desc::INIT.struct_size);
+        d.struct_size = kjit_gemm_desc::INIT.struct_size;
+        assert_eq!(d, kjit_gemm_desc::INIT);
+        let mut big = Big([0xAB; 1024]);
+        unsafe { kjit_gemm_options_init(big.0.as_mut_ptr() as *mut kjit_gemm_options) };
+        let mut o = unsafe { *(big.0.as_ptr() as *const kjit_gemm_options) };
+        assert!(o.struct_size >= kjit_gemm_options::INIT.struct_size);
+        o.struct_size = kjit_gemm_options::INIT.struct_size;
+        assert_eq!(o, kjit_gemm_options::INIT);
     }
 
     #[test]

@@ -1,0 +1,618 @@
+# Raw ccall layer: one Julia function per public C function, named and typed as in
+# include/kjit/*.h, and the C structs with identical layouts. Generated from the headers
+# and checked against them and against libkjit.so by tools/julia_check.
+module LibKJit
+
+"Library name passed to every ccall. KJit.__init__ loads ENV[\"KJIT_LIB\"] first when set."
+const libkjit = "libkjit.so.0"
+
+"C struct `kjit_cache_options` (cache.h)."
+struct kjit_cache_options
+    struct_size::UInt32
+    directory::Ptr{UInt8}
+    max_size_bytes::UInt64
+    memory_max_bytes::UInt64
+    read_only::Cint
+    memory_only::Cint
+    remote_url::Ptr{UInt8}
+    remote_read_only::Cint
+end
+
+"C struct `kjit_cache_stats` (cache.h)."
+struct kjit_cache_stats
+    struct_size::UInt32
+    disk_state::Cint
+    memory_hits::UInt64
+    disk_hits::UInt64
+    remote_hits::UInt64
+    misses::UInt64
+    compiles::UInt64
+    stores::UInt64
+    store_failures::UInt64
+    corrupt_entries::UInt64
+    evictions::UInt64
+    waits::UInt64
+    compile_ms_saved::Cdouble
+    memory_entries::UInt64
+    memory_bytes::UInt64
+    disk_entries::UInt64
+    disk_bytes::UInt64
+    max_size_bytes::UInt64
+    remote_errors::UInt64
+    remote_timeouts::UInt64
+    message::NTuple{256,Cchar}
+end
+
+"C struct `kjit_cache_entry_info` (cache.h)."
+struct kjit_cache_entry_info
+    struct_size::UInt32
+    key::Ptr{UInt8}
+    target::Ptr{UInt8}
+    kernels::Ptr{UInt8}
+    bytes::UInt64
+    created::Int64
+    last_used::Int64
+    compile_ms::Cdouble
+end
+
+"C struct `kjit_kernel_attributes` (kernel.h)."
+struct kjit_kernel_attributes
+    struct_size::UInt32
+    num_regs::Cint
+    static_shared_bytes::Cint
+    const_bytes::Cint
+    local_bytes::Cint
+    max_threads_per_block::Cint
+    max_dynamic_shared_bytes::Cint
+    ptx_version::Cint
+    binary_version::Cint
+end
+
+"C struct `kjit_launch_config` (kernel.h)."
+struct kjit_launch_config
+    struct_size::UInt32
+    grid::NTuple{3,UInt32}
+    block::NTuple{3,UInt32}
+    shared_bytes::UInt32
+    stream::Ptr{Cvoid}
+    cluster::NTuple{3,UInt32}
+    cooperative::Cint
+end
+
+"C struct `kjit_gemm_desc` (gemm.h)."
+struct kjit_gemm_desc
+    struct_size::UInt32
+    order::Int32
+    trans_a::Int32
+    trans_b::Int32
+    m::Int64
+    n::Int64
+    k::Int64
+    lda::Int64
+    ldb::Int64
+    ldc::Int64
+    ldd::Int64
+    a_type::Int32
+    b_type::Int32
+    c_type::Int32
+    d_type::Int32
+    compute::Int32
+    epilogue::Int32
+    bias_type::Int32
+    reserved0::Int32
+    batch_count::Int64
+    stride_a::Int64
+    stride_b::Int64
+    stride_c::Int64
+    stride_d::Int64
+    stride_bias::Int64
+    alpha::Cdouble
+    beta::Cdouble
+    a_scale::Ptr{Cvoid}
+    b_scale::Ptr{Cvoid}
+    d_scale::Ptr{Cvoid}
+end
+
+"C struct `kjit_gemm_options` (gemm.h)."
+struct kjit_gemm_options
+    struct_size::UInt32
+    plan_capacity::UInt32
+    autotune::Cint
+    autotune_candidates::UInt32
+    autotune_warmup::UInt32
+    autotune_reps::UInt32
+    max_workspace_bytes::UInt64
+end
+
+"C struct `kjit_gemm_stats` (gemm.h)."
+struct kjit_gemm_stats
+    struct_size::UInt32
+    runs::UInt64
+    memory_hits::UInt64
+    disk_hits::UInt64
+    misses::UInt64
+    heuristic_queries::UInt64
+    autotunes::UInt64
+    disk_rejected::UInt64
+    disk_writes::UInt64
+    evictions::UInt64
+    plans::UInt64
+    workspace_bytes::UInt64
+end
+
+# ---- common.h --------------------------------------------------------------
+
+"`int kjit_version(void)`"
+kjit_version() = ccall((:kjit_version, libkjit), Cint, ())
+
+"`const char* kjit_version_string(void)`"
+kjit_version_string() = ccall((:kjit_version_string, libkjit), Ptr{UInt8}, ())
+
+"`const char* kjit_status_string(int status)`"
+kjit_status_string(status) = ccall((:kjit_status_string, libkjit), Ptr{UInt8}, (Cint,), status)
+
+"`const char* kjit_last_error(void)`"
+kjit_last_error() = ccall((:kjit_last_error, libkjit), Ptr{UInt8}, ())
+
+"`kjit_status kjit_nvrtc_version(const char** out)`"
+kjit_nvrtc_version(out) = ccall((:kjit_nvrtc_version, libkjit), Cint, (Ptr{Ptr{UInt8}},), out)
+
+"`void kjit_set_log_callback(kjit_log_fn fn, void* user)`"
+kjit_set_log_callback(fn, user) =
+    ccall((:kjit_set_log_callback, libkjit), Cvoid,
+          (Ptr{Cvoid}, Ptr{Cvoid}),
+          fn, user)
+
+# ---- compile.h -------------------------------------------------------------
+
+"`kjit_status kjit_options_create(kjit_options** out)`"
+kjit_options_create(out) = ccall((:kjit_options_create, libkjit), Cint, (Ptr{Ptr{Cvoid}},), out)
+
+"`kjit_status kjit_options_clone(const kjit_options* src, kjit_options** out)`"
+kjit_options_clone(src, out) =
+    ccall((:kjit_options_clone, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+          src, out)
+
+"`void kjit_options_destroy(kjit_options* opts)`"
+kjit_options_destroy(opts) = ccall((:kjit_options_destroy, libkjit), Cvoid, (Ptr{Cvoid},), opts)
+
+"`kjit_status kjit_options_set_target(kjit_options* opts, const char* target)`"
+kjit_options_set_target(opts, target) =
+    ccall((:kjit_options_set_target, libkjit), Cint,
+          (Ptr{Cvoid}, Cstring),
+          opts, target)
+
+"`kjit_status kjit_options_set_device(kjit_options* opts, int device)`"
+kjit_options_set_device(opts, device) =
+    ccall((:kjit_options_set_device, libkjit), Cint,
+          (Ptr{Cvoid}, Cint),
+          opts, device)
+
+"`kjit_status kjit_options_set_outputs(kjit_options* opts, unsigned outputs)`"
+kjit_options_set_outputs(opts, outputs) =
+    ccall((:kjit_options_set_outputs, libkjit), Cint,
+          (Ptr{Cvoid}, Cuint),
+          opts, outputs)
+
+"`kjit_status kjit_options_set_name(kjit_options* opts, const char* name)`"
+kjit_options_set_name(opts, name) =
+    ccall((:kjit_options_set_name, libkjit), Cint,
+          (Ptr{Cvoid}, Cstring),
+          opts, name)
+
+"`kjit_status kjit_options_add(kjit_options* opts, const char* option)`"
+kjit_options_add(opts, option) =
+    ccall((:kjit_options_add, libkjit), Cint,
+          (Ptr{Cvoid}, Cstring),
+          opts, option)
+
+"`kjit_status kjit_options_add_define(kjit_options* opts, const char* name, const char* value)`"
+kjit_options_add_define(opts, name, value) =
+    ccall((:kjit_options_add_define, libkjit), Cint,
+          (Ptr{Cvoid}, Cstring, Ptr{UInt8}),
+          opts, name, value)
+
+"`kjit_status kjit_options_add_include_path(kjit_options* opts, const char* path)`"
+kjit_options_add_include_path(opts, path) =
+    ccall((:kjit_options_add_include_path, libkjit), Cint,
+          (Ptr{Cvoid}, Cstring),
+          opts, path)
+
+"`kjit_status kjit_options_add_header(kjit_options* opts, const char* name, const char* contents)`"
+kjit_options_add_header(opts, name, contents) =
+    ccall((:kjit_options_add_header, libkjit), Cint,
+          (Ptr{Cvoid}, Cstring, Cstring),
+          opts, name, contents)
+
+"`kjit_status kjit_options_add_name_expression(kjit_options* opts, const char* expr)`"
+kjit_options_add_name_expression(opts, expr) =
+    ccall((:kjit_options_add_name_expression, libkjit), Cint,
+          (Ptr{Cvoid}, Cstring),
+          opts, expr)
+
+"`kjit_status kjit_compiler_create(kjit_cache* cache, unsigned threads, kjit_compiler** out)`"
+kjit_compiler_create(cache, threads, out) =
+    ccall((:kjit_compiler_create, libkjit), Cint,
+          (Ptr{Cvoid}, Cuint, Ptr{Ptr{Cvoid}}),
+          cache, threads, out)
+
+"`void kjit_compiler_destroy(kjit_compiler* compiler)`"
+kjit_compiler_destroy(compiler) =
+    ccall((:kjit_compiler_destroy, libkjit), Cvoid,
+          (Ptr{Cvoid},),
+          compiler)
+
+"`kjit_status kjit_compile(kjit_compiler* compiler, const char* source, const kjit_options* opts, kjit_binary** out)`"
+kjit_compile(compiler, source, opts, out) =
+    ccall((:kjit_compile, libkjit), Cint,
+          (Ptr{Cvoid}, Cstring, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+          compiler, source, opts, out)
+
+"`kjit_status kjit_compile_async(kjit_compiler* compiler, const char* source, const kjit_options* opts, kjit_future** out)`"
+kjit_compile_async(compiler, source, opts, out) =
+    ccall((:kjit_compile_async, libkjit), Cint,
+          (Ptr{Cvoid}, Cstring, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+          compiler, source, opts, out)
+
+"`kjit_status kjit_future_wait(kjit_future* future, int64_t timeout_ms, kjit_binary** out)`"
+kjit_future_wait(future, timeout_ms, out) =
+    ccall((:kjit_future_wait, libkjit), Cint,
+          (Ptr{Cvoid}, Int64, Ptr{Ptr{Cvoid}}),
+          future, timeout_ms, out)
+
+"`int kjit_future_ready(const kjit_future* future)`"
+kjit_future_ready(future) = ccall((:kjit_future_ready, libkjit), Cint, (Ptr{Cvoid},), future)
+
+"`kjit_status kjit_future_cancel(kjit_future* future)`"
+kjit_future_cancel(future) = ccall((:kjit_future_cancel, libkjit), Cint, (Ptr{Cvoid},), future)
+
+"`void kjit_future_destroy(kjit_future* future)`"
+kjit_future_destroy(future) = ccall((:kjit_future_destroy, libkjit), Cvoid, (Ptr{Cvoid},), future)
+
+"`kjit_status kjit_compile_many(kjit_compiler* compiler, size_t count, const char* const* sources, const kjit_options* const* opts, kjit_binary** outs, kjit_status* statuses)`"
+kjit_compile_many(compiler, count, sources, opts, outs, statuses) =
+    ccall((:kjit_compile_many, libkjit), Cint,
+          (Ptr{Cvoid}, Csize_t, Ptr{Ptr{UInt8}}, Ptr{Ptr{Cvoid}}, Ptr{Ptr{Cvoid}}, Ptr{Cint}),
+          compiler, count, sources, opts, outs, statuses)
+
+"`void kjit_binary_destroy(kjit_binary* binary)`"
+kjit_binary_destroy(binary) = ccall((:kjit_binary_destroy, libkjit), Cvoid, (Ptr{Cvoid},), binary)
+
+"`kjit_status kjit_binary_status(const kjit_binary* binary)`"
+kjit_binary_status(binary) = ccall((:kjit_binary_status, libkjit), Cint, (Ptr{Cvoid},), binary)
+
+"`const void* kjit_binary_data(const kjit_binary* binary, int kind, size_t* size)`"
+kjit_binary_data(binary, kind, size) =
+    ccall((:kjit_binary_data, libkjit), Ptr{Cvoid},
+          (Ptr{Cvoid}, Cint, Ptr{Csize_t}),
+          binary, kind, size)
+
+"`const char* kjit_binary_log(const kjit_binary* binary)`"
+kjit_binary_log(binary) = ccall((:kjit_binary_log, libkjit), Ptr{UInt8}, (Ptr{Cvoid},), binary)
+
+"`const char* kjit_binary_target(const kjit_binary* binary)`"
+kjit_binary_target(binary) =
+    ccall((:kjit_binary_target, libkjit), Ptr{UInt8},
+          (Ptr{Cvoid},),
+          binary)
+
+"`const char* kjit_binary_key(const kjit_binary* binary)`"
+kjit_binary_key(binary) = ccall((:kjit_binary_key, libkjit), Ptr{UInt8}, (Ptr{Cvoid},), binary)
+
+"`int kjit_binary_tier(const kjit_binary* binary)`"
+kjit_binary_tier(binary) = ccall((:kjit_binary_tier, libkjit), Cint, (Ptr{Cvoid},), binary)
+
+"`double kjit_binary_compile_ms(const kjit_binary* binary)`"
+kjit_binary_compile_ms(binary) =
+    ccall((:kjit_binary_compile_ms, libkjit), Cdouble,
+          (Ptr{Cvoid},),
+          binary)
+
+"`const char* kjit_binary_lowered_name(const kjit_binary* binary, const char* expr)`"
+kjit_binary_lowered_name(binary, expr) =
+    ccall((:kjit_binary_lowered_name, libkjit), Ptr{UInt8},
+          (Ptr{Cvoid}, Cstring),
+          binary, expr)
+
+"`size_t kjit_binary_name_count(const kjit_binary* binary)`"
+kjit_binary_name_count(binary) =
+    ccall((:kjit_binary_name_count, libkjit), Csize_t,
+          (Ptr{Cvoid},),
+          binary)
+
+"`const char* kjit_binary_name_expression(const kjit_binary* binary, size_t index)`"
+kjit_binary_name_expression(binary, index) =
+    ccall((:kjit_binary_name_expression, libkjit), Ptr{UInt8},
+          (Ptr{Cvoid}, Csize_t),
+          binary, index)
+
+"`const char* kjit_binary_lowered_name_at(const kjit_binary* binary, size_t index)`"
+kjit_binary_lowered_name_at(binary, index) =
+    ccall((:kjit_binary_lowered_name_at, libkjit), Ptr{UInt8},
+          (Ptr{Cvoid}, Csize_t),
+          binary, index)
+
+"`size_t kjit_binary_kernel_count(const kjit_binary* binary)`"
+kjit_binary_kernel_count(binary) =
+    ccall((:kjit_binary_kernel_count, libkjit), Csize_t,
+          (Ptr{Cvoid},),
+          binary)
+
+"`const char* kjit_binary_kernel_name(const kjit_binary* binary, size_t index)`"
+kjit_binary_kernel_name(binary, index) =
+    ccall((:kjit_binary_kernel_name, libkjit), Ptr{UInt8},
+          (Ptr{Cvoid}, Csize_t),
+          binary, index)
+
+"`const char* kjit_binary_metadata_json(const kjit_binary* binary)`"
+kjit_binary_metadata_json(binary) =
+    ccall((:kjit_binary_metadata_json, libkjit), Ptr{UInt8},
+          (Ptr{Cvoid},),
+          binary)
+
+"`kjit_status kjit_hash_source(const char* data, size_t len, char out_hex[65])`"
+kjit_hash_source(data, len, out_hex) =
+    ccall((:kjit_hash_source, libkjit), Cint,
+          (Ptr{UInt8}, Csize_t, Ptr{UInt8}),
+          data, len, out_hex)
+
+"`kjit_status kjit_hash_options(const char* const* options, size_t count, char out_hex[65])`"
+kjit_hash_options(options, count, out_hex) =
+    ccall((:kjit_hash_options, libkjit), Cint,
+          (Ptr{Ptr{UInt8}}, Csize_t, Ptr{UInt8}),
+          options, count, out_hex)
+
+"`kjit_status kjit_compute_key(const char* source, const kjit_options* opts, char out_hex[65])`"
+kjit_compute_key(source, opts, out_hex) =
+    ccall((:kjit_compute_key, libkjit), Cint,
+          (Cstring, Ptr{Cvoid}, Ptr{UInt8}),
+          source, opts, out_hex)
+
+# ---- cache.h ---------------------------------------------------------------
+
+"`void kjit_cache_options_init(kjit_cache_options* opts)`"
+kjit_cache_options_init(opts) =
+    ccall((:kjit_cache_options_init, libkjit), Cvoid,
+          (Ptr{kjit_cache_options},),
+          opts)
+
+"`kjit_status kjit_cache_open(const kjit_cache_options* opts, kjit_cache** out)`"
+kjit_cache_open(opts, out) =
+    ccall((:kjit_cache_open, libkjit), Cint,
+          (Ptr{kjit_cache_options}, Ptr{Ptr{Cvoid}}),
+          opts, out)
+
+"`void kjit_cache_close(kjit_cache* cache)`"
+kjit_cache_close(cache) = ccall((:kjit_cache_close, libkjit), Cvoid, (Ptr{Cvoid},), cache)
+
+"`const char* kjit_cache_directory(const kjit_cache* cache)`"
+kjit_cache_directory(cache) =
+    ccall((:kjit_cache_directory, libkjit), Ptr{UInt8},
+          (Ptr{Cvoid},),
+          cache)
+
+"`kjit_status kjit_cache_stats_get(kjit_cache* cache, kjit_cache_stats* stats)`"
+kjit_cache_stats_get(cache, stats) =
+    ccall((:kjit_cache_stats_get, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{kjit_cache_stats}),
+          cache, stats)
+
+"`kjit_status kjit_cache_clear_memory(kjit_cache* cache)`"
+kjit_cache_clear_memory(cache) =
+    ccall((:kjit_cache_clear_memory, libkjit), Cint,
+          (Ptr{Cvoid},),
+          cache)
+
+"`kjit_status kjit_cache_clear(kjit_cache* cache)`"
+kjit_cache_clear(cache) = ccall((:kjit_cache_clear, libkjit), Cint, (Ptr{Cvoid},), cache)
+
+"`kjit_status kjit_cache_get(kjit_cache* cache, const char* key_hex, kjit_binary** out)`"
+kjit_cache_get(cache, key_hex, out) =
+    ccall((:kjit_cache_get, libkjit), Cint,
+          (Ptr{Cvoid}, Cstring, Ptr{Ptr{Cvoid}}),
+          cache, key_hex, out)
+
+"`kjit_status kjit_cache_put(kjit_cache* cache, const kjit_binary* binary)`"
+kjit_cache_put(cache, binary) =
+    ccall((:kjit_cache_put, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{Cvoid}),
+          cache, binary)
+
+"`kjit_status kjit_cache_remove(kjit_cache* cache, const char* key_hex)`"
+kjit_cache_remove(cache, key_hex) =
+    ccall((:kjit_cache_remove, libkjit), Cint,
+          (Ptr{Cvoid}, Cstring),
+          cache, key_hex)
+
+"`kjit_status kjit_cache_list(kjit_cache* cache, kjit_cache_list_fn fn, void* user)`"
+kjit_cache_list(cache, fn, user) =
+    ccall((:kjit_cache_list, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}),
+          cache, fn, user)
+
+"`kjit_status kjit_cache_verify(kjit_cache* cache, uint64_t* checked, uint64_t* bad)`"
+kjit_cache_verify(cache, checked, bad) =
+    ccall((:kjit_cache_verify, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{UInt64}, Ptr{UInt64}),
+          cache, checked, bad)
+
+"`kjit_status kjit_cache_prune(kjit_cache* cache, uint64_t max_bytes, uint64_t* removed)`"
+kjit_cache_prune(cache, max_bytes, removed) =
+    ccall((:kjit_cache_prune, libkjit), Cint,
+          (Ptr{Cvoid}, UInt64, Ptr{UInt64}),
+          cache, max_bytes, removed)
+
+"`kjit_status kjit_cache_export(kjit_cache* cache, const char* path, uint64_t* count)`"
+kjit_cache_export(cache, path, count) =
+    ccall((:kjit_cache_export, libkjit), Cint,
+          (Ptr{Cvoid}, Cstring, Ptr{UInt64}),
+          cache, path, count)
+
+"`kjit_status kjit_cache_import(kjit_cache* cache, const char* path, uint64_t* imported, uint64_t* rejected)`"
+kjit_cache_import(cache, path, imported, rejected) =
+    ccall((:kjit_cache_import, libkjit), Cint,
+          (Ptr{Cvoid}, Cstring, Ptr{UInt64}, Ptr{UInt64}),
+          cache, path, imported, rejected)
+
+# ---- kernel.h --------------------------------------------------------------
+
+"`kjit_status kjit_device_count(int* count)`"
+kjit_device_count(count) = ccall((:kjit_device_count, libkjit), Cint, (Ptr{Cint},), count)
+
+"`kjit_status kjit_device_arch(int device, char* out, size_t size)`"
+kjit_device_arch(device, out, size) =
+    ccall((:kjit_device_arch, libkjit), Cint,
+          (Cint, Ptr{UInt8}, Csize_t),
+          device, out, size)
+
+"`kjit_status kjit_device_name(int device, char* out, size_t size)`"
+kjit_device_name(device, out, size) =
+    ccall((:kjit_device_name, libkjit), Cint,
+          (Cint, Ptr{UInt8}, Csize_t),
+          device, out, size)
+
+"`kjit_status kjit_driver_version(int* version)`"
+kjit_driver_version(version) = ccall((:kjit_driver_version, libkjit), Cint, (Ptr{Cint},), version)
+
+"`kjit_status kjit_kernel_create(kjit_compiler* compiler, const char* source, const char* name, const kjit_options* opts, int device, unsigned flags, kjit_kernel** out, kjit_binary** log_out)`"
+kjit_kernel_create(compiler, source, name, opts, device, flags, out, log_out) =
+    ccall((:kjit_kernel_create, libkjit), Cint,
+          (Ptr{Cvoid}, Cstring, Cstring, Ptr{Cvoid}, Cint, Cuint, Ptr{Ptr{Cvoid}}, Ptr{Ptr{Cvoid}}),
+          compiler, source, name, opts, device, flags, out, log_out)
+
+"`kjit_status kjit_kernel_from_binary(const kjit_binary* binary, const char* name, int device, unsigned flags, kjit_kernel** out)`"
+kjit_kernel_from_binary(binary, name, device, flags, out) =
+    ccall((:kjit_kernel_from_binary, libkjit), Cint,
+          (Ptr{Cvoid}, Cstring, Cint, Cuint, Ptr{Ptr{Cvoid}}),
+          binary, name, device, flags, out)
+
+"`void kjit_kernel_destroy(kjit_kernel* kernel)`"
+kjit_kernel_destroy(kernel) = ccall((:kjit_kernel_destroy, libkjit), Cvoid, (Ptr{Cvoid},), kernel)
+
+"`int kjit_kernel_load_path(const kjit_kernel* kernel)`"
+kjit_kernel_load_path(kernel) =
+    ccall((:kjit_kernel_load_path, libkjit), Cint,
+          (Ptr{Cvoid},),
+          kernel)
+
+"`const char* kjit_kernel_symbol(const kjit_kernel* kernel)`"
+kjit_kernel_symbol(kernel) =
+    ccall((:kjit_kernel_symbol, libkjit), Ptr{UInt8},
+          (Ptr{Cvoid},),
+          kernel)
+
+"`kjit_status kjit_kernel_param_count(const kjit_kernel* kernel, size_t* count)`"
+kjit_kernel_param_count(kernel, count) =
+    ccall((:kjit_kernel_param_count, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{Csize_t}),
+          kernel, count)
+
+"`kjit_status kjit_kernel_param_info(const kjit_kernel* kernel, size_t index, size_t* offset, size_t* size)`"
+kjit_kernel_param_info(kernel, index, offset, size) =
+    ccall((:kjit_kernel_param_info, libkjit), Cint,
+          (Ptr{Cvoid}, Csize_t, Ptr{Csize_t}, Ptr{Csize_t}),
+          kernel, index, offset, size)
+
+"`kjit_status kjit_kernel_param_buffer_size(const kjit_kernel* kernel, size_t* size)`"
+kjit_kernel_param_buffer_size(kernel, size) =
+    ccall((:kjit_kernel_param_buffer_size, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{Csize_t}),
+          kernel, size)
+
+"`kjit_status kjit_kernel_get_attributes(const kjit_kernel* kernel, kjit_kernel_attributes* attrs)`"
+kjit_kernel_get_attributes(kernel, attrs) =
+    ccall((:kjit_kernel_get_attributes, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{kjit_kernel_attributes}),
+          kernel, attrs)
+
+"`kjit_status kjit_kernel_set_max_dynamic_shared(kjit_kernel* kernel, int bytes)`"
+kjit_kernel_set_max_dynamic_shared(kernel, bytes) =
+    ccall((:kjit_kernel_set_max_dynamic_shared, libkjit), Cint,
+          (Ptr{Cvoid}, Cint),
+          kernel, bytes)
+
+"`kjit_status kjit_kernel_occupancy(const kjit_kernel* kernel, int block_size, size_t dynamic_shared, int* blocks_per_sm)`"
+kjit_kernel_occupancy(kernel, block_size, dynamic_shared, blocks_per_sm) =
+    ccall((:kjit_kernel_occupancy, libkjit), Cint,
+          (Ptr{Cvoid}, Cint, Csize_t, Ptr{Cint}),
+          kernel, block_size, dynamic_shared, blocks_per_sm)
+
+"`kjit_status kjit_kernel_suggest_block_size(const kjit_kernel* kernel, size_t dynamic_shared, int* min_grid, int* block_size)`"
+kjit_kernel_suggest_block_size(kernel, dynamic_shared, min_grid, block_size) =
+    ccall((:kjit_kernel_suggest_block_size, libkjit), Cint,
+          (Ptr{Cvoid}, Csize_t, Ptr{Cint}, Ptr{Cint}),
+          kernel, dynamic_shared, min_grid, block_size)
+
+"`void kjit_launch_config_init(kjit_launch_config* cfg)`"
+kjit_launch_config_init(cfg) =
+    ccall((:kjit_launch_config_init, libkjit), Cvoid,
+          (Ptr{kjit_launch_config},),
+          cfg)
+
+"`kjit_status kjit_kernel_launch(kjit_kernel* kernel, const kjit_launch_config* cfg, void** args, size_t count)`"
+kjit_kernel_launch(kernel, cfg, args, count) =
+    ccall((:kjit_kernel_launch, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{kjit_launch_config}, Ptr{Ptr{Cvoid}}, Csize_t),
+          kernel, cfg, args, count)
+
+"`kjit_status kjit_kernel_launch_sized(kjit_kernel* kernel, const kjit_launch_config* cfg, void** args, const size_t* sizes, size_t count)`"
+kjit_kernel_launch_sized(kernel, cfg, args, sizes, count) =
+    ccall((:kjit_kernel_launch_sized, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{kjit_launch_config}, Ptr{Ptr{Cvoid}}, Ptr{Csize_t}, Csize_t),
+          kernel, cfg, args, sizes, count)
+
+"`kjit_status kjit_kernel_launch_packed(kjit_kernel* kernel, const kjit_launch_config* cfg, const void* buffer, size_t size)`"
+kjit_kernel_launch_packed(kernel, cfg, buffer, size) =
+    ccall((:kjit_kernel_launch_packed, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{kjit_launch_config}, Ptr{Cvoid}, Csize_t),
+          kernel, cfg, buffer, size)
+
+# ---- gemm.h ----------------------------------------------------------------
+
+"`void kjit_gemm_desc_init(kjit_gemm_desc* desc)`"
+kjit_gemm_desc_init(desc) =
+    ccall((:kjit_gemm_desc_init, libkjit), Cvoid,
+          (Ptr{kjit_gemm_desc},),
+          desc)
+
+"`void kjit_gemm_options_init(kjit_gemm_options* opts)`"
+kjit_gemm_options_init(opts) =
+    ccall((:kjit_gemm_options_init, libkjit), Cvoid,
+          (Ptr{kjit_gemm_options},),
+          opts)
+
+"`kjit_status kjit_gemm_create(kjit_cache* cache, int device, const kjit_gemm_options* options, kjit_gemm** out)`"
+kjit_gemm_create(cache, device, options, out) =
+    ccall((:kjit_gemm_create, libkjit), Cint,
+          (Ptr{Cvoid}, Cint, Ptr{kjit_gemm_options}, Ptr{Ptr{Cvoid}}),
+          cache, device, options, out)
+
+"`void kjit_gemm_destroy(kjit_gemm* gemm)`"
+kjit_gemm_destroy(gemm) = ccall((:kjit_gemm_destroy, libkjit), Cvoid, (Ptr{Cvoid},), gemm)
+
+"`kjit_status kjit_gemm_check(const kjit_gemm_desc* desc, const void* A, const void* B, const void* C, const void* D, const void* bias)`"
+kjit_gemm_check(desc, A, B, C, D, bias) =
+    ccall((:kjit_gemm_check, libkjit), Cint,
+          (Ptr{kjit_gemm_desc}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}),
+          desc, A, B, C, D, bias)
+
+"`kjit_status kjit_gemm_run(kjit_gemm* gemm, const kjit_gemm_desc* desc, const void* A, const void* B, const void* C, void* D, const void* bias, void* stream)`"
+kjit_gemm_run(gemm, desc, A, B, C, D, bias, stream) =
+    ccall((:kjit_gemm_run, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{kjit_gemm_desc}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}),
+          gemm, desc, A, B, C, D, bias, stream)
+
+"`kjit_status kjit_gemm_clear_plans(kjit_gemm* gemm)`"
+kjit_gemm_clear_plans(gemm) = ccall((:kjit_gemm_clear_plans, libkjit), Cint, (Ptr{Cvoid},), gemm)
+
+"`kjit_status kjit_gemm_stats_get(const kjit_gemm* gemm, kjit_gemm_stats* stats)`"
+kjit_gemm_stats_get(gemm, stats) =
+    ccall((:kjit_gemm_stats_get, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{kjit_gemm_stats}),
+          gemm, stats)
+
+"`kjit_status kjit_cublaslt_version(size_t* out)`"
+kjit_cublaslt_version(out) = ccall((:kjit_cublaslt_version, libkjit), Cint, (Ptr{Csize_t},), out)
+
+end # module LibKJit
