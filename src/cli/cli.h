@@ -38,6 +38,7 @@ struct Global {
   std::string cache_dir;  // --cache-dir, "" = the library's default location
   bool json = false;      // --json
   bool quiet = false;     // -q / --quiet
+  std::string label;      // how errors name the command, e.g. "cache show"; "" = the command
 };
 
 // ---- command-line parsing -----------------------------------------------------------

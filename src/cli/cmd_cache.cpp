@@ -642,6 +642,7 @@ int cmd_cache(const std::vector<std::string>& args, Global& g) {
   for (const Sub& s : subs) {
     if (sub != s.name) continue;
     const std::string cmd = std::string("cache ") + s.name;
+    g.label = cmd;
     Parsed p = parse_args(cmd, rest, s.specs, g);
     if (p.help) {
       std::fputs(kHelp, stdout);

@@ -342,7 +342,7 @@ class Progress {
     std::string current;
     if (!running.empty()) {
       current = running.front()->label;
-      if (running.size() > 1) current += " +" + std::to_string(running.size() - 1);
+      if (running.size() > 1) current += " (+" + std::to_string(running.size() - 1) + " more)";
     }
     const int width = terminal_width();
     const int bar_width = std::max(10, std::min(30, width / 4));
@@ -518,7 +518,7 @@ int cmd_warm(const std::vector<std::string>& args, Global& g) {
           std::printf("[%*zu/%zu] compiled %s in %s\n", w, done, jobs.size(), j.label.c_str(),
                       human_ms(j.elapsed_ms).c_str());
         } else {
-          std::printf("[%*zu/%zu] cached   %s (saves %s)\n", w, done, jobs.size(),
+          std::printf("[%*zu/%zu] cached   %s, saves %s\n", w, done, jobs.size(),
                       j.label.c_str(), human_ms(j.compile_ms).c_str());
         }
       } else {

@@ -127,10 +127,11 @@ int main(int argc, char** argv) {
     return rc;
   } catch (const Failure& f) {
     std::fflush(stdout);
-    if (cmd.empty()) {
+    const std::string& label = g.label.empty() ? cmd : g.label;
+    if (label.empty()) {
       std::fprintf(stderr, "kjit: %s\n", f.message.c_str());
     } else {
-      std::fprintf(stderr, "kjit %s: %s\n", cmd.c_str(), f.message.c_str());
+      std::fprintf(stderr, "kjit %s: %s\n", label.c_str(), f.message.c_str());
     }
     return f.code;
   } catch (const std::exception& e) {
