@@ -20,6 +20,10 @@ part=${1:-}
 build=${2:-${KJIT_BUILD_DIR:-$src/build}}
 
 die() { echo "test_bindings: $*" >&2; exit 1; }
+# rustup installs cargo under ~/.cargo/bin, which a non-login shell may not have on PATH.
+if ! command -v cargo >/dev/null && [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ]; then
+  PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
+fi
 skip() { echo "SKIPPED ($part): $*"; exit "$SKIP"; }
 
 case "$part" in

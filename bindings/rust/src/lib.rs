@@ -1272,7 +1272,8 @@ impl LaunchConfig {
 
     /// Enough blocks of `block` threads to cover `n` elements.
     pub fn for_elements(n: u32, block: u32) -> LaunchConfig {
-        Self::linear(n.div_ceil(block.max(1)).max(1), block)
+        let b = block.max(1);
+        Self::linear((n / b + u32::from(n % b != 0)).max(1), block)
     }
 
     pub fn with_stream(mut self, stream: *mut c_void) -> LaunchConfig {

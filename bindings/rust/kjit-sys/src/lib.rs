@@ -621,7 +621,19 @@ extern "C" {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::mem::{offset_of, size_of};
+    use std::mem::{size_of, MaybeUninit};
+
+    // offset_of! without needing Rust 1.77.
+    macro_rules! offset_of {
+        ($t:ty, $f:ident) => {{
+            let u = MaybeUninit::<$t>::uninit();
+            let base = u.as_ptr();
+            unsafe {
+                (std::ptr::addr_of!((*base).$f) as *const u8).offset_from(base as *const u8)
+                    as usize
+            }
+        }};
+    }
 
     // Layouts of the C structs on LP64 (x86_64, aarch64), computed from the headers.
     #[test]

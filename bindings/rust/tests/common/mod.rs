@@ -1,6 +1,6 @@
 //! Helpers shared by the tests and examples: temporary directories, the saxpy source,
 //! and a minimal CUDA driver binding (dlopen'ed, so nothing links libcuda).
-#![allow(dead_code)]
+#![allow(dead_code, clippy::manual_c_str_literals)]
 
 use std::ffi::CString;
 use std::os::raw::{c_char, c_int, c_uint, c_void};
@@ -96,7 +96,7 @@ fn ck(r: CuResult, what: &str) {
 impl Cuda {
     pub fn new() -> Cuda {
         unsafe {
-            let lib = dlopen(c"libcuda.so.1".as_ptr(), RTLD_NOW);
+            let lib = dlopen(b"libcuda.so.1\0".as_ptr() as *const c_char, RTLD_NOW);
             assert!(!lib.is_null(), "dlopen(libcuda.so.1) failed");
             let init: unsafe extern "C" fn(c_uint) -> CuResult = sym(lib, "cuInit");
             let device_get: unsafe extern "C" fn(*mut c_int, c_int) -> CuResult =
