@@ -1,7 +1,5 @@
 #include "blas/gemm.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -210,24 +208,11 @@ std::string config_text(const AlgoConfig& c, uint64_t workspace) {
          " workspace " + std::to_string(workspace);
 }
 
-// cuStreamGetId (CUDA 12.0+), which the shared driver table does not carry: streams are
-// told apart by id, not address, so a new stream at a freed stream's address never shares
-// a workspace with work the old one left in flight.
-using StreamGetId = CUresult (*)(CUstream, unsigned long long*);
-
-StreamGetId stream_get_id() {
-  static const StreamGetId fn = []() -> StreamGetId {
-    void* h = dlopen(cuda::driver().library.c_str(), RTLD_NOW | RTLD_NOLOAD);
-    if (!h) return nullptr;
-    void* sym = dlsym(h, "cuStreamGetId");
-    dlclose(h);  // RTLD_NOLOAD took a reference; the driver layer keeps its own
-    return reinterpret_cast<StreamGetId>(sym);
-  }();
-  return fn;
-}
-
+// Streams are told apart by id (cuStreamGetId, CUDA 12.0+), not address, so a new stream
+// at a destroyed stream's address never shares a workspace with work the old one left in
+// flight. Without cuStreamGetId the address is used.
 unsigned long long stream_key(CUstream s) {
-  if (StreamGetId fn = stream_get_id()) {
+  if (const auto fn = cuda::driver().cuStreamGetId) {
     unsigned long long id = 0;
     const CUresult r = fn(s, &id);
     if (r == CUDA_SUCCESS) return id;
