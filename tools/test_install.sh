@@ -44,6 +44,11 @@ for f in kjitConfig.cmake kjitConfigVersion.cmake kjitTargets.cmake; do
 done
 [ -x "$prefix/bin/kjit" ] || fail "no $prefix/bin/kjit"
 [ -f "$prefix/share/man/man1/kjit.1" ] || fail "no man page at share/man/man1/kjit.1"
+if [ -x "$prefix/bin/kjit" ] && [ -f "$prefix/share/man/man1/kjit.1" ]; then
+  version=$("$prefix/bin/kjit" --version | cut -d' ' -f2)
+  grep -q "^\.TH KJIT 1 .*\"kjit $version\"" "$prefix/share/man/man1/kjit.1" ||
+    fail "the installed man page does not name version $version"
+fi
 if [ -n "$(find "$prefix" -path '*/share/man/man1/kjit.1')" ] && command -v man >/dev/null; then
   MANPATH=$prefix/share/man man -w kjit >/dev/null 2>&1 || fail "man cannot find kjit(1) under the prefix"
 fi
