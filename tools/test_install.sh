@@ -15,9 +15,8 @@ failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 # Nothing from the environment may point at the build tree or another kjit.
 unset PKG_CONFIG_PATH CMAKE_PREFIX_PATH LD_LIBRARY_PATH KJIT_CACHE_DIR KJIT_CACHE_DISABLE \
-  KJIT_CACHE_MAX_SIZE CPATH LIBRARY_PATH || true
-export HOME=$work/home XDG_CACHE_HOME=$work/xdg
-mkdir -p "$HOME"
+  KJIT_CACHE_MAX_SIZE KJIT_REMOTE CPATH C_INCLUDE_PATH LIBRARY_PATH || true
+export XDG_CACHE_HOME=$work/xdg
 
 cmake --install "$build" --prefix "$prefix" >"$work/install.log" ||
   { cat "$work/install.log" >&2; echo "FAIL: cmake --install" >&2; exit 1; }

@@ -8,10 +8,10 @@ fi
 KJIT=$1
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/kjit-cli-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
-# Keep the tests away from the user's cache and settings.
-unset KJIT_CACHE_DIR KJIT_CACHE_DISABLE KJIT_CACHE_MAX_SIZE KJIT_LOG
-export HOME=$TMP/home XDG_CACHE_HOME=$TMP/xdg
-mkdir -p "$HOME"
+# Keep the tests away from the user's cache and settings (XDG_CACHE_HOME comes before
+# HOME in the default location).
+unset KJIT_CACHE_DIR KJIT_CACHE_DISABLE KJIT_CACHE_MAX_SIZE KJIT_LOG KJIT_REMOTE
+export XDG_CACHE_HOME=$TMP/xdg
 FAILURES=0
 
 fail() {
