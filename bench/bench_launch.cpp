@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -199,7 +200,9 @@ int child(int argc, char** argv) {
                 t[2] - t[1], t[3] - t[2]);
     return 0;
   }
-  if (mode != "kjit") die("unknown child mode");
+  // kjit: open the cache, kjit_kernel_create (compile-or-hit + load), launch.
+  // kjit-split: the same work as kjit_compile (hit) + kjit_kernel_from_binary, timed apart.
+  if (mode != "kjit" && mode != "kjit-split") die("unknown child mode");
   kjit_cache_options co = KJIT_CACHE_OPTIONS_INIT;
   co.directory = path.c_str();
   kjit_cache* cache = nullptr;
@@ -210,11 +213,21 @@ int child(int argc, char** argv) {
   t[1] = now_ms();
   kjit_kernel* k = nullptr;
   kjit_binary* log = nullptr;
-  const kjit_status st = kjit_kernel_create(compiler, spec->source, spec->name, opts, 0, 0, &k,
-                                            &log);
-  if (st != KJIT_OK) {
-    die(std::string("kjit_kernel_create: ") + kjit_last_error() +
-        (log ? kjit_binary_log(log) : ""));
+  double t_hit = t[1];
+  if (mode == "kjit") {
+    const kjit_status st =
+        kjit_kernel_create(compiler, spec->source, spec->name, opts, 0, 0, &k, &log);
+    if (st != KJIT_OK) {
+      die(std::string("kjit_kernel_create: ") + kjit_last_error() +
+          (log ? kjit_binary_log(log) : ""));
+    }
+  } else {
+    char arch[16] = {};
+    kj_check(kjit_device_arch(0, arch, sizeof arch), "kjit_device_arch");
+    kj_check(kjit_options_set_target(opts, arch), "set target");
+    kj_check(kjit_compile(compiler, spec->source, opts, &log), "kjit_compile");
+    t_hit = now_ms();
+    kj_check(kjit_kernel_from_binary(log, spec->name, 0, 0, &k), "kjit_kernel_from_binary");
   }
   t[2] = now_ms();
   kjit_launch_config cfg = KJIT_LAUNCH_CONFIG_INIT;
@@ -226,10 +239,17 @@ int child(int argc, char** argv) {
   kjit_cache_stats stats{};
   stats.struct_size = sizeof stats;
   kjit_cache_stats_get(cache, &stats);
-  std::printf("RESULT %.4f open=%.4f create=%.4f launch=%.4f disk_hits=%llu compiles=%llu\n",
-              t[3] - t[0], t[1] - t[0], t[2] - t[1], t[3] - t[2],
-              static_cast<unsigned long long>(stats.disk_hits),
-              static_cast<unsigned long long>(stats.compiles));
+  if (mode == "kjit") {
+    std::printf("RESULT %.4f open=%.4f create=%.4f launch=%.4f disk_hits=%llu compiles=%llu\n",
+                t[3] - t[0], t[1] - t[0], t[2] - t[1], t[3] - t[2],
+                static_cast<unsigned long long>(stats.disk_hits),
+                static_cast<unsigned long long>(stats.compiles));
+  } else {
+    std::printf("RESULT %.4f open=%.4f hit=%.4f load=%.4f launch=%.4f disk_hits=%llu\n",
+                t[3] - t[0], t[1] - t[0], t_hit - t[1], t[2] - t_hit, t[3] - t[2],
+                static_cast<unsigned long long>(stats.disk_hits));
+  }
+  kjit_binary_destroy(log);
   kjit_kernel_destroy(k);
   kjit_options_destroy(opts);
   kjit_compiler_destroy(compiler);
@@ -237,10 +257,30 @@ int child(int argc, char** argv) {
   return 0;
 }
 
+std::string fmt(double v, int digits = 2) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", digits, v);
+  return b;
+}
+
 struct ChildResult {
   double total = 0;
-  std::string detail;
+  std::map<std::string, double> phases;  // name=value pairs after the total
 };
+
+// Medians of every phase over several children, "name=median" joined by spaces.
+std::string phase_medians(const std::vector<ChildResult>& runs) {
+  std::map<std::string, std::vector<double>> all;
+  for (const ChildResult& r : runs) {
+    for (const auto& [name, v] : r.phases) all[name].push_back(v);
+  }
+  std::string out;
+  for (const auto& [name, values] : all) {
+    const bool count = name == "disk_hits" || name == "compiles";
+    out += (out.empty() ? "" : " ") + name + "=" + fmt(median(values), count ? 0 : 3);
+  }
+  return out;
+}
 
 std::string self_path() {
   char buf[4096];
@@ -261,10 +301,14 @@ ChildResult spawn(const std::string& mode, const KernelSpec& s, const std::strin
   const size_t at = out.find("RESULT ");
   if (rc != 0 || at == std::string::npos) die("child failed (" + cmd + "):\n" + out);
   ChildResult r;
-  r.total = std::atof(out.c_str() + at + 7);
-  const size_t sp = out.find(' ', at + 7);
   const size_t eol = out.find('\n', at);
-  if (sp != std::string::npos) r.detail = out.substr(sp + 1, eol - sp - 1);
+  std::istringstream fields(out.substr(at + 7, eol == std::string::npos ? eol : eol - at - 7));
+  fields >> r.total;
+  std::string field;
+  while (fields >> field) {
+    const size_t eq = field.find('=');
+    if (eq != std::string::npos) r.phases[field.substr(0, eq)] = std::atof(field.c_str() + eq + 1);
+  }
   return r;
 }
 
@@ -279,12 +323,6 @@ std::string make_temp_dir(const std::string& root, const std::string& name) {
 struct Row {
   std::string kernel, measure, kjit, floor, ratio, target, cupy;
 };
-
-std::string fmt(double v, int digits = 2) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%.*f", digits, v);
-  return b;
-}
 
 std::map<std::string, double> load_cupy(const std::string& path, std::string* version) {
   std::map<std::string, double> out;
@@ -451,34 +489,35 @@ int parent(int argc, char** argv) {
 
     if (std::strcmp(s.id, "empty") != 0) {
       // (2) and (3): first completed launch in a fresh process.
-      std::vector<double> floor_ms, warm_ms, cold_ms;
-      std::string floor_detail, warm_detail, cold_detail;
+      std::vector<ChildResult> floors, warms, splits, colds;
       for (int r = 0; r < reps; ++r) {
-        ChildResult f = spawn("floor", s, cubin_path);
-        ChildResult w = spawn("kjit", s, warm_dir);
-        floor_ms.push_back(f.total);
-        warm_ms.push_back(w.total);
-        if (r == 0) {
-          floor_detail = f.detail;
-          warm_detail = w.detail;
-        }
+        floors.push_back(spawn("floor", s, cubin_path));
+        warms.push_back(spawn("kjit", s, warm_dir));
+        splits.push_back(spawn("kjit-split", s, warm_dir));
       }
       const int cold_reps = std::max(1, std::min(reps, 3));
       for (int r = 0; r < cold_reps; ++r) {
-        ChildResult c = spawn("kjit", s, make_temp_dir(root, std::string("cold-") + s.id));
-        cold_ms.push_back(c.total);
-        if (r == 0) cold_detail = c.detail;
+        colds.push_back(spawn("kjit", s, make_temp_dir(root, std::string("cold-") + s.id)));
       }
-      const double fl = median(floor_ms), wm = median(warm_ms), cd = median(cold_ms);
+      auto totals = [](const std::vector<ChildResult>& v) {
+        std::vector<double> t;
+        for (const ChildResult& c : v) t.push_back(c.total);
+        return median(t);
+      };
+      const double fl = totals(floors), wm = totals(warms), cd = totals(colds);
       rows.push_back({s.label, "first completed launch, fresh process, warm cache (ms)",
                       fmt(wm, 3), fmt(fl, 3) + " (read+load+get+launch+sync)",
-                      fmt(wm / fl) + "x", "<= 1.25x", cupy_cell(std::string(s.id) + ".warm_ms", 2)});
+                      fmt(wm / fl) + "x", "<= 1.25x",
+                      cupy_cell(std::string(s.id) + ".warm_ms", 2)});
       rows.push_back({s.label, "first completed launch, fresh process, cold cache (ms)",
                       fmt(cd, 1), fmt(fl, 3), fmt(cd / fl, 0) + "x", "-",
                       cupy_cell(std::string(s.id) + ".cold_ms", 1)});
-      notes.push_back(std::string(s.label) + ": CUBIN " + std::to_string(cubin_size) +
-                      " bytes; floor phases: " + floor_detail + "; kjit warm phases: " +
-                      warm_detail + "; kjit cold phases: " + cold_detail);
+      notes.push_back(std::string(s.label) + " (CUBIN " + std::to_string(cubin_size) +
+                      " bytes), median phases in ms. floor: " + phase_medians(floors) +
+                      ". kjit warm: " + phase_medians(warms) +
+                      ". kjit warm, split (kjit_compile hit + kjit_kernel_from_binary): " +
+                      phase_medians(splits) + " total=" + fmt(totals(splits), 3) +
+                      ". kjit cold: " + phase_medians(colds) + ".");
     }
 
     d.cuModuleUnload(mod);

@@ -436,7 +436,10 @@ void Kernel::launch_failed(CUresult r, const kjit_launch_config& cfg) const {
                      " bytes dynamic shared memory";
   if (cfg.struct_size >= kConfigWithCluster &&
       (cfg.cluster[0] | cfg.cluster[1] | cfg.cluster[2]) != 0) {
-    what += ", cluster " + dims(cfg.cluster);
+    const uint32_t cluster[3] = {cfg.cluster[0] ? cfg.cluster[0] : 1,
+                                 cfg.cluster[1] ? cfg.cluster[1] : 1,
+                                 cfg.cluster[2] ? cfg.cluster[2] : 1};
+    what += ", cluster " + dims(cluster);
   }
   if (cfg.struct_size >= kConfigWithCooperative && cfg.cooperative) what += ", cooperative";
   what += ")";
