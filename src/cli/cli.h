@@ -90,6 +90,7 @@ bool write_file(const std::string& path, const void* data, size_t size, std::str
 std::string dirname_of(const std::string& path);
 std::string basename_of(const std::string& path);
 std::string join_path(const std::string& dir, const std::string& name);
+std::string current_directory();  // getcwd(), or "." when it cannot be read
 double now_ms();  // monotonic
 
 const char* tier_name(int tier);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -38,7 +39,9 @@ const char* const kHelp =
     "      --cache-dir DIR\n"
     "                     warm the cache in DIR\n"
     "\n"
-    "Manifest (JSON; relative paths are relative to the manifest's directory):\n"
+    "Manifest (JSON). warm works in the manifest's directory: files and include paths\n"
+    "are used as written there, and a file's program name is its path as written (the\n"
+    "program name is part of the key), so keys do not depend on where warm starts.\n"
     "  {\n"
     "    \"version\": 1,\n"
     "    \"defaults\": { \"targets\": [\"sm_80\", \"sm_90\"], \"options\": [\"-std=c++17\"] },\n"
@@ -108,7 +111,7 @@ std::vector<std::string> string_list(const cJSON* v, const std::string& file,
 
 // Merges the fields of `obj` into `k`. Lists append; maps replace by name; scalars replace.
 void apply_fields(const cJSON* obj, KernelSpec& k, bool is_default, const std::string& file,
-                  const std::string& where, const std::string& base_dir) {
+                  const std::string& where) {
   if (!cJSON_IsObject(obj)) bad_manifest(file, where, "must be a JSON object");
   const cJSON* f = nullptr;
   bool have_source = false;
@@ -125,7 +128,7 @@ void apply_fields(const cJSON* obj, KernelSpec& k, bool is_default, const std::s
       for (auto& o : string_list(f, file, where, "options")) k.options.push_back(o);
     } else if (field == "include_paths") {
       for (auto& o : string_list(f, file, where, "include_paths")) {
-        k.include_paths.push_back(join_path(base_dir, o));
+        k.include_paths.push_back(o);
       }
     } else if (field == "name_expressions") {
       for (auto& o : string_list(f, file, where, "name_expressions")) k.name_expressions.push_back(o);
@@ -185,7 +188,7 @@ void apply_fields(const cJSON* obj, KernelSpec& k, bool is_default, const std::s
     } else if (field == "file" && !is_default) {
       if (have_source) bad_manifest(file, where, "give either 'file' or 'source', not both");
       have_source = true;
-      k.file = join_path(base_dir, need_string());
+      k.file = need_string();
       if (k.file.empty()) bad_manifest(file, where, "'file' is empty");
     } else if (field == "source" && !is_default) {
       if (have_source) bad_manifest(file, where, "give either 'file' or 'source', not both");
@@ -211,7 +214,6 @@ std::vector<KernelSpec> load_manifest(const std::string& path, bool targets_give
     }
     fail(kExitError, "manifest '" + path + "': invalid JSON near line " + std::to_string(line));
   }
-  const std::string base = dirname_of(path);
   const cJSON* kernels = nullptr;
   KernelSpec defaults;
   if (cJSON_IsArray(root.p)) {
@@ -225,7 +227,7 @@ std::vector<KernelSpec> load_manifest(const std::string& path, bool targets_give
           bad_manifest(path, "version", "only version 1 is understood");
         }
       } else if (field == "defaults") {
-        apply_fields(f, defaults, true, path, "defaults", base);
+        apply_fields(f, defaults, true, path, "defaults");
       } else if (field == "kernels") {
         kernels = f;
       } else {
@@ -242,18 +244,13 @@ std::vector<KernelSpec> load_manifest(const std::string& path, bool targets_give
   cJSON_ArrayForEach(k, kernels) {
     const std::string where = "kernels[" + std::to_string(index++) + "]";
     KernelSpec spec = defaults;
-    apply_fields(k, spec, false, path, where, base);
+    apply_fields(k, spec, false, path, where);
     if (spec.name.empty()) spec.name = spec.file.empty() ? where : basename_of(spec.file);
     if (spec.targets.empty() && !targets_given) {
       bad_manifest(path, where + " (" + spec.name + ")",
                    "no target: give 'targets' here or in 'defaults', or pass --arch");
     }
-    if (!spec.file.empty()) {
-      if (!read_file(spec.file, &spec.source, &spec.read_error)) {
-        spec.read_error = "cannot read '" + spec.file + "': " + spec.read_error;
-      }
-      if (spec.program_name.empty()) spec.program_name = spec.file;
-    }
+    if (!spec.file.empty() && spec.program_name.empty()) spec.program_name = spec.file;
     out.push_back(std::move(spec));
   }
   if (out.empty()) bad_manifest(path, "kernels", "the list is empty");
@@ -440,6 +437,30 @@ int cmd_warm(const std::vector<std::string>& args, Global& g) {
   CacheHolder cache;
   cache.p = open_cache(g, p.has("dry-run"));
   require_disk(cache.p, cmd, !p.has("dry-run"));
+
+  // Everything in a manifest is relative to its directory, and warm works there: source
+  // files, include paths and program names are used as written, so the keys do not depend
+  // on where kjit warm was started. The cache must then be named by an absolute path.
+  const std::string cwd = current_directory();
+  const std::string cache_dir = kjit_cache_directory(cache.p);
+  if (!cache_dir.empty() && cache_dir[0] != '/') {
+    kjit_cache_close(cache.p);
+    cache.p = nullptr;
+    g.cache_dir = join_path(cwd, cache_dir);
+    cache.p = open_cache(g, p.has("dry-run"));
+    require_disk(cache.p, cmd, !p.has("dry-run"));
+  }
+  const std::string base = join_path(cwd, dirname_of(manifest));
+  if (::chdir(base.c_str()) != 0) {
+    fail(kExitError, "cannot enter the manifest's directory '" + base + "': " + std::strerror(errno));
+  }
+  for (KernelSpec& s : specs) {
+    if (s.file.empty()) continue;
+    std::string err;
+    if (!read_file(s.file, &s.source, &err)) {
+      s.read_error = "cannot read '" + join_path(base, s.file) + "': " + err;
+    }
+  }
 
   if (p.has("dry-run")) {
     JsonHolder arr;

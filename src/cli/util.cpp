@@ -7,6 +7,8 @@
 #include <cstring>
 #include <ctime>
 
+#include <unistd.h>
+
 #include "cli.h"
 
 namespace kjit_cli {
@@ -287,6 +289,15 @@ std::string status_name(int status) {
 std::string error_text(int status) {
   const char* e = kjit_last_error();
   return e && *e ? std::string(e) : std::string(kjit_status_string(status));
+}
+
+std::string current_directory() {
+  std::vector<char> buf(4096);
+  while (::getcwd(buf.data(), buf.size()) == nullptr) {
+    if (errno != ERANGE || buf.size() > (1u << 20)) return ".";
+    buf.resize(buf.size() * 2);
+  }
+  return buf.data();
 }
 
 const char* tier_name(int tier) {

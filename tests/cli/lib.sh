@@ -5,7 +5,7 @@ if [ $# -lt 1 ] || [ ! -x "$1" ]; then
   echo "usage: $0 PATH-TO-kjit" >&2
   exit 2
 fi
-KJIT=$1
+KJIT=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/kjit-cli-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 # Keep the tests away from the user's cache and settings (XDG_CACHE_HOME comes before

@@ -54,12 +54,20 @@ json_check "$TMP/out" '[r["name"] for r in j["results"] if not r["ok"]] == ["bro
 json_check "$TMP/out" 'all(r["tier"] in ("disk", "memory") and len(r["key"]) == 64 for r in j["results"] if r["ok"])'
 json_check "$TMP/out" '[r for r in j["results"] if not r["ok"]][0]["status_name"] == "KJIT_ERROR_COMPILE" and "error" in [r for r in j["results"] if not r["ok"]][0]["log"]'
 
-# The keys warm stored are the ones `kjit compile` computes for the same input.
-expect_rc 0 "$KJIT" --cache-dir "$C" compile "$M/kernels/saxpy.cu" --arch sm_90 -o /dev/null --json -- -std=c++17
+# The keys warm stored are the ones `kjit compile` computes for the same input: warm works
+# in the manifest's directory, so the program name is the file's path as written there.
+expect_rc 0 sh -c "cd \"$M\" && \"$KJIT\" --cache-dir \"$C\" compile kernels/saxpy.cu --arch sm_90 -o /dev/null --json -- -std=c++17"
 json_check "$TMP/out" 'j["tier"] == "disk"'
+cp "$TMP/out" "$TMP/compile.json"
+
+# ... and do not depend on how the manifest is named or where warm starts; a relative
+# --cache-dir is relative to where warm starts.
+expect_rc 1 sh -c "cd \"$M/kernels\" && \"$KJIT\" --cache-dir ../../cache warm ../manifest.json --json"
+json_check "$TMP/out" 'j["compiled"] == 0 and j["cached"] == 5 and j["failed"] == 1 and j["cache"] == "'"$M/kernels/../../cache"'"'
+[ ! -e "$M/cache" ] && [ ! -e "$M/kernels/cache" ] || fail "warm created a cache relative to the manifest's directory"
 
 # Dry run: keys and cached state, nothing compiled.
-expect_rc 0 "$KJIT" --cache-dir "$C" cache rm "$(json_get "$TMP/out" 'j["key"]')"
+expect_rc 0 "$KJIT" --cache-dir "$C" cache rm "$(json_get "$TMP/compile.json" 'j["key"]')"
 cat >"$M/good.json" <<'JSON'
 [ { "name": "saxpy", "file": "kernels/saxpy.cu", "targets": ["sm_80", "sm_90"], "options": ["-std=c++17"] } ]
 JSON
