@@ -322,11 +322,14 @@ TEST(GemmCheck, PointersNamed) {
   d = base_desc();
   d.ldc = 80;
   EXPECT_STATUS(check(&d, kA, kB, kD, kD), KJIT_ERROR_INVALID_ARGUMENT, "same buffer");
-  // C NULL with a C type that differs from D's (fp8 D).
+  // C NULL with a C type that differs from D's (fp8 D) is fine when beta is 0.
   d = base_desc(KJIT_GEMM_F8_E4M3);
   d.c_type = KJIT_GEMM_BF16;
   d.d_type = KJIT_GEMM_F8_E4M3;
-  EXPECT_STATUS(check(&d, kA, kB, nullptr, kD), KJIT_ERROR_INVALID_ARGUMENT, "C is NULL: it is required");
+  EXPECT_EQ(check(&d, kA, kB, nullptr, kD).status, KJIT_OK) << kjit_last_error();
+  d.beta = 1.0;
+  EXPECT_STATUS(check(&d, kA, kB, nullptr, kD), KJIT_ERROR_INVALID_ARGUMENT,
+                "C is NULL but desc->beta is not 0");
 }
 
 TEST(GemmPrepare, RowMajorBecomesColumnMajor) {
@@ -375,6 +378,20 @@ TEST(GemmPrepare, RowMajorBecomesColumnMajor) {
   EXPECT_EQ(f.bias_type, KJIT_GEMM_BF16);
   d.d_type = KJIT_GEMM_F16;
   EXPECT_EQ(kjit::blas::prepare(&d, kA, kB, nullptr, kD, kBias).bias_type, KJIT_GEMM_F16);
+  // fp8 with beta 0: D stands in for C even when C is given (C is not read).
+  d.ldc = 100;
+  const Problem f2 = kjit::blas::prepare(&d, kA, kB, kC, kD, kBias);
+  EXPECT_EQ(f2.c, kD);
+  EXPECT_EQ(f2.ldc, f2.ldd);
+  EXPECT_EQ(f2.c_type, KJIT_GEMM_F16);
+  d.beta = 1.0;
+  const Problem f3 = kjit::blas::prepare(&d, kA, kB, kC, kD, kBias);
+  EXPECT_EQ(f3.c, kC);
+  EXPECT_EQ(f3.ldc, 100);
+  // Other types keep their C when beta is 0.
+  kjit_gemm_desc h = base_desc(KJIT_GEMM_F16);
+  EXPECT_EQ(kjit::blas::prepare(&h, kA, kB, kC, kD, nullptr).c, kC);
+  EXPECT_EQ(kjit::blas::prepare(&h, kA, kB, nullptr, kD, nullptr).c, kD);
   // Strides default to packed in a batch.
   d = base_desc();
   d.batch_count = 3;

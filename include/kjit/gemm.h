@@ -121,7 +121,8 @@ typedef struct kjit_gemm_desc {
   int64_t stride_a, stride_b, stride_c, stride_d, stride_bias;
   double alpha; /**< host scalar, converted to the scale type (f64, f32 or, with
                      COMPUTE_F16, f16) */
-  double beta;  /**< host scalar; when 0, C is not read and may be NULL */
+  double beta;  /**< host scalar; when 0, C is not read and may be NULL (cuBLASLt is then
+                     given D in C's place) */
   /** fp8 scaling factors: device pointers to one float each (cuBLASLt's scalar scale
    *  mode), or NULL for 1. With them D = d_scale * epilogue(alpha * a_scale * b_scale *
    *  op(A) op(B) + beta * C): a_scale / b_scale dequantise fp8 A / B, d_scale quantises an
@@ -203,7 +204,10 @@ KJIT_EXPORT kjit_status kjit_gemm_check(const kjit_gemm_desc* desc, const void* 
  * Enqueue D = epilogue(alpha * op(A) * op(B) + beta * C) on `stream`.
  * A, B, C, D and bias are device pointers (C may be NULL when beta == 0; C may equal D
  * when both have the same type and leading dimension; bias is required exactly when the
- * epilogue has one). The plan comes from the handle's memory tier, else from the cache
+ * epilogue has one). fp8: cuBLASLt's fp8 kernels want op(A) = T and op(B) = N in
+ * column-major terms (row-major: Y = X * W^T, trans_b = T), 16-byte aligned pointers and
+ * leading dimensions, and beta = 0 or C == D; what it refuses comes back as
+ * KJIT_ERROR_UNSUPPORTED. The plan comes from the handle's memory tier, else from the cache
  * database (verified with cublasLtMatmulAlgoCheck), else from cuBLASLt's heuristic or, with
  * autotuning, from timing the candidates (the trials write a scratch buffer, never D, and
  * the call waits for them). New plans are written to the cache database.
@@ -212,8 +216,8 @@ KJIT_EXPORT kjit_status kjit_gemm_check(const kjit_gemm_desc* desc, const void* 
  * Thread-safety: any number of threads may run on one handle at once, on the same or
  * different streams.
  * Returns KJIT_OK; the statuses of kjit_gemm_check(); KJIT_ERROR_INVALID_HANDLE;
- * KJIT_ERROR_UNSUPPORTED (cuBLASLt has no algorithm for this problem on this device, or
- * fp8 on a device before compute capability 8.9); KJIT_ERROR_CUBLAS (a cuBLASLt call
+ * KJIT_ERROR_UNSUPPORTED (cuBLASLt has no algorithm for this problem on this device or
+ * refuses to run it, or fp8 on a device before compute capability 8.9); KJIT_ERROR_CUBLAS (a cuBLASLt call
  * failed; the message has its status name); KJIT_ERROR_CUDA or KJIT_ERROR_CUDA_STICKY.
  */
 KJIT_EXPORT kjit_status kjit_gemm_run(kjit_gemm* gemm, const kjit_gemm_desc* desc,

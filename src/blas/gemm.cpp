@@ -679,6 +679,17 @@ void Gemm::run(const Problem& p, void* stream_ptr) {
   const cublasStatus_t s =
       matmul(*plan, plan->algo, p, p.c, p.d, ws ? reinterpret_cast<void*>(ws->ptr) : nullptr,
              ws ? ws->size : 0, stream);
+  if (s == CUBLAS_STATUS_NOT_SUPPORTED) {
+    // The heuristic accepted the shapes and types but cuBLASLt refuses this call (it also
+    // sees beta, the pointers and whether C is D).
+    std::string hint;
+    if (is_fp8(p.a_type) || is_fp8(p.b_type))
+      hint = "; fp8 GEMMs run with beta = 0 or in place (C == D, 16-bit or f32 D), with "
+             "16-byte aligned pointers and leading dimensions";
+    fail(KJIT_ERROR_UNSUPPORTED, "cuBLASLt cannot run " + describe(p) + " on device " +
+                                     std::to_string(ordinal_) + " (" + dev_.name +
+                                     "): cublasLtMatmul returned " + lt_status_text(s) + hint);
+  }
   if (s != CUBLAS_STATUS_SUCCESS) lt_throw(s, "cublasLtMatmul (" + describe(p) + ")");
   runs_.fetch_add(1, std::memory_order_relaxed);
 }

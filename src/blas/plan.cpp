@@ -313,16 +313,18 @@ Problem prepare(const kjit_gemm_desc* desc, const void* A, const void* B, const 
   check_aligned(D, dtype_size(dt), "D", dtype_name(dt));
   if (!C) {
     if (d.beta != 0.0) invalid("C is NULL but desc->beta is not 0");
-    if (ct != dt)
-      invalid(std::string("C is NULL: it is required when C's type (") + dtype_name(ct) +
-              ") differs from D's (" + dtype_name(dt) + ")");
-    C = D;
-    sc = sd;
   } else {
     check_aligned(C, dtype_size(ct), "C", dtype_name(ct));
     if (C == D && (ct != dt || sc.ld != sd.ld || sc.stride != sd.stride))
       invalid("C and D are the same buffer but their type, leading dimension or batch stride "
               "differ");
+  }
+  // C is not read when beta is 0. cuBLASLt is then handed D in C's place with D's layout
+  // (C keeps its type): always when C is NULL, and for fp8, whose kernels are run in place
+  // by their main users (PyTorch, Transformer Engine), also when C was given.
+  if (!C || (d.beta == 0.0 && (is_fp8(at) || is_fp8(bt)))) {
+    C = D;
+    sc = sd;
   }
   if (has_bias) {
     if (!bias)
