@@ -2,7 +2,7 @@
 # Installs the Debian packages kjit needs to build and test, if any are missing.
 # The CUDA toolkit (NVRTC, headers) is expected at /usr/local/cuda.
 set -euo pipefail
-packages=(build-essential cmake ninja-build pkg-config libsqlite3-dev libcjson-dev nettle-dev
+packages=(build-essential cmake ninja-build pkg-config libsqlite3-dev libcjson-dev nettle-dev libxxhash-dev
           libgtest-dev sqlite3 python3)
 if [[ "${1:-}" == "--test" ]]; then
   packages+=(abigail-tools clang libclang-rt-14-dev redis-server libhiredis-dev)
