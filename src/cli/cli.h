@@ -101,7 +101,9 @@ std::string error_text(int status);  // "compiled", "memory", "disk", "remote"
 const char* disk_state_name(int state);
 
 // Opens the cache selected by --cache-dir (or the default). Fails with kExitError when the
-// library cannot open it at all.
+// library cannot open it at all. Commands that only read open it read-write all the same,
+// so that a cache nobody has used yet reads as empty (the library falls back to read-only
+// by itself when the directory is not writable).
 kjit_cache* open_cache(const Global& g, bool read_only);
 // Fails with kExitError when the disk tier of `cache` is unusable for a command that needs
 // it (`cmd` names the command, `need_write` also rejects a read-only tier).

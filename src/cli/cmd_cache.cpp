@@ -230,7 +230,7 @@ int sub_stats(const Parsed& p, Global& g) {
 int sub_ls(const Parsed& p, Global& g) {
   if (!p.positional.empty()) usage_error("cache ls", "unexpected argument '" + p.positional[0] + "'");
   CacheHolder c;
-  c.p = open_cache(g, true);
+  c.p = open_cache(g, false);
   require_disk(c.p, "cache ls", false);
   const std::vector<Row> rows = list_rows(c.p);
   if (g.json) {
@@ -286,7 +286,7 @@ int sub_show(const Parsed& p, Global& g) {
     usage_error(cmd, "--cubin and --ltoir need -o FILE");
   }
   CacheHolder c;
-  c.p = open_cache(g, true);
+  c.p = open_cache(g, false);
   require_disk(c.p, cmd, false);
   const std::string key = resolve_key(c.p, cmd, p.positional[0]);
   if (key.empty()) fail(kExitNotFound, "no entry with key '" + p.positional[0] + "' in " + cache_label(c.p));
@@ -530,7 +530,7 @@ int sub_export(const Parsed& p, Global& g) {
   if (p.positional.size() != 1) usage_error(cmd, "expected one FILE");
   const std::string file = p.positional[0];
   CacheHolder c;
-  c.p = open_cache(g, true);
+  c.p = open_cache(g, false);
   require_disk(c.p, cmd, false);
   uint64_t count = 0;
   const kjit_status st = kjit_cache_export(c.p, file.c_str(), &count);

@@ -435,7 +435,7 @@ int cmd_warm(const std::vector<std::string>& args, Global& g) {
   }
 
   CacheHolder cache;
-  cache.p = open_cache(g, p.has("dry-run"));
+  cache.p = open_cache(g, false);
   require_disk(cache.p, cmd, !p.has("dry-run"));
 
   // Everything in a manifest is relative to its directory, and warm works there: source
@@ -447,7 +447,7 @@ int cmd_warm(const std::vector<std::string>& args, Global& g) {
     kjit_cache_close(cache.p);
     cache.p = nullptr;
     g.cache_dir = join_path(cwd, cache_dir);
-    cache.p = open_cache(g, p.has("dry-run"));
+    cache.p = open_cache(g, false);
     require_disk(cache.p, cmd, !p.has("dry-run"));
   }
   const std::string base = join_path(cwd, dirname_of(manifest));

@@ -130,6 +130,13 @@ json_check "$TMP/out" 'j["removed"] == 2'
 expect_rc 0 "$KJIT" --cache-dir "$B" cache ls --json
 json_check "$TMP/out" 'j == []'
 
+# A cache nobody has used yet reads as empty.
+expect_rc 0 "$KJIT" --cache-dir "$TMP/fresh1" cache ls --json
+json_check "$TMP/out" 'j == []'
+expect_rc 4 "$KJIT" --cache-dir "$TMP/fresh2" cache show abcdef
+expect_rc 0 "$KJIT" --cache-dir "$TMP/fresh3" cache export "$TMP/empty.kjit" --json
+json_check "$TMP/out" 'j["exported"] == 0'
+
 # A disabled disk tier is an error for commands that need it, with the reason.
 expect_rc 3 env KJIT_CACHE_DISABLE=1 "$KJIT" --cache-dir "$A" cache ls
 expect_grep 'KJIT_CACHE_DISABLE' "$TMP/err" "cache ls with the disk tier disabled"
