@@ -225,7 +225,7 @@ KJIT_EXPORT kjit_status kjit_gemm_run(kjit_gemm* gemm, const kjit_gemm_desc* des
                                       const void* bias, void* stream);
 
 /** Drop every plan of the memory tier (the cache database keeps its copies). For tools
- *  and tests. Must not race with kjit_gemm_run() on the same handle. */
+ *  and tests. Thread-safe: runs in flight keep the plans they hold. */
 KJIT_EXPORT kjit_status kjit_gemm_clear_plans(kjit_gemm* gemm);
 
 /** Counters of one handle since it was created. Initialise struct_size =
