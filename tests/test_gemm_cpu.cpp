@@ -104,6 +104,10 @@ TEST(GemmCheck, ValidDescriptorsPass) {
   d.d_type = KJIT_GEMM_F8_E4M3;
   d.d_scale = ptr(0x7f0005000008);
   EXPECT_EQ(check(&d).status, KJIT_OK) << kjit_last_error();
+  // ... but then C cannot stand in for itself by pointing at D (cuBLASLt needs C == D to
+  // have equal types): a NULL C is refused with the reason.
+  EXPECT_STATUS(check(&d, kA, kB, nullptr, kD), KJIT_ERROR_INVALID_ARGUMENT,
+                "C is NULL but its type (f16) differs from D's (e4m3)");
 
   // C may be NULL when beta == 0; C may be D with the same layout.
   d = base_desc();
@@ -322,11 +326,14 @@ TEST(GemmCheck, PointersNamed) {
   d = base_desc();
   d.ldc = 80;
   EXPECT_STATUS(check(&d, kA, kB, kD, kD), KJIT_ERROR_INVALID_ARGUMENT, "same buffer");
-  // C NULL with a C type that differs from D's (fp8 D) is fine when beta is 0.
+  // C NULL with a C type that differs from D's (fp8 D): cuBLASLt rejects C == D with
+  // different types (CUBLAS_STATUS_INVALID_VALUE on an H200), so a real C is required.
   d = base_desc(KJIT_GEMM_F8_E4M3);
   d.c_type = KJIT_GEMM_BF16;
   d.d_type = KJIT_GEMM_F8_E4M3;
-  EXPECT_EQ(check(&d, kA, kB, nullptr, kD).status, KJIT_OK) << kjit_last_error();
+  EXPECT_STATUS(check(&d, kA, kB, nullptr, kD), KJIT_ERROR_INVALID_ARGUMENT,
+                "needs a real C buffer");
+  EXPECT_EQ(check(&d, kA, kB, kC, kD).status, KJIT_OK) << kjit_last_error();
   d.beta = 1.0;
   EXPECT_STATUS(check(&d, kA, kB, nullptr, kD), KJIT_ERROR_INVALID_ARGUMENT,
                 "C is NULL but desc->beta is not 0");

@@ -657,8 +657,10 @@ TEST_F(GemmGpu, Fp8) {
   c.epilogue = KJIT_GEMM_EPILOGUE_NONE;
   c.c_null = false;
   run_case(g, c);
-  c.name = "e4m3 x e4m3 -> e4m3 (C bf16) with a D scale";
-  c.c_null = true;
+  // fp8 output: C has a 16-bit type, so it must be a real buffer (C == D needs equal
+  // types); with beta 0 it is not read.
+  c.name = "e4m3 x e4m3 -> e4m3 (C bf16 given, beta 0) with a D scale";
+  c.c_null = false;
   c.c = KJIT_GEMM_BF16;
   c.d = KJIT_GEMM_F8_E4M3;
   c.d_scale = 0.25f;

@@ -202,9 +202,10 @@ KJIT_EXPORT kjit_status kjit_gemm_check(const kjit_gemm_desc* desc, const void* 
 
 /**
  * Enqueue D = epilogue(alpha * op(A) * op(B) + beta * C) on `stream`.
- * A, B, C, D and bias are device pointers (C may be NULL when beta == 0; C may equal D
- * when both have the same type and leading dimension; bias is required exactly when the
- * epilogue has one). fp8: cuBLASLt's fp8 kernels want op(A) = T and op(B) = N in
+ * A, B, C, D and bias are device pointers (C may be NULL when beta == 0 and C's type is
+ * D's type — for an fp8 D with a 16-bit C, pass a real C buffer; C may equal D when both
+ * have the same type and leading dimension; bias is required exactly when the epilogue
+ * has one). fp8: cuBLASLt's fp8 kernels want op(A) = T and op(B) = N in
  * column-major terms (row-major: Y = X * W^T, trans_b = T), 16-byte aligned pointers and
  * leading dimensions, and beta = 0 or C == D; what it refuses comes back as
  * KJIT_ERROR_UNSUPPORTED. The plan comes from the handle's memory tier, else from the cache

@@ -319,10 +319,15 @@ Problem prepare(const kjit_gemm_desc* desc, const void* A, const void* B, const 
       invalid("C and D are the same buffer but their type, leading dimension or batch stride "
               "differ");
   }
-  // C is not read when beta is 0. cuBLASLt is then handed D in C's place with D's layout
-  // (C keeps its type): always when C is NULL, and for fp8, whose kernels are run in place
-  // by their main users (PyTorch, Transformer Engine), also when C was given.
-  if (!C || (d.beta == 0.0 && (is_fp8(at) || is_fp8(bt)))) {
+  // C is not read when beta is 0. cuBLASLt is then handed D in C's place with D's layout:
+  // always when C is NULL, and for fp8, whose kernels are run in place by their main users
+  // (PyTorch, Transformer Engine), also when C was given. cuBLASLt accepts C == D only
+  // when both descriptors agree, so this needs C's type to be D's type.
+  if (!C || (d.beta == 0.0 && ct == dt && (is_fp8(at) || is_fp8(bt)))) {
+    if (ct != dt) {
+      invalid(std::string("C is NULL but its type (") + dtype_name(ct) + ") differs from D's (" +
+              dtype_name(dt) + "); cuBLASLt then needs a real C buffer of that type");
+    }
     C = D;
     sc = sd;
   }
