@@ -76,6 +76,20 @@ Outcome parse_failure(const std::string& text) {
   return o;
 }
 
+// Failures that follow from the inputs alone (the key covers them all): every waiter gets
+// the same answer. Cancellation, memory exhaustion or an NVRTC malfunction belong to the
+// process that met them and are never handed to others.
+bool deterministic_failure(kjit_status s) {
+  return s == KJIT_ERROR_COMPILE || s == KJIT_ERROR_NAME_NOT_FOUND ||
+         s == KJIT_ERROR_INVALID_OPTION;
+}
+
+Outcome cancelled_outcome(const std::string& key) {
+  return Outcome{KJIT_ERROR_CANCELLED,
+                 "cancelled while waiting for another compile of " + key + " to finish",
+                 nullptr, KJIT_TIER_COMPILED};
+}
+
 std::string process_owner_id(const void* handle) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
@@ -115,6 +129,7 @@ Cache::Cache(CacheConfig config)
                                           : kDefaultMaxBytes)),
       owner_(process_owner_id(this)),
       memory_(config_.memory_max_bytes ? config_.memory_max_bytes : kDefaultMemoryBytes) {
+  owner_pid_ = flights_pid_ = static_cast<long>(getpid());
   open_remote();
   if (config_.memory_only || env_flag("KJIT_CACHE_DISABLE")) {
     disk_state_ = KJIT_DISK_DISABLED;
@@ -200,11 +215,12 @@ void Cache::open_disk() {
     }
   }
   bool read_only = config_.read_only;
+  std::string read_only_note;  // logged once the database opened (else `unavailable` says why)
   if (!read_only && ::access(dir_.c_str(), W_OK) != 0) {
     read_only = true;
+    read_only_note = "cache directory " + dir_ + " is not writable; using it read-only";
     std::lock_guard<std::mutex> lock(state_mu_);
-    message_ = "cache directory " + dir_ + " is not writable; using it read-only";
-    log_warn(message_);
+    message_ = read_only_note;
   }
   const std::string netfs = network_fs_type(dir_);
   if (!netfs.empty()) {
@@ -215,6 +231,7 @@ void Cache::open_disk() {
     try {
       disk_ = std::make_unique<DiskStore>(dir_, read_only, netfs.empty());
       disk_state_ = read_only ? KJIT_DISK_READ_ONLY : KJIT_DISK_OK;
+      if (!read_only_note.empty()) log_warn(read_only_note);
       return;
     } catch (const DatabaseCorrupt& e) {
       if (read_only || attempt > 0) return unavailable(e.message());
@@ -231,11 +248,36 @@ void Cache::open_disk() {
           e.status() == KJIT_ERROR_READ_ONLY) {
         continue;
       }
-      return unavailable(e.message());
+      return unavailable(read_only_note.empty() ? e.message() : read_only_note + ": " + e.message());
     } catch (const std::exception& e) {
       return unavailable(e.what());
     }
   }
+}
+
+std::string Cache::owner() {
+  const long pid = static_cast<long>(getpid());
+  std::lock_guard<std::mutex> lock(owner_mu_);
+  if (pid != owner_pid_) {  // a forked child claims under its own identity
+    owner_ = process_owner_id(this);
+    owner_pid_ = pid;
+  }
+  return owner_;
+}
+
+bool Cache::quarantine_disk(const DatabaseCorrupt& e) {
+  corrupt_++;
+  if (!disk_) return false;
+  try {
+    disk_->quarantine(e.message());  // logs what it did
+  } catch (const std::exception& ex) {
+    disk_failed(ex, "moving a corrupt cache database aside");
+    return false;
+  }
+  memory_.clear();  // nothing read from the damaged file is kept
+  std::lock_guard<std::mutex> lock(state_mu_);
+  message_ = "a corrupt cache database was moved aside: " + e.message();
+  return true;
 }
 
 void Cache::disk_failed(const std::exception& e, const char* during) {
@@ -254,8 +296,8 @@ EntryPtr Cache::disk_get(const std::string& key, bool* corrupt) {
   try {
     return disk_->get(key);
   } catch (const DatabaseCorrupt& e) {
-    corrupt_++;
-    disk_failed(e, "reading the cache database");
+    quarantine_disk(e);
+    if (corrupt) *corrupt = true;
   } catch (const Error& e) {
     if (e.status() == KJIT_ERROR_CACHE_CORRUPT) {
       corrupt_++;
@@ -269,14 +311,21 @@ EntryPtr Cache::disk_get(const std::string& key, bool* corrupt) {
 
 bool Cache::disk_put(const Entry& e) {
   if (!disk_ || disk_->read_only()) return false;
-  try {
-    evictions_ += disk_->put(e, max_bytes_);
-    stores_++;
-    return true;
-  } catch (const std::exception& ex) {
-    store_failures_++;
-    disk_failed(ex, "storing a compiled kernel");
-    return false;
+  for (int attempt = 0;; ++attempt) {
+    try {
+      evictions_ += disk_->put(e, max_bytes_);
+      stores_++;
+      return true;
+    } catch (const DatabaseCorrupt& ex) {
+      if (attempt == 0 && quarantine_disk(ex)) continue;  // store it in the new database
+      store_failures_++;
+      disk_failed(ex, "storing a compiled kernel");
+      return false;
+    } catch (const std::exception& ex) {
+      store_failures_++;
+      disk_failed(ex, "storing a compiled kernel");
+      return false;
+    }
   }
 }
 
@@ -319,7 +368,8 @@ EntryPtr Cache::lookup(const std::string& key, kjit_tier* tier, bool* corrupt) {
   return nullptr;
 }
 
-Outcome Cache::get_or_compile(const std::string& key, const std::function<Outcome()>& compile) {
+Outcome Cache::get_or_compile(const std::string& key, const std::function<Outcome()>& compile,
+                              const std::function<bool()>& cancelled) {
   kjit_tier tier;
   if (EntryPtr e = lookup(key, &tier)) return Outcome{KJIT_OK, "", e, tier};
 
@@ -327,6 +377,11 @@ Outcome Cache::get_or_compile(const std::string& key, const std::function<Outcom
   bool leader = false;
   {
     std::lock_guard<std::mutex> lock(flights_mu_);
+    const long pid = static_cast<long>(getpid());
+    if (pid != flights_pid_) {  // forked while other threads compiled: nobody leads those
+      flights_.clear();
+      flights_pid_ = pid;
+    }
     auto it = flights_.find(key);
     if (it == flights_.end()) {
       flight = std::make_shared<Flight>();
@@ -338,20 +393,29 @@ Outcome Cache::get_or_compile(const std::string& key, const std::function<Outcom
   }
   if (!leader) {
     waits_++;
-    std::unique_lock<std::mutex> lock(flight->mu);
-    flight->cv.wait(lock, [&] { return flight->done; });
-    Outcome o = flight->outcome;
+    Outcome o;
+    {
+      std::unique_lock<std::mutex> lock(flight->mu);
+      while (!flight->done) {
+        if (cancelled && cancelled()) return cancelled_outcome(key);
+        flight->cv.wait_for(lock, std::chrono::milliseconds(cancelled ? 20 : 1000));
+      }
+      o = flight->outcome;
+    }
     if (o.status == KJIT_OK) {
       o.tier = KJIT_TIER_MEMORY;
       memory_hits_++;
       saved_us_ += static_cast<uint64_t>(o.entry->compile_ms * 1000.0);
+      return o;
     }
-    return o;
+    if (deterministic_failure(o.status)) return o;
+    // The leader was cancelled or failed for a reason of its own: try for ourselves.
+    return get_or_compile(key, compile, cancelled);
   }
 
   Outcome result;
   try {
-    result = compile_with_claim(key, compile);
+    result = compile_with_claim(key, compile, cancelled);
   } catch (...) {
     std::lock_guard<std::mutex> lock(flights_mu_);
     {
@@ -378,7 +442,8 @@ Outcome Cache::get_or_compile(const std::string& key, const std::function<Outcom
 }
 
 Outcome Cache::compile_with_claim(const std::string& key,
-                                  const std::function<Outcome()>& compile) {
+                                  const std::function<Outcome()>& compile,
+                                  const std::function<bool()>& cancelled) {
   bool stored = false;  // a stored entry also releases the claim, in the same transaction
   auto run = [&]() {
     misses_++;
@@ -393,13 +458,17 @@ Outcome Cache::compile_with_claim(const std::string& key,
   };
   if (!disk_ || disk_->read_only()) return run();
 
+  const std::string me = owner();
   const double start = monotonic_ms();
-  double sleep_ms = 2;
+  int unreadable = 0;  // the key is stored but could not be read: bounded retries
   bool waited = false;
   for (;;) {
     Claim claim;
     try {
-      claim = disk_->try_claim(key, owner_);
+      claim = disk_->try_claim(key, me);
+    } catch (const DatabaseCorrupt& e) {
+      if (quarantine_disk(e) && ++unreadable < 3) continue;
+      return run();
     } catch (const std::exception& e) {
       disk_failed(e, "claiming a key to compile");
       return run();
@@ -409,54 +478,61 @@ Outcome Cache::compile_with_claim(const std::string& key,
         remember(e, KJIT_TIER_DISK);
         return Outcome{KJIT_OK, "", e, KJIT_TIER_DISK};
       }
+      if (++unreadable >= 3) return run();
       continue;  // evicted or corrupt in between: claim again
     }
+    if (claim.state == Claim::State::Failed) return parse_failure(claim.failure);
     if (claim.state == Claim::State::Claimed) {
       Outcome o;
       try {
         o = run();
       } catch (...) {
         try {
-          disk_->release_claim(key, owner_);
+          disk_->release_claim(key, me);
         } catch (...) {
         }
         throw;
       }
       try {
-        if (o.status != KJIT_OK) {
-          disk_->fail_claim(key, owner_, serialize_failure(o));
+        if (o.status != KJIT_OK && deterministic_failure(o.status)) {
+          disk_->fail_claim(key, me, serialize_failure(o));
         } else if (!stored) {
-          disk_->release_claim(key, owner_);
+          disk_->release_claim(key, me);  // others compile for themselves
         }
       } catch (const std::exception& e) {
         disk_failed(e, "releasing a compile claim");
       }
       return o;
     }
-    // Another live process is compiling this key: wait for its entry or its failure.
+    // Another live process is compiling this key: wait for its entry or its failure, and
+    // claim again when its claim goes away (released, or its owner died).
     if (!waited) {
       waited = true;
       waits_++;
     }
-    if (monotonic_ms() - start > kMaxClaimWaitMs) {
-      log_warn("waited too long for another process to compile " + key + "; compiling here");
-      return run();
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(sleep_ms * 1000)));
-    sleep_ms = std::min(sleep_ms * 1.5, 50.0);
-    if (EntryPtr e = disk_get(key)) {
-      remember(e, KJIT_TIER_DISK);
-      return Outcome{KJIT_OK, "", e, KJIT_TIER_DISK};
-    }
-    Claim now;
-    try {
-      now = disk_->read_claim(key);
-    } catch (const std::exception& e) {
-      disk_failed(e, "reading a compile claim");
-      return run();
-    }
-    if (now.state == Claim::State::Failed && now.owner == claim.owner) {
-      return parse_failure(now.failure);
+    double sleep_ms = 2;
+    for (;;) {
+      if (cancelled && cancelled()) return cancelled_outcome(key);
+      if (monotonic_ms() - start > kMaxClaimWaitMs) {
+        log_warn("waited too long for another process to compile " + key + "; compiling here");
+        return run();
+      }
+      std::this_thread::sleep_for(
+          std::chrono::microseconds(static_cast<int64_t>(sleep_ms * 1000)));
+      sleep_ms = std::min(sleep_ms * 1.5, 50.0);
+      if (EntryPtr e = disk_get(key)) {
+        remember(e, KJIT_TIER_DISK);
+        return Outcome{KJIT_OK, "", e, KJIT_TIER_DISK};
+      }
+      Claim now;
+      try {
+        now = disk_->read_claim(key);
+      } catch (const std::exception& e) {
+        disk_failed(e, "reading a compile claim");
+        return run();
+      }
+      if (now.state == Claim::State::Failed) return parse_failure(now.failure);
+      if (now.state != Claim::State::Busy || now.owner != claim.owner) break;
     }
   }
 }
@@ -466,7 +542,12 @@ void Cache::insert(const Entry& e) {
     memory_.put(std::make_shared<Entry>(e));
     return;
   }
-  evictions_ += disk_->put(e, max_bytes_);
+  try {
+    evictions_ += disk_->put(e, max_bytes_);
+  } catch (const DatabaseCorrupt& ex) {
+    if (!quarantine_disk(ex)) throw;
+    evictions_ += disk_->put(e, max_bytes_);  // into the new database
+  }
   stores_++;
   memory_.put(std::make_shared<Entry>(e));
 }
@@ -474,39 +555,89 @@ void Cache::insert(const Entry& e) {
 bool Cache::remove(const std::string& key) {
   bool found = memory_.get(key) != nullptr;
   memory_.remove(key);
-  if (disk_) found = disk_->remove(key) || found;
+  if (disk_) {
+    try {
+      found = disk_->remove(key) || found;
+    } catch (const DatabaseCorrupt& e) {
+      if (!quarantine_disk(e)) throw;
+    }
+  }
   return found;
 }
 
 void Cache::clear() {
   memory_.clear();
-  if (disk_) disk_->clear();
+  if (!disk_) return;
+  try {
+    disk_->clear();
+  } catch (const DatabaseCorrupt& e) {
+    if (!quarantine_disk(e)) throw;  // the new database is empty
+  }
 }
 
 uint64_t Cache::prune(uint64_t max_bytes) {
   if (!disk_) return 0;
-  const uint64_t n = disk_->prune(max_bytes);
+  uint64_t n = 0;
+  try {
+    n = disk_->prune(max_bytes);
+  } catch (const DatabaseCorrupt& e) {
+    if (!quarantine_disk(e)) throw;
+  }
   evictions_ += n;
   memory_.clear();
   return n;
 }
 
 void Cache::list(const std::function<bool(const EntryInfo&)>& fn) {
-  if (disk_) disk_->list(fn);
+  if (!disk_) return;
+  try {
+    disk_->list(fn);
+  } catch (const DatabaseCorrupt& e) {
+    if (!quarantine_disk(e)) throw;
+  }
 }
 
 void Cache::verify(uint64_t* checked, uint64_t* bad) {
   *checked = *bad = 0;
   if (!disk_) return;
-  for (const std::string& key : disk_->keys()) {
+  // The file's structure first (b-trees, indexes against tables): entries reached through
+  // a damaged index cannot be trusted one by one, so such a file is moved aside whole.
+  std::string problems;
+  std::vector<std::string> keys;
+  try {
+    problems = disk_->integrity_problems();
+    if (problems.empty()) keys = disk_->keys();
+  } catch (const DatabaseCorrupt& e) {
+    problems = e.message();
+  }
+  if (!problems.empty()) {
+    uint64_t entries = 0, bytes = 0;
+    try {
+      disk_->totals(&entries, &bytes);
+    } catch (const std::exception&) {
+    }
+    *checked = *bad = std::max<uint64_t>(entries, 1);
+    const std::string first = problems.substr(0, problems.find('\n'));
+    if (!quarantine_disk(DatabaseCorrupt("integrity check failed: " + first))) {
+      fail(KJIT_ERROR_CACHE_CORRUPT, "cache database " + disk_->path() +
+                                         " failed its integrity check: " + first);
+    }
+    return;
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
     ++*checked;
     try {
-      disk_->get(key);
+      disk_->get(keys[i]);
+    } catch (const DatabaseCorrupt& e) {
+      *bad += keys.size() - i;
+      *checked = keys.size();
+      if (!quarantine_disk(e)) throw;
+      return;
     } catch (const Error& e) {
       if (e.status() != KJIT_ERROR_CACHE_CORRUPT) throw;
       ++*bad;
       corrupt_++;
-      memory_.remove(key);
+      memory_.remove(keys[i]);
     }
   }
 }
@@ -536,6 +667,8 @@ void Cache::stats(kjit_cache_stats* out) {
   if (disk_) {
     try {
       disk_->totals(&s.disk_entries, &s.disk_bytes);
+    } catch (const DatabaseCorrupt& e) {
+      if (!quarantine_disk(e)) disk_failed(e, "reading cache totals");
     } catch (const std::exception& e) {
       disk_failed(e, "reading cache totals");
     }

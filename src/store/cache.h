@@ -55,7 +55,13 @@ class Cache {
   // Lookup, else run `compile` exactly once across the threads of this process and the
   // processes sharing the database; others wait for its result. `compile` must not throw
   // for compile errors (it returns them), but may throw kjit::Error for other failures.
-  Outcome get_or_compile(const std::string& key, const std::function<Outcome()>& compile);
+  // A compile error (deterministic: the key covers every input) is delivered to every
+  // waiter; other failures (cancelled, out of memory...) are not shared: a waiter then
+  // compiles itself. A waiter gives up with KJIT_ERROR_CANCELLED when `cancelled` (may be
+  // empty) returns true; a process that died mid-compile is taken over within a poll
+  // interval (at most 50 ms) of its death.
+  Outcome get_or_compile(const std::string& key, const std::function<Outcome()>& compile,
+                         const std::function<bool()>& cancelled = {});
 
   // Raw insert/remove for tools. insert() throws on failure.
   void insert(const Entry& e);
@@ -92,7 +98,12 @@ class Cache {
   void disk_failed(const std::exception& e, const char* during);
   EntryPtr disk_get(const std::string& key, bool* corrupt = nullptr);
   bool disk_put(const Entry& e);
-  Outcome compile_with_claim(const std::string& key, const std::function<Outcome()>& compile);
+  Outcome compile_with_claim(const std::string& key, const std::function<Outcome()>& compile,
+                             const std::function<bool()>& cancelled);
+  std::string owner();  // this process and handle (recomputed in a forked child)
+  // The database file is corrupt: move it aside and continue with a new one. False when
+  // that was not possible (then the problem is reported like any other disk failure).
+  bool quarantine_disk(const DatabaseCorrupt& e);
   void remember(const EntryPtr& e, kjit_tier tier);
   void open_remote();
   void publish(const EntryPtr& e);
@@ -101,6 +112,8 @@ class Cache {
   std::string dir_;
   uint64_t max_bytes_;
   std::string owner_;
+  long owner_pid_ = 0;
+  std::mutex owner_mu_;
   MemoryTier memory_;
   std::unique_ptr<DiskStore> disk_;
   std::unique_ptr<RemoteTier> remote_;
@@ -120,6 +133,7 @@ class Cache {
 
   std::mutex flights_mu_;
   std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;
+  long flights_pid_ = 0;  // flights of a parent process have no leader in a forked child
 
   std::atomic<uint64_t> memory_hits_{0}, disk_hits_{0}, misses_{0}, compiles_{0}, stores_{0},
       store_failures_{0}, corrupt_{0}, evictions_{0}, waits_{0}, remote_hits_{0};

@@ -1,9 +1,12 @@
 #include "store/disk_store.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -12,6 +15,7 @@
 
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/checksum.h"
 #include "util/sha256.h"
 
 namespace kjit {
@@ -87,19 +91,41 @@ std::string hostname() {
   return buf;
 }
 
-// Start time of a process (clock ticks since boot), "" if it does not exist.
+// Start time of a live process (clock ticks since boot), "" if it does not exist or has
+// exited (a zombie not yet reaped by its parent compiles nothing any more).
 std::string process_start_time(long pid) {
   auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
   if (!stat) return "";
   const size_t paren = stat->rfind(')');
-  if (paren == std::string::npos) return "";
+  if (paren == std::string::npos || paren + 2 > stat->size()) return "";
   std::istringstream in(stat->substr(paren + 2));
   std::string field;
   // Fields after the command: state(3) ... starttime is field 22, i.e. the 20th here.
   for (int i = 3; i <= 22 && (in >> field); ++i) {
+    if (i == 3 && (field == "Z" || field == "X" || field == "x")) return "";
     if (i == 22) return field;
   }
   return "";
+}
+
+// Text column that is never NULL (a damaged record can hold NULL in a NOT NULL column).
+std::string col_text(sqlite3_stmt* s, int i) {
+  const unsigned char* t = sqlite3_column_text(s, i);
+  return t ? std::string(reinterpret_cast<const char*>(t), size_t(sqlite3_column_bytes(s, i)))
+           : std::string();
+}
+
+std::string col_blob(sqlite3_stmt* s, int i) {
+  const void* p = sqlite3_column_blob(s, i);
+  return p ? std::string(static_cast<const char*>(p), size_t(sqlite3_column_bytes(s, i)))
+           : std::string();
+}
+
+// device:inode of a file, "" if it does not exist.
+std::string file_id(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return "";
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
 }
 
 // Owner strings are "host|pid|starttime|thread". Dead if same host and the process is
@@ -111,6 +137,7 @@ bool owner_is_dead(const std::string& owner, int64_t started, int64_t now) {
   while (std::getline(in, part, '|')) parts.push_back(part);
   if (parts.size() < 3) return true;
   if (parts[0] != hostname()) return now - started > kForeignClaimLeaseSeconds;
+  if (parts[1].empty() || parts[2].empty()) return true;
   const long pid = std::strtol(parts[1].c_str(), nullptr, 10);
   return process_start_time(pid) != parts[2];
 }
@@ -132,11 +159,21 @@ bool header_says_wal(const std::string& path) {
 // One SQLite connection with its prepared statements.
 struct DiskStore::Conn {
   sqlite3* db = nullptr;
+  uint64_t generation = 0;
   std::unordered_map<const char*, sqlite3_stmt*> stmts;
 
   ~Conn() {
     for (auto& [sql, stmt] : stmts) sqlite3_finalize(stmt);
     if (db) sqlite3_close_v2(db);
+  }
+
+  // Closing without the usual checkpoint (and WAL removal) on close: for connections
+  // inherited across fork() (the parent still uses the WAL) and for a file moved aside.
+  // Closing them, rather than leaking them, matters: SQLite shares lock state between the
+  // connections of a process that open one file, so a child that kept the parent's
+  // connections would believe it holds the parent's locks and run without real ones.
+  static void close_quietly(std::unique_ptr<Conn> c) {
+    if (c && c->db) sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
   }
 
   void exec(const char* sql, const char* what) {
@@ -215,6 +252,7 @@ DiskStore::DiskStore(std::string dir, bool read_only, bool use_wal)
       use_wal_(use_wal),
       pid_(static_cast<long>(getpid())) {
   auto first = open_connection(true);
+  identity_ = file_id(path_);
   std::lock_guard<std::mutex> lock(pool_mu_);
   pool_.push_back(std::move(first));
 }
@@ -226,8 +264,8 @@ DiskStore::~DiskStore() {
     log_warn(std::string("could not record last-use times: ") + e.what());
   }
   if (static_cast<long>(getpid()) != pid_) {
-    // A forked child must not close the parent's SQLite connections: leak them.
-    for (auto& c : pool_) c.release();
+    // A forked child that never used the store: the connections are the parent's.
+    for (auto& c : pool_) Conn::close_quietly(std::move(c));
   }
 }
 
@@ -239,12 +277,46 @@ std::unique_ptr<DiskStore::Conn> DiskStore::open_connection(bool initialise) {
   if (rc != SQLITE_OK) throw_sqlite(c->db, rc, "open " + path_);
   sqlite3_busy_timeout(c->db, kBusyTimeoutMs);
   sqlite3_extended_result_codes(c->db, 1);
+  if (read_only_ && ::access(dir_.c_str(), W_OK) != 0 &&
+      sqlite3_exec(c->db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr) !=
+          SQLITE_OK) {
+    // A WAL database in a directory we cannot write: SQLite cannot create the -shm file
+    // it reads through. Nobody without root can write here either, so read the file as
+    // immutable (without locks or -shm).
+    sqlite3_close_v2(c->db);
+    c->db = nullptr;
+    std::string uri = "file:";
+    for (char ch : path_) {
+      if (ch == '?' || ch == '#' || ch == '%') {
+        char buf[4];
+        std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(ch));
+        uri += buf;
+      } else {
+        uri += ch;
+      }
+    }
+    uri += "?immutable=1";
+    rc = sqlite3_open_v2(uri.c_str(), &c->db,
+                         SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
+    if (rc != SQLITE_OK) throw_sqlite(c->db, rc, "open " + path_ + " (immutable)");
+    sqlite3_extended_result_codes(c->db, 1);
+  }
   // Reading the header forces SQLite to look at the file: garbage fails here.
   c->exec("PRAGMA mmap_size=0", "configure");
   if (initialise) {
-    if (!read_only_ && !(use_wal_ && header_says_wal(path_))) {
-      c->exec(use_wal_ ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE",
-              "set journal mode");
+    // Changing the journal mode needs the file to itself and SQLite reports "locked" at
+    // once, without its busy handler, while another process opens the same new database:
+    // retry for as long as any other lock is waited for.
+    const double give_up = monotonic_ms() + kBusyTimeoutMs;
+    while (!read_only_ && !(use_wal_ && header_says_wal(path_))) {
+      rc = sqlite3_exec(c->db, use_wal_ ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE",
+                        nullptr, nullptr, nullptr);
+      if (rc == SQLITE_OK) break;
+      const int primary = rc & 0xff;
+      if ((primary != SQLITE_BUSY && primary != SQLITE_LOCKED) || monotonic_ms() > give_up) {
+        throw_sqlite(c->db, rc, "set journal mode");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     initialise_schema(*c);
   }
@@ -261,9 +333,16 @@ void DiskStore::initialise_schema(Conn& c) {
     sqlite3_reset(s);
     return v;
   };
-  int app = read_int("PRAGMA application_id");
-  int version = read_int("PRAGMA user_version");
-  int tables = read_int("SELECT count(*) FROM sqlite_master");
+  // One snapshot: read separately, another process creating the schema between the reads
+  // makes a fresh kjit database look like a foreign one (no application id, some tables).
+  int app, version, tables;
+  {
+    Txn read(c, false);
+    app = read_int("PRAGMA application_id");
+    version = read_int("PRAGMA user_version");
+    tables = read_int("SELECT count(*) FROM sqlite_master");
+    read.commit();
+  }
   if (app != 0 && app != kApplicationId) {
     throw DatabaseCorrupt("cache database " + path_ + " belongs to another application");
   }
@@ -293,11 +372,13 @@ void DiskStore::initialise_schema(Conn& c) {
 
 DiskStore::Lease DiskStore::acquire() {
   const long pid = static_cast<long>(getpid());
+  uint64_t generation;
   {
     std::lock_guard<std::mutex> lock(pool_mu_);
     if (pid != pid_) {
-      // After fork(): never touch the parent's connections (leak them), open our own.
-      for (auto& c : pool_) c.release();
+      // After fork(): the parent's idle connections are closed without a checkpoint (see
+      // Conn::close_quietly) so that our own connections take real locks.
+      for (auto& c : pool_) Conn::close_quietly(std::move(c));
       pool_.clear();
       pid_ = pid;
     }
@@ -306,46 +387,133 @@ DiskStore::Lease DiskStore::acquire() {
       pool_.pop_back();
       return Lease(this, c);
     }
+    generation = generation_;
   }
-  return Lease(this, open_connection(false).release());
+  auto c = open_connection(false);
+  c->generation = generation;
+  return Lease(this, c.release());
 }
 
 void DiskStore::release(Conn* c) {
+  std::unique_ptr<Conn> conn(c);
   std::lock_guard<std::mutex> lock(pool_mu_);
-  if (pool_.size() < kMaxPooledConnections && static_cast<long>(getpid()) == pid_) {
-    pool_.emplace_back(c);
-  } else if (static_cast<long>(getpid()) == pid_) {
-    delete c;
+  if (static_cast<long>(getpid()) != pid_) {
+    conn.release();  // a connection leased before fork(): it belongs to the parent
+  } else if (conn->generation != generation_) {
+    Conn::close_quietly(std::move(conn));  // its file was moved aside
+  } else if (pool_.size() < kMaxPooledConnections) {
+    pool_.push_back(std::move(conn));
   }
+}
+
+void DiskStore::switch_file(bool move_aside, const std::string& why, std::string* aside) {
+  std::lock_guard<std::mutex> lock(switch_mu_);
+  const std::string current = file_id(path_);
+  std::string ours;
+  {
+    std::lock_guard<std::mutex> pool_lock(pool_mu_);
+    ours = identity_;
+  }
+  if (move_aside && !current.empty() && current == ours) {
+    std::string to = path_ + ".corrupt-" + std::to_string(unix_time());
+    for (int i = 1; file_id(to) != ""; ++i) {
+      to = path_ + ".corrupt-" + std::to_string(unix_time()) + "-" + std::to_string(i);
+    }
+    if (std::rename(path_.c_str(), to.c_str()) != 0) {
+      fail(KJIT_ERROR_CACHE, "cache database " + path_ + " is corrupt (" + why +
+                                 ") and could not be moved aside: " + std::strerror(errno));
+    }
+    std::rename((path_ + "-wal").c_str(), (to + "-wal").c_str());
+    std::rename((path_ + "-shm").c_str(), (to + "-shm").c_str());
+    log_warn("cache database " + path_ + " is corrupt (" + why + "); moved it aside to " + to +
+             " and started a new one");
+    if (aside) *aside = to;
+  } else if (move_aside && current != ours) {
+    log_info("cache database " + path_ + " was already replaced by another process");
+  }
+  std::vector<std::unique_ptr<Conn>> old;
+  {
+    std::lock_guard<std::mutex> pool_lock(pool_mu_);
+    ++generation_;
+    old.swap(pool_);
+  }
+  for (auto& c : old) Conn::close_quietly(std::move(c));
+  auto fresh = open_connection(true);
+  std::lock_guard<std::mutex> pool_lock(pool_mu_);
+  fresh->generation = generation_;
+  identity_ = file_id(path_);
+  if (static_cast<long>(getpid()) == pid_) pool_.push_back(std::move(fresh));
+}
+
+std::string DiskStore::quarantine(const std::string& why) {
+  if (read_only_) {
+    fail(KJIT_ERROR_CACHE, "cache database " + path_ + " is corrupt (" + why +
+                               ") and read-only here");
+  }
+  std::string aside;
+  switch_file(true, why, &aside);
+  return aside;
+}
+
+bool DiskStore::replaced() {
+  const std::string current = file_id(path_);
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  return current != identity_;
+}
+
+void DiskStore::reopen() { switch_file(false, "", nullptr); }
+
+std::string DiskStore::integrity_problems() {
+  const std::string report = exec_for_text("PRAGMA integrity_check");
+  return report == "ok\n" ? std::string() : report;
 }
 
 EntryPtr DiskStore::get(const std::string& key) {
   Lease c = acquire();
   auto entry = std::make_shared<Entry>();
   entry->key = key;
-  std::string meta_sum;
   bool bad = false;
   std::string why;
   {
     Txn txn(*c, false);
-    sqlite3_stmt* s = c->stmt("SELECT meta, meta_sum, last_used FROM entries WHERE key = ?1");
-    sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
-    if (c->step(s, "read entry") != SQLITE_ROW) {
+    // Rows are found through the key indexes, then read by rowid and their own key checked:
+    // a damaged index can point at another entry's rows, whose checksums are valid.
+    auto rowids = [&](const char* sql, const char* what) {
+      std::vector<int64_t> out;
+      sqlite3_stmt* s = c->stmt(sql);
+      sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+      while (c->step(s, what) == SQLITE_ROW) out.push_back(sqlite3_column_int64(s, 0));
       sqlite3_reset(s);
+      return out;
+    };
+    const std::vector<int64_t> entry_rows =
+        rowids("SELECT rowid FROM entries WHERE key = ?1", "find entry");
+    if (entry_rows.empty()) {
       txn.commit();
       return nullptr;
     }
-    std::string meta(static_cast<const char*>(sqlite3_column_blob(s, 0)),
-                     size_t(sqlite3_column_bytes(s, 0)));
-    meta_sum.assign(static_cast<const char*>(sqlite3_column_blob(s, 1)),
-                    size_t(sqlite3_column_bytes(s, 1)));
-    entry->last_used = sqlite3_column_int64(s, 2);
+    sqlite3_stmt* s = c->stmt("SELECT key, meta, meta_sum, last_used FROM entries WHERE rowid = ?1");
+    sqlite3_bind_int64(s, 1, entry_rows.front());
+    std::string meta, meta_sum;
+    if (entry_rows.size() != 1) {
+      bad = true;
+      why = "the key index lists the entry " + std::to_string(entry_rows.size()) + " times";
+    } else if (c->step(s, "read entry") != SQLITE_ROW || col_text(s, 0) != key) {
+      bad = true;
+      why = "the key index points at another row";
+    } else {
+      meta = col_blob(s, 1);
+      meta_sum = col_blob(s, 2);
+      entry->last_used = sqlite3_column_int64(s, 3);
+    }
     sqlite3_reset(s);
-    const Digest d = sha256(meta);
-    if (meta_sum.size() != d.size() || std::memcmp(meta_sum.data(), d.data(), d.size()) != 0) {
+    const Checksum d = checksum(meta);
+    if (!bad && (meta_sum.size() != d.size() ||
+                 std::memcmp(meta_sum.data(), d.data(), d.size()) != 0)) {
       bad = true;
       why = "metadata checksum mismatch";
-    } else {
+    }
+    if (!bad) {
       try {
         entry->load_metadata(meta);
       } catch (const Error& e) {
@@ -353,33 +521,42 @@ EntryPtr DiskStore::get(const std::string& key) {
         why = e.message();
       }
     }
-    s = c->stmt("SELECT kind, sum, data FROM blobs WHERE key = ?1");
-    sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
     size_t parts = 0;
-    while (!bad && c->step(s, "read blobs") == SQLITE_ROW) {
-      const int kind = sqlite3_column_int(s, 0);
+    const std::vector<int64_t> blob_rows =
+        bad ? std::vector<int64_t>() : rowids("SELECT rowid FROM blobs WHERE key = ?1", "find blobs");
+    for (int64_t rowid : blob_rows) {
+      s = c->stmt("SELECT key, kind, sum, data FROM blobs WHERE rowid = ?1");
+      sqlite3_bind_int64(s, 1, rowid);
+      if (c->step(s, "read blob") != SQLITE_ROW || col_text(s, 0) != key) {
+        sqlite3_reset(s);
+        bad = true;
+        why = "the blob index points at another row";
+        break;
+      }
+      const int kind = sqlite3_column_int(s, 1);
       std::string* dst = (kind == 1 || kind == 2 || kind == 4)
                              ? entry->blob(static_cast<BlobKind>(kind))
                              : nullptr;
+      const std::string sum = col_blob(s, 2);
+      const void* data = sqlite3_column_blob(s, 3);
+      const size_t len = data ? size_t(sqlite3_column_bytes(s, 3)) : 0;
+      const Checksum d2 = checksum(data, len);
       if (!dst) {
-        bad = true;
         why = "unknown blob kind " + std::to_string(kind);
-        break;
-      }
-      const void* sum = sqlite3_column_blob(s, 1);
-      const int sum_len = sqlite3_column_bytes(s, 1);
-      const void* data = sqlite3_column_blob(s, 2);
-      const int len = sqlite3_column_bytes(s, 2);
-      const Digest d2 = sha256(data, size_t(len));
-      if (sum_len != int(d2.size()) || std::memcmp(sum, d2.data(), d2.size()) != 0) {
-        bad = true;
+      } else if (!dst->empty()) {
+        why = "blob kind " + std::to_string(kind) + " stored twice";
+      } else if (sum.size() != d2.size() || std::memcmp(sum.data(), d2.data(), d2.size()) != 0) {
         why = "blob checksum mismatch";
+      } else {
+        dst->assign(static_cast<const char*>(data), len);
+        ++parts;
+      }
+      sqlite3_reset(s);
+      if (!why.empty()) {
+        bad = true;
         break;
       }
-      dst->assign(static_cast<const char*>(data), size_t(len));
-      ++parts;
     }
-    sqlite3_reset(s);
     // Every part the metadata promises must be present with its recorded size.
     const auto& rs = entry->recorded_sizes;
     if (!bad && (entry->ptx.size() != rs.ptx || entry->cubin.size() != rs.cubin ||
@@ -419,7 +596,7 @@ void DiskStore::delete_locked(Conn& c, const std::string& key) {
 uint64_t DiskStore::put(const Entry& e, uint64_t max_bytes) {
   if (read_only_) fail(KJIT_ERROR_READ_ONLY, "cache database " + path_ + " is read-only");
   const std::string meta = e.metadata_json();
-  const Digest meta_sum = sha256(meta);
+  const Checksum meta_sum = checksum(meta);
   std::string kernels;
   for (const auto& k : e.kernels) kernels += (kernels.empty() ? "" : ",") + k;
   const int64_t now = unix_time();
@@ -442,7 +619,7 @@ uint64_t DiskStore::put(const Entry& e, uint64_t max_bytes) {
   for (BlobKind k : {BlobKind::Ptx, BlobKind::Cubin, BlobKind::LtoIr}) {
     const std::string& data = *e.blob(k);
     if (data.empty()) continue;
-    const Digest sum = sha256(data);
+    const Checksum sum = checksum(data);
     s = c->stmt("INSERT INTO blobs(key, kind, sum, data) VALUES(?1, ?2, ?3, ?4)");
     sqlite3_bind_text(s, 1, e.key.data(), int(e.key.size()), SQLITE_STATIC);
     sqlite3_bind_int(s, 2, int(k));
@@ -478,11 +655,10 @@ uint64_t DiskStore::evict_locked(Conn& c, uint64_t target_bytes) {
     if (c.step(s, "read totals") == SQLITE_ROW) bytes = uint64_t(sqlite3_column_int64(s, 0));
     sqlite3_reset(s);
     if (bytes <= target_bytes) break;
-    s = c.stmt("SELECT key FROM entries ORDER BY last_used ASC, created ASC LIMIT 16");
+    // Least recently used first; among equal times (seconds), the oldest insert first.
+    s = c.stmt("SELECT key FROM entries ORDER BY last_used ASC, rowid ASC LIMIT 16");
     std::vector<std::string> victims;
-    while (c.step(s, "select victims") == SQLITE_ROW) {
-      victims.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(s, 0)));
-    }
+    while (c.step(s, "select victims") == SQLITE_ROW) victims.push_back(col_text(s, 0));
     sqlite3_reset(s);
     if (victims.empty()) break;
     for (const auto& key : victims) {
@@ -549,9 +725,9 @@ void DiskStore::list(const std::function<bool(const EntryInfo&)>& fn) {
       "ORDER BY last_used DESC, created DESC");
   while (c->step(s, "list entries") == SQLITE_ROW) {
     EntryInfo info;
-    info.key = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
-    info.target = reinterpret_cast<const char*>(sqlite3_column_text(s, 1));
-    info.kernels = reinterpret_cast<const char*>(sqlite3_column_text(s, 2));
+    info.key = col_text(s, 0);
+    info.target = col_text(s, 1);
+    info.kernels = col_text(s, 2);
     info.bytes = uint64_t(sqlite3_column_int64(s, 3));
     info.created = sqlite3_column_int64(s, 4);
     info.last_used = sqlite3_column_int64(s, 5);
@@ -615,6 +791,8 @@ Claim DiskStore::try_claim(const std::string& key, const std::string& owner) {
     return out;
   }
   const int64_t now = unix_time();
+  // Another process moved a corrupt file aside: claims only work on the shared file.
+  if (replaced()) reopen();
   Lease c = acquire();
   Txn txn(*c, true);
   sqlite3_stmt* s = c->stmt("SELECT 1 FROM entries WHERE key = ?1");
@@ -630,12 +808,18 @@ Claim DiskStore::try_claim(const std::string& key, const std::string& owner) {
   sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
   bool take = true;
   if (c->step(s, "read claim") == SQLITE_ROW) {
-    const std::string holder = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+    const std::string holder = col_text(s, 0);
     const int64_t started = sqlite3_column_int64(s, 1);
     const bool failed = sqlite3_column_type(s, 2) != SQLITE_NULL;
-    // A failed claim is history for new requests; a live claim makes us wait.
-    if (!failed && holder != owner && !owner_is_dead(holder, started, now)) {
+    if (failed && now - started <= kFailedClaimSeconds && now >= started) {
+      // A recent compile error is the answer for everyone who asks: don't compile again.
       take = false;
+      out.state = Claim::State::Failed;
+      out.owner = holder;
+      out.failure = col_text(s, 2);
+    } else if (!failed && holder != owner && !owner_is_dead(holder, started, now)) {
+      take = false;  // a live claim: wait for it
+      out.state = Claim::State::Busy;
       out.owner = holder;
     }
   }
@@ -647,13 +831,11 @@ Claim DiskStore::try_claim(const std::string& key, const std::string& owner) {
     sqlite3_bind_text(s, 2, owner.data(), int(owner.size()), SQLITE_STATIC);
     sqlite3_bind_int64(s, 3, now);
     c->step(s, "write claim");
-    // Failed claims older than a minute are no longer anyone's answer.
+    // Failed claims that expired are no longer anyone's answer.
     s = c->stmt("DELETE FROM claims WHERE failure IS NOT NULL AND started < ?1");
-    sqlite3_bind_int64(s, 1, now - 60);
+    sqlite3_bind_int64(s, 1, now - kFailedClaimSeconds);
     c->step(s, "expire claims");
     out.state = Claim::State::Claimed;
-  } else {
-    out.state = Claim::State::Busy;
   }
   txn.commit();
   return out;
@@ -667,11 +849,13 @@ Claim DiskStore::read_claim(const std::string& key) {
   sqlite3_stmt* s = c->stmt("SELECT owner, started, failure FROM claims WHERE key = ?1");
   sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
   if (c->step(s, "read claim") == SQLITE_ROW) {
-    out.owner = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+    out.owner = col_text(s, 0);
     const int64_t started = sqlite3_column_int64(s, 1);
     if (sqlite3_column_type(s, 2) != SQLITE_NULL) {
-      out.state = Claim::State::Failed;
-      out.failure = reinterpret_cast<const char*>(sqlite3_column_text(s, 2));
+      if (now - started <= kFailedClaimSeconds) {  // an expired failure answers nobody
+        out.state = Claim::State::Failed;
+        out.failure = col_text(s, 2);
+      }
     } else if (!owner_is_dead(out.owner, started, now)) {
       out.state = Claim::State::Busy;
     }
@@ -693,10 +877,13 @@ void DiskStore::fail_claim(const std::string& key, const std::string& owner,
                            const std::string& failure) {
   if (read_only_) return;
   Lease c = acquire();
-  sqlite3_stmt* s = c->stmt("UPDATE claims SET failure = ?3 WHERE key = ?1 AND owner = ?2");
+  // `started` becomes the time of the failure, from which it answers for a while.
+  sqlite3_stmt* s = c->stmt(
+      "UPDATE claims SET failure = ?3, started = ?4 WHERE key = ?1 AND owner = ?2");
   sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
   sqlite3_bind_text(s, 2, owner.data(), int(owner.size()), SQLITE_STATIC);
   sqlite3_bind_text(s, 3, failure.data(), int(failure.size()), SQLITE_STATIC);
+  sqlite3_bind_int64(s, 4, unix_time());
   c->step(s, "record failed compile");
 }
 
@@ -705,9 +892,7 @@ std::optional<std::string> DiskStore::get_meta(const std::string& name) {
   sqlite3_stmt* s = c->stmt("SELECT value FROM meta WHERE name = ?1");
   sqlite3_bind_text(s, 1, name.data(), int(name.size()), SQLITE_STATIC);
   std::optional<std::string> out;
-  if (c->step(s, "read meta") == SQLITE_ROW) {
-    out = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
-  }
+  if (c->step(s, "read meta") == SQLITE_ROW) out = col_text(s, 0);
   sqlite3_reset(s);
   return out;
 }

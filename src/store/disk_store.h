@@ -38,8 +38,12 @@ struct EntryInfo {
 struct Claim {
   enum class State { Claimed, Present, Busy, Failed } state = State::Busy;
   std::string owner;    // who holds it (Busy / Failed)
-  std::string failure;  // serialized failure (Failed): status \n message \n log
+  std::string failure;  // serialized failure (Failed), as given to fail_claim()
 };
+
+// How long a recorded compile failure answers every request for its key (the key covers
+// every input, so a compile error is deterministic; transient failures are never recorded).
+constexpr int64_t kFailedClaimSeconds = 60;
 
 class Txn;
 
@@ -77,11 +81,27 @@ class DiskStore {
   void touch(const std::string& key, int64_t last_used);
   void flush_touches();
 
-  // Single flight across processes. `owner` identifies this process and thread.
+  // Single flight across processes. `owner` identifies this process and cache handle.
+  // try_claim: Present (entry stored), Claimed (by us), Busy (a live owner compiles it) or
+  // Failed (a failure recorded less than kFailedClaimSeconds ago: deliver it, don't retry).
+  // A claim whose owner died (same host: the process is gone or a zombie) is taken over.
   Claim try_claim(const std::string& key, const std::string& owner);
   void release_claim(const std::string& key, const std::string& owner);
+  // Records a deterministic failure (a compile error) for every waiter and newcomer.
   void fail_claim(const std::string& key, const std::string& owner, const std::string& failure);
   Claim read_claim(const std::string& key);  // Busy (with owner), Failed, or Claimed = none
+
+  // The database file was found corrupt while open: move it (and its -wal/-shm) aside as
+  // kjit.db.corrupt-<time> unless another process already replaced it, then continue with
+  // a fresh database. Returns the path it was moved to ("" if it was already replaced).
+  // Throws Error(KJIT_ERROR_CACHE) if the fresh database cannot be created.
+  std::string quarantine(const std::string& why);
+  // True when the file at path() is no longer the one this store opened (another process
+  // quarantined it, or it was deleted); reopen() then switches to the current file.
+  bool replaced();
+  void reopen();
+  // `PRAGMA integrity_check`: "" when the database is sound, else SQLite's report.
+  std::string integrity_problems();
 
   // Small key/value table for toolchain facts and other metadata.
   std::optional<std::string> get_meta(const std::string& name);
@@ -101,6 +121,7 @@ class DiskStore {
   Lease acquire();
   void release(Conn* c);
   std::unique_ptr<Conn> open_connection(bool initialise);
+  void switch_file(bool move_aside, const std::string& why, std::string* aside);
   void initialise_schema(Conn& c);
   uint64_t evict_locked(Conn& c, uint64_t target_bytes);
   void delete_locked(Conn& c, const std::string& key);
@@ -112,6 +133,9 @@ class DiskStore {
   long pid_;  // connections are never reused across fork()
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<Conn>> pool_;
+  uint64_t generation_ = 0;  // bumped when the file is switched; older connections close
+  std::string identity_;     // device:inode of the file the connections use
+  std::mutex switch_mu_;     // serialises quarantine()/reopen()
   std::mutex touch_mu_;
   std::vector<std::pair<std::string, int64_t>> touches_;
 };

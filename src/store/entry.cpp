@@ -3,6 +3,7 @@
 #include <cjson/cJSON.h>
 
 #include <cctype>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 
@@ -22,6 +23,12 @@ cJSON* string_array(const std::vector<std::string>& v) {
   return a;
 }
 
+std::string number_text(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 [[noreturn]] void corrupt(const std::string& why) {
   fail(KJIT_ERROR_CACHE_CORRUPT, "cache entry metadata is invalid: " + why);
 }
@@ -36,6 +43,16 @@ double get_number(const cJSON* obj, const char* name) {
   const cJSON* item = cJSON_GetObjectItemCaseSensitive(obj, name);
   if (!cJSON_IsNumber(item)) corrupt(std::string("missing ") + name);
   return item->valuedouble;
+}
+
+// A whole number in [0, 2^53]: checked before it is converted (converting an out-of-range
+// double to an integer is undefined behaviour).
+uint64_t get_count(const cJSON* obj, const char* name) {
+  const double v = get_number(obj, name);
+  if (!(v >= 0 && v <= 9007199254740992.0) || v != static_cast<double>(static_cast<uint64_t>(v))) {
+    corrupt(std::string("bad ") + name);
+  }
+  return static_cast<uint64_t>(v);
 }
 
 std::vector<std::string> get_strings(const cJSON* obj, const char* name) {
@@ -107,9 +124,9 @@ void Entry::load_metadata(const std::string& json) {
   Json root(cJSON_ParseWithLength(json.data(), json.size()));
   if (!root || !cJSON_IsObject(root.get())) corrupt("not a JSON object");
   const cJSON* r = root.get();
-  const int format = static_cast<int>(get_number(r, "format"));
+  const double format = get_number(r, "format");
   if (format != kCacheFormatVersion) {
-    fail(KJIT_ERROR_CACHE_CORRUPT, "cache entry has format version " + std::to_string(format) +
+    fail(KJIT_ERROR_CACHE_CORRUPT, "cache entry has format version " + number_text(format) +
                                        ", this kjit reads version " +
                                        std::to_string(kCacheFormatVersion));
   }
@@ -120,12 +137,12 @@ void Entry::load_metadata(const std::string& json) {
   kernels = get_strings(r, "kernels");
   log = get_string(r, "log");
   compile_ms = get_number(r, "compile_ms");
-  created = static_cast<int64_t>(get_number(r, "created"));
+  created = static_cast<int64_t>(get_count(r, "created"));
   const cJSON* sizes = cJSON_GetObjectItemCaseSensitive(r, "sizes");
   if (!cJSON_IsObject(sizes)) corrupt("missing sizes");
-  recorded_sizes.ptx = static_cast<uint64_t>(get_number(sizes, "ptx"));
-  recorded_sizes.cubin = static_cast<uint64_t>(get_number(sizes, "cubin"));
-  recorded_sizes.ltoir = static_cast<uint64_t>(get_number(sizes, "ltoir"));
+  recorded_sizes.ptx = get_count(sizes, "ptx");
+  recorded_sizes.cubin = get_count(sizes, "cubin");
+  recorded_sizes.ltoir = get_count(sizes, "ltoir");
   names.clear();
   const cJSON* arr = cJSON_GetObjectItemCaseSensitive(r, "names");
   if (!cJSON_IsArray(arr)) corrupt("missing names");
