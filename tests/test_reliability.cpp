@@ -619,6 +619,44 @@ TEST(Stampede, CompileErrorIsDeliveredToEveryWaiter) {
   std::printf("compile error: %d processes, %llu compile(s)\n", kProcs, compiles);
 }
 
+TEST(Stampede, WaitingForAnotherProcessIsCancellable) {
+  TempDir dir;
+  const std::string db = dir.file("kjit.db");
+  Barrier barrier;
+  std::vector<Child> kids = start_workers({"compile", dir.path(), "cub"}, 1, barrier);
+  ASSERT_TRUE(barrier.release(1, 120000));
+  pid_t owner = 0;
+  double deadline = now_ms() + 120000;
+  while (now_ms() < deadline && !(owner = claim_owner(db))) usleep(2000);
+  ASSERT_EQ(owner, kids[0].pid);
+  ASSERT_EQ(kill(owner, SIGSTOP), 0);  // it holds the claim and makes no progress
+  kjit_cache* c = open_cache(dir.path());
+  kjit_compiler* comp = nullptr;
+  ASSERT_EQ(kjit_compiler_create(c, 1, &comp), KJIT_OK);
+  const Program p = program("cub");
+  kjit_options* o = make_options(p);
+  kjit_future* f = nullptr;
+  ASSERT_EQ(kjit_compile_async(comp, p.source.c_str(), o, &f), KJIT_OK);
+  deadline = now_ms() + 120000;
+  while (now_ms() < deadline && stats_of(c).waits == 0) usleep(2000);
+  EXPECT_EQ(stats_of(c).waits, 1u) << "the compile did not wait for the owner";
+  ASSERT_EQ(kjit_future_cancel(f), KJIT_OK);
+  kjit_binary* b = nullptr;
+  EXPECT_EQ(kjit_future_wait(f, 120000, &b), KJIT_ERROR_CANCELLED) << kjit_last_error();
+  EXPECT_EQ(stats_of(c).compiles, 0u);
+  kjit_binary_destroy(b);
+  kjit_future_destroy(f);
+  kill(owner, SIGCONT);
+  finish(kids, now_ms() + 300000);
+  ASSERT_TRUE(exited_ok(kids[0])) << kids[0].output;
+  EXPECT_EQ(number(kids[0].output, "status"), 0u);
+  // The cancelled waiter left nothing behind: the next request hits.
+  EXPECT_EQ(compile(c, p).tier, KJIT_TIER_DISK);
+  kjit_options_destroy(o);
+  kjit_compiler_destroy(comp);
+  kjit_cache_close(c);
+}
+
 TEST(Stampede, ConcurrentFirstOpensNeverQuarantineAFreshDatabase) {
   // Every round: 8 processes create and open the same new database at the same moment.
   const int rounds = 6;

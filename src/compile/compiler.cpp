@@ -120,7 +120,9 @@ Outcome Compiler::compile(const std::string& source, const CompileOptions& opts,
   const std::string key = compute_key(source, opts, norm, toolchain);
   auto run = [&] { return run_nvrtc(source, opts, norm, key, toolchain, cancel); };
   if (!cache_) return run();
-  return cache_->get_or_compile(key, run);
+  std::function<bool()> cancelled;  // also ends a wait for another process's compile
+  if (cancel) cancelled = [&cancel] { return cancel->load(std::memory_order_relaxed); };
+  return cache_->get_or_compile(key, run, cancelled);
 }
 
 void Compiler::submit(std::function<void()> job) {
