@@ -546,3 +546,44 @@ TEST(Cache, BadArguments) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CacheTotals, CountsOfEveryProcessAddUp) {
+  TempDir dir;
+  { Cache a(dir.path()); compile(a.c, kSaxpySource); compile(a.c, kSaxpySource); }
+  {
+    Cache b(dir.path());
+    EXPECT_EQ(compile(b.c, kSaxpySource).tier, KJIT_TIER_DISK);
+    kjit_cache_stats s = b.stats();
+    EXPECT_EQ(s.compiles, 0u);
+    EXPECT_EQ(s.total_compiles, 1u);
+    EXPECT_EQ(s.total_misses, 1u);
+    EXPECT_EQ(s.total_memory_hits, 1u);
+    EXPECT_EQ(s.total_disk_hits, 1u) << "this handle's unflushed hit is included";
+    EXPECT_GT(s.total_compile_ms_saved, 0.0);
+    EXPECT_EQ(s.remote_state, KJIT_REMOTE_NONE);
+  }
+  Cache c(dir.path(), /*read_only=*/true);
+  compile(c.c, kSaxpySource);
+  kjit_cache_stats s = c.stats();
+  EXPECT_EQ(s.total_disk_hits, 2u);
+  EXPECT_EQ(s.total_compiles, 1u);
+}
+
+TEST(CacheTotals, SchemaVersionOneIsMigrated) {
+  TempDir dir;
+  { Cache a(dir.path()); compile(a.c, kSaxpySource); }
+  // Make the database look like one written by schema version 1 (no counters table).
+  sql(db_path(dir), "DROP TABLE counters; PRAGMA user_version=1;");
+  Cache b(dir.path());
+  EXPECT_EQ(b.stats().disk_state, KJIT_DISK_OK);
+  EXPECT_EQ(compile(b.c, kSaxpySource).tier, KJIT_TIER_DISK) << "entries survive the migration";
+  kjit_cache_close(b.c);
+  b.c = nullptr;
+  kjit::DiskStore store(dir.path(), true, true);
+  EXPECT_EQ(store.exec_for_text("PRAGMA user_version"), "2\n");
+  EXPECT_NE(store.exec_for_text("SELECT value FROM counters WHERE name = 'disk_hits'"), "");
+}
+
+}  // namespace

@@ -91,10 +91,31 @@ typedef struct kjit_cache_stats {
   uint64_t disk_entries;          /**< current disk entries and bytes (whole database) */
   uint64_t disk_bytes;
   uint64_t max_size_bytes;        /**< effective disk bound */
-  uint64_t remote_errors;         /**< remote tier failures (not misses) */
+  uint64_t remote_errors;         /**< remote tier failures, garbage values included (not misses) */
   uint64_t remote_timeouts;
   char message[256];              /**< why the disk tier is not OK, or "" */
+  /* Totals over every process that has used this database, this one included (each handle
+     adds its counts to the database when it stores an entry and when it closes). */
+  uint64_t total_memory_hits;
+  uint64_t total_disk_hits;
+  uint64_t total_remote_hits;
+  uint64_t total_misses;
+  uint64_t total_compiles;
+  uint64_t total_corrupt_entries;
+  uint64_t total_evictions;
+  uint64_t total_remote_errors;
+  uint64_t total_remote_timeouts;
+  double total_compile_ms_saved;
+  int remote_state;               /**< kjit_remote_state of this handle */
 } kjit_cache_stats;
+
+/** State of the remote (fleet) tier of a cache handle. */
+typedef enum kjit_remote_state {
+  KJIT_REMOTE_NONE = 0,      /**< no remote configured */
+  KJIT_REMOTE_OK = 1,        /**< configured; last attempt succeeded or none made yet */
+  KJIT_REMOTE_BACKOFF = 2,   /**< circuit breaker open after failures; retried after a cooldown */
+  KJIT_REMOTE_NOT_BUILT = 3  /**< configured, but this kjit was built without hiredis */
+} kjit_remote_state;
 
 /** Read the statistics. stats->struct_size must be set. Returns KJIT_OK,
  *  KJIT_ERROR_INVALID_HANDLE, KJIT_ERROR_INVALID_ARGUMENT. Thread-safe. */

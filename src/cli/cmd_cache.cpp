@@ -147,6 +147,15 @@ int sub_path(const Parsed& p, Global& g) {
   return kExitOk;
 }
 
+const char* remote_state_name(int state) {
+  switch (state) {
+    case KJIT_REMOTE_OK: return "connected or not yet tried";
+    case KJIT_REMOTE_BACKOFF: return "unavailable, retrying after a cooldown";
+    case KJIT_REMOTE_NOT_BUILT: return "configured, but not built into this kjit";
+    default: return "none";
+  }
+}
+
 int sub_stats(const Parsed& p, Global& g) {
   if (!p.positional.empty()) usage_error("cache stats", "unexpected argument '" + p.positional[0] + "'");
   // Opened read-write so that the state reported is the cache's, not this handle's choice
@@ -186,6 +195,19 @@ int sub_stats(const Parsed& p, Global& g) {
       add_u64(t, "entries", v.first);
       add_u64(t, "bytes", v.second);
     }
+    // Totals recorded by every process that used this database.
+    cJSON* tot = cJSON_AddObjectToObject(j.p, "totals");
+    add_u64(tot, "memory_hits", s.total_memory_hits);
+    add_u64(tot, "disk_hits", s.total_disk_hits);
+    add_u64(tot, "remote_hits", s.total_remote_hits);
+    add_u64(tot, "misses", s.total_misses);
+    add_u64(tot, "compiles", s.total_compiles);
+    add_u64(tot, "corrupt_entries", s.total_corrupt_entries);
+    add_u64(tot, "evictions", s.total_evictions);
+    add_u64(tot, "remote_errors", s.total_remote_errors);
+    add_u64(tot, "remote_timeouts", s.total_remote_timeouts);
+    cJSON_AddNumberToObject(tot, "compile_ms_saved", s.total_compile_ms_saved);
+    cJSON_AddStringToObject(j.p, "remote", remote_state_name(s.remote_state));
     // Counters of the handle this command opened (the library counts per handle).
     cJSON* proc = cJSON_AddObjectToObject(j.p, "this_process");
     add_u64(proc, "memory_hits", s.memory_hits);
@@ -218,6 +240,25 @@ int sub_stats(const Parsed& p, Global& g) {
               human_bytes(s.max_size_bytes).c_str(), pct);
   std::printf("stored compile time %s (what one hit on each entry saves)\n",
               human_ms(stored_ms).c_str());
+  const uint64_t hits = s.total_memory_hits + s.total_disk_hits + s.total_remote_hits;
+  const uint64_t lookups = hits + s.total_misses;
+  std::printf("hits                %llu (memory %llu, disk %llu, remote %llu)%s\n",
+              static_cast<unsigned long long>(hits),
+              static_cast<unsigned long long>(s.total_memory_hits),
+              static_cast<unsigned long long>(s.total_disk_hits),
+              static_cast<unsigned long long>(s.total_remote_hits),
+              lookups ? (" = " + std::to_string(100 * hits / lookups) + "% of lookups").c_str() : "");
+  std::printf("misses              %llu (%llu compiles)\n",
+              static_cast<unsigned long long>(s.total_misses),
+              static_cast<unsigned long long>(s.total_compiles));
+  std::printf("compile time saved  %s\n", human_ms(s.total_compile_ms_saved).c_str());
+  std::printf("corrupt / evicted   %llu / %llu\n",
+              static_cast<unsigned long long>(s.total_corrupt_entries),
+              static_cast<unsigned long long>(s.total_evictions));
+  std::printf("remote tier         %s (errors %llu, timeouts %llu)\n",
+              remote_state_name(s.remote_state),
+              static_cast<unsigned long long>(s.total_remote_errors),
+              static_cast<unsigned long long>(s.total_remote_timeouts));
   std::printf("oldest entry        %s\n", format_time(oldest).c_str());
   std::printf("last use            %s\n", format_time(newest).c_str());
   for (const auto& [target, v] : per_target) {

@@ -129,7 +129,7 @@ Cache::Cache(CacheConfig config)
                                           : kDefaultMaxBytes)),
       owner_(process_owner_id(this)),
       memory_(config_.memory_max_bytes ? config_.memory_max_bytes : kDefaultMemoryBytes) {
-  owner_pid_ = flights_pid_ = static_cast<long>(getpid());
+  owner_pid_ = flights_pid_ = counters_pid_ = static_cast<long>(getpid());
   open_remote();
   if (config_.memory_only || env_flag("KJIT_CACHE_DISABLE")) {
     disk_state_ = KJIT_DISK_DISABLED;
@@ -161,6 +161,57 @@ Cache::~Cache() {
   }
   later_cv_.notify_all();
   if (later_thread_.joinable()) later_thread_.join();  // pending writes are finished
+  flush_counters();
+}
+
+const char* const Cache::kCounterNames[10] = {
+    "memory_hits", "disk_hits", "remote_hits", "misses", "compiles",
+    "corrupt_entries", "evictions", "remote_errors", "remote_timeouts", "compile_us_saved"};
+
+Cache::Counts Cache::current_counts() {
+  Counts c;
+  c.v[0] = memory_hits_;
+  c.v[1] = disk_hits_;
+  c.v[2] = remote_hits_;
+  c.v[3] = misses_;
+  c.v[4] = compiles_;
+  c.v[5] = corrupt_;
+  c.v[6] = evictions_;
+  if (remote_) {
+    const RemoteStats r = remote_->stats();
+    c.v[7] = r.errors + r.rejected;
+    c.v[8] = r.timeouts;
+  }
+  c.v[9] = saved_us_;
+  return c;
+}
+
+// Adds what this handle counted since the last flush to the database's totals. Called
+// after an entry is stored (a write transaction is being paid for anyway) and at close,
+// so hits alone never write.
+void Cache::flush_counters() {
+  if (!disk_ || disk_->read_only()) return;
+  std::lock_guard<std::mutex> lock(counters_mu_);
+  const Counts now = current_counts();
+  const long pid = static_cast<long>(getpid());
+  if (counters_pid_ != pid) {
+    // A forked child starts from the parent's counts, which are the parent's to report.
+    counters_pid_ = pid;
+    flushed_ = now;
+    return;
+  }
+  std::vector<std::pair<std::string, int64_t>> deltas;
+  for (size_t i = 0; i < 10; ++i) {
+    if (now.v[i] > flushed_.v[i]) {
+      deltas.emplace_back(kCounterNames[i], int64_t(now.v[i] - flushed_.v[i]));
+    }
+  }
+  try {
+    disk_->add_counters(deltas);
+    flushed_ = now;
+  } catch (const std::exception& e) {
+    disk_failed(e, "recording usage counters");
+  }
 }
 
 void Cache::store_later(const EntryPtr& e) {
@@ -315,6 +366,7 @@ bool Cache::disk_put(const Entry& e) {
     try {
       evictions_ += disk_->put(e, max_bytes_);
       stores_++;
+      flush_counters();
       return true;
     } catch (const DatabaseCorrupt& ex) {
       if (attempt == 0 && quarantine_disk(ex)) continue;  // store it in the new database
@@ -662,7 +714,42 @@ void Cache::stats(kjit_cache_stats* out) {
     const RemoteStats r = remote_->stats();
     s.remote_errors = r.errors + r.rejected;
     s.remote_timeouts = r.timeouts;
+    s.remote_state = r.breaker_open ? KJIT_REMOTE_BACKOFF : KJIT_REMOTE_OK;
+  } else if (!config_.remote.url.empty() && !remote_tier_built()) {
+    s.remote_state = KJIT_REMOTE_NOT_BUILT;
   }
+  // Totals: what the database holds plus what this handle has not added to it yet.
+  Counts totals;
+  if (disk_) {
+    try {
+      for (const auto& [name, value] : disk_->counters()) {
+        for (size_t i = 0; i < 10; ++i) {
+          if (name == kCounterNames[i]) totals.v[i] = uint64_t(value);
+        }
+      }
+    } catch (const std::exception& e) {
+      disk_failed(e, "reading usage counters");
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(counters_mu_);
+    const Counts now = current_counts();
+    const bool unflushable = !disk_ || disk_->read_only();
+    for (size_t i = 0; i < 10; ++i) {
+      const uint64_t base = unflushable ? 0 : flushed_.v[i];
+      if (now.v[i] > base) totals.v[i] += now.v[i] - base;
+    }
+  }
+  s.total_memory_hits = totals.v[0];
+  s.total_disk_hits = totals.v[1];
+  s.total_remote_hits = totals.v[2];
+  s.total_misses = totals.v[3];
+  s.total_compiles = totals.v[4];
+  s.total_corrupt_entries = totals.v[5];
+  s.total_evictions = totals.v[6];
+  s.total_remote_errors = totals.v[7];
+  s.total_remote_timeouts = totals.v[8];
+  s.total_compile_ms_saved = static_cast<double>(totals.v[9]) / 1000.0;
   memory_.totals(&s.memory_entries, &s.memory_bytes);
   if (disk_) {
     try {

@@ -138,6 +138,17 @@ class Cache {
   std::atomic<uint64_t> memory_hits_{0}, disk_hits_{0}, misses_{0}, compiles_{0}, stores_{0},
       store_failures_{0}, corrupt_{0}, evictions_{0}, waits_{0}, remote_hits_{0};
   std::atomic<uint64_t> saved_us_{0};
+
+  // Counts of this handle, and the part of them already added to the database's totals.
+  struct Counts {
+    uint64_t v[10] = {};
+  };
+  static const char* const kCounterNames[10];
+  Counts current_counts();
+  void flush_counters();
+  std::mutex counters_mu_;
+  Counts flushed_;
+  long counters_pid_ = 0;
 };
 
 }  // namespace kjit

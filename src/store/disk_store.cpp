@@ -363,10 +363,17 @@ void DiskStore::initialise_schema(Conn& c) {
   version = read_int("PRAGMA user_version");
   if (version == 0) {
     c.exec(kSchema, "create schema");
-    // Future migrations go here: `if (version == 1) { ... migrate to 2 ... }`.
     c.exec("PRAGMA application_id=1802135924", "set application id");
-    c.exec("PRAGMA user_version=1", "set schema version");
+    version = 1;
   }
+  // Migrations, one schema version at a time, in the same transaction.
+  if (version == 1) {
+    c.exec("CREATE TABLE IF NOT EXISTS counters(name TEXT PRIMARY KEY NOT NULL, "
+           "value INTEGER NOT NULL)",
+           "migrate schema 1 -> 2");
+    version = 2;
+  }
+  c.exec(("PRAGMA user_version=" + std::to_string(version)).c_str(), "set schema version");
   txn.commit();
 }
 
@@ -885,6 +892,33 @@ void DiskStore::fail_claim(const std::string& key, const std::string& owner,
   sqlite3_bind_text(s, 3, failure.data(), int(failure.size()), SQLITE_STATIC);
   sqlite3_bind_int64(s, 4, unix_time());
   c->step(s, "record failed compile");
+}
+
+void DiskStore::add_counters(const std::vector<std::pair<std::string, int64_t>>& deltas) {
+  if (read_only_ || deltas.empty()) return;
+  Lease c = acquire();
+  Txn txn(*c, true);
+  for (const auto& [name, delta] : deltas) {
+    sqlite3_stmt* s = c->stmt(
+        "INSERT INTO counters(name, value) VALUES(?1, ?2) "
+        "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value");
+    sqlite3_bind_text(s, 1, name.data(), int(name.size()), SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, delta);
+    c->step(s, "add counters");
+  }
+  txn.commit();
+}
+
+std::vector<std::pair<std::string, int64_t>> DiskStore::counters() {
+  Lease c = acquire();
+  std::vector<std::pair<std::string, int64_t>> out;
+  sqlite3_stmt* s = c->stmt("SELECT name, value FROM counters");
+  while (c->step(s, "read counters") == SQLITE_ROW) {
+    out.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(s, 0)),
+                     sqlite3_column_int64(s, 1));
+  }
+  sqlite3_reset(s);
+  return out;
 }
 
 std::optional<std::string> DiskStore::get_meta(const std::string& name) {

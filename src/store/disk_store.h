@@ -50,7 +50,7 @@ class Txn;
 class DiskStore {
  public:
   static constexpr const char* kFileName = "kjit.db";
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
   static constexpr int kApplicationId = 0x6b6a6974;  // "kjit"
 
   // Opens (creating if needed) `dir`/kjit.db. Throws Error(KJIT_ERROR_CACHE) when the
@@ -102,6 +102,10 @@ class DiskStore {
   void reopen();
   // `PRAGMA integrity_check`: "" when the database is sound, else SQLite's report.
   std::string integrity_problems();
+
+  // Usage counters summed over every process (name -> value); add() is one transaction.
+  void add_counters(const std::vector<std::pair<std::string, int64_t>>& deltas);
+  std::vector<std::pair<std::string, int64_t>> counters();
 
   // Small key/value table for toolchain facts and other metadata.
   std::optional<std::string> get_meta(const std::string& name);

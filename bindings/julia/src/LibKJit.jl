@@ -41,6 +41,17 @@ struct kjit_cache_stats
     remote_errors::UInt64
     remote_timeouts::UInt64
     message::NTuple{256,Cchar}
+    total_memory_hits::UInt64
+    total_disk_hits::UInt64
+    total_remote_hits::UInt64
+    total_misses::UInt64
+    total_compiles::UInt64
+    total_corrupt_entries::UInt64
+    total_evictions::UInt64
+    total_remote_errors::UInt64
+    total_remote_timeouts::UInt64
+    total_compile_ms_saved::Cdouble
+    remote_state::Cint
 end
 
 "C struct `kjit_cache_entry_info` (cache.h)."

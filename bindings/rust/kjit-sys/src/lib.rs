@@ -137,6 +137,17 @@ pub struct kjit_cache_stats {
     pub remote_errors: u64,
     pub remote_timeouts: u64,
     pub message: [c_char; 256],
+    pub total_memory_hits: u64,
+    pub total_disk_hits: u64,
+    pub total_remote_hits: u64,
+    pub total_misses: u64,
+    pub total_compiles: u64,
+    pub total_corrupt_entries: u64,
+    pub total_evictions: u64,
+    pub total_remote_errors: u64,
+    pub total_remote_timeouts: u64,
+    pub total_compile_ms_saved: c_double,
+    pub remote_state: c_int,
 }
 
 #[repr(C)]
@@ -648,7 +659,8 @@ mod tests {
         assert_eq!(offset_of!(kjit_cache_options, memory_only), 36);
         assert_eq!(offset_of!(kjit_cache_options, remote_url), 40);
         assert_eq!(offset_of!(kjit_cache_options, remote_read_only), 48);
-        assert_eq!(size_of::<kjit_cache_stats>(), 408);
+        assert_eq!(size_of::<kjit_cache_stats>(), 496);
+        assert_eq!(offset_of!(kjit_cache_stats, total_memory_hits), 408);
         assert_eq!(offset_of!(kjit_cache_stats, compile_ms_saved), 88);
         assert_eq!(offset_of!(kjit_cache_stats, message), 152);
         assert_eq!(size_of::<kjit_cache_entry_info>(), 64);
