@@ -100,7 +100,11 @@ NormalisedOptions normalise(const CompileOptions& opts) {
       if (o.size() == 2) fail(KJIT_ERROR_INVALID_OPTION, "option '-I' needs a path: -I<dir>");
       n.include_paths.push_back(o.substr(2));
     }
-    if (starts_with(o, "-include=")) n.pre_includes.push_back(o.substr(9));
+    if (starts_with(o, "-include=")) {
+      // An empty name would read as a computed include: every file on the include path.
+      if (o.size() == 9) fail(KJIT_ERROR_INVALID_OPTION, "option '-include=' needs a file name");
+      n.pre_includes.push_back(o.substr(9));
+    }
     if (starts_with(o, "--frandom-seed") || starts_with(o, "-frandom-seed")) has_seed = true;
     n.key.push_back(o);
   }

@@ -3,6 +3,7 @@
 #include <cjson/cJSON.h>
 
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -137,6 +138,8 @@ void Entry::load_metadata(const std::string& json) {
   kernels = get_strings(r, "kernels");
   log = get_string(r, "log");
   compile_ms = get_number(r, "compile_ms");
+  // Infinity and NaN would be written back as null (cJSON), which no reader accepts.
+  if (!std::isfinite(compile_ms)) corrupt("bad compile_ms");
   created = static_cast<int64_t>(get_count(r, "created"));
   const cJSON* sizes = cJSON_GetObjectItemCaseSensitive(r, "sizes");
   if (!cJSON_IsObject(sizes)) corrupt("missing sizes");

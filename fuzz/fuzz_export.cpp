@@ -1,0 +1,45 @@
+// Fuzzes the export/import reader (and the record codec the remote tier shares): damaged
+// files are KJIT_ERROR_CACHE_CORRUPT or rejected records, never a crash; every accepted
+// entry is complete and encodes back to a record that decodes to the same entry.
+#include <cstdint>
+#include <string>
+
+#include "fuzz_input.h"
+#include "store/export.h"
+#include "util/error.h"
+#include "util/sha256.h"
+
+namespace {
+
+void check_entry(const kjit::Entry& e) {
+  if (!kjit::is_hex_key(e.key)) kjit_fuzz::bug("accepted entry with a bad key", e.key);
+  if (e.ptx.size() != e.recorded_sizes.ptx || e.cubin.size() != e.recorded_sizes.cubin ||
+      e.ltoir.size() != e.recorded_sizes.ltoir || (e.ptx.empty() && e.cubin.empty() && e.ltoir.empty())) {
+    kjit_fuzz::bug("accepted an incomplete entry", e.key);
+  }
+  kjit::Entry back;
+  if (!kjit::decode_record(kjit::encode_record(e), &back) || back.key != e.key ||
+      back.ptx != e.ptx || back.cubin != e.cubin || back.ltoir != e.ltoir ||
+      back.kernels != e.kernels || back.names != e.names) {
+    kjit_fuzz::bug("record round trip changed the entry", e.key);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string bytes(reinterpret_cast<const char*>(data), size);
+  uint64_t rejected = 0, accepted = 0;
+  try {
+    kjit::read_export_bytes(bytes, [&](const kjit::Entry& e) {
+      check_entry(e);
+      ++accepted;
+    }, &rejected);
+  } catch (const kjit::Error& e) {
+    if (e.status() != KJIT_ERROR_CACHE_CORRUPT) kjit_fuzz::bug("unexpected status", e.message());
+  }
+  // The same bytes as one record (what a remote tier hands back).
+  kjit::Entry e;
+  if (kjit::decode_record(bytes, &e)) check_entry(e);
+  return 0;
+}

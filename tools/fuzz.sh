@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets in fuzz/ with clang (-fsanitize=fuzzer,address,undefined) in
+# build-fuzz and runs each for a fixed time, starting from the seed corpora committed in
+# fuzz/corpus/<target>/ (new inputs go to build-fuzz/corpus/, crashes to
+# build-fuzz/artifacts/). Prints each target's executions; fails on any finding.
+#
+#   tools/fuzz.sh                  20 s per target (CI)
+#   tools/fuzz.sh --time 600       longer run (also KJIT_FUZZ_SECONDS)
+#   tools/fuzz.sh --only metadata  one target
+#
+# fuzz_compile runs NVRTC only for inputs of at most 160 bytes (see fuzz/fuzz_compile.cpp);
+# NVRTC is not instrumented and its own allocations are not leak-checked (tools/lsan.supp).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${KJIT_FUZZ_SECONDS:-20}
+only=""
+while (($#)); do
+  case "$1" in
+    --time) seconds=$2; shift 2 ;;
+    --only) only=$2; shift 2 ;;
+    *) echo "usage: $0 [--time SECONDS] [--only TARGET]" >&2; exit 2 ;;
+  esac
+done
+targets=(options include_scan metadata export compile)
+[[ -n "$only" ]] && targets=("$only")
+
+for tool in clang clang++; do
+  command -v "$tool" >/dev/null || { echo "error: $tool is needed (tools/deps.sh --test installs it)" >&2; exit 1; }
+done
+jobs=$(nproc)
+if [[ ! -f build-fuzz/build.ninja ]]; then
+  CC=clang CXX=clang++ cmake -S fuzz -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+fi
+build_targets=()
+for t in "${targets[@]}"; do build_targets+=("fuzz_$t"); done
+cmake --build build-fuzz -j"$jobs" --target "${build_targets[@]}"
+
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:allocator_may_return_null=1:${ASAN_OPTIONS:-}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
+export LSAN_OPTIONS="suppressions=$PWD/tools/lsan.supp:print_suppressions=0:${LSAN_OPTIONS:-}"
+mkdir -p build-fuzz/artifacts
+failed=()
+summary=()
+total=0
+for t in "${targets[@]}"; do
+  work=build-fuzz/corpus/$t
+  mkdir -p "$work"
+  log=build-fuzz/fuzz_$t.log
+  echo "== fuzz_$t: ${seconds}s"
+  status=0
+  ./build-fuzz/fuzz_"$t" -max_total_time="$seconds" -timeout=60 -rss_limit_mb=4096 \
+    -max_len=4096 -print_final_stats=1 -artifact_prefix=build-fuzz/artifacts/"$t"- \
+    "$work" fuzz/corpus/"$t" >"$log" 2>&1 || status=$?
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  execs=${execs:-0}
+  total=$((total + execs))
+  summary+=("$(printf '%-14s %10s executions  %s' "$t" "$execs" "$([[ $status == 0 ]] && echo ok || echo FAILED)")")
+  if [[ $status != 0 ]]; then
+    failed+=("$t")
+    tail -60 "$log"
+  fi
+done
+echo "== fuzzing summary (${seconds}s per target)"
+printf '%s\n' "${summary[@]}"
+echo "total executions: $total"
+if ((${#failed[@]})); then
+  echo "fuzzing found problems in: ${failed[*]} (inputs in build-fuzz/artifacts/)" >&2
+  exit 1
+fi
