@@ -96,8 +96,9 @@ static int launch_and_check(kjit_compiler* compiler) {
   kjit_binary* log = NULL;
   double t0 = now_ms();
   CHECK(kjit_kernel_create(compiler, kSource, "saxpy", opts, 0, 0, &k, &log));
-  printf("launch: kernel ready for %s in %.3f ms (%s)\n", arch, now_ms() - t0,
-         kjit_kernel_load_path(k) == KJIT_LOAD_CUBIN ? "CUBIN" : "PTX JIT");
+  printf("launch: kernel ready for %s in %.3f ms (%s; includes starting the device's "
+         "primary context, the first CUDA use of this process)\n",
+         arch, now_ms() - t0, kjit_kernel_load_path(k) == KJIT_LOAD_CUBIN ? "CUBIN" : "PTX JIT");
   kjit_options_destroy(opts);
 
   int dev = 0;
