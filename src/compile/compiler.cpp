@@ -1,6 +1,7 @@
 #include "compile/compiler.h"
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 
 #include "compile/include_scan.h"
@@ -62,6 +63,14 @@ void validate_source(const std::string& source) {
   const size_t n = source.size();
   size_t i = 0;
   while (i < n) {
+    // ASCII fast path: eight bytes at a time while none has its high bit set.
+    while (i + 8 <= n) {
+      uint64_t word;
+      std::memcpy(&word, s + i, 8);
+      if (word & 0x8080808080808080ull) break;
+      i += 8;
+    }
+    if (i >= n) break;
     const unsigned char c = s[i];
     size_t len;
     uint32_t cp;
