@@ -657,6 +657,74 @@ TEST(Stampede, WaitingForAnotherProcessIsCancellable) {
   kjit_cache_close(c);
 }
 
+std::string start_time_of(pid_t pid) {
+  const std::string stat = file_bytes("/proc/" + std::to_string(pid) + "/stat");
+  size_t pos = stat.rfind(')');
+  for (int field = 2; field < 22 && pos != std::string::npos; ++field) pos = stat.find(' ', pos + 1);
+  return pos == std::string::npos ? "" : stat.substr(pos + 1, stat.find(' ', pos + 1) - pos - 1);
+}
+
+// Compiles `kind` asynchronously, giving up (and failing) after `limit_ms`.
+Out compile_within(kjit_cache* c, const std::string& kind, int64_t limit_ms) {
+  kjit_compiler* comp = nullptr;
+  kjit_compiler_create(c, 1, &comp);
+  const Program p = program(kind);
+  kjit_options* o = make_options(p);
+  kjit_future* f = nullptr;
+  kjit_compile_async(comp, p.source.c_str(), o, &f);
+  kjit_binary* b = nullptr;
+  kjit_status st = kjit_future_wait(f, limit_ms, &b);
+  if (st == KJIT_ERROR_TIMEOUT) {
+    kjit_future_cancel(f);
+    kjit_future_wait(f, -1, &b);
+  }
+  Out r = read_binary(st, b);
+  kjit_binary_destroy(b);
+  kjit_future_destroy(f);
+  kjit_options_destroy(o);
+  kjit_compiler_destroy(comp);
+  return r;
+}
+
+TEST(Stampede, AbandonedClaimsOfLiveProcessesAreTakenOver) {
+  TempDir dir;
+  const Out& ref = reference("saxpy");
+  kjit_cache* c = open_cache(dir.path());
+  ASSERT_NE(c, nullptr);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  auto claim = [&](pid_t pid, int64_t age) {
+    Db d(dir.file("kjit.db"));
+    const std::string owner = std::string(host) + "|" + std::to_string(pid) + "|" +
+                              start_time_of(pid) + "|0xabandoned";
+    ASSERT_TRUE(d.exec("INSERT OR REPLACE INTO claims(key, owner, started, failure) VALUES('" +
+                       ref.key + "', '" + owner + "', CAST(strftime('%s','now') AS INTEGER) - " +
+                       std::to_string(age) + ", NULL)"));
+  };
+  // A live process that stopped renewing its claim (it could not write, or hangs).
+  const pid_t sleeper = fork();
+  if (sleeper == 0) {
+    pause();
+    _exit(0);
+  }
+  claim(sleeper, 40);
+  Out r = compile_within(c, "saxpy", 60000);
+  EXPECT_EQ(r.status, KJIT_OK) << r.message;
+  EXPECT_EQ(r.digest(), ref.digest());
+  EXPECT_EQ(stats_of(c).compiles, 1u);
+  kill(sleeper, SIGKILL);
+  waitpid(sleeper, nullptr, 0);
+  // This very process, through a handle that is gone (its release failed): taken over at
+  // once, without waiting for the lease.
+  ASSERT_EQ(kjit_cache_remove(c, ref.key.c_str()), KJIT_OK);
+  claim(getpid(), 0);
+  r = compile_within(c, "saxpy", 20000);
+  EXPECT_EQ(r.status, KJIT_OK) << r.message;
+  EXPECT_EQ(r.digest(), ref.digest());
+  EXPECT_EQ(stats_of(c).compiles, 2u);
+  kjit_cache_close(c);
+}
+
 TEST(Stampede, ConcurrentFirstOpensNeverQuarantineAFreshDatabase) {
   // Every round: 8 processes create and open the same new database at the same moment.
   const int rounds = 6;

@@ -84,6 +84,39 @@ bool deterministic_failure(kjit_status s) {
          s == KJIT_ERROR_INVALID_OPTION;
 }
 
+// Renews a claim's lease from a helper thread while its owner compiles.
+class LeaseKeeper {
+ public:
+  LeaseKeeper(DiskStore* disk, const std::string& key, const std::string& owner)
+      : thread_([this, disk, key, owner] {
+          std::unique_lock<std::mutex> lock(mu_);
+          while (!cv_.wait_for(lock, std::chrono::seconds(kClaimRenewSeconds),
+                               [this] { return stop_; })) {
+            lock.unlock();
+            try {
+              disk->renew_claim(key, owner);
+            } catch (const std::exception& e) {
+              log_debug(std::string("could not renew a compile claim: ") + e.what());
+            }
+            lock.lock();
+          }
+        }) {}
+  ~LeaseKeeper() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
 Outcome cancelled_outcome(const std::string& key) {
   return Outcome{KJIT_ERROR_CANCELLED,
                  "cancelled while waiting for another compile of " + key + " to finish",
@@ -537,6 +570,7 @@ Outcome Cache::compile_with_claim(const std::string& key,
     if (claim.state == Claim::State::Claimed) {
       Outcome o;
       try {
+        LeaseKeeper lease(disk_.get(), key, me);
         o = run();
       } catch (...) {
         try {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -130,7 +131,34 @@ std::string file_id(const std::string& path) {
 
 // Owner strings are "host|pid|starttime|thread". Dead if same host and the process is
 // gone or is a different process with the same pid.
-bool owner_is_dead(const std::string& owner, int64_t started, int64_t now) {
+// Claims this process holds and is compiling for ("owner\nkey"): a claim row naming this
+// process but not listed here was abandoned (its release failed, e.g. on a full disk).
+std::mutex g_live_mu;
+std::set<std::string> g_live_claims;
+
+void live_claim(const std::string& owner, const std::string& key, bool live) {
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  if (live) {
+    g_live_claims.insert(owner + "\n" + key);
+  } else {
+    g_live_claims.erase(owner + "\n" + key);
+  }
+}
+
+void forget_live_claims(const std::string& key) {  // the entry is stored: nobody compiles it
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  for (auto it = g_live_claims.begin(); it != g_live_claims.end();) {
+    const size_t nl = it->find('\n');
+    it = it->compare(nl + 1, std::string::npos, key) == 0 ? g_live_claims.erase(it) : std::next(it);
+  }
+}
+
+// A claim holds while its owner lives and renews its lease (every kClaimRenewSeconds while
+// it compiles). Owner strings are "host|pid|starttime|handle". On this host the owner is
+// dead when the process is gone, is a zombie, or is another process with the same pid; a
+// live owner that stopped renewing (it could not write the database) lost the claim.
+bool owner_is_dead(const std::string& owner, const std::string& key, int64_t started,
+                   int64_t now) {
   std::vector<std::string> parts;
   std::string part;
   std::istringstream in(owner);
@@ -138,7 +166,12 @@ bool owner_is_dead(const std::string& owner, int64_t started, int64_t now) {
   if (parts.size() < 3) return true;
   if (parts[0] != hostname()) return now - started > kForeignClaimLeaseSeconds;
   if (parts[1].empty() || parts[2].empty()) return true;
+  if (now - started > kClaimLeaseSeconds) return true;
   const long pid = std::strtol(parts[1].c_str(), nullptr, 10);
+  if (pid == static_cast<long>(getpid())) {
+    std::lock_guard<std::mutex> lock(g_live_mu);
+    return g_live_claims.count(owner + "\n" + key) == 0;
+  }
   return process_start_time(pid) != parts[2];
 }
 
@@ -651,6 +684,7 @@ uint64_t DiskStore::put(const Entry& e, uint64_t max_bytes) {
     if (bytes > max_bytes) evicted = evict_locked(*c, max_bytes - max_bytes / 5);
   }
   txn.commit();
+  forget_live_claims(e.key);  // the claim row went with the same transaction
   return evicted;
 }
 
@@ -824,7 +858,7 @@ Claim DiskStore::try_claim(const std::string& key, const std::string& owner) {
       out.state = Claim::State::Failed;
       out.owner = holder;
       out.failure = col_text(s, 2);
-    } else if (!failed && holder != owner && !owner_is_dead(holder, started, now)) {
+    } else if (!failed && holder != owner && !owner_is_dead(holder, key, started, now)) {
       take = false;  // a live claim: wait for it
       out.state = Claim::State::Busy;
       out.owner = holder;
@@ -845,7 +879,19 @@ Claim DiskStore::try_claim(const std::string& key, const std::string& owner) {
     out.state = Claim::State::Claimed;
   }
   txn.commit();
+  if (out.state == Claim::State::Claimed) live_claim(owner, key, true);
   return out;
+}
+
+void DiskStore::renew_claim(const std::string& key, const std::string& owner) {
+  if (read_only_) return;
+  Lease c = acquire();
+  sqlite3_stmt* s = c->stmt(
+      "UPDATE claims SET started = ?3 WHERE key = ?1 AND owner = ?2 AND failure IS NULL");
+  sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, owner.data(), int(owner.size()), SQLITE_STATIC);
+  sqlite3_bind_int64(s, 3, unix_time());
+  c->step(s, "renew claim");
 }
 
 Claim DiskStore::read_claim(const std::string& key) {
@@ -863,7 +909,7 @@ Claim DiskStore::read_claim(const std::string& key) {
         out.state = Claim::State::Failed;
         out.failure = col_text(s, 2);
       }
-    } else if (!owner_is_dead(out.owner, started, now)) {
+    } else if (!owner_is_dead(out.owner, key, started, now)) {
       out.state = Claim::State::Busy;
     }
   }
@@ -872,6 +918,7 @@ Claim DiskStore::read_claim(const std::string& key) {
 }
 
 void DiskStore::release_claim(const std::string& key, const std::string& owner) {
+  live_claim(owner, key, false);  // even if the row cannot be deleted, it is not live
   if (read_only_) return;
   Lease c = acquire();
   sqlite3_stmt* s = c->stmt("DELETE FROM claims WHERE key = ?1 AND owner = ?2");
@@ -882,6 +929,7 @@ void DiskStore::release_claim(const std::string& key, const std::string& owner) 
 
 void DiskStore::fail_claim(const std::string& key, const std::string& owner,
                            const std::string& failure) {
+  live_claim(owner, key, false);
   if (read_only_) return;
   Lease c = acquire();
   // `started` becomes the time of the failure, from which it answers for a while.

@@ -44,6 +44,11 @@ struct Claim {
 // How long a recorded compile failure answers every request for its key (the key covers
 // every input, so a compile error is deterministic; transient failures are never recorded).
 constexpr int64_t kFailedClaimSeconds = 60;
+// A compiling owner renews its claim every kClaimRenewSeconds; a claim not renewed for
+// kClaimLeaseSeconds is taken over even if its process lives (it could not write: full
+// disk, or it hangs). A dead owner is noticed at once.
+constexpr int64_t kClaimRenewSeconds = 5;
+constexpr int64_t kClaimLeaseSeconds = 30;
 
 class Txn;
 
@@ -84,9 +89,11 @@ class DiskStore {
   // Single flight across processes. `owner` identifies this process and cache handle.
   // try_claim: Present (entry stored), Claimed (by us), Busy (a live owner compiles it) or
   // Failed (a failure recorded less than kFailedClaimSeconds ago: deliver it, don't retry).
-  // A claim whose owner died (same host: the process is gone or a zombie) is taken over.
+  // A claim whose owner died (same host: the process is gone or a zombie) or stopped
+  // renewing it for kClaimLeaseSeconds is taken over.
   Claim try_claim(const std::string& key, const std::string& owner);
   void release_claim(const std::string& key, const std::string& owner);
+  void renew_claim(const std::string& key, const std::string& owner);  // the lease
   // Records a deterministic failure (a compile error) for every waiter and newcomer.
   void fail_claim(const std::string& key, const std::string& owner, const std::string& failure);
   Claim read_claim(const std::string& key);  // Busy (with owner), Failed, or Claimed = none
