@@ -1,0 +1,34 @@
+# Reliability checks beyond the GoogleTest programs (test_reliability and test_crash are
+# picked up like every tests/test_*.cpp):
+#  - reliability_sanitizers: tools/sanitize.sh builds build-asan and build-tsan at the
+#    repository root with clang and runs the CPU suites under ASan+UBSan and the
+#    concurrency tests under TSan (about 2-3 minutes on 2 cores, builds included);
+#  - reliability_fuzz: tools/fuzz.sh builds build-fuzz and runs each libFuzzer target for
+#    20 s (about 2 minutes); KJIT_FUZZ_SECONDS makes it longer;
+#  - reliability_stress: bench_stress, 8 processes x 8 threads x 400 mixed operations on one
+#    cache; fails on any error or busy/locked database reaching a caller.
+# They use both cores (builds, 8 processes) and are timing-insensitive but heavy, so each
+# runs alone. Not registered in a sanitizer build (that is what the scripts make).
+find_program(KJIT_RELIABILITY_BASH bash REQUIRED)
+get_filename_component(_kjit_root ${CMAKE_CURRENT_LIST_DIR}/.. ABSOLUTE)
+
+if(NOT KJIT_SANITIZE)
+  add_test(NAME reliability_sanitizers
+    COMMAND ${KJIT_RELIABILITY_BASH} ${_kjit_root}/tools/sanitize.sh
+    WORKING_DIRECTORY ${_kjit_root})
+  set_tests_properties(reliability_sanitizers PROPERTIES
+    TIMEOUT 2400 RUN_SERIAL TRUE LABELS "reliability;sanitizers")
+
+  add_test(NAME reliability_fuzz
+    COMMAND ${KJIT_RELIABILITY_BASH} ${_kjit_root}/tools/fuzz.sh
+    WORKING_DIRECTORY ${_kjit_root})
+  set_tests_properties(reliability_fuzz PROPERTIES
+    TIMEOUT 1800 RUN_SERIAL TRUE LABELS "reliability;fuzz")
+endif()
+
+# bench/ is added after tests/: refer to the target by generator expression.
+if(KJIT_BUILD_BENCH AND EXISTS ${_kjit_root}/bench/bench_stress.cpp)
+  add_test(NAME reliability_stress COMMAND $<TARGET_FILE:bench_stress>)
+  set_tests_properties(reliability_stress PROPERTIES
+    TIMEOUT 900 RUN_SERIAL TRUE LABELS "reliability;stress")
+endif()
