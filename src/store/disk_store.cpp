@@ -231,6 +231,12 @@ struct DiskStore::Conn {
     }
     sqlite3_stmt* s = nullptr;
     const int rc = sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr);
+    if ((rc & 0xff) == SQLITE_ERROR) {
+      // kjit's own statements match its schema (checked at open): a table, column or
+      // trigger that is missing or unparsable now means the schema itself was damaged.
+      throw DatabaseCorrupt(std::string("cache database schema is damaged: ") +
+                            sqlite3_errmsg(db) + " (preparing " + sql + ")");
+    }
     if (rc != SQLITE_OK) throw_sqlite(db, rc, "prepare");
     stmts.emplace(sql, s);
     return s;
@@ -369,12 +375,29 @@ void DiskStore::initialise_schema(Conn& c) {
   // One snapshot: read separately, another process creating the schema between the reads
   // makes a fresh kjit database look like a foreign one (no application id, some tables).
   int app, version, tables;
+  std::string fingerprint, recorded;
+  bool has_record = false;
   {
     Txn read(c, false);
     app = read_int("PRAGMA application_id");
     version = read_int("PRAGMA user_version");
     tables = read_int("SELECT count(*) FROM sqlite_master");
+    if (version == kSchemaVersion) {
+      fingerprint = schema_fingerprint(c);
+      sqlite3_stmt* s = c.stmt("SELECT value FROM meta WHERE name = 'kjit:schema'");
+      if (c.step(s, "read schema fingerprint") == SQLITE_ROW) {
+        has_record = true;
+        recorded = col_text(s, 0);
+      }
+      sqlite3_reset(s);
+    }
     read.commit();
+  }
+  // The schema's text (tables, indexes, triggers) is what kjit created: a byte changed in
+  // it would otherwise surface later as unexplained SQL errors, or worse, a trigger that
+  // still parses but counts wrongly.
+  if (has_record && recorded != fingerprint) {
+    throw DatabaseCorrupt("cache database " + path_ + " has a damaged schema");
   }
   if (app != 0 && app != kApplicationId) {
     throw DatabaseCorrupt("cache database " + path_ + " belongs to another application");
@@ -387,7 +410,7 @@ void DiskStore::initialise_schema(Conn& c) {
                                std::to_string(version) + " from a newer kjit; this kjit reads " +
                                std::to_string(kSchemaVersion));
   }
-  if (version == kSchemaVersion) return;
+  if (version == kSchemaVersion && (has_record || read_only_)) return;
   if (read_only_) {
     fail(KJIT_ERROR_CACHE, "cache database " + path_ + " is not initialised and is read-only");
   }
@@ -407,7 +430,24 @@ void DiskStore::initialise_schema(Conn& c) {
     version = 2;
   }
   c.exec(("PRAGMA user_version=" + std::to_string(version)).c_str(), "set schema version");
+  // Recorded with the schema it describes (also for databases from before the record).
+  sqlite3_stmt* s = c.stmt("INSERT OR REPLACE INTO meta(name, value) VALUES('kjit:schema', ?1)");
+  const std::string fp = schema_fingerprint(c);
+  sqlite3_bind_text(s, 1, fp.data(), int(fp.size()), SQLITE_TRANSIENT);
+  c.step(s, "record schema fingerprint");
+  sqlite3_reset(s);
   txn.commit();
+}
+
+std::string DiskStore::schema_fingerprint(Conn& c) {
+  sqlite3_stmt* s = c.stmt(
+      "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master ORDER BY type, name");
+  Sha256 h;
+  while (c.step(s, "read schema") == SQLITE_ROW) {
+    for (int i = 0; i < 4; ++i) h.field(col_text(s, i));
+  }
+  sqlite3_reset(s);
+  return to_hex(h.finish());
 }
 
 DiskStore::Lease DiskStore::acquire() {

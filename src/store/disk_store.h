@@ -134,6 +134,7 @@ class DiskStore {
   std::unique_ptr<Conn> open_connection(bool initialise);
   void switch_file(bool move_aside, const std::string& why, std::string* aside);
   void initialise_schema(Conn& c);
+  std::string schema_fingerprint(Conn& c);
   uint64_t evict_locked(Conn& c, uint64_t target_bytes);
   void delete_locked(Conn& c, const std::string& key);
   void flush_touches_locked(Conn& c);
