@@ -30,6 +30,13 @@ inline const std::string& fixture_dir() {
     put("a.h", "#pragma once\n#include \"b.h\"\n#define A 1\n");
     put("b.h", "#pragma once\n#include <c.h>\n#define B 2\n");
     put("c.h", "#pragma once\n#define HDR \"a.h\"\n#include HDR\n");
+    static const std::string* const removed_at_exit = new std::string(out);  // outlives statics
+    std::atexit([] {
+      for (const char* name : {"a.h", "b.h", "c.h"}) {
+        std::remove((*removed_at_exit + "/" + name).c_str());
+      }
+      rmdir(removed_at_exit->c_str());
+    });
     return out;
   }();
   return dir;
