@@ -107,7 +107,11 @@ State& state() {
   // Never destroyed: kernels released during static destruction may still need it.
   static State* s = new State;
   static std::once_flag once;
-  std::call_once(once, [] { load(*s); });
+  std::call_once(once, [] {
+    load(*s);
+    // Said once per process; compile-only use carries on without the driver.
+    if (!s->error.empty()) log_info(s->error + " (compiling and caching still work)");
+  });
   return *s;
 }
 
