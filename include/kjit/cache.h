@@ -162,8 +162,10 @@ typedef int (*kjit_cache_list_fn)(const kjit_cache_entry_info* info, void* user)
 /** Call `fn` for every disk entry, most recently used first. Thread-safe. */
 KJIT_EXPORT kjit_status kjit_cache_list(kjit_cache* cache, kjit_cache_list_fn fn, void* user);
 
-/** Check every disk entry's checksums and metadata; bad entries are removed. *checked and
- *  *bad (either may be NULL) receive the counts. Thread-safe. */
+/** Check every disk entry's checksums, metadata and parts, and the database itself
+ *  (PRAGMA integrity_check). Bad entries are removed; a database SQLite finds damaged is
+ *  moved aside as kjit.db.corrupt-<time> and replaced by an empty one (its entries count as
+ *  bad). *checked and *bad (either may be NULL) receive the counts. Thread-safe. */
 KJIT_EXPORT kjit_status kjit_cache_verify(kjit_cache* cache, uint64_t* checked, uint64_t* bad);
 
 /** Evict least-recently-used entries until the disk tier holds at most `max_bytes`.
