@@ -118,20 +118,25 @@ Compiler::~Compiler() = default;  // the pool joins after finishing queued jobs
 std::string Compiler::key(const std::string& source, const CompileOptions& opts) {
   validate_source(source);
   const NormalisedOptions norm = normalise(opts);
-  return compute_key(source, opts, norm, toolchain_id(cache_));
+  return compute_key(source, opts, norm, toolchain());
 }
 
 Outcome Compiler::compile(const std::string& source, const CompileOptions& opts,
                           const CancelFlag& cancel) {
   validate_source(source);
   const NormalisedOptions norm = normalise(opts);
-  const std::string toolchain = toolchain_id(cache_);
-  const std::string key = compute_key(source, opts, norm, toolchain);
-  auto run = [&] { return run_nvrtc(source, opts, norm, key, toolchain, cancel); };
+  const std::string& tool = toolchain();
+  const std::string key = compute_key(source, opts, norm, tool);
+  auto run = [&] { return run_nvrtc(source, opts, norm, key, tool, cancel); };
   if (!cache_) return run();
   std::function<bool()> cancelled;  // also ends a wait for another process's compile
   if (cancel) cancelled = [&cancel] { return cancel->load(std::memory_order_relaxed); };
   return cache_->get_or_compile(key, run, cancelled);
+}
+
+const std::string& Compiler::toolchain() {
+  std::call_once(toolchain_once_, [this] { toolchain_ = toolchain_id(cache_); });
+  return toolchain_;
 }
 
 void Compiler::submit(std::function<void()> job) {

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "compile/options.h"
@@ -36,8 +37,13 @@ class Compiler {
   Cache* cache() const { return cache_; }
 
  private:
+  // The toolchain id, read once per compiler (the process-wide lookup takes a lock).
+  const std::string& toolchain();
+
   Cache* cache_;
   unsigned threads_;
+  std::once_flag toolchain_once_;
+  std::string toolchain_;
   std::mutex pool_mu_;
   std::unique_ptr<ThreadPool> pool_;
 };
