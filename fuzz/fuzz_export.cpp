@@ -1,6 +1,7 @@
 // Fuzzes the export/import reader (and the record codec the remote tier shares): damaged
 // files are KJIT_ERROR_CACHE_CORRUPT or rejected records, never a crash; every accepted
-// entry is complete and encodes back to a record that decodes to the same entry.
+// entry is complete and encodes back to a record that decodes to the same entry; reading
+// with a signing key never accepts more than reading without one.
 #include <cstdint>
 #include <string>
 
@@ -29,15 +30,24 @@ void check_entry(const kjit::Entry& e) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);
-  uint64_t rejected = 0, accepted = 0;
-  try {
-    kjit::read_export_bytes(bytes, [&](const kjit::Entry& e) {
-      check_entry(e);
-      ++accepted;
-    }, &rejected);
-  } catch (const kjit::Error& e) {
-    if (e.status() != KJIT_ERROR_CACHE_CORRUPT) kjit_fuzz::bug("unexpected status", e.message());
+  // Unsigned reading, then with a signing key: the key only ever takes records away.
+  uint64_t accepted[2] = {0, 0};
+  const std::string keys[2] = {"", "fuzz-signing-key-0123456789"};
+  for (int k = 0; k < 2; ++k) {
+    kjit::ImportReport report;
+    try {
+      kjit::read_export_bytes(bytes, [&](const kjit::Entry& e) {
+        check_entry(e);
+        ++accepted[k];
+      }, keys[k], &report);
+    } catch (const kjit::Error& e) {
+      if (e.status() != KJIT_ERROR_CACHE_CORRUPT) kjit_fuzz::bug("unexpected status", e.message());
+    }
+    if (report.rejected > report.signed_records + report.unsigned_records) {
+      kjit_fuzz::bug("more records rejected than read", std::to_string(report.rejected));
+    }
   }
+  if (accepted[1] > accepted[0]) kjit_fuzz::bug("a key accepted more records", "");
   // The same bytes as one record (what a remote tier hands back).
   kjit::Entry e;
   if (kjit::decode_record(bytes, &e)) check_entry(e);

@@ -16,7 +16,10 @@
 
 #include "kjit/kjit.h"
 #include "store/disk_store.h"
+#include "store/entry.h"
+#include "store/export.h"
 #include "util/checksum.h"
+#include "util/sha256.h"
 #include "support/test_support.h"
 
 namespace {
@@ -87,10 +90,59 @@ Result compile(kjit_cache* cache, const std::string& source, const char* target 
 
 std::string db_path(const TempDir& d) { return d.file("kjit.db"); }
 
+// Messages logged while a test runs (every level).
+struct LogCapture {
+  std::vector<std::string> messages;
+  LogCapture() {
+    kjit_set_log_callback(
+        [](int, const char* m, void* user) {
+          static_cast<LogCapture*>(user)->messages.emplace_back(m);
+        },
+        this);
+  }
+  ~LogCapture() { kjit_set_log_callback(nullptr, nullptr); }
+  size_t count(const std::string& needle) const {
+    size_t n = 0;
+    for (const auto& m : messages) n += m.find(needle) != std::string::npos;
+    return n;
+  }
+};
+
+// Sets an environment variable for the scope of a test.
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char* n, const std::string& value) : name(n) { setenv(n, value.c_str(), 1); }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+};
+
+// Runs `statement` on `db` with plain SQLite. It may call xxh3(bytes), the XXH3-128 of the
+// bytes alone (the checksum of schema 2), and entry_sum(key, part, bytes), the key-bound
+// entry_checksum() of schema 3.
 void sql(const std::string& db, const std::string& statement) {
   sqlite3* h = nullptr;
   ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
   sqlite3_busy_timeout(h, 5000);
+  auto bytes = [](sqlite3_value* v) {
+    const void* p = sqlite3_value_blob(v);
+    return std::string(p ? static_cast<const char*>(p) : "", size_t(sqlite3_value_bytes(v)));
+  };
+  static std::function<std::string(sqlite3_value*)> arg;
+  arg = bytes;
+  sqlite3_create_function(
+      h, "xxh3", 1, SQLITE_UTF8, nullptr,
+      [](sqlite3_context* ctx, int, sqlite3_value** v) {
+        const kjit::Checksum c = kjit::checksum(arg(v[0]));
+        sqlite3_result_blob(ctx, c.data(), int(c.size()), SQLITE_TRANSIENT);
+      },
+      nullptr, nullptr);
+  sqlite3_create_function(
+      h, "entry_sum", 3, SQLITE_UTF8, nullptr,
+      [](sqlite3_context* ctx, int, sqlite3_value** v) {
+        const auto part = static_cast<kjit::EntryPart>(sqlite3_value_int(v[1]));
+        const kjit::Checksum c = kjit::entry_checksum(arg(v[0]), part, arg(v[2]));
+        sqlite3_result_blob(ctx, c.data(), int(c.size()), SQLITE_TRANSIENT);
+      },
+      nullptr, nullptr);
   char* err = nullptr;
   EXPECT_EQ(sqlite3_exec(h, statement.c_str(), nullptr, nullptr, &err), SQLITE_OK)
       << (err ? err : "");
@@ -250,12 +302,12 @@ TEST(Cache, EntryFromAnotherFormatVersionIsRejected) {
     auto e = store.get(a.key);
     ASSERT_TRUE(e);
     std::string meta = e->metadata_json();
-    const std::string from = "\"format\":1";
+    const std::string from = "\"format\":" + std::to_string(kjit::kCacheFormatVersion);
     ASSERT_NE(meta.find(from), std::string::npos);
     meta.replace(meta.find(from), from.size(), "\"format\":999");
     const std::string hex_meta_sum = [&] {
       std::string hex;
-      for (unsigned char byte : kjit::checksum(meta)) {
+      for (unsigned char byte : kjit::entry_checksum(a.key, kjit::EntryPart::Metadata, meta)) {
         const char* digits = "0123456789abcdef";
         hex += digits[byte >> 4];
         hex += digits[byte & 15];
@@ -297,6 +349,95 @@ TEST(Cache, GarbledOrTruncatedBlobIsRecompiled) {
     Cache again(dir.path());
     EXPECT_EQ(compile(again.c, kSaxpySource).tier, KJIT_TIER_DISK) << damage;
   }
+}
+
+// Swaps the `key` columns of two entries and of their blobs: every row, checksum and
+// metadata stays as written, only the key it is filed under changes.
+void swap_keys(const std::string& db, const std::string& a, const std::string& b) {
+  for (const char* table : {"entries", "blobs"}) {
+    const std::string t = table;
+    sql(db, "UPDATE " + t + " SET key = 'swap' WHERE key = '" + a + "'; UPDATE " + t +
+                " SET key = '" + a + "' WHERE key = '" + b + "'; UPDATE " + t + " SET key = '" +
+                b + "' WHERE key = 'swap'");
+  }
+}
+
+TEST(Cache, EntriesWithSwappedKeysAreNeverServed) {
+  TempDir dir;
+  Result a, b;
+  {
+    Cache cache(dir.path());
+    a = compile(cache.c, kSaxpySource);
+    b = compile(cache.c, kTemplateSource, "sm_90", {}, {}, {"scale<float, 2>"});
+    ASSERT_EQ(a.status, KJIT_OK);
+    ASSERT_EQ(b.status, KJIT_OK);
+    ASSERT_NE(a.cubin, b.cubin);
+  }
+  swap_keys(db_path(dir), a.key, b.key);
+  Cache cache(dir.path());
+  // Raw lookups: corrupt (and removed), never the other kernel's bytes.
+  for (const Result* r : {&a, &b}) {
+    kjit_binary* bin = nullptr;
+    const kjit_status st = kjit_cache_get(cache.c, r->key.c_str(), &bin);
+    if (st == KJIT_OK) {
+      size_t n = 0;
+      const void* p = kjit_binary_data(bin, KJIT_OUTPUT_CUBIN, &n);
+      const bool own = std::string(static_cast<const char*>(p), n) == r->cubin;
+      ADD_FAILURE() << "swapped entry served; it holds " << (own ? "its own" : "another kernel's")
+                    << " CUBIN";
+      kjit_binary_destroy(bin);
+    } else {
+      EXPECT_EQ(st, KJIT_ERROR_CACHE_CORRUPT) << kjit_last_error();
+    }
+  }
+  EXPECT_EQ(cache.stats().corrupt_entries, 2u);
+  EXPECT_EQ(cache.stats().disk_entries, 0u);
+  // Compiling is a miss that stores the right code again.
+  Result again = compile(cache.c, kSaxpySource);
+  EXPECT_EQ(again.tier, KJIT_TIER_COMPILED);
+  EXPECT_EQ(again.cubin, a.cubin);
+}
+
+TEST(Cache, VerifyCountsEntriesWithSwappedKeysAsCorrupt) {
+  TempDir dir;
+  Result a, b;
+  {
+    Cache cache(dir.path());
+    a = compile(cache.c, kSaxpySource);
+    b = compile(cache.c, kSaxpySource, "sm_80");
+    compile(cache.c, kSaxpySource, "sm_90", {"-DX=1"});  // left alone
+  }
+  swap_keys(db_path(dir), a.key, b.key);
+  Cache cache(dir.path());
+  uint64_t checked = 0, bad = 0;
+  ASSERT_EQ(kjit_cache_verify(cache.c, &checked, &bad), KJIT_OK) << kjit_last_error();
+  EXPECT_EQ(checked, 3u);
+  EXPECT_EQ(bad, 2u);
+  EXPECT_EQ(cache.stats().disk_entries, 1u);
+  EXPECT_EQ(compile(cache.c, kSaxpySource, "sm_80").tier, KJIT_TIER_COMPILED);
+}
+
+TEST(Cache, BlobMovedToAnotherPartIsCorrupt) {
+  TempDir dir;
+  Result a;
+  {
+    Cache cache(dir.path());
+    a = compile(cache.c, kSaxpySource);
+  }
+  // The PTX row relabelled as the CUBIN and the other way round: sizes are recorded per
+  // part, so make them agree to leave only the checksum to catch it.
+  sql(db_path(dir),
+      "UPDATE blobs SET kind = 8 WHERE key = '" + a.key + "' AND kind = 1; "
+      "UPDATE blobs SET kind = 1 WHERE key = '" + a.key + "' AND kind = 2; "
+      "UPDATE blobs SET kind = 2 WHERE key = '" + a.key + "' AND kind = 8; "
+      "UPDATE entries SET meta = json_set(meta, '$.sizes.ptx', " + std::to_string(a.cubin.size()) +
+          ", '$.sizes.cubin', " + std::to_string(a.ptx.size()) + ") WHERE key = '" + a.key + "'; "
+      "UPDATE entries SET meta_sum = entry_sum(key, 0, meta) WHERE key = '" + a.key + "'");
+  Cache cache(dir.path());
+  Result b = compile(cache.c, kSaxpySource);
+  EXPECT_EQ(b.tier, KJIT_TIER_COMPILED);
+  EXPECT_EQ(b.cubin, a.cubin);
+  EXPECT_EQ(cache.stats().corrupt_entries, 1u);
 }
 
 TEST(Cache, DatabaseOfRandomBytesIsMovedAside) {
@@ -484,6 +625,415 @@ TEST(Cache, ExportImportBetweenCaches) {
             KJIT_ERROR_IO);
 }
 
+// ---- export files, edited the way someone with a hex editor and this layout would --------
+
+uint64_t get_u64(const std::string& s, size_t at) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= uint64_t(static_cast<unsigned char>(s[at + i])) << (8 * i);
+  return v;
+}
+
+std::string u64_bytes(uint64_t v) {
+  std::string out;
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  return out;
+}
+
+// The frames of an export file (see store/export.h for the layout).
+struct Frame {
+  std::string record, signature;  // signature: "" when unsigned
+};
+struct ExportFile {
+  std::string header;  // magic and version
+  std::vector<Frame> frames;
+};
+
+ExportFile split_export(const std::string& bytes) {
+  ExportFile f;
+  f.header = bytes.substr(0, 16);
+  size_t at = 16;
+  auto fits = [&](uint64_t n) { return at <= bytes.size() && n <= bytes.size() - at; };
+  for (;;) {
+    if (!fits(8)) break;
+    const uint64_t len = get_u64(bytes, at);
+    at += 8;
+    if (len == 0) break;
+    if (!fits(len + 40)) break;
+    Frame fr;
+    fr.record = bytes.substr(at, len);
+    at += len + 32;  // the record and its SHA-256
+    const uint64_t sig = get_u64(bytes, at);
+    at += 8;
+    if (!fits(sig)) break;
+    fr.signature = bytes.substr(at, sig);
+    at += sig;
+    f.frames.push_back(fr);
+  }
+  EXPECT_EQ(at, bytes.size()) << "not an export file of this layout";
+  return f;
+}
+
+// Writes the frames back, each one's SHA-256 recomputed.
+std::string join_export(const ExportFile& f) {
+  std::string out = f.header;
+  for (const Frame& fr : f.frames) {
+    const kjit::Digest d = kjit::sha256(fr.record);
+    out += u64_bytes(fr.record.size()) + fr.record +
+           std::string(reinterpret_cast<const char*>(d.data()), 32) +
+           u64_bytes(fr.signature.size()) + fr.signature;
+  }
+  return out + u64_bytes(0);
+}
+
+std::string record_key(const std::string& rec) { return rec.substr(8, 64); }
+
+TEST(Cache, ImportRejectsARecordRelabelledWithAnotherKey) {
+  TempDir a_dir, b_dir, files;
+  Cache a(a_dir.path());
+  Result saxpy = compile(a.c, kSaxpySource);
+  Result templ = compile(a.c, kTemplateSource, "sm_90", {}, {}, {"scale<float, 2>"});
+  ASSERT_EQ(kjit_cache_export(a.c, files.file("x.kjit").c_str(), nullptr), KJIT_OK);
+  ExportFile f = split_export(kjit::test::read_file_or_die(files.file("x.kjit")));
+  ASSERT_EQ(f.frames.size(), 2u);
+  // Keep only the template's record, relabelled with the saxpy key.
+  ExportFile forged{f.header, {}};
+  for (const Frame& fr : f.frames) {
+    if (record_key(fr.record) == templ.key) forged.frames.push_back(fr);
+  }
+  ASSERT_EQ(forged.frames.size(), 1u);
+  forged.frames[0].record.replace(8, 64, saxpy.key);
+  kjit::test::write_file(files.file("forged.kjit"), join_export(forged));
+  Cache b(b_dir.path());
+  uint64_t imported = 9, rejected = 9;
+  ASSERT_EQ(kjit_cache_import(b.c, files.file("forged.kjit").c_str(), &imported, &rejected),
+            KJIT_OK);
+  EXPECT_EQ(imported, 0u);
+  EXPECT_EQ(rejected, 1u);
+  Result r = compile(b.c, kSaxpySource);
+  EXPECT_EQ(r.tier, KJIT_TIER_COMPILED) << "never a hit on another kernel's code";
+  EXPECT_EQ(r.cubin, saxpy.cubin);
+}
+
+TEST(Cache, ImportOfAnOlderFormatIsRefusedWithAReason) {
+  TempDir a_dir, b_dir, files;
+  Cache a(a_dir.path());
+  compile(a.c, kSaxpySource);
+  ASSERT_EQ(kjit_cache_export(a.c, files.file("x.kjit").c_str(), nullptr), KJIT_OK);
+  std::string bytes = kjit::test::read_file_or_die(files.file("x.kjit"));
+  bytes.replace(8, 8, u64_bytes(1));
+  kjit::test::write_file(files.file("v1.kjit"), bytes);
+  Cache b(b_dir.path());
+  uint64_t imported = 9, rejected = 9;
+  EXPECT_EQ(kjit_cache_import(b.c, files.file("v1.kjit").c_str(), &imported, &rejected),
+            KJIT_ERROR_CACHE_CORRUPT);
+  EXPECT_NE(std::string(kjit_last_error()).find("format version 1"), std::string::npos)
+      << kjit_last_error();
+  EXPECT_EQ(imported, 0u);
+  EXPECT_EQ(b.stats().disk_entries, 0u);
+}
+
+kjit::Entry sample_entry() {
+  kjit::Entry e;
+  e.key = std::string(64, 'c');
+  e.target = "sm_90";
+  e.ptx = ".version 9.0\n.target sm_90\n";
+  e.cubin = std::string("\x7f" "ELF", 4) + std::string(100, '\1');
+  e.kernels = {"k"};
+  e.toolchain = "test";
+  return e;
+}
+
+// A record built by hand (key, `meta`, the blobs of `e`, checksums made to match), as a
+// forger who knows the layout would.
+std::string record_for(const kjit::Entry& e, const std::string& meta) {
+  const std::string* parts[4] = {&meta, &e.ptx, &e.cubin, &e.ltoir};
+  const kjit::EntryPart kinds[4] = {kjit::EntryPart::Metadata, kjit::EntryPart::Ptx,
+                                    kjit::EntryPart::Cubin, kjit::EntryPart::LtoIr};
+  std::string r = u64_bytes(e.key.size()) + e.key, sums;
+  for (int i = 0; i < 4; ++i) {
+    r += u64_bytes(parts[i]->size()) + *parts[i];
+    const kjit::Checksum c = kjit::entry_checksum(e.key, kinds[i], *parts[i]);
+    sums.append(reinterpret_cast<const char*>(c.data()), c.size());
+  }
+  return r + u64_bytes(sums.size()) + sums;
+}
+
+TEST(ExportRecord, DecodeChecksKeySyntaxChecksumsSizesAndVersion) {
+  const kjit::Entry e = sample_entry();
+  kjit::Entry out;
+  ASSERT_TRUE(kjit::decode_record(kjit::encode_record(e), &out));
+  EXPECT_EQ(out.key, e.key);
+  EXPECT_EQ(out.cubin, e.cubin);
+  EXPECT_EQ(out.ptx, e.ptx);
+  // A record is consistent with its own key only.
+  std::string rec = kjit::encode_record(e);
+  rec.replace(8, 64, std::string(64, 'd'));
+  EXPECT_FALSE(kjit::decode_record(rec, &out)) << "relabelled";
+  // Keys that are not 64 lowercase hex digits, even with checksums made for them.
+  for (const std::string& key : {std::string(64, 'C'), std::string(63, 'c'), std::string(64, 'g'),
+                                 std::string(65, 'c'), std::string()}) {
+    kjit::Entry bad = e;
+    bad.key = key;
+    EXPECT_FALSE(kjit::decode_record(kjit::encode_record(bad), &out)) << "key '" << key << "'";
+  }
+  // Every byte after the key belongs to some checksummed part or the checksums: flipping
+  // any of them is caught.
+  const std::string good = kjit::encode_record(e);
+  for (size_t i = 72; i < good.size(); ++i) {
+    std::string bad = good;
+    bad[i] ^= 0x20;
+    EXPECT_FALSE(kjit::decode_record(bad, &out)) << "flip at " << i << " of " << good.size();
+  }
+  // No code at all.
+  kjit::Entry empty = e;
+  empty.ptx.clear();
+  empty.cubin.clear();
+  EXPECT_FALSE(kjit::decode_record(kjit::encode_record(empty), &out)) << "no code";
+  // Metadata edited (another format version; sizes that disagree with the blobs) and every
+  // checksum made to match: only the consistency checks can catch these.
+  const std::string meta = e.metadata_json();
+  EXPECT_TRUE(kjit::decode_record(record_for(e, meta), &out)) << "the construction itself";
+  auto edited = [&](const std::string& from, const std::string& to) {
+    std::string m = meta;
+    EXPECT_NE(m.find(from), std::string::npos) << from;
+    if (m.find(from) != std::string::npos) m.replace(m.find(from), from.size(), to);
+    return record_for(e, m);
+  };
+  const std::string format = "\"format\":" + std::to_string(kjit::kCacheFormatVersion);
+  EXPECT_FALSE(kjit::decode_record(edited(format, "\"format\":999"), &out)) << "format 999";
+  EXPECT_FALSE(kjit::decode_record(edited(format, "\"format\":1"), &out)) << "format 1";
+  EXPECT_FALSE(kjit::decode_record(edited("\"cubin\":104", "\"cubin\":105"), &out)) << "sizes";
+  EXPECT_FALSE(kjit::decode_record(edited("\"ltoir\":0", "\"ltoir\":1"), &out)) << "a part missing";
+  EXPECT_FALSE(kjit::decode_record(edited("{", "["), &out)) << "not JSON";
+}
+
+// ---- signed exports ---------------------------------------------------------------------
+
+const char* const kFleetKey = "fleet-secret-0123456789abcdef";  // 29 bytes
+const char* const kOtherKey = "another-secret-0123456789abcdef";
+
+// Fields of a record: key, metadata, ptx, cubin, ltoir, checksums.
+std::vector<std::string> record_fields(const std::string& rec) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at < rec.size();) {
+    const uint64_t n = get_u64(rec, at);
+    out.push_back(rec.substr(at + 8, n));
+    at += 8 + n;
+  }
+  return out;
+}
+
+struct Import {
+  kjit_status status = KJIT_ERROR_INTERNAL;
+  uint64_t imported = 99, rejected = 99;
+  std::string error;
+};
+
+Import import_into(kjit_cache* c, const std::string& file) {
+  Import r;
+  r.status = kjit_cache_import(c, file.c_str(), &r.imported, &r.rejected);
+  r.error = kjit_last_error();
+  return r;
+}
+
+// A cache with two real kernels, exported to `file` signed with `key` ("" = unsigned).
+struct Exported {
+  TempDir dir;
+  Result saxpy, templ;
+  void make(const std::string& file, const std::string& key) {
+    Cache a(dir.path());
+    saxpy = compile(a.c, kSaxpySource);
+    templ = compile(a.c, kTemplateSource, "sm_90", {}, {}, {"scale<float, 2>"});
+    ASSERT_EQ(saxpy.status, KJIT_OK);
+    ASSERT_EQ(templ.status, KJIT_OK);
+    if (key.empty()) unsetenv("KJIT_EXPORT_KEY");
+    if (!key.empty()) setenv("KJIT_EXPORT_KEY", key.c_str(), 1);
+    uint64_t count = 0;
+    ASSERT_EQ(kjit_cache_export(a.c, file.c_str(), &count), KJIT_OK) << kjit_last_error();
+    unsetenv("KJIT_EXPORT_KEY");
+    ASSERT_EQ(count, 2u);
+  }
+};
+
+TEST(SignedExport, RoundTrip) {
+  TempDir files, b_dir;
+  Exported src;
+  src.make(files.file("x.kjit"), kFleetKey);
+  const ExportFile f = split_export(kjit::test::read_file_or_die(files.file("x.kjit")));
+  ASSERT_EQ(f.frames.size(), 2u);
+  for (const Frame& fr : f.frames) EXPECT_EQ(fr.signature.size(), 32u) << "every record signed";
+  ScopedEnv key("KJIT_EXPORT_KEY", kFleetKey);
+  Cache b(b_dir.path());
+  const Import r = import_into(b.c, files.file("x.kjit"));
+  ASSERT_EQ(r.status, KJIT_OK) << r.error;
+  EXPECT_EQ(r.imported, 2u);
+  EXPECT_EQ(r.rejected, 0u);
+  ASSERT_EQ(kjit_cache_clear_memory(b.c), KJIT_OK);
+  Result h = compile(b.c, kSaxpySource);
+  EXPECT_EQ(h.tier, KJIT_TIER_DISK);
+  EXPECT_EQ(h.cubin, src.saxpy.cubin);
+}
+
+TEST(SignedExport, TamperedRecordOrSignatureIsRejected) {
+  TempDir files;
+  Exported src;
+  src.make(files.file("x.kjit"), kFleetKey);
+  const ExportFile f = split_export(kjit::test::read_file_or_die(files.file("x.kjit")));
+  ScopedEnv key("KJIT_EXPORT_KEY", kFleetKey);
+  // One byte of the first record (its SHA-256 recomputed), then one byte of the second
+  // record's signature.
+  for (int what = 0; what < 2; ++what) {
+    ExportFile bad = f;
+    if (what == 0) bad.frames[0].record[bad.frames[0].record.size() / 2] ^= 0x01;
+    if (what == 1) bad.frames[1].signature[7] ^= 0x40;
+    kjit::test::write_file(files.file("bad.kjit"), join_export(bad));
+    TempDir b_dir;
+    Cache b(b_dir.path());
+    const Import r = import_into(b.c, files.file("bad.kjit"));
+    ASSERT_EQ(r.status, KJIT_OK) << r.error;
+    EXPECT_EQ(r.imported, 1u) << what;
+    EXPECT_EQ(r.rejected, 1u) << what;
+  }
+}
+
+TEST(SignedExport, WrongKeyRejectsEveryRecord) {
+  TempDir files, b_dir;
+  Exported src;
+  src.make(files.file("x.kjit"), kFleetKey);
+  ScopedEnv key("KJIT_EXPORT_KEY", kOtherKey);
+  LogCapture log;
+  Cache b(b_dir.path());
+  const Import r = import_into(b.c, files.file("x.kjit"));
+  ASSERT_EQ(r.status, KJIT_OK) << r.error;
+  EXPECT_EQ(r.imported, 0u);
+  EXPECT_EQ(r.rejected, 2u);
+  EXPECT_EQ(b.stats().disk_entries, 0u);
+  EXPECT_EQ(log.count("2 records of " + files.file("x.kjit") +
+                      " rejected: the signature does not verify with KJIT_EXPORT_KEY"),
+            1u);
+}
+
+TEST(SignedExport, UnsignedFileIsRejectedWhenAKeyIsSet) {
+  TempDir files, b_dir;
+  Exported src;
+  src.make(files.file("x.kjit"), "");
+  for (const Frame& fr : split_export(kjit::test::read_file_or_die(files.file("x.kjit"))).frames) {
+    EXPECT_TRUE(fr.signature.empty()) << "no key, no signature";
+  }
+  ScopedEnv key("KJIT_EXPORT_KEY", kFleetKey);
+  LogCapture log;
+  Cache b(b_dir.path());
+  const Import r = import_into(b.c, files.file("x.kjit"));
+  ASSERT_EQ(r.status, KJIT_OK) << r.error;
+  EXPECT_EQ(r.imported, 0u);
+  EXPECT_EQ(r.rejected, 2u);
+  EXPECT_EQ(log.count("2 records of " + files.file("x.kjit") + " rejected: unsigned"), 1u);
+}
+
+TEST(SignedExport, WithoutAKeyUnsignedAndSignedFilesAreAcceptedAndSaidSo) {
+  TempDir files;
+  Exported plain, signed_src;
+  plain.make(files.file("plain.kjit"), "");
+  signed_src.make(files.file("signed.kjit"), kFleetKey);
+  unsetenv("KJIT_EXPORT_KEY");
+  for (const char* name : {"plain.kjit", "signed.kjit"}) {
+    LogCapture log;
+    TempDir b_dir;
+    Cache b(b_dir.path());
+    const Import r = import_into(b.c, files.file(name));
+    ASSERT_EQ(r.status, KJIT_OK) << r.error;
+    EXPECT_EQ(r.imported, 2u) << name;
+    EXPECT_EQ(r.rejected, 0u) << name;
+    const bool is_signed = std::string(name) == "signed.kjit";
+    EXPECT_EQ(log.count("is unsigned"), is_signed ? 0u : 1u) << name;
+    EXPECT_EQ(log.count("signatures were not checked"), is_signed ? 1u : 0u) << name;
+  }
+}
+
+// The attack an unsigned file cannot stop: a forger who knows the layout writes a record
+// under the saxpy key holding the template kernel's code, with every checksum computed
+// for that key. It is self-consistent, so without a key it is imported (an export file is
+// trusted input, as documented); with KJIT_EXPORT_KEY set it is rejected, unsigned or
+// carrying the signature of the genuine record it replaced.
+TEST(SignedExport, ForgedRecordIsAcceptedOnlyWithoutAKey) {
+  TempDir files;
+  Exported src;
+  src.make(files.file("x.kjit"), kFleetKey);
+  const ExportFile f = split_export(kjit::test::read_file_or_die(files.file("x.kjit")));
+  const Frame* templ = nullptr;
+  const Frame* saxpy = nullptr;
+  for (const Frame& fr : f.frames) {
+    if (record_key(fr.record) == src.templ.key) templ = &fr;
+    if (record_key(fr.record) == src.saxpy.key) saxpy = &fr;
+  }
+  ASSERT_TRUE(templ && saxpy);
+  const std::vector<std::string> fields = record_fields(templ->record);
+  ASSERT_EQ(fields.size(), 6u);
+  kjit::Entry forged;
+  forged.key = src.saxpy.key;
+  forged.ptx = fields[2];
+  forged.cubin = fields[3];
+  forged.ltoir = fields[4];
+  const std::string forged_record = record_for(forged, fields[1]);
+  kjit::Entry check;
+  ASSERT_TRUE(kjit::decode_record(forged_record, &check)) << "the forgery is self-consistent";
+  // Unsigned, and with the genuine saxpy record's signature.
+  kjit::test::write_file(files.file("unsigned.kjit"),
+                         join_export({f.header, {{forged_record, ""}}}));
+  kjit::test::write_file(files.file("resigned.kjit"),
+                         join_export({f.header, {{forged_record, saxpy->signature}}}));
+  {
+    ScopedEnv key("KJIT_EXPORT_KEY", kFleetKey);
+    for (const char* name : {"unsigned.kjit", "resigned.kjit"}) {
+      TempDir b_dir;
+      Cache b(b_dir.path());
+      const Import r = import_into(b.c, files.file(name));
+      ASSERT_EQ(r.status, KJIT_OK) << r.error;
+      EXPECT_EQ(r.imported, 0u) << name;
+      EXPECT_EQ(r.rejected, 1u) << name;
+      Result h = compile(b.c, kSaxpySource);
+      EXPECT_EQ(h.tier, KJIT_TIER_COMPILED) << name;
+      EXPECT_EQ(h.cubin, src.saxpy.cubin) << name;
+    }
+  }
+  // Without a key the forgery is imported, and the next compile of saxpy is a hit on the
+  // template kernel's code: what "an export file is trusted input" means.
+  TempDir c_dir;
+  Cache c(c_dir.path());
+  const Import r = import_into(c.c, files.file("unsigned.kjit"));
+  ASSERT_EQ(r.status, KJIT_OK) << r.error;
+  EXPECT_EQ(r.imported, 1u);
+  Result h = compile(c.c, kSaxpySource);
+  EXPECT_NE(h.tier, KJIT_TIER_COMPILED);
+  EXPECT_EQ(h.cubin, src.templ.cubin);
+}
+
+TEST(SignedExport, ShortKeyIsRefusedWithAClearMessage) {
+  TempDir dir, files;
+  Cache a(dir.path());
+  compile(a.c, kSaxpySource);
+  ScopedEnv key("KJIT_EXPORT_KEY", "fifteen-bytes!!");
+  EXPECT_EQ(kjit_cache_export(a.c, files.file("x.kjit").c_str(), nullptr),
+            KJIT_ERROR_INVALID_ARGUMENT);
+  const std::string msg = kjit_last_error();
+  EXPECT_NE(msg.find("KJIT_EXPORT_KEY is 15 bytes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("at least 16 bytes"), std::string::npos) << msg;
+  struct stat st;
+  EXPECT_NE(stat(files.file("x.kjit").c_str(), &st), 0) << "nothing written";
+  unsetenv("KJIT_EXPORT_KEY");
+  ASSERT_EQ(kjit_cache_export(a.c, files.file("x.kjit").c_str(), nullptr), KJIT_OK);
+  setenv("KJIT_EXPORT_KEY", "short", 1);
+  TempDir b_dir;
+  Cache b(b_dir.path());
+  EXPECT_EQ(kjit_cache_import(b.c, files.file("x.kjit").c_str(), nullptr, nullptr),
+            KJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kjit_last_error()).find("at least 16 bytes"), std::string::npos);
+  EXPECT_EQ(b.stats().disk_entries, 0u);
+  // Exactly the minimum is enough.
+  setenv("KJIT_EXPORT_KEY", "sixteen-bytes!!!", 1);
+  EXPECT_EQ(kjit_cache_export(a.c, files.file("y.kjit").c_str(), nullptr), KJIT_OK);
+}
+
 TEST(Cache, PruneAndBoundedSize) {
   TempDir dir;
   // Each saxpy variant is ~9 KB; bound the cache to ~40 KB.
@@ -571,19 +1121,76 @@ TEST(CacheTotals, CountsOfEveryProcessAddUp) {
   EXPECT_EQ(s.total_compiles, 1u);
 }
 
+
+// Rewrites the checksums of every entry as schema 2 wrote them: over the bytes alone.
+const char* const kSchemaTwoChecksums =
+    "UPDATE entries SET meta_sum = xxh3(meta); UPDATE blobs SET sum = xxh3(data); "
+    "PRAGMA user_version=2;";
+
 TEST(CacheTotals, SchemaVersionOneIsMigrated) {
   TempDir dir;
-  { Cache a(dir.path()); compile(a.c, kSaxpySource); }
+  { Cache a(dir.path()); compile(a.c, kSaxpySource); compile(a.c, kSaxpySource); }
   // Make the database look like one written by schema version 1 (no counters table).
-  sql(db_path(dir), "DROP TABLE counters; PRAGMA user_version=1;");
+  sql(db_path(dir), std::string("DROP TABLE counters; ") + kSchemaTwoChecksums +
+                        "PRAGMA user_version=1;");
   Cache b(dir.path());
   EXPECT_EQ(b.stats().disk_state, KJIT_DISK_OK);
-  EXPECT_EQ(compile(b.c, kSaxpySource).tier, KJIT_TIER_DISK) << "entries survive the migration";
+  EXPECT_EQ(b.stats().disk_entries, 0u) << "entries of schema 1 have unbound checksums";
+  EXPECT_EQ(compile(b.c, kSaxpySource).tier, KJIT_TIER_COMPILED);
+  EXPECT_EQ(compile(b.c, kSaxpySource).tier, KJIT_TIER_MEMORY);
   kjit_cache_close(b.c);
   b.c = nullptr;
   kjit::DiskStore store(dir.path(), true, true);
-  EXPECT_EQ(store.exec_for_text("PRAGMA user_version"), "2\n");
-  EXPECT_NE(store.exec_for_text("SELECT value FROM counters WHERE name = 'disk_hits'"), "");
+  EXPECT_EQ(store.exec_for_text("PRAGMA user_version"),
+            std::to_string(kjit::DiskStore::kSchemaVersion) + "\n");
+  EXPECT_NE(store.exec_for_text("SELECT value FROM counters WHERE name = 'memory_hits'"), "");
+}
+
+TEST(CacheTotals, SchemaVersionTwoEntriesAreDroppedOnce) {
+  TempDir dir;
+  Result a;
+  {
+    Cache c(dir.path());
+    a = compile(c.c, kSaxpySource);
+    compile(c.c, kSaxpySource, "sm_80");
+  }
+  // A database as schema 2 left it: the same tables, checksums over the bytes alone.
+  sql(db_path(dir), kSchemaTwoChecksums);
+  sql(db_path(dir), "INSERT INTO kv(ns, key, value, updated) VALUES('test', 'k', x'01', 1)");
+  LogCapture log;
+  {
+    Cache b(dir.path());
+    kjit_cache_stats s = b.stats();
+    EXPECT_EQ(s.disk_state, KJIT_DISK_OK) << s.message;
+    EXPECT_EQ(s.disk_entries, 0u) << "entries of schema 2 are dropped";
+    EXPECT_EQ(s.disk_bytes, 0u);
+    EXPECT_EQ(s.total_compiles, 2u) << "counters survive the migration";
+    EXPECT_EQ(compile(b.c, kSaxpySource).tier, KJIT_TIER_COMPILED);
+  }
+  {
+    Cache again(dir.path());  // already migrated: no second drop, no second message
+    Result r = compile(again.c, kSaxpySource);
+    EXPECT_EQ(r.tier, KJIT_TIER_DISK);
+    EXPECT_EQ(r.cubin, a.cubin);
+  }
+  EXPECT_EQ(log.count("migrated from schema 2"), 1u);
+  EXPECT_EQ(log.count("dropped 2 entries"), 1u);
+  kjit::DiskStore store(dir.path(), true, true);
+  EXPECT_EQ(store.exec_for_text("PRAGMA user_version"),
+            std::to_string(kjit::DiskStore::kSchemaVersion) + "\n");
+  EXPECT_EQ(store.exec_for_text("SELECT count(*) FROM blobs"), "2\n") << "the new entry only";
+  EXPECT_EQ(store.exec_for_text("SELECT hex(value) FROM kv WHERE ns = 'test'"), "01\n");
+}
+
+TEST(CacheTotals, SchemaVersionTwoOpenedReadOnlySaysWhy) {
+  TempDir dir;
+  { Cache c(dir.path()); compile(c.c, kSaxpySource); }
+  sql(db_path(dir), kSchemaTwoChecksums);
+  Cache ro(dir.path(), true);
+  kjit_cache_stats s = ro.stats();
+  EXPECT_EQ(s.disk_state, KJIT_DISK_UNAVAILABLE);
+  EXPECT_NE(std::string(s.message).find("older kjit"), std::string::npos) << s.message;
+  EXPECT_EQ(compile(ro.c, kSaxpySource).tier, KJIT_TIER_COMPILED) << "never an unbound entry";
 }
 
 }  // namespace

@@ -1204,6 +1204,18 @@ std::string edited(const std::string& sql) {
   return file_bytes(dir.file("kjit.db"));
 }
 
+// SQL that swaps the `key` columns of two entries and of their blobs.
+std::string swap_keys_sql(const std::string& a, const std::string& b) {
+  std::string out;
+  for (const char* table : {"entries", "blobs"}) {
+    const std::string t = table;
+    out += "UPDATE " + t + " SET key = 'swap' WHERE key = '" + a + "'; UPDATE " + t +
+           " SET key = '" + a + "' WHERE key = '" + b + "'; UPDATE " + t + " SET key = '" + b +
+           "' WHERE key = 'swap'; ";
+  }
+  return out;
+}
+
 TEST(Corruption, DamagedEntriesAreRemovedAndRecompiled) {
   const Golden& g = golden();
   const std::string saxpy = reference("saxpy").key, templ = reference("template").key;
@@ -1226,6 +1238,13 @@ TEST(Corruption, DamagedEntriesAreRemovedAndRecompiled) {
       {"metadata checksum mismatch", "UPDATE entries SET meta = replace(meta, 'sm_90', 'sm_80') WHERE key = '" + saxpy + "'"},
       {"a part missing", "DELETE FROM blobs WHERE key = '" + templ + "' AND kind = 2"},
       {"a part of another entry", "UPDATE blobs SET key = '" + saxpy + "', kind = 4 WHERE key = '" + gold3 + "'"},
+      // Rows, checksums and metadata as written; only the key they are filed under changed.
+      {"two kernels' keys swapped", swap_keys_sql(saxpy, templ)},
+      {"two synthetic entries' keys swapped", swap_keys_sql(gold3, synthetic_key("gold4"))},
+      {"an entry moved to an unused key",
+       "UPDATE entries SET key = '" + synthetic_key("elsewhere") + "' WHERE key = '" + gold3 +
+           "'; UPDATE blobs SET key = '" + synthetic_key("elsewhere") + "' WHERE key = '" +
+           gold3 + "'"},
       {"blob of unknown kind", "UPDATE blobs SET kind = 3 WHERE key = '" + saxpy + "' AND kind = 1"},
       {"entry without its parts", "DELETE FROM blobs WHERE key = '" + gold3 + "'"},
       {"schema: a column renamed",

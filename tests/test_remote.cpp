@@ -17,6 +17,7 @@
 #include "store/remote.h"
 #include "support/test_support.h"
 #include "util/fs.h"
+#include "util/sha256.h"
 
 namespace {
 
@@ -290,6 +291,35 @@ TEST(RemoteEnvelope, RoundTripAndTamperDetection) {
     EXPECT_FALSE(kjit::decode_envelope(bad, e.key, &out)) << "flip at " << i;
   }
   EXPECT_FALSE(kjit::decode_envelope(env.substr(0, env.size() - 1), e.key, &out));
+}
+
+// An envelope written for one key, relabelled to another: the key inside its record
+// changed and its digest recomputed, first over the bytes alone (as the envelope of
+// format 1 had it), then bound to the new key as well. Neither must deliver the first
+// entry's code under the second key.
+TEST(RemoteEnvelope, RelabelledForAnotherKeyIsRejected) {
+  kjit::Entry e;
+  e.key = std::string(64, 'c');
+  e.target = "sm_90";
+  e.ptx = ".version 9.0";
+  e.cubin = std::string("\x7f" "ELF", 4) + std::string(100, '\1');
+  const std::string other(64, 'd');
+  std::string body = kjit::encode_envelope(e);
+  body.resize(body.size() - 32);
+  const size_t key_at = 16 + 8;  // magic, version, then the record's key field
+  ASSERT_EQ(body.substr(key_at, 64), e.key);
+  body.replace(key_at, 64, other);
+  kjit::Entry out;
+  const kjit::Digest plain = kjit::sha256(body);
+  EXPECT_FALSE(kjit::decode_envelope(body + std::string(plain.begin(), plain.end()), other, &out))
+      << "digest over the bytes alone";
+  kjit::Sha256 h;
+  h.field("kjit remote envelope");
+  h.field(other);
+  h.update(body);
+  const kjit::Digest bound = h.finish();
+  EXPECT_FALSE(kjit::decode_envelope(body + std::string(bound.begin(), bound.end()), other, &out))
+      << "digest bound to the new key: the record's checksums still name the old one";
 }
 
 }  // namespace

@@ -40,7 +40,14 @@ KJIT_EXPORT void kjit_cache_options_init(kjit_cache_options* opts);
  * Open a cache. `opts` may be NULL (defaults). Location: opts->directory, else
  * $KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit, else $HOME/.cache/kjit, else
  * <tmpdir>/kjit-<uid>; created with mode 0700. KJIT_CACHE_DISABLE=1 turns the disk tier
- * off (as memory_only). The database is `kjit.db` in that directory.
+ * off (as memory_only); KJIT_CACHE_READONLY=1 opens it read-only (as read_only). The
+ * database is `kjit.db` in that directory.
+ *
+ * Every entry's metadata and blobs carry XXH3-128 checksums computed over the entry's key
+ * as well as the bytes (keys themselves are SHA-256), so rows filed under another key fail
+ * verification: such a lookup is a miss, never another kernel's code. A database written by
+ * an older kjit whose checksums were not bound to keys (schema 1 or 2) has its entries
+ * dropped when it is first opened read-write (logged once); read-only, it is not used.
  *
  * Opening never fails because of the disk: if the directory or database cannot be used
  * (read-only, not owned by this user, group/world-writable, corrupt, full disk) the cache
@@ -107,6 +114,18 @@ typedef struct kjit_cache_stats {
   uint64_t total_remote_timeouts;
   double total_compile_ms_saved;
   int remote_state;               /**< kjit_remote_state of this handle */
+  /* Since 0.2: */
+  uint64_t not_stored;            /**< compiles whose result was not stored because NVRTC
+                                       read a file the cache key does not cover (the log
+                                       says which); the caller still got the result */
+  uint64_t pch_created;           /**< compiles that created a precompiled header */
+  uint64_t pch_used;              /**< compiles that used one (kjit_options_set_pch) */
+  uint64_t pch_failed;            /**< compiles whose PCH could not be made (they still
+                                       compiled, without it) */
+  uint64_t total_not_stored;      /**< the same four, over every process of the database */
+  uint64_t total_pch_created;
+  uint64_t total_pch_used;
+  uint64_t total_pch_failed;
 } kjit_cache_stats;
 
 /** State of the remote (fleet) tier of a cache handle. */
@@ -131,8 +150,9 @@ KJIT_EXPORT kjit_status kjit_cache_clear(kjit_cache* cache);
 /**
  * Raw lookup for tools: the entry stored under `key_hex` (64 hex digits), checksums
  * verified, as a binary (tier MEMORY or DISK). Returns KJIT_OK, KJIT_ERROR_NOT_FOUND,
- * KJIT_ERROR_CACHE_CORRUPT (the entry failed verification and was removed),
- * KJIT_ERROR_INVALID_ARGUMENT, KJIT_ERROR_INVALID_HANDLE. The caller destroys *out.
+ * KJIT_ERROR_CACHE_CORRUPT (the entry failed verification and was removed; on a read-only
+ * cache it is left in place), KJIT_ERROR_INVALID_ARGUMENT, KJIT_ERROR_INVALID_HANDLE. The
+ * caller destroys *out.
  */
 KJIT_EXPORT kjit_status kjit_cache_get(kjit_cache* cache, const char* key_hex,
                                        kjit_binary** out);
@@ -162,10 +182,12 @@ typedef int (*kjit_cache_list_fn)(const kjit_cache_entry_info* info, void* user)
 /** Call `fn` for every disk entry, most recently used first. Thread-safe. */
 KJIT_EXPORT kjit_status kjit_cache_list(kjit_cache* cache, kjit_cache_list_fn fn, void* user);
 
-/** Check every disk entry's checksums, metadata and parts, and the database itself
- *  (PRAGMA integrity_check). Bad entries are removed; a database SQLite finds damaged is
- *  moved aside as kjit.db.corrupt-<time> and replaced by an empty one (its entries count as
- *  bad). *checked and *bad (either may be NULL) receive the counts. Thread-safe. */
+/** Check every disk entry's checksums (bound to its key), metadata and parts, and the
+ *  database itself (PRAGMA integrity_check). Bad entries are removed; a database SQLite
+ *  finds damaged is moved aside as kjit.db.corrupt-<time> and replaced by an empty one (its
+ *  entries count as bad). On a read-only cache nothing is removed or moved: bad entries are
+ *  counted and left in place, and a damaged database gives KJIT_ERROR_CACHE_CORRUPT.
+ *  *checked and *bad (either may be NULL) receive the counts. Thread-safe. */
 KJIT_EXPORT kjit_status kjit_cache_verify(kjit_cache* cache, uint64_t* checked, uint64_t* bad);
 
 /** Evict least-recently-used entries until the disk tier holds at most `max_bytes`.
@@ -173,13 +195,37 @@ KJIT_EXPORT kjit_status kjit_cache_verify(kjit_cache* cache, uint64_t* checked, 
 KJIT_EXPORT kjit_status kjit_cache_prune(kjit_cache* cache, uint64_t max_bytes,
                                          uint64_t* removed);
 
-/** Write every disk entry to `path` in kjit's portable export format (a single file).
- *  *count (may be NULL) receives the number written. */
+/**
+ * Write every disk entry to `path` in kjit's portable export format (a single file).
+ * *count (may be NULL) receives the number written.
+ *
+ * Signing: when the environment variable KJIT_EXPORT_KEY is set (a secret shared by the
+ * machines that exchange export files, at least 16 bytes), every record is signed with
+ * HMAC-SHA256 keyed by it; otherwise the file is unsigned. A shorter key gives
+ * KJIT_ERROR_INVALID_ARGUMENT and writes nothing.
+ */
 KJIT_EXPORT kjit_status kjit_cache_export(kjit_cache* cache, const char* path, uint64_t* count);
 
-/** Read an export file; every entry is verified before it is stored. *imported and
- *  *rejected (either may be NULL) receive counts. A malformed file gives
- *  KJIT_ERROR_CACHE_CORRUPT after importing the valid entries before the damage. */
+/**
+ * Read an export file and store its entries. *imported and *rejected (either may be NULL)
+ * receive counts. A malformed file gives KJIT_ERROR_CACHE_CORRUPT after importing the
+ * valid entries before the damage; a file of another format version (an older kjit's) is
+ * refused as a whole with KJIT_ERROR_CACHE_CORRUPT.
+ *
+ * An export file is trusted input: importing someone else's export is running their code.
+ * Every entry is checked before it is stored: its key is 64 lowercase hex digits, its
+ * checksums match its key and bytes, its metadata is of this format version and its sizes
+ * agree with its blobs; entries that fail are rejected. These checks catch damage and
+ * entries moved to another key, not a file written to deceive: anyone can write a
+ * consistent entry that files one kernel's code under another kernel's key. To share
+ * kernels between machines, use `kjit warm` with a manifest (each machine compiles its
+ * own) or signed exports: with KJIT_EXPORT_KEY set (see kjit_cache_export), every entry
+ * must also carry a signature that verifies with that key, and unsigned entries or entries
+ * with a wrong signature are rejected. Without KJIT_EXPORT_KEY, consistent entries are
+ * accepted, signed or not, and a warning is logged that the file was unsigned (or that its
+ * signatures were not checked). A KJIT_EXPORT_KEY shorter than 16 bytes gives
+ * KJIT_ERROR_INVALID_ARGUMENT before anything is read.
+ */
 KJIT_EXPORT kjit_status kjit_cache_import(kjit_cache* cache, const char* path,
                                           uint64_t* imported, uint64_t* rejected);
 

@@ -2,7 +2,6 @@
 #include <cstring>
 
 #include "api/handles.h"
-#include "store/export.h"
 #include "util/sha256.h"
 
 using namespace kjit;
@@ -112,8 +111,9 @@ KJIT_EXPORT kjit_status kjit_cache_get(kjit_cache* cache, const char* key_hex, k
     bool corrupt = false;
     EntryPtr e = cache->cache->lookup(key_hex, &tier, &corrupt);
     if (!e && corrupt) {
-      return error(KJIT_ERROR_CACHE_CORRUPT, std::string("kjit_cache_get: entry ") + key_hex +
-                                                 " failed verification and was removed");
+      return error(KJIT_ERROR_CACHE_CORRUPT,
+                   std::string("kjit_cache_get: entry ") + key_hex +
+                       " failed verification (removed, unless the cache is read-only)");
     }
     if (!e) return error(KJIT_ERROR_NOT_FOUND, std::string("kjit_cache_get: no entry ") + key_hex);
     *out = make_binary(Outcome{KJIT_OK, "", e, tier});
@@ -189,24 +189,7 @@ KJIT_EXPORT kjit_status kjit_cache_export(kjit_cache* cache, const char* path, u
   return guard([&] {
     if (kjit_status s = check(cache, "kjit_cache_export")) return s;
     if (!path || !*path) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_cache_export: path is NULL or empty");
-    Cache& c = *cache->cache;
-    std::vector<std::string> keys;
-    c.list([&](const EntryInfo& i) {
-      keys.push_back(i.key);
-      return false;
-    });
-    size_t index = 0;
-    const uint64_t n = write_export(path, [&](Entry* out) {
-      while (index < keys.size()) {
-        kjit_tier tier;
-        EntryPtr e = c.lookup(keys[index++], &tier);
-        if (e) {
-          *out = *e;
-          return true;
-        }
-      }
-      return false;
-    });
+    const uint64_t n = cache->cache->export_file(path);
     if (count) *count = n;
     return KJIT_OK;
   });
@@ -228,10 +211,7 @@ KJIT_EXPORT kjit_status kjit_cache_import(kjit_cache* cache, const char* path, u
         if (rejected) *rejected = bad;
       }
     } counts{imported, rejected, in, bad};
-    read_export(path, [&](const Entry& e) {
-      cache->cache->insert(e);
-      ++in;
-    }, &bad);
+    cache->cache->import_file(path, &in, &bad);
     return KJIT_OK;
   });
 }

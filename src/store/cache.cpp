@@ -10,6 +10,7 @@
 #include <cstring>
 #include <thread>
 
+#include "store/export.h"
 #include "util/fs.h"
 #include "util/log.h"
 
@@ -163,6 +164,7 @@ Cache::Cache(CacheConfig config)
       owner_(process_owner_id(this)),
       memory_(config_.memory_max_bytes ? config_.memory_max_bytes : kDefaultMemoryBytes) {
   owner_pid_ = flights_pid_ = counters_pid_ = static_cast<long>(getpid());
+  if (env_flag("KJIT_CACHE_READONLY")) config_.read_only = true;
   open_remote();
   if (config_.memory_only || env_flag("KJIT_CACHE_DISABLE")) {
     disk_state_ = KJIT_DISK_DISABLED;
@@ -197,9 +199,10 @@ Cache::~Cache() {
   flush_counters();
 }
 
-const char* const Cache::kCounterNames[10] = {
+const char* const Cache::kCounterNames[kCounters] = {
     "memory_hits", "disk_hits", "remote_hits", "misses", "compiles",
-    "corrupt_entries", "evictions", "remote_errors", "remote_timeouts", "compile_us_saved"};
+    "corrupt_entries", "evictions", "remote_errors", "remote_timeouts", "compile_us_saved",
+    "not_stored", "pch_created", "pch_used", "pch_failed"};
 
 Cache::Counts Cache::current_counts() {
   Counts c;
@@ -216,6 +219,10 @@ Cache::Counts Cache::current_counts() {
     c.v[8] = r.timeouts;
   }
   c.v[9] = saved_us_;
+  c.v[10] = not_stored_;
+  c.v[11] = pch_created_;
+  c.v[12] = pch_used_;
+  c.v[13] = pch_failed_;
   return c;
 }
 
@@ -234,7 +241,7 @@ void Cache::flush_counters() {
     return;
   }
   std::vector<std::pair<std::string, int64_t>> deltas;
-  for (size_t i = 0; i < 10; ++i) {
+  for (size_t i = 0; i < kCounters; ++i) {
     if (now.v[i] > flushed_.v[i]) {
       deltas.emplace_back(kCounterNames[i], int64_t(now.v[i] - flushed_.v[i]));
     }
@@ -534,6 +541,13 @@ Outcome Cache::compile_with_claim(const std::string& key,
     misses_++;
     compiles_++;
     Outcome o = compile();
+    if (o.pch == 1) pch_created_++;
+    if (o.pch == 2) pch_used_++;
+    if (o.pch == 3) pch_failed_++;
+    if (!o.cacheable) {
+      not_stored_++;
+      return o;
+    }
     if (o.status == KJIT_OK) {
       stored = disk_put(*o.entry);
       memory_.put(o.entry);
@@ -580,7 +594,7 @@ Outcome Cache::compile_with_claim(const std::string& key,
         throw;
       }
       try {
-        if (o.status != KJIT_OK && deterministic_failure(o.status)) {
+        if (o.status != KJIT_OK && o.cacheable && deterministic_failure(o.status)) {
           disk_->fail_claim(key, me, serialize_failure(o));
         } else if (!stored) {
           disk_->release_claim(key, me);  // others compile for themselves
@@ -704,6 +718,11 @@ void Cache::verify(uint64_t* checked, uint64_t* bad) {
     }
     *checked = *bad = std::max<uint64_t>(entries, 1);
     const std::string first = problems.substr(0, problems.find('\n'));
+    if (disk_->read_only()) {  // report it, move nothing
+      fail(KJIT_ERROR_CACHE_CORRUPT, "cache database " + disk_->path() +
+                                         " failed its integrity check (read-only: left as it "
+                                         "is): " + first);
+    }
     if (!quarantine_disk(DatabaseCorrupt("integrity check failed: " + first))) {
       fail(KJIT_ERROR_CACHE_CORRUPT, "cache database " + disk_->path() +
                                          " failed its integrity check: " + first);
@@ -717,15 +736,52 @@ void Cache::verify(uint64_t* checked, uint64_t* bad) {
     } catch (const DatabaseCorrupt& e) {
       *bad += keys.size() - i;
       *checked = keys.size();
-      if (!quarantine_disk(e)) throw;
+      if (disk_->read_only() || !quarantine_disk(e)) throw;
       return;
     } catch (const Error& e) {
+      // A bad entry: removed by the store, or left in place when the cache is read-only.
       if (e.status() != KJIT_ERROR_CACHE_CORRUPT) throw;
       ++*bad;
       corrupt_++;
       memory_.remove(keys[i]);
     }
   }
+}
+
+uint64_t Cache::export_file(const std::string& path) {
+  std::vector<std::string> keys;
+  list([&](const EntryInfo& i) {
+    keys.push_back(i.key);
+    return false;
+  });
+  const std::string signing_key = export_key_from_environment();
+  size_t index = 0;
+  return write_export(path, [&](Entry* out) {
+    while (index < keys.size()) {
+      kjit_tier tier;
+      if (EntryPtr e = lookup(keys[index++], &tier)) {  // verified, or skipped
+        *out = *e;
+        return true;
+      }
+    }
+    return false;
+  }, signing_key);
+}
+
+void Cache::import_file(const std::string& path, uint64_t* imported, uint64_t* rejected) {
+  *imported = *rejected = 0;
+  const std::string key = export_key_from_environment();
+  ImportReport report;
+  try {
+    read_export(path, [&](const Entry& e) {
+      insert(e);
+      ++*imported;
+    }, key, &report);
+  } catch (...) {
+    *rejected = report.rejected;
+    throw;
+  }
+  *rejected = report.rejected;
 }
 
 void Cache::stats(kjit_cache_stats* out) {
@@ -742,6 +798,7 @@ void Cache::stats(kjit_cache_stats* out) {
   s.corrupt_entries = corrupt_;
   s.evictions = evictions_;
   s.waits = waits_;
+  s.not_stored = not_stored_;
   s.compile_ms_saved = static_cast<double>(saved_us_.load()) / 1000.0;
   s.remote_hits = remote_hits_;
   if (remote_) {
@@ -757,7 +814,7 @@ void Cache::stats(kjit_cache_stats* out) {
   if (disk_) {
     try {
       for (const auto& [name, value] : disk_->counters()) {
-        for (size_t i = 0; i < 10; ++i) {
+        for (size_t i = 0; i < kCounters; ++i) {
           if (name == kCounterNames[i]) totals.v[i] = uint64_t(value);
         }
       }
@@ -769,7 +826,7 @@ void Cache::stats(kjit_cache_stats* out) {
     std::lock_guard<std::mutex> lock(counters_mu_);
     const Counts now = current_counts();
     const bool unflushable = !disk_ || disk_->read_only();
-    for (size_t i = 0; i < 10; ++i) {
+    for (size_t i = 0; i < kCounters; ++i) {
       const uint64_t base = unflushable ? 0 : flushed_.v[i];
       if (now.v[i] > base) totals.v[i] += now.v[i] - base;
     }
@@ -784,6 +841,13 @@ void Cache::stats(kjit_cache_stats* out) {
   s.total_remote_errors = totals.v[7];
   s.total_remote_timeouts = totals.v[8];
   s.total_compile_ms_saved = static_cast<double>(totals.v[9]) / 1000.0;
+  s.pch_created = pch_created_;
+  s.pch_used = pch_used_;
+  s.pch_failed = pch_failed_;
+  s.total_not_stored = totals.v[10];
+  s.total_pch_created = totals.v[11];
+  s.total_pch_used = totals.v[12];
+  s.total_pch_failed = totals.v[13];
   memory_.totals(&s.memory_entries, &s.memory_bytes);
   if (disk_) {
     try {

@@ -36,6 +36,11 @@ struct Outcome {
   std::string message;
   EntryPtr entry;
   kjit_tier tier = KJIT_TIER_COMPILED;
+  // False when the compile read a file that the key does not cover: the result is handed
+  // to the caller (and to threads waiting on the same compile) but never stored or shared.
+  bool cacheable = true;
+  // Precompiled headers in this compile: 0 none, 1 created, 2 used, 3 failed (PchOutcome).
+  int pch = 0;
 };
 
 // Default cache directory from the environment (KJIT_CACHE_DIR, XDG_CACHE_HOME, HOME, tmp).
@@ -71,6 +76,15 @@ class Cache {
   uint64_t prune(uint64_t max_bytes);
   void list(const std::function<bool(const EntryInfo&)>& fn);
   void verify(uint64_t* checked, uint64_t* bad);
+
+  // The portable export format (export.h). export_file() writes every disk entry that
+  // verifies to `path` and returns how many, signed when $KJIT_EXPORT_KEY is set.
+  // import_file() stores the records of `path` that verify (and, with $KJIT_EXPORT_KEY
+  // set, carry a valid signature); *imported and *rejected are set even when it throws (a
+  // file damaged after some valid records). Both throw kjit::Error, INVALID_ARGUMENT for a
+  // $KJIT_EXPORT_KEY that is too short.
+  uint64_t export_file(const std::string& path);
+  void import_file(const std::string& path, uint64_t* imported, uint64_t* rejected);
 
   void stats(kjit_cache_stats* out);
 
@@ -136,14 +150,16 @@ class Cache {
   long flights_pid_ = 0;  // flights of a parent process have no leader in a forked child
 
   std::atomic<uint64_t> memory_hits_{0}, disk_hits_{0}, misses_{0}, compiles_{0}, stores_{0},
-      store_failures_{0}, corrupt_{0}, evictions_{0}, waits_{0}, remote_hits_{0};
+      store_failures_{0}, corrupt_{0}, evictions_{0}, waits_{0}, remote_hits_{0}, not_stored_{0},
+      pch_created_{0}, pch_used_{0}, pch_failed_{0};
   std::atomic<uint64_t> saved_us_{0};
 
   // Counts of this handle, and the part of them already added to the database's totals.
+  static constexpr size_t kCounters = 14;
   struct Counts {
-    uint64_t v[10] = {};
+    uint64_t v[kCounters] = {};
   };
-  static const char* const kCounterNames[10];
+  static const char* const kCounterNames[kCounters];
   Counts current_counts();
   void flush_counters();
   std::mutex counters_mu_;

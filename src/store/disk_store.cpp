@@ -411,12 +411,20 @@ void DiskStore::initialise_schema(Conn& c) {
                                std::to_string(kSchemaVersion));
   }
   if (version == kSchemaVersion && (has_record || read_only_)) return;
+  if (read_only_ && version > 0) {
+    fail(KJIT_ERROR_CACHE, "cache database " + path_ + " has schema " + std::to_string(version) +
+                               " from an older kjit and is read-only here; open it once with "
+                               "write access to migrate it to schema " +
+                               std::to_string(kSchemaVersion));
+  }
   if (read_only_) {
     fail(KJIT_ERROR_CACHE, "cache database " + path_ + " is not initialised and is read-only");
   }
   Txn txn(c, true);
   // Re-read under the write lock: another process may have initialised it meanwhile.
   version = read_int("PRAGMA user_version");
+  const int found = version;
+  uint64_t dropped = 0;
   if (version == 0) {
     c.exec(kSchema, "create schema");
     c.exec("PRAGMA application_id=1802135924", "set application id");
@@ -429,6 +437,16 @@ void DiskStore::initialise_schema(Conn& c) {
            "migrate schema 1 -> 2");
     version = 2;
   }
+  if (version == 2) {
+    // Schema 2 checksums covered the bytes only: a row moved to another key still verified
+    // and would hand out another kernel's code. Such entries cannot be trusted; they go
+    // (recompiled when next used), and so do claims on them. Counters, values and the
+    // toolchain facts stay.
+    dropped = uint64_t(read_int("SELECT count(*) FROM entries"));
+    c.exec("DELETE FROM blobs; DELETE FROM entries; DELETE FROM claims;",
+           "migrate schema 2 -> 3");
+    version = 3;
+  }
   c.exec(("PRAGMA user_version=" + std::to_string(version)).c_str(), "set schema version");
   // Recorded with the schema it describes (also for databases from before the record).
   sqlite3_stmt* s = c.stmt("INSERT OR REPLACE INTO meta(name, value) VALUES('kjit:schema', ?1)");
@@ -437,6 +455,12 @@ void DiskStore::initialise_schema(Conn& c) {
   c.step(s, "record schema fingerprint");
   sqlite3_reset(s);
   txn.commit();
+  if (found > 0 && found <= 2) {  // entries of schema 1 and 2 were dropped
+    log_info("cache database " + path_ + " migrated from schema " + std::to_string(found) +
+             " to " + std::to_string(version) + ": dropped " + std::to_string(dropped) +
+             " entries written by an older kjit (their checksums were not bound to their "
+             "keys); they are compiled again when next used");
+  }
 }
 
 std::string DiskStore::schema_fingerprint(Conn& c) {
@@ -587,9 +611,8 @@ EntryPtr DiskStore::get(const std::string& key) {
       entry->last_used = sqlite3_column_int64(s, 3);
     }
     sqlite3_reset(s);
-    const Checksum d = checksum(meta);
-    if (!bad && (meta_sum.size() != d.size() ||
-                 std::memcmp(meta_sum.data(), d.data(), d.size()) != 0)) {
+    // Checksums are bound to the key asked for: rows moved here from another key fail.
+    if (!bad && !checksum_equals(meta_sum, entry_checksum(key, EntryPart::Metadata, meta))) {
       bad = true;
       why = "metadata checksum mismatch";
     }
@@ -620,12 +643,12 @@ EntryPtr DiskStore::get(const std::string& key) {
       const std::string sum = col_blob(s, 2);
       const void* data = sqlite3_column_blob(s, 3);
       const size_t len = data ? size_t(sqlite3_column_bytes(s, 3)) : 0;
-      const Checksum d2 = checksum(data, len);
       if (!dst) {
         why = "unknown blob kind " + std::to_string(kind);
       } else if (!dst->empty()) {
         why = "blob kind " + std::to_string(kind) + " stored twice";
-      } else if (sum.size() != d2.size() || std::memcmp(sum.data(), d2.data(), d2.size()) != 0) {
+      } else if (!checksum_equals(
+                     sum, entry_checksum(key, static_cast<EntryPart>(kind), data, len))) {
         why = "blob checksum mismatch";
       } else {
         dst->assign(static_cast<const char*>(data), len);
@@ -651,7 +674,8 @@ EntryPtr DiskStore::get(const std::string& key) {
     txn.commit();
   }
   if (bad) {
-    log_warn("cache entry " + key + " in " + path_ + " is corrupt (" + why + "); removed");
+    log_warn("cache entry " + key + " in " + path_ + " is corrupt (" + why + "); " +
+             (read_only_ ? "not removed: the cache is read-only" : "removed"));
     if (!read_only_) {
       try {
         remove(key);
@@ -675,8 +699,12 @@ void DiskStore::delete_locked(Conn& c, const std::string& key) {
 
 uint64_t DiskStore::put(const Entry& e, uint64_t max_bytes) {
   if (read_only_) fail(KJIT_ERROR_READ_ONLY, "cache database " + path_ + " is read-only");
+  if (!is_hex_key(e.key)) {
+    fail(KJIT_ERROR_INVALID_ARGUMENT,
+         "cache entry key '" + e.key + "' is not 64 lowercase hex digits");
+  }
   const std::string meta = e.metadata_json();
-  const Checksum meta_sum = checksum(meta);
+  const Checksum meta_sum = entry_checksum(e.key, EntryPart::Metadata, meta);
   std::string kernels;
   for (const auto& k : e.kernels) kernels += (kernels.empty() ? "" : ",") + k;
   const int64_t now = unix_time();
@@ -699,7 +727,7 @@ uint64_t DiskStore::put(const Entry& e, uint64_t max_bytes) {
   for (BlobKind k : {BlobKind::Ptx, BlobKind::Cubin, BlobKind::LtoIr}) {
     const std::string& data = *e.blob(k);
     if (data.empty()) continue;
-    const Checksum sum = checksum(data);
+    const Checksum sum = entry_checksum(e.key, part_of(k), data);
     s = c->stmt("INSERT INTO blobs(key, kind, sum, data) VALUES(?1, ?2, ?3, ?4)");
     sqlite3_bind_text(s, 1, e.key.data(), int(e.key.size()), SQLITE_STATIC);
     sqlite3_bind_int(s, 2, int(k));

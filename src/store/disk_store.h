@@ -55,7 +55,8 @@ class Txn;
 class DiskStore {
  public:
   static constexpr const char* kFileName = "kjit.db";
-  static constexpr int kSchemaVersion = 2;
+  // 3: checksums bound to the entry's key (entry_checksum); entries of 1 and 2 are dropped.
+  static constexpr int kSchemaVersion = 3;
   static constexpr int kApplicationId = 0x6b6a6974;  // "kjit"
 
   // Opens (creating if needed) `dir`/kjit.db. Throws Error(KJIT_ERROR_CACHE) when the

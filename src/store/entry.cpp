@@ -155,6 +155,22 @@ void Entry::load_metadata(const std::string& json) {
   }
 }
 
+Checksum entry_checksum(std::string_view key, EntryPart part, const void* data, size_t size) {
+  static constexpr std::string_view kDomain = "kjit entry checksum";
+  ChecksumStream h;
+  h.field(kDomain);
+  h.u64(kCacheFormatVersion);
+  h.field(key);
+  h.u64(static_cast<uint64_t>(part));
+  h.field(data, size);
+  return h.finish();
+}
+
+bool checksum_equals(std::string_view stored, const Checksum& expected) {
+  return stored.size() == expected.size() &&
+         std::memcmp(stored.data(), expected.data(), expected.size()) == 0;
+}
+
 std::vector<std::string> ptx_entry_names(const std::string& ptx) {
   std::vector<std::string> out;
   const std::string directive = ".entry";

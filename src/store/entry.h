@@ -4,16 +4,36 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
+
+#include "util/checksum.h"
 
 namespace kjit {
 
 // Bumped whenever the key encoding, the schema or the entry layout changes meaning.
 // It is hashed into every key and written into every entry's metadata.
-constexpr int kCacheFormatVersion = 1;
+// 2: checksums are bound to the entry's key (entry_checksum).
+constexpr int kCacheFormatVersion = 2;
 
 enum class BlobKind : int { Ptx = 1, Cubin = 2, LtoIr = 4 };
+
+// The parts of an entry that carry a checksum: its metadata and each blob.
+enum class EntryPart : int { Metadata = 0, Ptx = 1, Cubin = 2, LtoIr = 4 };
+inline EntryPart part_of(BlobKind kind) { return static_cast<EntryPart>(static_cast<int>(kind)); }
+
+// The checksum of one part of the entry stored under `key`: XXH3-128 over a domain tag,
+// the format version, the key, the part and the bytes (each length-prefixed). A part
+// moved to another key or to another part no longer verifies, so a record swapped
+// between entries is corrupt, never another kernel's code. Every writer and reader of
+// entry checksums (SQLite tier, export records, remote envelopes) uses this one function.
+Checksum entry_checksum(std::string_view key, EntryPart part, const void* data, size_t size);
+inline Checksum entry_checksum(std::string_view key, EntryPart part, std::string_view bytes) {
+  return entry_checksum(key, part, bytes.data(), bytes.size());
+}
+// True when `stored` (as read back) holds exactly `expected`.
+bool checksum_equals(std::string_view stored, const Checksum& expected);
 
 struct Entry {
   std::string key;  // 64 hex digits

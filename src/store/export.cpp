@@ -2,10 +2,12 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/log.h"
 #include "util/sha256.h"
 
 namespace kjit {
@@ -49,26 +51,78 @@ class Reader {
   size_t pos_ = 0;
 };
 
+constexpr EntryPart kParts[4] = {EntryPart::Metadata, EntryPart::Ptx, EntryPart::Cubin,
+                                  EntryPart::LtoIr};
+
+// HMAC-SHA256 of a record under the fleet secret.
+Digest record_signature(const std::string& key, const std::string& rec) {
+  HmacSha256 h(key);
+  h.field("kjit export record");
+  h.update(rec);
+  return h.finish();
+}
+
+std::string records_of(uint64_t n, const std::string& path) {
+  return std::to_string(n) + (n == 1 ? " record of " : " records of ") + path;
+}
+
+// What an import of `path` found, for whoever reads the log (the kjit tool prints it).
+void log_import(const std::string& path, const std::string& key, const ImportReport& r) {
+  const uint64_t unsigned_rejected = key.empty() ? 0 : r.unsigned_records;
+  if (unsigned_rejected) {
+    log_warn(records_of(unsigned_rejected, path) +
+             " rejected: unsigned, and with KJIT_EXPORT_KEY set every record must carry a "
+             "valid signature");
+  }
+  if (r.bad_signatures) {
+    log_warn(records_of(r.bad_signatures, path) +
+             " rejected: the signature does not verify with KJIT_EXPORT_KEY (signed with "
+             "another key, or altered)");
+  }
+  if (r.inconsistent) {
+    log_warn(records_of(r.inconsistent, path) + " rejected: damaged or inconsistent");
+  }
+  if (key.empty() && r.unsigned_records) {
+    log_warn(path + " is unsigned: its records were checked for damage and consistency, not "
+             "for who wrote them (importing an export file runs its author's code; set "
+             "KJIT_EXPORT_KEY to require signed records)");
+  }
+  if (key.empty() && r.signed_records) {
+    log_warn(path + " is signed, but KJIT_EXPORT_KEY is not set: its signatures were not "
+             "checked");
+  }
+}
+
 }  // namespace
 
 std::string encode_record(const Entry& e) {
+  const std::string meta = e.metadata_json();
+  const std::string* bytes[4] = {&meta, &e.ptx, &e.cubin, &e.ltoir};
   std::string rec;
   put_field(&rec, e.key);
-  put_field(&rec, e.metadata_json());
-  put_field(&rec, e.ptx);
-  put_field(&rec, e.cubin);
-  put_field(&rec, e.ltoir);
+  for (const std::string* b : bytes) put_field(&rec, *b);
+  std::string sums;
+  for (int i = 0; i < 4; ++i) {
+    const Checksum c = entry_checksum(e.key, kParts[i], *bytes[i]);
+    sums.append(reinterpret_cast<const char*>(c.data()), c.size());
+  }
+  put_field(&rec, sums);
   return rec;
 }
 
 bool decode_record(const std::string& bytes, Entry* out) {
   Reader fields(bytes);
   Entry e;
-  std::string meta;
+  std::string meta, sums;
   if (!fields.field(&e.key) || !fields.field(&meta) || !fields.field(&e.ptx) ||
-      !fields.field(&e.cubin) || !fields.field(&e.ltoir) || !fields.done() ||
-      !is_hex_key(e.key)) {
+      !fields.field(&e.cubin) || !fields.field(&e.ltoir) || !fields.field(&sums) ||
+      !fields.done() || !is_hex_key(e.key) || sums.size() != 4 * sizeof(Checksum)) {
     return false;
+  }
+  const std::string* parts[4] = {&meta, &e.ptx, &e.cubin, &e.ltoir};
+  for (int i = 0; i < 4; ++i) {
+    const std::string_view stored(sums.data() + i * sizeof(Checksum), sizeof(Checksum));
+    if (!checksum_equals(stored, entry_checksum(e.key, kParts[i], *parts[i]))) return false;
   }
   try {
     e.load_metadata(meta);
@@ -84,7 +138,20 @@ bool decode_record(const std::string& bytes, Entry* out) {
   return true;
 }
 
-uint64_t write_export(const std::string& path, const std::function<bool(Entry*)>& next) {
+std::string export_key_from_environment() {
+  const char* v = std::getenv("KJIT_EXPORT_KEY");
+  const std::string key = v ? v : "";
+  if (!key.empty() && key.size() < kMinExportKeyBytes) {
+    fail(KJIT_ERROR_INVALID_ARGUMENT,
+         "KJIT_EXPORT_KEY is " + std::to_string(key.size()) + " bytes; a signing key must be at "
+         "least " + std::to_string(kMinExportKeyBytes) + " bytes (a random secret shared by the "
+         "machines that exchange export files, e.g. the output of 'openssl rand -hex 32')");
+  }
+  return key;
+}
+
+uint64_t write_export(const std::string& path, const std::function<bool(Entry*)>& next,
+                      const std::string& signing_key) {
   const std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) fail(KJIT_ERROR_IO, "cannot create " + tmp + ": " + std::strerror(errno));
@@ -97,10 +164,16 @@ uint64_t write_export(const std::string& path, const std::function<bool(Entry*)>
     const std::string rec = encode_record(e);
     std::string frame;
     put_u64(&frame, rec.size());
+    frame += rec;
     const Digest d = sha256(rec);
-    ok = std::fwrite(frame.data(), 1, frame.size(), f) == frame.size() &&
-         std::fwrite(rec.data(), 1, rec.size(), f) == rec.size() &&
-         std::fwrite(d.data(), 1, d.size(), f) == d.size();
+    frame.append(reinterpret_cast<const char*>(d.data()), d.size());
+    if (signing_key.empty()) {
+      put_u64(&frame, 0);
+    } else {
+      const Digest sig = record_signature(signing_key, rec);
+      put_field(&frame, std::string(reinterpret_cast<const char*>(sig.data()), sig.size()));
+    }
+    ok = std::fwrite(frame.data(), 1, frame.size(), f) == frame.size();
     ++count;
   }
   std::string tail;
@@ -115,34 +188,55 @@ uint64_t write_export(const std::string& path, const std::function<bool(Entry*)>
 }
 
 void read_export_bytes(const std::string& bytes, const std::function<void(const Entry&)>& accept,
-                       uint64_t* rejected) {
+                       const std::string& key, ImportReport* report) {
   Reader r(bytes);
   std::string magic;
   uint64_t version = 0;
   if (!r.bytes(sizeof kMagic, &magic) || std::memcmp(magic.data(), kMagic, sizeof kMagic) != 0) {
     fail(KJIT_ERROR_CACHE_CORRUPT, "not a kjit export file (bad magic)");
   }
-  if (!r.u64(&version) || version != uint64_t(kCacheFormatVersion)) {
-    fail(KJIT_ERROR_CACHE_CORRUPT, "export file has format version " + std::to_string(version) +
-                                       ", this kjit reads " + std::to_string(kCacheFormatVersion));
+  if (!r.u64(&version)) fail(KJIT_ERROR_CACHE_CORRUPT, "export file is truncated");
+  if (version != uint64_t(kCacheFormatVersion)) {
+    // Keys hash the format version: entries of another version never match a compile here
+    // (and those of version 1 had checksums that were not bound to their keys).
+    fail(KJIT_ERROR_CACHE_CORRUPT,
+         "export file has format version " + std::to_string(version) + ", this kjit reads " +
+             std::to_string(kCacheFormatVersion) +
+             " only (its keys could never match this kjit's compiles); export it again with "
+             "this kjit");
   }
   for (uint64_t index = 0;; ++index) {
     uint64_t len = 0;
     if (!r.u64(&len)) fail(KJIT_ERROR_CACHE_CORRUPT, "export file is truncated");
     if (len == 0) break;
-    std::string rec, sum;
-    if (!r.bytes(len, &rec) || !r.bytes(32, &sum)) {
+    std::string rec, sum, sig;
+    if (!r.bytes(len, &rec) || !r.bytes(32, &sum) || !r.field(&sig)) {
       fail(KJIT_ERROR_CACHE_CORRUPT,
            "export file is truncated in record " + std::to_string(index));
     }
+    ++(sig.empty() ? report->unsigned_records : report->signed_records);
     const Digest d = sha256(rec);
     if (std::memcmp(d.data(), sum.data(), d.size()) != 0) {
-      ++*rejected;
+      ++report->rejected;
+      ++report->inconsistent;
       continue;
+    }
+    if (!key.empty()) {
+      // With a key every record must be signed with it: unsigned ones are refused too.
+      if (sig.empty()) {
+        ++report->rejected;
+        continue;
+      }
+      if (!digest_equals(record_signature(key, rec), sig.data(), sig.size())) {
+        ++report->rejected;
+        ++report->bad_signatures;
+        continue;
+      }
     }
     Entry e;
     if (!decode_record(rec, &e)) {
-      ++*rejected;
+      ++report->rejected;
+      ++report->inconsistent;
       continue;
     }
     accept(e);
@@ -151,10 +245,16 @@ void read_export_bytes(const std::string& bytes, const std::function<void(const 
 }
 
 void read_export(const std::string& path, const std::function<void(const Entry&)>& accept,
-                 uint64_t* rejected) {
+                 const std::string& key, ImportReport* report) {
   auto bytes = read_file(path);
   if (!bytes) fail(KJIT_ERROR_IO, "cannot read " + path + ": " + std::strerror(errno));
-  read_export_bytes(*bytes, accept, rejected);
+  try {
+    read_export_bytes(*bytes, accept, key, report);
+  } catch (const Error&) {
+    log_import(path, key, *report);
+    throw;
+  }
+  log_import(path, key, *report);
 }
 
 }  // namespace kjit

@@ -31,6 +31,15 @@ int env_int(const char* name, int fallback) {
   return (end && *end == '\0' && n >= 0) ? int(n) : fallback;
 }
 
+// The envelope's digest covers the key it is stored under as well as its bytes.
+Digest envelope_digest(const std::string& key, const char* body, size_t size) {
+  Sha256 h;
+  h.field("kjit remote envelope");
+  h.field(key);
+  h.update(body, size);
+  return h.finish();
+}
+
 }  // namespace
 
 RemoteConfig RemoteConfig::from_environment() {
@@ -49,7 +58,7 @@ std::string encode_envelope(const Entry& e) {
   std::string out(kEnvelopeMagic, sizeof kEnvelopeMagic);
   for (int i = 0; i < 8; ++i) out.push_back(char((uint64_t(kCacheFormatVersion) >> (8 * i)) & 0xff));
   out += encode_record(e);
-  const Digest d = sha256(out);
+  const Digest d = envelope_digest(e.key, out.data(), out.size());
   out.append(reinterpret_cast<const char*>(d.data()), d.size());
   return out;
 }
@@ -63,8 +72,11 @@ bool decode_envelope(const std::string& bytes, const std::string& key, Entry* ou
   }
   if (version != uint64_t(kCacheFormatVersion)) return false;
   const size_t body = bytes.size() - 32;
-  const Digest d = sha256(bytes.data(), body);
+  // Checked against the key it was fetched under: an envelope written for another key
+  // (copied, renamed or misfiled in the server) fails here, before anything is parsed.
+  const Digest d = envelope_digest(key, bytes.data(), body);
   if (std::memcmp(d.data(), bytes.data() + body, 32) != 0) return false;
+  // The record checks its own checksums against its own key, which must be this key.
   Entry e;
   if (!decode_record(bytes.substr(16, body - 16), &e) || e.key != key) return false;
   *out = std::move(e);

@@ -38,7 +38,9 @@ struct RemoteStats {
   bool breaker_open = false;
 };
 
-// Envelope: "KJITRMT1", u64 format version, record (see export.h), SHA-256 of all before.
+// Envelope: "KJITRMT1", u64 format version, record (see export.h: its checksums are bound
+// to its key), then the SHA-256 of field("kjit remote envelope") + field(key) + all the
+// bytes before. decode_envelope() accepts it only under the key it was written for.
 std::string encode_envelope(const Entry& e);
 bool decode_envelope(const std::string& bytes, const std::string& key, Entry* out);
 

@@ -2,14 +2,47 @@
 
 #include <xxhash.h>
 
-namespace kjit {
+#include <new>
 
-Checksum checksum(const void* data, size_t size) {
-  XXH128_canonical_t canonical;
-  XXH128_canonicalFromHash(&canonical, XXH3_128bits(data, size));
+namespace kjit {
+namespace {
+
+Checksum canonical(XXH128_hash_t h) {
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, h);
   Checksum out;
-  for (size_t i = 0; i < out.size(); ++i) out[i] = canonical.digest[i];
+  for (size_t i = 0; i < out.size(); ++i) out[i] = c.digest[i];
   return out;
+}
+
+}  // namespace
+
+Checksum checksum(const void* data, size_t size) { return canonical(XXH3_128bits(data, size)); }
+
+ChecksumStream::ChecksumStream() : state_(XXH3_createState()) {
+  if (!state_) throw std::bad_alloc();
+  XXH3_128bits_reset(static_cast<XXH3_state_t*>(state_));
+}
+
+ChecksumStream::~ChecksumStream() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
+
+void ChecksumStream::update(const void* data, size_t size) {
+  if (size) XXH3_128bits_update(static_cast<XXH3_state_t*>(state_), data, size);
+}
+
+void ChecksumStream::u64(uint64_t v) {
+  unsigned char b[8];
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<unsigned char>(v >> (8 * i));
+  update(b, sizeof b);
+}
+
+void ChecksumStream::field(const void* data, size_t size) {
+  u64(size);
+  update(data, size);
+}
+
+Checksum ChecksumStream::finish() {
+  return canonical(XXH3_128bits_digest(static_cast<XXH3_state_t*>(state_)));
 }
 
 }  // namespace kjit

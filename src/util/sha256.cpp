@@ -1,5 +1,7 @@
 #include "util/sha256.h"
 
+#include <nettle/hmac.h>
+#include <nettle/memops.h>
 #include <nettle/sha2.h>
 
 #include <new>
@@ -32,6 +34,37 @@ Digest Sha256::finish() {
   Digest d{};
   sha256_digest(static_cast<sha256_ctx*>(ctx_), d.size(), d.data());
   return d;
+}
+
+HmacSha256::HmacSha256(std::string_view key) : ctx_(new hmac_sha256_ctx) {
+  hmac_sha256_set_key(static_cast<hmac_sha256_ctx*>(ctx_), key.size(),
+                      reinterpret_cast<const uint8_t*>(key.data()));
+}
+
+HmacSha256::~HmacSha256() { delete static_cast<hmac_sha256_ctx*>(ctx_); }
+
+void HmacSha256::update(const void* data, size_t size) {
+  if (size) {
+    hmac_sha256_update(static_cast<hmac_sha256_ctx*>(ctx_), size,
+                       static_cast<const uint8_t*>(data));
+  }
+}
+
+void HmacSha256::field(std::string_view s) {
+  unsigned char b[8];
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<unsigned char>(uint64_t(s.size()) >> (8 * i));
+  update(b, sizeof b);
+  update(s);
+}
+
+Digest HmacSha256::finish() {
+  Digest d{};
+  hmac_sha256_digest(static_cast<hmac_sha256_ctx*>(ctx_), d.size(), d.data());
+  return d;
+}
+
+bool digest_equals(const Digest& a, const void* b, size_t b_size) {
+  return b_size == a.size() && memeql_sec(a.data(), b, a.size()) != 0;
 }
 
 Digest sha256(const void* data, size_t size) {
