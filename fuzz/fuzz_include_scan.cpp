@@ -13,22 +13,23 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  const std::vector<std::string> found = kjit::scan_include_directives(text);
-  for (const std::string& t : found) {
-    if (t.find('\n') != std::string::npos || (!t.empty() && text.find(t) == std::string::npos)) {
-      kjit_fuzz::bug("scan_include_directives returned what the text does not hold", t);
+  const std::vector<kjit::IncludeRef> found = kjit::scan_directives(text).refs;
+  for (const kjit::IncludeRef& r : found) {
+    if (r.name.find('\n') != std::string::npos) {
+      kjit_fuzz::bug("scan_directives returned a name across lines", r.name);
     }
   }
   // The text split in two: a source and an in-memory header it may include.
   const size_t half = size / 2;
   kjit::IncludeScanInput in;
   in.source = kjit_fuzz::no_slashes(text.substr(0, half));
+  in.program_name = kjit_fuzz::fixture_dir() + "/kernel.cu";
   in.headers = {{"m.h", kjit_fuzz::no_slashes(text.substr(half))}, {"a.h", "#include \"m.h\"\n"}};
   in.include_paths = {kjit_fuzz::fixture_dir()};
-  const std::vector<kjit::IncludedFile> files = kjit::find_included_files(in);
-  for (const auto& f : files) {
+  const kjit::IncludeScan scan = kjit::scan_includes(in);
+  for (const auto& f : scan.files) {
     if (f.path.rfind(kjit_fuzz::fixture_dir(), 0) != 0) {
-      kjit_fuzz::bug("find_included_files left the include path", f.path);
+      kjit_fuzz::bug("scan_includes left the include path", f.path);
     }
   }
   return 0;

@@ -464,4 +464,81 @@ TEST(Options, NormalisedSpellingsHashTheSame) {
   kjit_options_destroy(clone);
 }
 
+TEST(BadInput, TargetsThatDoNotExist) {
+  Compiler c;
+  kjit_binary* b = nullptr;
+  // Family targets start at sm_100, architecture-specific ones at sm_90.
+  for (const char* t : {"sm_90f", "compute_90f", "sm_80a"}) {
+    Options o(t);
+    EXPECT_EQ(kjit_compile(c.c, kSaxpySource, o.o, &b), KJIT_ERROR_UNSUPPORTED_TARGET) << t;
+    EXPECT_NE(std::string(kjit_last_error()).find(t), std::string::npos) << kjit_last_error();
+  }
+  Options ok("sm_90a");
+  Binary bin;
+  EXPECT_EQ(kjit_compile(c.c, kSaxpySource, ok.o, &bin.b), KJIT_OK) << kjit_last_error();
+}
+
+TEST(BadInput, OptionTextMustBeOneLineOfUtf8) {
+  Compiler c;
+  kjit_binary* b = nullptr;
+  for (const char* bad : {"-DA=1\n-DB=2", "-DA=1\rB", "-DA=\xff", "-I\xc0\xaf"}) {
+    Options o;
+    ASSERT_EQ(kjit_options_add(o.o, bad), KJIT_OK);
+    EXPECT_EQ(kjit_compile(c.c, kSaxpySource, o.o, &b), KJIT_ERROR_INVALID_OPTION) << bad;
+    char key[65];
+    EXPECT_EQ(kjit_compute_key(kSaxpySource, o.o, key), KJIT_ERROR_INVALID_OPTION) << bad;
+  }
+}
+
+TEST(BadInput, NamesAndHeadersMustBeUtf8) {
+  Compiler c;
+  kjit_binary* b = nullptr;
+  {
+    Options o;
+    ASSERT_EQ(kjit_options_set_name(o.o, "k\xff.cu"), KJIT_OK);
+    EXPECT_EQ(kjit_compile(c.c, kSaxpySource, o.o, &b), KJIT_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(kjit_last_error()).find("program name"), std::string::npos);
+  }
+  {
+    Options o;
+    ASSERT_EQ(kjit_options_add_header(o.o, "h\xfe.h", "#define X 1\n"), KJIT_OK);
+    EXPECT_EQ(kjit_compile(c.c, kSaxpySource, o.o, &b), KJIT_ERROR_INVALID_ARGUMENT);
+  }
+  {
+    Options o;
+    ASSERT_EQ(kjit_options_add_header(o.o, "h.h", "#define X \"\xed\xa0\x80\"\n"), KJIT_OK);
+    EXPECT_EQ(kjit_compile(c.c, kSaxpySource, o.o, &b), KJIT_ERROR_INVALID_SOURCE);
+    EXPECT_NE(std::string(kjit_last_error()).find("h.h"), std::string::npos);
+  }
+}
+
+TEST(Options, TwoArgumentFormsAreFoldedAndScanned) {
+  // NVRTC takes these values as the next argument; each spelling gives one key.
+  const std::vector<std::vector<const char*>> same = {
+      {"-I/tmp/kjit-no-such-dir"}, {"-I", "/tmp/kjit-no-such-dir"},
+      {"--include-path", "/tmp/kjit-no-such-dir"}, {"--include-path=/tmp/kjit-no-such-dir"},
+      {"-I=/tmp/kjit-no-such-dir"}, {"-I /tmp/kjit-no-such-dir"}};
+  std::string first;
+  for (const auto& args : same) {
+    Options o;
+    for (const char* a : args) ASSERT_EQ(kjit_options_add(o.o, a), KJIT_OK);
+    char key[65];
+    ASSERT_EQ(kjit_compute_key(kSaxpySource, o.o, key), KJIT_OK) << args[0];
+    if (first.empty()) first = key;
+    EXPECT_EQ(first, key) << args[0];
+  }
+  Options dangling;
+  ASSERT_EQ(kjit_options_add(dangling.o, "--pre-include"), KJIT_OK);
+  char key[65];
+  EXPECT_EQ(kjit_compute_key(kSaxpySource, dangling.o, key), KJIT_ERROR_INVALID_OPTION);
+  // Two-argument -arch works like -arch=.
+  Compiler c;
+  Options arch("auto");
+  ASSERT_EQ(kjit_options_add(arch.o, "-arch"), KJIT_OK);
+  ASSERT_EQ(kjit_options_add(arch.o, "sm_80"), KJIT_OK);
+  Binary bin;
+  ASSERT_EQ(kjit_compile(c.c, kSaxpySource, arch.o, &bin.b), KJIT_OK) << kjit_last_error();
+  EXPECT_STREQ(kjit_binary_target(bin.b), "sm_80");
+}
+
 }  // namespace

@@ -94,6 +94,45 @@ KJIT_EXPORT kjit_status kjit_options_add_header(kjit_options* opts, const char* 
  *  to NVRTC's lowered (mangled) name; kernel handles accept it as the kernel name. */
 KJIT_EXPORT kjit_status kjit_options_add_name_expression(kjit_options* opts, const char* expr);
 
+/**
+ * The CUDA toolkit whose headers (<cuda_fp16.h>, <cooperative_groups.h>, <mma.h>, CCCL's
+ * <cub/...>, <cuda/std/...>, <cuda/atomic> ...) NVRTC finds without an include option.
+ * `root` NULL (the default) finds it automatically: $KJIT_CUDA_HOME, $CUDA_PATH, $CUDA_HOME,
+ * else the toolkit the loaded libnvrtc belongs to. A path names a toolkit root (its
+ * include/ and include/cccl/, or targets/<arch>-linux/include/, are used). "" turns the
+ * toolkit's headers off (for a caller that ships its own CCCL through -I).
+ * The toolkit's directories are searched after the caller's own include paths. Its files
+ * are not hashed one by one: the cache key covers them with a fingerprint of the toolkit
+ * (paths, version files, CCCL's version header, NVRTC's version and build), so upgrading the
+ * toolkit or CCCL changes every key while an in-place edit of a toolkit header is not seen.
+ * A root (given here or by $KJIT_CUDA_HOME) without cuda_fp16.h fails the compile with
+ * KJIT_ERROR_INVALID_OPTION. The string is copied.
+ * Returns KJIT_OK, KJIT_ERROR_INVALID_HANDLE.
+ * @since 0.2
+ */
+KJIT_EXPORT kjit_status kjit_options_set_toolkit(kjit_options* opts, const char* root);
+
+/**
+ * Precompiled headers (default on): a program whose includes reach the toolkit is compiled
+ * with NVRTC's automatic PCH, so later programs that start with the same #include lines
+ * (and options) in this process parse those headers once (3-5x faster for CUB). Results are
+ * byte-identical either way and the cache key does not depend on it. `enabled` 0 turns it
+ * off for these options; $KJIT_PCH=0 turns it off for the process. Options of the caller's
+ * own (-pch, --use-pch, --pch-dir ...) also turn kjit's off.
+ * Returns KJIT_OK, KJIT_ERROR_INVALID_HANDLE.
+ * @since 0.2
+ */
+KJIT_EXPORT kjit_status kjit_options_set_pch(kjit_options* opts, int enabled);
+
+/**
+ * The include directories of the automatically found CUDA toolkit, separated by ':' in
+ * search order ("" when none was found), e.g.
+ * "/usr/local/cuda-13.0/include/cccl:/usr/local/cuda-13.0/include". The string is owned by
+ * the library and valid for the life of the process. Thread-safe.
+ * @since 0.2
+ */
+KJIT_EXPORT const char* kjit_toolkit_include_path(void);
+
 /* ---- Compiler ------------------------------------------------------------------------ */
 
 /**

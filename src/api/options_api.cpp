@@ -1,5 +1,6 @@
 // C shims: the options builder.
 #include "api/handles.h"
+#include "compile/toolkit.h"
 
 using namespace kjit;
 using namespace kjit::api;
@@ -113,6 +114,37 @@ KJIT_EXPORT kjit_status kjit_options_add_include_path(kjit_options* opts, const 
     opts->opts.raw.push_back(std::string("-I") + path);
     return KJIT_OK;
   });
+}
+
+KJIT_EXPORT kjit_status kjit_options_set_toolkit(kjit_options* opts, const char* root) {
+  return guard([&] {
+    if (kjit_status s = check(opts, "kjit_options_set_toolkit")) return s;
+    opts->opts.toolkit_headers = !root || *root;
+    opts->opts.toolkit_root = root ? root : "";
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT kjit_status kjit_options_set_pch(kjit_options* opts, int enabled) {
+  return guard([&] {
+    if (kjit_status s = check(opts, "kjit_options_set_pch")) return s;
+    opts->opts.pch = enabled != 0;
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT const char* kjit_toolkit_include_path(void) {
+  static const std::string path = [] {
+    std::string out;
+    try {
+      for (const std::string& dir : kjit::find_toolkit("").include_dirs) {
+        out += (out.empty() ? "" : ":") + dir;
+      }
+    } catch (...) {
+    }
+    return out;
+  }();
+  return path.c_str();
 }
 
 KJIT_EXPORT kjit_status kjit_options_add_header(kjit_options* opts, const char* name,

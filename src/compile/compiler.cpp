@@ -1,23 +1,33 @@
 #include "compile/compiler.h"
 
+#include <unistd.h>
+
 #include <algorithm>
-#include <cstring>
+#include <cctype>
+#include <cstdlib>
+#include <mutex>
+#include <set>
 #include <thread>
 
+#include "compile/file_audit.h"
 #include "compile/include_scan.h"
+#include "compile/pch.h"
 #include "compile/nvrtc_program.h"
 #include "compile/thread_pool.h"
 #include "compile/toolchain.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/log.h"
 #include "util/sha256.h"
+#include "util/utf8.h"
 
 namespace kjit {
 namespace {
 
 // Length-prefixed, versioned encoding of everything that affects the output.
 std::string compute_key(const std::string& source, const CompileOptions& opts,
-                        const NormalisedOptions& norm, const std::string& toolchain) {
+                        const NormalisedOptions& norm, const std::string& toolchain,
+                        const IncludeScan& scan) {
   Sha256 h;
   h.field("kjit-key");
   h.u64(kCacheFormatVersion);
@@ -37,76 +47,135 @@ std::string compute_key(const std::string& source, const CompileOptions& opts,
   for (const auto& o : norm.key) h.field(o);
   h.u64(opts.name_expressions.size());
   for (const auto& e : opts.name_expressions) h.field(e);
-
-  IncludeScanInput scan;
-  scan.source = source;
-  scan.program_dir = dirname_of(opts.name);
-  scan.headers = opts.headers;
-  scan.include_paths = norm.include_paths;
-  scan.pre_includes = norm.pre_includes;
-  scan.skip_root = toolkit_root();
-  const std::vector<IncludedFile> files = find_included_files(scan);
-  h.u64(files.size());
-  for (const auto& f : files) {
+  h.field(norm.toolkit_fingerprint);
+  h.u64(scan.files.size());
+  for (const auto& f : scan.files) {
     h.field(f.path);
-    h.field(f.content);
+    h.field(f.digest);  // SHA-256 of the bytes, computed once per version of the file
   }
   return to_hex(h.finish());
 }
 
+// Files NVRTC makes for itself during a compile: its precompiled headers (in kjit's PCH
+// directory, or NVRTC's own when the caller asked for -pch) and the temporary file that
+// backs its PCH heap (<tmp>/edg<N>_<pid>). They are not inputs: a PCH never changes what is
+// produced.
+bool nvrtc_private(const std::string& path) {
+  const std::string pch = pch_directory();
+  if (!pch.empty() && (path == pch || path.compare(0, pch.size() + 1, pch + "/") == 0)) return true;
+  const char* t = std::getenv("TMPDIR");
+  const std::string tmp = resolve_path(t && *t ? t : "/tmp");
+  if (dirname_of(path) != tmp) return false;
+  const std::string name = path.substr(path.find_last_of('/') + 1);
+  const std::string pid = std::to_string(getpid());
+  if (name.rfind("__nvrtc_auto_pch_" + pid + "_", 0) == 0) return true;
+  if (name.rfind("edg", 0) != 0) return false;
+  size_t i = 3;
+  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
+  return i > 3 && name.compare(i, std::string::npos, "_" + pid) == 0;
+}
+
+bool under_any(const std::string& path, const std::vector<std::string>& roots) {
+  for (const std::string& root : roots) {
+    if (path == root || path.compare(0, root.size() + 1, root + "/") == 0) return true;
+  }
+  return false;
+}
+
+// Why a compile's result must not be stored, or "" when every file NVRTC opened for it is
+// covered by the key: a file the scan read (with the same bytes now), a candidate the scan
+// found absent, or a path below a directory the scan read whole. Not counted: NVRTC's first
+// look at the program's own name (it compiles the source it was given), files opened only
+// for writing (outputs such as --time=FILE), NVRTC's own PCH and temporary files, and the
+// CUDA toolkit's files (covered by the toolchain id and the toolkit fingerprint in the key).
+std::string uncovered(const IncludeScan& scan, const FileAudit* audit,
+                      const std::string& program_name, const NormalisedOptions& norm) {
+  if (!audit) {
+    return scan.reads_files() ? "the files NVRTC reads cannot be audited on this system" : "";
+  }
+  if (!audit->whole()) {
+    return "NVRTC opened files in a way that cannot be audited (another thread or program)";
+  }
+  std::vector<std::string> roots;
+  for (const std::string& r : norm.skip_roots) roots.push_back(resolve_path(r));
+  const auto& opened = audit->opened();
+  for (size_t i = 0; i < opened.size(); ++i) {
+    const OpenedFile& f = opened[i];
+    if (f.write) continue;
+    const std::string path = resolve_path(f.path);
+    if (i == 0 && !program_name.empty() && path == resolve_path(program_name)) continue;
+    if (under_any(path, roots) || nvrtc_private(path)) continue;
+    bool covered;
+    if (f.directory) {
+      covered = under_any(path, std::vector<std::string>(scan.listed.begin(), scan.listed.end()));
+    } else {
+      covered = scan_covers(scan, path, f.ok);
+    }
+    if (!covered) {
+      return std::string("NVRTC ") + (f.ok ? "read " : "looked for ") + path +
+             ", which the cache key does not cover";
+    }
+    if (f.ok && !f.directory) {
+      for (const auto& file : scan.files) {
+        if (file.path != path) continue;
+        const auto now = read_file(path);
+        if (!now || *now != *file.content) return path + " changed during the compile";
+      }
+    }
+  }
+  return "";
+}
+
+// Says once per distinct reason why results are not cached.
+void report_uncovered(const std::string& program, const std::string& why) {
+  static std::mutex mu;
+  static std::set<std::string> said;
+  std::lock_guard<std::mutex> lock(mu);
+  if (said.size() < 256 && said.insert(why).second) {
+    log_warn("not caching '" + program + "': " + why);
+  } else {
+    log_debug("not caching '" + program + "': " + why);
+  }
+}
+
+void validate_text(const std::string& text, kjit_status status, const std::string& what) {
+  const size_t bad = utf8_error(text);
+  if (bad == std::string::npos) return;
+  fail(status, what + (text[bad] == '\0' ? " contains a NUL byte (byte " : " is not valid UTF-8 (byte ") +
+                   std::to_string(bad) + ")");
+}
+
+// Everything of a request that reaches NVRTC as text is valid UTF-8.
+void validate_request(const std::string& source, const CompileOptions& opts) {
+  validate_source(source);
+  validate_text(opts.name, KJIT_ERROR_INVALID_ARGUMENT, "the program name");
+  for (const auto& [name, contents] : opts.headers) {
+    validate_text(name, KJIT_ERROR_INVALID_ARGUMENT, "header name");
+    validate_text(contents, KJIT_ERROR_INVALID_SOURCE, "header '" + name + "'");
+  }
+  for (const auto& e : opts.name_expressions) {
+    validate_text(e, KJIT_ERROR_INVALID_ARGUMENT, "name expression");
+  }
+}
+
 }  // namespace
+
+IncludeScan scan_for(const std::string& source, const CompileOptions& opts,
+                     const NormalisedOptions& norm) {
+  IncludeScanInput in;
+  in.source = source;
+  in.program_name = opts.name;
+  in.headers = opts.headers;
+  in.include_paths = norm.include_paths;
+  in.pre_includes = norm.pre_includes;
+  in.defines = norm.defines;
+  in.skip_roots = norm.skip_roots;
+  return scan_includes(in);
+}
 
 void validate_source(const std::string& source) {
   if (source.empty()) fail(KJIT_ERROR_INVALID_SOURCE, "source is empty");
-  // UTF-8 validation (no overlongs, no surrogates, nothing above U+10FFFF).
-  const auto* s = reinterpret_cast<const unsigned char*>(source.data());
-  const size_t n = source.size();
-  size_t i = 0;
-  while (i < n) {
-    // ASCII fast path: eight bytes at a time while none has its high bit set.
-    while (i + 8 <= n) {
-      uint64_t word;
-      std::memcpy(&word, s + i, 8);
-      if (word & 0x8080808080808080ull) break;
-      i += 8;
-    }
-    if (i >= n) break;
-    const unsigned char c = s[i];
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      fail(KJIT_ERROR_INVALID_SOURCE, "source is not valid UTF-8 (byte " + std::to_string(i) + ")");
-    }
-    if (i + len > n) {
-      fail(KJIT_ERROR_INVALID_SOURCE, "source is not valid UTF-8 (truncated at byte " +
-                                          std::to_string(i) + ")");
-    }
-    for (size_t k = 1; k < len; ++k) {
-      if ((s[i + k] & 0xC0) != 0x80) {
-        fail(KJIT_ERROR_INVALID_SOURCE,
-             "source is not valid UTF-8 (byte " + std::to_string(i + k) + ")");
-      }
-      cp = (cp << 6) | (s[i + k] & 0x3F);
-    }
-    const bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-                          (len == 4 && cp < 0x10000);
-    if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-      fail(KJIT_ERROR_INVALID_SOURCE, "source is not valid UTF-8 (byte " + std::to_string(i) + ")");
-    }
-    i += len;
-  }
+  validate_text(source, KJIT_ERROR_INVALID_SOURCE, "source");
 }
 
 Compiler::Compiler(Cache* cache, unsigned threads)
@@ -116,18 +185,36 @@ Compiler::Compiler(Cache* cache, unsigned threads)
 Compiler::~Compiler() = default;  // the pool joins after finishing queued jobs
 
 std::string Compiler::key(const std::string& source, const CompileOptions& opts) {
-  validate_source(source);
+  validate_request(source, opts);
   const NormalisedOptions norm = normalise(opts);
-  return compute_key(source, opts, norm, toolchain());
+  return compute_key(source, opts, norm, toolchain(), scan_for(source, opts, norm));
 }
 
 Outcome Compiler::compile(const std::string& source, const CompileOptions& opts,
                           const CancelFlag& cancel) {
-  validate_source(source);
+  validate_request(source, opts);
   const NormalisedOptions norm = normalise(opts);
   const std::string& tool = toolchain();
-  const std::string key = compute_key(source, opts, norm, tool);
-  auto run = [&] { return run_nvrtc(source, opts, norm, key, tool, cancel); };
+  const IncludeScan scan = scan_for(source, opts, norm);
+  const std::string key = compute_key(source, opts, norm, tool, scan);
+  auto run = [&] {
+    const bool audited = FileAudit::available();
+    Outcome o;
+    std::string why;
+    // Header-heavy programs (their includes reach the toolkit) use precompiled headers.
+    PchTicket pch = norm.pch && scan.outside ? pch_begin(source, norm.nvrtc, opts.name)
+                                             : PchTicket();
+    {
+      FileAudit audit;
+      o = run_nvrtc(source, opts, norm, key, tool, cancel, &pch);
+      why = uncovered(scan, audited ? &audit : nullptr, opts.name, norm);
+    }
+    if (!why.empty()) {
+      o.cacheable = false;
+      report_uncovered(opts.name, why);
+    }
+    return o;
+  };
   if (!cache_) return run();
   std::function<bool()> cancelled;  // also ends a wait for another process's compile
   if (cancel) cancelled = [&cancel] { return cancel->load(std::memory_order_relaxed); };

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "compile/include_scan.h"
 #include "compile/options.h"
 #include "store/cache.h"
 
@@ -50,5 +51,9 @@ class Compiler {
 
 // Checks that source is non-empty valid UTF-8; throws KJIT_ERROR_INVALID_SOURCE.
 void validate_source(const std::string& source);
+
+// The files on disk that (source, opts) can reach, as the cache key covers them.
+IncludeScan scan_for(const std::string& source, const CompileOptions& opts,
+                     const NormalisedOptions& norm);
 
 }  // namespace kjit

@@ -2,60 +2,338 @@
 
 #include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <climits>
 #include <cstdlib>
+#include <ctime>
 #include <deque>
+#include <map>
+#include <memory>
 #include <mutex>
-#include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include "util/fs.h"
+#include "util/sha256.h"
 
 namespace kjit {
 namespace {
 
-// Memo of file contents and their include directives, keyed by path and validated by
-// stat identity, so repeated key computations read each header once.
-struct FileInfo {
-  std::string identity;
-  std::string content;
-  std::vector<std::string> includes;
+// ---------------------------------------------------------------------------------------
+// Directive scanning
+
+// Translation phase 2: backslash-newline (also backslash-CR-LF) joins lines.
+std::string splice_lines(const std::string& text) {
+  if (text.find('\\') == std::string::npos) return text;
+  std::string out;
+  out.reserve(text.size());
+  const size_t n = text.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (text[i] == '\\') {
+      if (i + 1 < n && text[i + 1] == '\n') {
+        ++i;
+        continue;
+      }
+      if (i + 2 < n && text[i + 1] == '\r' && text[i + 2] == '\n') {
+        i += 2;
+        continue;
+      }
+    }
+    out.push_back(text[i]);
+  }
+  return out;
+}
+
+bool ident_start(unsigned char c) {
+  return std::isalpha(c) || c == '_' || c >= 0x80;
+}
+bool ident_char(unsigned char c) {
+  return std::isalnum(c) || c == '_' || c >= 0x80;
+}
+bool blank(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+// Skips blanks and comments from p; a block comment may span lines, a line comment ends
+// the scan at its newline.
+size_t skip_space(const std::string& t, size_t p) {
+  const size_t n = t.size();
+  while (p < n) {
+    if (blank(t[p])) {
+      ++p;
+    } else if (t.compare(p, 2, "/*") == 0) {
+      const size_t end = t.find("*/", p + 2);
+      p = end == std::string::npos ? n : end + 2;
+    } else if (t.compare(p, 2, "//") == 0) {
+      const size_t end = t.find('\n', p);
+      p = end == std::string::npos ? n : end;
+    } else {
+      break;
+    }
+  }
+  return p;
+}
+
+// A header-name operand at p ("name" or <name>), else a computed reference (with its
+// macro's name when the operand is one identifier followed by `end` or the line's end).
+// *next receives the position after the operand.
+IncludeRef header_name(const std::string& t, size_t p, char end = '\n', size_t* next = nullptr) {
+  IncludeRef ref;
+  size_t after = p;
+  if (p < t.size() && (t[p] == '"' || t[p] == '<')) {
+    const char close = t[p] == '"' ? '"' : '>';
+    const size_t stop = t.find_first_of(std::string(1, close) + "\n", p + 1);
+    if (stop != std::string::npos && t[stop] == close && stop > p + 1) {
+      ref.name = t.substr(p + 1, stop - p - 1);
+      ref.angled = close == '>';
+      after = stop + 1;
+    }
+  } else if (p < t.size() && ident_start(static_cast<unsigned char>(t[p]))) {
+    size_t q = p;
+    while (q < t.size() && ident_char(static_cast<unsigned char>(t[q]))) ++q;
+    const size_t r = skip_space(t, q);
+    if (r >= t.size() || t[r] == '\n' || t[r] == end) ref.macro = t.substr(p, q - p);
+    after = q;
+  }
+  if (next) *next = after;
+  return ref;
+}
+
+// After '#' (or '%:') at p: an include-like directive adds its reference, a #define its
+// macro.
+void directive(const std::string& t, size_t p, Directives* out) {
+  p = skip_space(t, p);
+  const size_t word = p;
+  while (p < t.size() && ident_char(static_cast<unsigned char>(t[p]))) ++p;
+  const std::string name = t.substr(word, p - word);
+  if (name == "include" || name == "include_next" || name == "import" || name == "embed") {
+    out->refs.push_back(header_name(t, skip_space(t, p)));
+  } else if (name == "define") {
+    p = skip_space(t, p);
+    const size_t m = p;
+    while (p < t.size() && ident_char(static_cast<unsigned char>(t[p]))) ++p;
+    if (p == m) return;
+    const std::string macro = t.substr(m, p - m);
+    if (p < t.size() && t[p] == '(') {
+      out->defines.emplace_back(macro, "");  // function-like
+      return;
+    }
+    const size_t body = skip_space(t, p);
+    size_t eol = t.find('\n', body);
+    if (eol == std::string::npos) eol = t.size();
+    std::string text = t.substr(body, eol - body);
+    while (!text.empty() && blank(text.back())) text.pop_back();
+    out->defines.emplace_back(macro, text);
+  }
+}
+
+// After the identifier __has_include / __has_include_next at p.
+void has_include(const std::string& t, size_t p, Directives* out) {
+  p = skip_space(t, p);
+  if (p >= t.size() || t[p] != '(') return;  // e.g. "#ifdef __has_include"
+  out->refs.push_back(header_name(t, skip_space(t, p + 1), ')'));
+}
+
+bool is_has_include(const std::string& word) {
+  return word == "__has_include" || word == "__has_include_next";
+}
+
+// Pass 1: a tokenizer that knows comments, string and character literals (raw strings and
+// digit separators included) and finds directives only at the start of a line.
+void lex_pass(const std::string& t, Directives* out) {
+  const size_t n = t.size();
+  size_t i = 0;
+  bool line_start = true;
+  while (i < n) {
+    const char c = t[i];
+    if (c == '\n') {
+      line_start = true;
+      ++i;
+    } else if (blank(c)) {
+      ++i;
+    } else if (t.compare(i, 2, "/*") == 0) {
+      const size_t end = t.find("*/", i + 2);
+      const size_t stop = end == std::string::npos ? n : end + 2;
+      // A directive may follow a comment that spans lines: count it as a line start.
+      if (t.find('\n', i) < stop) line_start = true;
+      i = stop;
+    } else if (t.compare(i, 2, "//") == 0) {
+      const size_t end = t.find('\n', i);
+      i = end == std::string::npos ? n : end;
+    } else if (c == '#' || t.compare(i, 2, "%:") == 0) {
+      const size_t after = i + (c == '#' ? 1 : 2);
+      if (line_start) directive(t, after, out);
+      line_start = false;
+      i = after;
+    } else if (ident_start(static_cast<unsigned char>(c))) {
+      const size_t word = i;
+      while (i < n && ident_char(static_cast<unsigned char>(t[i]))) ++i;
+      const std::string id = t.substr(word, i - word);
+      line_start = false;
+      if (is_has_include(id)) {
+        has_include(t, i, out);
+      } else if (i < n && t[i] == '"' && !id.empty() && id.back() == 'R' &&
+                 (id == "R" || id == "u8R" || id == "uR" || id == "UR" || id == "LR")) {
+        // Raw string: R"delim( ... )delim"
+        const size_t open = t.find('(', i + 1);
+        if (open != std::string::npos && open - i - 1 <= 16) {
+          const std::string close = ")" + t.substr(i + 1, open - i - 1) + "\"";
+          const size_t end = t.find(close, open + 1);
+          if (end != std::string::npos) i = end + close.size();
+        }
+      }
+    } else if (std::isdigit(static_cast<unsigned char>(c)) ||
+               (c == '.' && i + 1 < n && std::isdigit(static_cast<unsigned char>(t[i + 1])))) {
+      // pp-number, with digit separators (1'000) and exponent signs.
+      ++i;
+      while (i < n) {
+        const unsigned char d = static_cast<unsigned char>(t[i]);
+        if ((d == 'e' || d == 'E' || d == 'p' || d == 'P') && i + 1 < n &&
+            (t[i + 1] == '+' || t[i + 1] == '-')) {
+          i += 2;
+        } else if (d == '\'' && i + 1 < n && ident_char(static_cast<unsigned char>(t[i + 1]))) {
+          i += 2;
+        } else if (ident_char(d) || d == '.') {
+          ++i;
+        } else {
+          break;
+        }
+      }
+      line_start = false;
+    } else if (c == '"' || c == '\'') {
+      // A literal ends at its unescaped closing quote, never past the line.
+      ++i;
+      while (i < n && t[i] != c && t[i] != '\n') i += (t[i] == '\\' && i + 1 < n) ? 2 : 1;
+      if (i < n && t[i] == c) ++i;
+      line_start = false;
+    } else {
+      ++i;
+      line_start = false;
+    }
+  }
+}
+
+// Pass 2: line by line, with no knowledge of literals: a directive hidden from pass 1 by
+// a literal or comment it misread is still found here. The union only over-includes.
+void line_pass(const std::string& t, Directives* out) {
+  size_t i = 0;
+  const size_t n = t.size();
+  while (i < n) {
+    size_t eol = t.find('\n', i);
+    if (eol == std::string::npos) eol = n;
+    size_t p = i;
+    for (;;) {  // blanks and comments that close on this line
+      while (p < eol && blank(t[p])) ++p;
+      if (t.compare(p, 2, "/*") != 0) break;
+      const size_t end = t.find("*/", p + 2);
+      if (end == std::string::npos || end >= eol) break;
+      p = end + 2;
+    }
+    if (p < eol && t[p] == '#') directive(t, p + 1, out);
+    if (p + 1 < eol && t.compare(p, 2, "%:") == 0) directive(t, p + 2, out);
+    i = eol + 1;
+  }
+  for (size_t p = t.find("__has_include"); p != std::string::npos;
+       p = t.find("__has_include", p + 1)) {
+    size_t end = p;
+    while (end < n && ident_char(static_cast<unsigned char>(t[end]))) ++end;
+    if (is_has_include(t.substr(p, end - p))) has_include(t, end, out);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Files
+
+// A file as read, with its references. Kept across scans while stat() says it is the same
+// file and it was not modified within kRacySeconds of being read: a file rewritten within
+// one timestamp tick (same size, same mtime) would otherwise look unchanged.
+constexpr int64_t kRacySeconds = 2;
+
+struct Stamp {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  int64_t mtime_ns = 0, ctime_ns = 0;
+  bool operator==(const Stamp& o) const {
+    return dev == o.dev && ino == o.ino && size == o.size && mtime_ns == o.mtime_ns &&
+           ctime_ns == o.ctime_ns;
+  }
 };
 
-std::mutex g_memo_mu;
-std::unordered_map<std::string, FileInfo> g_memo;
+bool stamp_of(const std::string& path, Stamp* s) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  s->dev = st.st_dev;
+  s->ino = st.st_ino;
+  s->size = st.st_size;
+  s->mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  s->ctime_ns = int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+  return true;
+}
 
-bool load(const std::string& path, FileInfo* out) {
-  const std::string id = file_identity(path);
-  if (id.empty()) return false;
+int64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+struct FileInfo {
+  Stamp stamp;
+  bool settled = false;  // last modified well before it was read: the memo may be trusted
+  std::shared_ptr<const std::string> content;
+  std::string digest;  // SHA-256 of the content
+  Directives directives;
+};
+
+using FilePtr = std::shared_ptr<const FileInfo>;
+
+std::mutex g_memo_mu;
+std::unordered_map<std::string, FilePtr> g_memo;
+
+// The file at `path` as read now (or remembered), nullptr when it is not a readable
+// regular file.
+FilePtr load(const std::string& path) {
+  Stamp before;
+  if (!stamp_of(path, &before)) return nullptr;
   {
     std::lock_guard<std::mutex> lock(g_memo_mu);
     auto it = g_memo.find(path);
-    if (it != g_memo.end() && it->second.identity == id) {
-      *out = it->second;
-      return true;
+    if (it != g_memo.end() && it->second->settled && it->second->stamp == before) {
+      return it->second;
     }
   }
+  const int64_t read_at = now_ns();
   auto content = read_file(path);
-  if (!content) return false;
-  FileInfo info{id, std::move(*content), {}};
-  info.includes = scan_include_directives(info.content);
-  // Re-check the identity: a file rewritten while we read it is read again next time.
-  if (file_identity(path) == id) {
+  if (!content) return nullptr;
+  auto info = std::make_shared<FileInfo>();
+  info->stamp = before;
+  info->directives = scan_directives(*content);
+  Sha256 h;
+  h.update(*content);
+  info->digest = to_hex(h.finish());
+  info->content = std::make_shared<const std::string>(std::move(*content));
+  Stamp after;
+  const bool same = stamp_of(path, &after) && after == before;
+  info->settled =
+      same && read_at - std::max(before.mtime_ns, before.ctime_ns) >= kRacySeconds * 1000000000;
+  if (same) {
     std::lock_guard<std::mutex> lock(g_memo_mu);
     if (g_memo.size() > 4096) g_memo.clear();
     g_memo[path] = info;
   }
-  *out = std::move(info);
-  return true;
+  return info;
 }
 
-std::string real(const std::string& path) {
+std::string current_directory() {
   char buf[PATH_MAX];
-  return realpath(path.c_str(), buf) ? std::string(buf) : path;
+  return getcwd(buf, sizeof buf) ? std::string(buf) : std::string("/");
+}
+
+std::string absolute(const std::string& path, const std::string& cwd) {
+  return !path.empty() && path[0] == '/' ? path : join_path(cwd, path);
 }
 
 bool under(const std::string& path, const std::string& root) {
@@ -63,156 +341,328 @@ bool under(const std::string& path, const std::string& root) {
          path[root.size()] == '/';
 }
 
-// All regular files below `dir` (bounded), for computed includes.
-void list_files(const std::string& dir, std::vector<std::string>* out, size_t limit) {
-  DIR* d = opendir(dir.c_str());
-  if (!d) return;
-  std::vector<std::string> names;
-  while (dirent* e = readdir(d)) {
-    const std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
-    names.push_back(name);
-  }
-  closedir(d);
-  std::sort(names.begin(), names.end());
-  for (const auto& name : names) {
-    if (out->size() >= limit) return;
-    const std::string p = join_path(dir, name);
-    if (is_directory(p)) {
-      list_files(p, out, limit);
-    } else if (is_regular_file(p)) {
-      out->push_back(p);
+// Bounds on what a computed include makes the scan read.
+constexpr size_t kMaxListedFiles = 4096;
+constexpr uint64_t kMaxListedBytes = 64ull << 20;
+constexpr int kMaxListDepth = 16;
+
+class Scanner {
+ public:
+  explicit Scanner(const IncludeScanInput& in) : in_(in) {
+    for (const std::string& root : in.skip_roots) {
+      if (!root.empty()) skips_.push_back(real_root(root));
+    }
+    for (const auto& [name, contents] : in.headers) memory_[name] = &contents;
+    for (const std::string& dir : in.include_paths) include_dirs_.push_back(absolute(dir, cwd()));
+    for (const std::string& d : in.defines) {
+      const size_t eq = d.find('=');
+      if (eq != std::string::npos) defines_.emplace(d.substr(0, eq), d.substr(eq + 1));
     }
   }
-}
 
-// Real path of a directory, memoised (include directories are few and stable).
-std::string real_dir(const std::string& dir) {
-  static std::mutex mu;
-  static std::unordered_map<std::string, std::string> memo;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = memo.find(dir);
-  if (it != memo.end()) return it->second;
-  if (memo.size() > 1024) memo.clear();
-  return memo[dir] = real(dir);
-}
+  IncludeScan run() {
+    Directives top = scan_directives(in_.source);
+    if (top.refs.empty() && in_.pre_includes.empty()) return std::move(out_);  // reads nothing
+    const std::string name_dir = dirname_of(in_.program_name);
+    const std::string program_dir = absolute(name_dir.empty() ? "." : name_dir, cwd());
+    add(std::move(top), {program_dir});
+    for (const std::string& name : in_.pre_includes) {
+      // Found by NVRTC in the include paths; the working and program directories too, to
+      // be safe.
+      probe_everywhere(IncludeRef{name, false, ""}, {cwd(), program_dir});
+    }
+    // Follow includes, then computed includes through their macros, until nothing is new.
+    for (;;) {
+      drain();
+      if (!resolve_macros()) break;
+    }
+    // A computed include that no macro explains could name any file in a searched
+    // directory: read them all.
+    while (out_.computed) {
+      std::vector<std::string> dirs = include_dirs_;
+      dirs.insert(dirs.end(), searched_.begin(), searched_.end());
+      bool more = false;
+      for (const std::string& dir : dirs) {
+        const std::string real = resolve_path(dir);
+        if (skipped(real) || listed_tried_.count(real)) continue;
+        listed_tried_.insert(real);
+        more = true;
+        Budget budget;
+        if (list_tree(real, 0, &budget)) {
+          out_.listed.insert(real);
+        } else {
+          out_.complete = false;
+        }
+      }
+      drain();
+      resolve_macros();
+      drain();
+      if (!more) break;
+    }
+    return std::move(out_);
+  }
+
+ private:
+  struct Item {
+    std::vector<IncludeRef> refs;
+    std::vector<std::string> dirs;  // directories of the including file
+  };
+  struct Computed {
+    std::string macro;
+    std::vector<std::string> dirs;
+  };
+
+  void add(const Directives& d, std::vector<std::string> dirs) {
+    for (const auto& [name, body] : d.defines) defines_.emplace(name, body);
+    queue_.push_back({d.refs, std::move(dirs)});
+  }
+
+  void drain() {
+    while (!queue_.empty()) {
+      Item item = std::move(queue_.front());
+      queue_.pop_front();
+      for (const IncludeRef& ref : item.refs) {
+        if (ref.name.empty()) {
+          if (ref.macro.empty()) {
+            out_.computed = true;
+          } else {
+            computed_.push_back({ref.macro, item.dirs});
+          }
+          searched_.insert(item.dirs.begin(), item.dirs.end());
+          continue;
+        }
+        // In-memory headers are hashed by the caller; their own includes are followed once.
+        auto mem = memory_.find(ref.name);
+        if (mem != memory_.end() && scanned_memory_.insert(ref.name).second) {
+          add(scan_directives(*mem->second), item.dirs);
+        }
+        probe_everywhere(ref, ref.angled ? std::vector<std::string>() : item.dirs);
+      }
+    }
+  }
+
+  // Header names a macro can stand for, through every definition seen (conditionals are
+  // ignored: all of them count). False when some definition is not a header name or
+  // another such macro, or when none was seen.
+  bool expand(const std::string& macro, int depth, std::vector<IncludeRef>* out) {
+    auto range = defines_.equal_range(macro);
+    if (range.first == range.second || depth > 8) return false;
+    for (auto it = range.first; it != range.second; ++it) {
+      const std::string& body = it->second;
+      size_t next = 0;
+      IncludeRef ref = header_name(body, 0, '\n', &next);
+      if (!ref.name.empty() && skip_space(body, next) == body.size()) {
+        out->push_back(ref);
+      } else if (!ref.macro.empty()) {
+        if (!expand(ref.macro, depth + 1, out)) return false;
+      } else {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Probes what the computed includes seen so far can name. True when it probed something
+  // new (whose files may define more).
+  bool resolve_macros() {
+    bool probed = false;
+    for (const Computed& c : computed_) {
+      std::vector<IncludeRef> refs;
+      if (!expand(c.macro, 0, &refs)) {
+        out_.computed = true;
+        continue;
+      }
+      for (const IncludeRef& ref : refs) {
+        std::string id = c.macro + '\n' + ref.name + (ref.angled ? "<" : "\"");
+        for (const std::string& d : c.dirs) id += '\n' + d;
+        if (!resolved_.insert(id).second) continue;
+        queue_.push_back({{ref}, c.dirs});
+        probed = true;
+      }
+    }
+    return probed;
+  }
+
+  // Every place NVRTC could find `ref`: the including file's directories (quoted form),
+  // then the include paths.
+  void probe_everywhere(const IncludeRef& ref, const std::vector<std::string>& dirs) {
+    bool found = memory_.count(ref.name) > 0;
+    if (ref.name[0] == '/') {
+      found = probe(ref.name) || found;
+    } else {
+      for (const std::string& dir : dirs) {
+        searched_.insert(dir);
+        found = probe(join_path(dir, ref.name)) || found;
+      }
+      for (const std::string& dir : include_dirs_) found = probe(join_path(dir, ref.name)) || found;
+    }
+    if (!found) out_.outside = true;
+  }
+
+  // True when the candidate is a file (read now or before).
+  bool probe(const std::string& candidate) {
+    const std::string resolved = resolve_path(candidate);
+    if (skipped(resolved)) return false;
+    if (out_.absent.count(resolved)) return false;
+    // Quoted includes in the file are searched from the directory NVRTC names it by (for a
+    // symlinked file, the link's directory) and, to be safe, from the real file's directory.
+    const std::string from = resolve_path(dirname_of(candidate));
+    if (!visited_.insert(resolved + '\n' + from).second) return true;
+    const FilePtr info = load(resolved);
+    if (!info) {
+      out_.absent.insert(resolved);
+      return false;
+    }
+    std::vector<std::string> dirs{from};
+    if (dirname_of(resolved) != from) dirs.push_back(dirname_of(resolved));
+    add(info->directives, std::move(dirs));
+    if (files_seen_.insert(resolved).second) {
+      out_.files.push_back({resolved, info->content, info->digest});
+    }
+    return true;
+  }
+
+  struct Budget {
+    size_t files = kMaxListedFiles;
+    uint64_t bytes = kMaxListedBytes;
+  };
+
+  // Reads every regular file below `dir`; false when a bound stopped it.
+  bool list_tree(const std::string& dir, int depth, Budget* budget) {
+    if (depth > kMaxListDepth) return false;
+    DIR* d = opendir(dir.c_str());
+    if (!d) return false;
+    std::vector<std::string> names;
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") names.push_back(name);
+    }
+    closedir(d);
+    std::sort(names.begin(), names.end());
+    bool whole = true;
+    for (const std::string& name : names) {
+      const std::string p = join_path(dir, name);
+      if (is_directory(p)) {
+        const std::string real = resolve_path(p);
+        if (skipped(real)) continue;
+        if (!under(real, dir)) {
+          whole = false;  // a symlink out of the tree: not followed
+          continue;
+        }
+        if (!list_tree(real, depth + 1, budget)) whole = false;
+      } else {
+        Stamp st;
+        const uint64_t size = stamp_of(p, &st) ? uint64_t(st.size) : 0;
+        if (budget->files == 0 || size > budget->bytes) return false;
+        --budget->files;
+        budget->bytes -= size;
+        probe(p);
+      }
+    }
+    return whole;
+  }
+
+  // The working directory, read when a relative path first needs it.
+  const std::string& cwd() {
+    if (cwd_.empty()) cwd_ = current_directory();
+    return cwd_;
+  }
+
+  // The real path of a skipped root (a toolkit: fixed for the life of the process),
+  // remembered per thread so that hits take no lock for it.
+  static std::string real_root(const std::string& root) {
+    if (root.empty()) return root;
+    thread_local std::map<std::string, std::string> memo;
+    auto it = memo.find(root);
+    if (it == memo.end()) {
+      if (memo.size() > 64) memo.clear();
+      it = memo.emplace(root, resolve_path(root)).first;
+    }
+    return it->second;
+  }
+
+  bool skipped(const std::string& real) const {
+    for (const std::string& root : skips_) {
+      if (real == root || under(real, root)) return true;
+    }
+    return false;
+  }
+
+  const IncludeScanInput& in_;
+  std::string cwd_;
+  std::vector<std::string> skips_;
+  std::vector<std::string> include_dirs_;
+  std::map<std::string, const std::string*> memory_;
+  std::multimap<std::string, std::string> defines_;
+  std::vector<Computed> computed_;
+  std::set<std::string> resolved_;  // computed includes already followed
+  std::set<std::string> scanned_memory_;
+  std::set<std::string> visited_;       // file + directory it was reached from
+  std::set<std::string> files_seen_;    // real paths already in out_.files
+  std::set<std::string> searched_;      // includer directories quoted includes were looked for in
+  std::set<std::string> listed_tried_;  // real directories already listed for computed includes
+  std::deque<Item> queue_;
+  IncludeScan out_;
+};
 
 }  // namespace
 
-std::vector<std::string> scan_include_directives(const std::string& text) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  const size_t n = text.size();
-  while (i < n) {
-    // At the start of a line: skip blanks, expect '#'.
-    size_t p = i;
-    while (p < n && (text[p] == ' ' || text[p] == '\t')) ++p;
-    if (p < n && text[p] == '#') {
-      ++p;
-      while (p < n && (text[p] == ' ' || text[p] == '\t')) ++p;
-      size_t word = p;
-      while (p < n && std::isalpha(static_cast<unsigned char>(text[p]))) ++p;
-      std::string directive = text.substr(word, p - word);
-      if (directive == "include" && p < n && text[p] == '_') {
-        // #include_next
-        size_t q = p + 1;
-        while (q < n && std::isalpha(static_cast<unsigned char>(text[q]))) ++q;
-        directive = text.substr(word, q - word);
-        p = q;
-      }
-      if (directive == "include" || directive == "include_next") {
-        while (p < n && (text[p] == ' ' || text[p] == '\t')) ++p;
-        if (p < n && (text[p] == '"' || text[p] == '<')) {
-          const char close = text[p] == '"' ? '"' : '>';
-          const size_t start = p + 1;
-          const size_t end = text.find_first_of(std::string(1, close) + "\n", start);
-          if (end != std::string::npos && text[end] == close && end > start) {
-            out.push_back(text.substr(start, end - start));
-          } else {
-            out.emplace_back();
-          }
-        } else {
-          out.emplace_back();  // computed include
-        }
-      }
-    }
-    const size_t nl = text.find('\n', i);
-    if (nl == std::string::npos) break;
-    i = nl + 1;
+bool IncludeScan::reads_files() const {
+  return !files.empty() || !absent.empty() || computed;
+}
+
+Directives scan_directives(const std::string& text) {
+  const std::string t = splice_lines(text);
+  Directives all;
+  lex_pass(t, &all);
+  line_pass(t, &all);
+  // Each reference and definition once, in order of first appearance.
+  Directives out;
+  std::set<std::tuple<std::string, bool, std::string>> seen_refs;
+  for (auto& r : all.refs) {
+    if (seen_refs.insert({r.name, r.angled, r.macro}).second) out.refs.push_back(std::move(r));
+  }
+  std::set<std::pair<std::string, std::string>> seen_defines;
+  for (auto& d : all.defines) {
+    if (seen_defines.insert(d).second) out.defines.push_back(std::move(d));
   }
   return out;
 }
 
-std::vector<IncludedFile> find_included_files(const IncludeScanInput& in) {
-  std::vector<IncludedFile> out;
-  std::set<std::string> seen_files;
-  std::set<std::string> memory_names;
-  for (const auto& [name, contents] : in.headers) memory_names.insert(name);
-  const std::string skip = in.skip_root.empty() ? "" : real_dir(in.skip_root);
-  bool computed = false;
-  // Include directories inside the CUDA toolkit are covered by the NVRTC version.
-  std::vector<std::string> include_paths;
-  for (const std::string& dir : in.include_paths) {
-    const std::string r = real_dir(dir);
-    if (r != skip && !under(r, skip)) include_paths.push_back(dir);
+IncludeScan scan_includes(const IncludeScanInput& in) {
+  return Scanner(in).run();
+}
+
+std::string resolve_path(const std::string& path) {
+  std::string abs = path;
+  if (abs.empty() || abs[0] != '/') abs = join_path(current_directory(), abs);
+  char buf[PATH_MAX];
+  if (realpath(abs.c_str(), buf)) return buf;
+  // Walk up to the deepest ancestor that exists; keep the rest as written.
+  std::string rest;
+  std::string dir = abs;
+  while (!dir.empty() && dir != "/") {
+    const size_t slash = dir.find_last_of('/');
+    const std::string last = dir.substr(slash + 1);
+    rest = rest.empty() ? last : last + "/" + rest;
+    dir = slash == 0 ? "/" : dir.substr(0, slash);
+    if (realpath(dir.c_str(), buf)) return join_path(buf, rest);
   }
+  return abs;
+}
 
-  struct Item {
-    std::vector<std::string> includes;
-    std::string dir;
-  };
-  std::deque<Item> queue;
-  std::set<std::string> scanned_memory;
-  std::vector<std::string> first = scan_include_directives(in.source);
-  first.insert(first.end(), in.pre_includes.begin(), in.pre_includes.end());
-  queue.push_back({first, in.program_dir});
-
-  auto visit_file = [&](const std::string& path) {
-    const std::string resolved = real(path);
-    if (under(resolved, skip)) return;
-    if (!seen_files.insert(resolved).second) return;
-    FileInfo info;
-    if (!load(resolved, &info)) return;
-    out.push_back({resolved, info.content});
-    queue.push_back({info.includes, dirname_of(resolved)});
-  };
-
-  auto drain = [&]() {
-    while (!queue.empty()) {
-      Item item = std::move(queue.front());
-      queue.pop_front();
-      for (const std::string& inc : item.includes) {
-        if (inc.empty()) {
-          computed = true;
-          continue;
-        }
-        // In-memory headers are hashed by the caller; scan their own includes once.
-        if (memory_names.count(inc) && scanned_memory.insert(inc).second) {
-          for (const auto& [name, contents] : in.headers) {
-            if (name == inc) queue.push_back({scan_include_directives(contents), item.dir});
-          }
-        }
-        // Every candidate location, not only the one NVRTC would pick: conservative.
-        if (inc[0] == '/') {
-          visit_file(inc);
-          continue;
-        }
-        if (!item.dir.empty()) visit_file(join_path(item.dir, inc));
-        for (const std::string& dir : include_paths) visit_file(join_path(dir, inc));
-      }
+bool scan_covers(const IncludeScan& scan, const std::string& resolved, bool exists) {
+  if (exists) {
+    for (const auto& f : scan.files) {
+      if (f.path == resolved) return true;
     }
-  };
-  drain();
-  // A computed include (#include MACRO) could name any file in the include paths.
-  if (computed) {
-    for (const std::string& dir : include_paths) {
-      std::vector<std::string> files;
-      list_files(dir, &files, 20000);
-      for (const auto& f : files) visit_file(f);
-    }
-    drain();
+    return false;
   }
-  return out;
+  if (scan.absent.count(resolved)) return true;
+  for (const std::string& dir : scan.listed) {
+    if (under(resolved, dir)) return true;
+  }
+  return false;
 }
 
 }  // namespace kjit

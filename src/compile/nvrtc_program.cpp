@@ -4,6 +4,7 @@
 
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/log.h"
 
 namespace kjit {
 namespace {
@@ -81,11 +82,38 @@ std::string fetch(nvrtcProgram prog, nvrtcResult (*size_fn)(nvrtcProgram, size_t
   return data;
 }
 
+// NVRTC has no host C++ standard library: say so when a compile fails for want of one of
+// its headers (e.g. <cmath>, which Thrust's <thrust/complex.h> includes).
+std::string std_library_hint(const std::string& log) {
+  static const char* const kStd[] = {
+      "cmath",   "cstdlib", "cstdio",   "cstring", "vector",  "string",   "iostream",
+      "memory",  "algorithm", "map",    "complex", "cassert", "functional", "utility",
+      "limits",  "type_traits", "cstddef", "cstdint", "array", "tuple", "new", "exception",
+      "stdexcept", "iterator", "numeric", "atomic", "mutex", "thread", "chrono", "random",
+      "math.h",  "stdlib.h", "stdio.h", "string.h", "assert.h"};
+  const std::string marker = "open source file \"";  // "cannot ..." or "could not ..."
+  const size_t at = log.find(marker);
+  if (at == std::string::npos) return "";
+  const size_t start = at + marker.size();
+  const size_t end = log.find('"', start);
+  if (end == std::string::npos) return "";
+  const std::string name = log.substr(start, end - start);
+  for (const char* s : kStd) {
+    if (name == s) {
+      return "NVRTC has no host C++ standard library, so <" + name +
+             "> is not available to run-time compilation; use the cuda::std headers (e.g. "
+             "<cuda/std/cmath>) or leave out the header that needs it";
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
                   const NormalisedOptions& norm, const std::string& key,
-                  const std::string& toolchain, const CancelFlag& cancel) {
+                  const std::string& toolchain, const CancelFlag& cancel, PchTicket* pch) {
+  const bool with_pch = pch && !pch->options().empty();
   std::vector<const char*> header_sources, header_names;
   for (const auto& [name, contents] : opts.headers) {
     header_names.push_back(name.c_str());
@@ -113,12 +141,44 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
 
   std::vector<const char*> argv;
   for (const std::string& o : norm.nvrtc) argv.push_back(o.c_str());
+  if (with_pch) {
+    for (const std::string& o : pch->options()) argv.push_back(o.c_str());
+    pch_heap_lock_shared();
+  }
   const double t0 = monotonic_ms();
   r = nvrtcCompileProgram(prog.get(), int(argv.size()), argv.data());
   const double ms = monotonic_ms() - t0;
   auto entry = std::make_shared<Entry>();
   entry->key = key;
   entry->log = program_log(prog.get());
+  int pch_outcome = 0;
+  if (with_pch) {
+    pch_heap_unlock_shared();
+    bool used = false, created = false;
+    entry->log = strip_pch_messages(entry->log, &used, &created);
+    const nvrtcResult status = nvrtcGetPCHCreateStatus(prog.get());
+    size_t required = 0;
+    if (status == NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED) {
+      nvrtcGetPCHHeapSizeRequired(prog.get(), &required);
+    }
+    pch_outcome = int(pch->finish(int(status), required, used, created));
+    // PCH trouble never fails a compile: anything but the program's own errors, or a
+    // cancellation, is tried again without PCH. A catastrophic error other than a missing
+    // file (e.g. "unable to obtain mapped memory" when the PCH heap cannot be mapped) may be
+    // the PCH's too; ordinary errors in the program are not tried twice.
+    const bool catastrophic = r == NVRTC_ERROR_COMPILATION &&
+                              entry->log.find("catastrophic error") != std::string::npos &&
+                              entry->log.find("open source file") == std::string::npos &&
+                              entry->log.find("#error") == std::string::npos;
+    if ((r != NVRTC_SUCCESS && r != NVRTC_ERROR_COMPILATION && r != NVRTC_ERROR_CANCELLED) ||
+        catastrophic) {
+      log_info("NVRTC failed with precompiled headers (" + std::string(nvrtcGetErrorString(r)) +
+               "); compiling '" + opts.name + "' again without them");
+      Outcome again = run_nvrtc(source, opts, norm, key, toolchain, cancel, nullptr);
+      again.pch = int(PchOutcome::Failed);
+      return again;
+    }
+  }
 
   if (r == NVRTC_ERROR_COMPILATION) {
     // A name expression that names nothing is reported by NVRTC as compile errors in a
@@ -129,10 +189,14 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
                          "': " + head(entry->log, 2),
                      nullptr, KJIT_TIER_COMPILED};
     }
-    return Outcome{KJIT_ERROR_COMPILE,
+    const std::string hint = std_library_hint(entry->log);
+    if (!hint.empty()) entry->log += "kjit: note: " + hint + "\n";
+    Outcome failed{KJIT_ERROR_COMPILE,
                    "compilation of '" + opts.name + "' for " + norm.target +
-                       " failed: " + head(entry->log, 4),
+                       " failed: " + head(entry->log, 4) + (hint.empty() ? "" : " (" + hint + ")"),
                    entry, KJIT_TIER_COMPILED};
+    failed.pch = pch_outcome;
+    return failed;
   }
   if (r == NVRTC_ERROR_INVALID_OPTION) {
     return Outcome{KJIT_ERROR_INVALID_OPTION,
@@ -180,7 +244,9 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
   entry->compile_ms = ms;
   entry->created = unix_time();
   entry->last_used = entry->created;
-  return Outcome{KJIT_OK, "", entry, KJIT_TIER_COMPILED};
+  Outcome ok{KJIT_OK, "", entry, KJIT_TIER_COMPILED};
+  ok.pch = pch_outcome;
+  return ok;
 }
 
 }  // namespace kjit

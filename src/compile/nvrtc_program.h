@@ -5,12 +5,16 @@
 
 #include "compile/compiler.h"
 #include "compile/options.h"
+#include "compile/pch.h"
 #include "store/cache.h"
 
 namespace kjit {
 
+// With a PCH ticket, its options are added and what NVRTC did with the PCH is reported
+// to it (Outcome::pch); PCH trouble never fails the compile (it is run again without).
 Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
                   const NormalisedOptions& norm, const std::string& key,
-                  const std::string& toolchain, const CancelFlag& cancel);
+                  const std::string& toolchain, const CancelFlag& cancel,
+                  PchTicket* pch = nullptr);
 
 }  // namespace kjit

@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <cstring>
 
 #include "compile/toolchain.h"
+#include "compile/toolkit.h"
 #include "cuda/device.h"
 #include "kjit/compile.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 namespace kjit {
 namespace {
@@ -40,6 +44,37 @@ int arch_number(const std::string& target) {
   return std::stoi(target.substr(pos, end - pos));
 }
 
+// Architecture-specific ("a") targets exist from sm_90, family ("f") targets from sm_100.
+bool suffix_exists(const std::string& target, int number) {
+  const char last = target.back();
+  if (last == 'a') return number >= 90;
+  if (last == 'f') return number >= 100;
+  return true;
+}
+
+// An option is one line of valid UTF-8: NVRTC would read a line break as two options.
+void check_option_text(const std::string& o) {
+  if (o.empty()) fail(KJIT_ERROR_INVALID_OPTION, "empty compile option");
+  if (o.find_first_of("\n\r") != std::string::npos) {
+    fail(KJIT_ERROR_INVALID_OPTION, "compile option '" + o.substr(0, o.find_first_of("\n\r")) +
+                                        "...' contains a line break");
+  }
+  const size_t bad = utf8_error(o);
+  if (bad != std::string::npos) {
+    fail(KJIT_ERROR_INVALID_OPTION,
+         "compile option is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+  }
+}
+
+bool pch_enabled_by_environment() {
+  static const bool on = [] {
+    const char* v = std::getenv("KJIT_PCH");
+    return !(v && (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0 ||
+                   std::strcmp(v, "false") == 0));
+  }();
+  return on;
+}
+
 }  // namespace
 
 void CompileOptions::add_header(std::string header_name, std::string contents) {
@@ -69,16 +104,25 @@ NormalisedOptions normalise(const CompileOptions& opts) {
   bool lto = (opts.outputs & KJIT_OUTPUT_LTOIR) != 0;
   bool has_seed = false;
 
-  for (const std::string& raw : opts.raw) {
-    std::string o = trim(raw);
-    if (o.empty()) fail(KJIT_ERROR_INVALID_OPTION, "empty compile option");
+  for (size_t i = 0; i < opts.raw.size(); ++i) {
+    std::string o = trim(opts.raw[i]);
+    check_option_text(o);
+    // NVRTC also takes these options' values as the next argument: fold them into one
+    // argument, so that what NVRTC is given is exactly what the key and the include
+    // scanner read.
+    for (const char* flag : {"-arch", "--gpu-architecture", "-I", "--include-path", "-include",
+                             "--pre-include", "-D", "--define-macro", "-U", "--undefine-macro"}) {
+      if (o != flag) continue;
+      if (i + 1 >= opts.raw.size()) {
+        fail(KJIT_ERROR_INVALID_OPTION, "option '" + o + "' needs a value");
+      }
+      std::string value = trim(opts.raw[++i]);
+      check_option_text(value);
+      o = o + "=" + value;
+    }
     std::string arch;
     if (starts_with(o, "-arch=")) arch = o.substr(6);
     if (starts_with(o, "--gpu-architecture=")) arch = o.substr(19);
-    if (o == "-arch" || o == "--gpu-architecture") {
-      fail(KJIT_ERROR_INVALID_OPTION,
-           "option '" + o + "' needs its value in the same string, e.g. -arch=sm_90");
-    }
     if (!arch.empty()) {
       if (target != "auto" && target != arch) {
         fail(KJIT_ERROR_INVALID_OPTION, "option '" + o + "' conflicts with target '" + target +
@@ -93,12 +137,22 @@ NormalisedOptions normalise(const CompileOptions& opts) {
     }
     if (starts_with(o, "--define-macro=")) o = "-D" + o.substr(15);
     if (starts_with(o, "--undefine-macro=")) o = "-U" + o.substr(17);
+    if (starts_with(o, "-D=") || starts_with(o, "-U=")) o.erase(2, 1);  // NVRTC reads -D=X as -DX
+    if (starts_with(o, "-D")) n.defines.push_back(o.substr(2));
     if (starts_with(o, "--include-path=")) o = "-I" + o.substr(15);
     if (starts_with(o, "--std=")) o = "-std=" + o.substr(6);
     if (starts_with(o, "--pre-include=")) o = "-include=" + o.substr(14);
     if (starts_with(o, "-I")) {
-      if (o.size() == 2) fail(KJIT_ERROR_INVALID_OPTION, "option '-I' needs a path: -I<dir>");
-      n.include_paths.push_back(o.substr(2));
+      // NVRTC reads "-I=DIR" and "-I DIR" (one argument) as DIR: say it that way.
+      std::string dir = o.substr(2);
+      if (!dir.empty() && dir[0] == '=') {
+        dir = dir.substr(1);
+      } else {
+        dir = trim(dir);
+      }
+      if (dir.empty()) fail(KJIT_ERROR_INVALID_OPTION, "option '-I' needs a path: -I<dir>");
+      o = "-I" + dir;
+      n.include_paths.push_back(dir);
     }
     if (starts_with(o, "-include=")) {
       // An empty name would read as a computed include: every file on the include path.
@@ -106,6 +160,10 @@ NormalisedOptions normalise(const CompileOptions& opts) {
       n.pre_includes.push_back(o.substr(9));
     }
     if (starts_with(o, "--frandom-seed") || starts_with(o, "-frandom-seed")) has_seed = true;
+    for (const char* p : {"-pch", "--pch", "-create-pch", "--create-pch", "-use-pch", "--use-pch",
+                          "-pch-dir", "--pch-dir"}) {
+      if (o == p || starts_with(o, (std::string(p) + "=").c_str())) n.user_pch = true;
+    }
     n.key.push_back(o);
   }
 
@@ -116,7 +174,7 @@ NormalisedOptions normalise(const CompileOptions& opts) {
              supported_archs_text());
   }
   const int number = arch_number(target);
-  if (!arch_supported(number)) {
+  if (!arch_supported(number) || !suffix_exists(target, number)) {
     fail(KJIT_ERROR_UNSUPPORTED_TARGET, "target '" + target + "' is not supported by NVRTC " +
                                             nvrtc_version_short() +
                                             "; supported: " + supported_archs_text());
@@ -138,6 +196,26 @@ NormalisedOptions normalise(const CompileOptions& opts) {
          "CUBIN output needs a real architecture (sm_XY), not '" + target + "'");
   }
   n.outputs = outputs;
+
+  // The toolkit's headers, searched after the caller's own include paths.
+  const Toolkit& nvrtc_toolkit = find_toolkit("");
+  if (!toolkit_root().empty()) n.skip_roots.push_back(toolkit_root());
+  n.toolkit_fingerprint = nvrtc_toolkit.fingerprint;
+  if (opts.toolkit_headers) {
+    const Toolkit& tk = find_toolkit(opts.toolkit_root);
+    if (tk.include_dirs.empty() && (tk.found_by == "option" || tk.found_by == "KJIT_CUDA_HOME")) {
+      fail(KJIT_ERROR_INVALID_OPTION,
+           "the CUDA toolkit at '" + tk.root + "' (from " +
+               (tk.found_by == "option" ? std::string("the options") : tk.found_by) +
+               ") has no include directory with cuda_fp16.h");
+    }
+    for (const std::string& dir : tk.include_dirs) n.key.push_back("-I" + dir);
+    if (!tk.root.empty() && tk.root != nvrtc_toolkit.root) {
+      n.skip_roots.push_back(tk.root);
+      n.toolkit_fingerprint += tk.fingerprint;
+    }
+  }
+  n.pch = opts.pch && !n.user_pch && pch_enabled_by_environment();
 
   n.nvrtc.push_back("-arch=" + target);
   if (outputs & KJIT_OUTPUT_LTOIR) n.nvrtc.push_back("-dlto");

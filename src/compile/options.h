@@ -16,6 +16,9 @@ struct CompileOptions {
   std::vector<std::string> raw;                                // NVRTC options as given
   std::vector<std::pair<std::string, std::string>> headers;    // in-memory headers
   std::vector<std::string> name_expressions;
+  bool toolkit_headers = true;  // add the CUDA toolkit's include directories (toolkit.h)
+  std::string toolkit_root;     // "" = automatic
+  bool pch = true;              // automatic precompiled headers for header-heavy programs
 
   void add_header(std::string header_name, std::string contents);
   void add_name_expression(const std::string& expr);  // ignores duplicates
@@ -30,6 +33,11 @@ struct NormalisedOptions {
   std::vector<std::string> key;           // normalised user options, in order (for the key)
   std::vector<std::string> include_paths; // from -I / --include-path
   std::vector<std::string> pre_includes;  // from -include / --pre-include
+  std::vector<std::string> defines;       // from -D / --define-macro: NAME or NAME=BODY
+  std::string toolkit_fingerprint;        // covers the toolkit files the scan skips
+  std::vector<std::string> skip_roots;    // toolkit roots: their files are not hashed
+  bool pch = false;                       // kjit may add automatic PCH options
+  bool user_pch = false;                  // the caller passed PCH options of their own
 };
 
 // Throws kjit::Error: KJIT_ERROR_INVALID_OPTION (malformed or conflicting options),

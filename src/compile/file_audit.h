@@ -1,0 +1,54 @@
+// The files NVRTC really opens during a compile: the ground truth that a compile's cache
+// key is checked against before its result is stored (fail closed).
+//
+// libnvrtc reads source files through the C library (fopen, open, opendir). On first use,
+// kjit points libnvrtc's own import slots for those functions (its GOT entries, found
+// through the dynamic section of the loaded library) at small wrappers that call the real
+// function and, on a thread that is auditing, record the path. Nothing else in the
+// process is affected: only libnvrtc's imports are redirected, and the wrappers call the
+// functions libnvrtc would have called (through the normal symbol lookup, so an LD_PRELOAD
+// interposer still sees every call).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kjit {
+
+struct OpenedFile {
+  std::string path;        // absolute (relative paths joined to the working directory at the call)
+  bool ok = false;         // the open succeeded
+  bool write = false;      // opened for writing only (an output, e.g. --time=FILE)
+  bool directory = false;  // opendir
+};
+
+class FileAudit {
+ public:
+  // Installs the wrappers on first call. False when libnvrtc's imports could not be found
+  // (an unknown platform or layout): then nothing can be audited and a caller must assume
+  // that NVRTC may read any file.
+  static bool available();
+
+  // Starts recording the opens libnvrtc makes on this thread. One audit per thread at a time.
+  FileAudit();
+  ~FileAudit();
+  FileAudit(const FileAudit&) = delete;
+  FileAudit& operator=(const FileAudit&) = delete;
+
+  // What was recorded so far.
+  const std::vector<OpenedFile>& opened() const { return opened_; }
+
+  // False when libnvrtc opened a file on a thread that was not auditing while this audit
+  // ran: that open may belong to this compile, so the record is not known to be whole.
+  bool whole() const;
+
+  // For tests: pretend the wrappers could not be installed.
+  static void disable_for_testing(bool disabled);
+
+ private:
+  friend void record_open(const char*, bool, bool, bool);
+  std::vector<OpenedFile> opened_;
+  unsigned long long stray_at_start_;
+};
+
+}  // namespace kjit

@@ -1,0 +1,32 @@
+// The CUDA toolkit's headers for NVRTC: <cuda_fp16.h>, <cooperative_groups.h>, CCCL's
+// <cub/...>, <cuda/std/...> and friends, found without the caller naming a directory.
+//
+// The toolkit is the one that matches the libnvrtc in use (the directory above its lib/),
+// unless overridden, in this order: the options' toolkit root (kjit_options_set_toolkit),
+// $KJIT_CUDA_HOME, $CUDA_PATH, $CUDA_HOME. Its include directories are <root>/include/cccl
+// and <root>/include, or the same under <root>/targets/<arch>-linux/ where that layout is
+// used; they are searched after the caller's own include paths.
+//
+// The cache key does not hash these thousands of files one by one: it covers them with a
+// fingerprint of the toolkit, read once per process: the include directories' paths, the
+// toolkit's version.json / version.txt, CCCL's version header and the versions of any
+// installed wheel metadata (dist-info), on top of NVRTC's own version and build. Editing a
+// toolkit header in place is therefore not seen; upgrading the toolkit or CCCL is.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kjit {
+
+struct Toolkit {
+  std::string root;                       // "" when no toolkit headers were found
+  std::string found_by;                   // "option", "KJIT_CUDA_HOME", ..., "libnvrtc"
+  std::vector<std::string> include_dirs;  // real paths, in search order
+  std::string fingerprint;                // 64 hex digits ("" when none found)
+};
+
+// The toolkit for an explicit root ("" = automatic). Memoised per distinct request.
+const Toolkit& find_toolkit(const std::string& explicit_root);
+
+}  // namespace kjit

@@ -1,0 +1,234 @@
+// The CUDA toolkit's headers without include options, and precompiled headers: through the
+// public C API, no GPU needed.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kjit/kjit.h"
+#include "support/test_support.h"
+
+namespace {
+
+struct Options {
+  kjit_options* o = nullptr;
+  Options() {
+    EXPECT_EQ(kjit_options_create(&o), KJIT_OK);
+    EXPECT_EQ(kjit_options_set_target(o, "sm_90"), KJIT_OK);
+  }
+  ~Options() { kjit_options_destroy(o); }
+};
+
+struct Compiler {
+  kjit_compiler* c = nullptr;
+  explicit Compiler(kjit_cache* cache = nullptr) {
+    EXPECT_EQ(kjit_compiler_create(cache, 4, &c), KJIT_OK);
+  }
+  ~Compiler() { kjit_compiler_destroy(c); }
+};
+
+struct Binary {
+  kjit_binary* b = nullptr;
+  ~Binary() { kjit_binary_destroy(b); }
+  std::string data(int kind) const {
+    size_t n = 0;
+    const void* p = kjit_binary_data(b, kind, &n);
+    return p ? std::string(static_cast<const char*>(p), n) : std::string();
+  }
+  std::string log() const { return b ? kjit_binary_log(b) : ""; }
+};
+
+std::string program(const std::string& header) {
+  return "#include <" + header + ">\nextern \"C\" __global__ void k(int* p) { *p = 1; }\n";
+}
+
+const char* const kHeaders[] = {"cuda_fp16.h",  "cuda_bf16.h",
+                                "cuda_fp8.h",   "cooperative_groups.h",
+                                "mma.h",        "cuda/std/cstdint",
+                                "cuda/atomic",  "cuda/std/complex",
+                                "cuda/barrier", "cub/block/block_reduce.cuh"};
+
+TEST(ToolkitHeaders, FoundWithoutIncludeOptions) {
+  Compiler c;
+  for (const char* h : kHeaders) {
+    Options o;
+    ASSERT_EQ(kjit_options_set_pch(o.o, 0), KJIT_OK);  // each header once: PCH would not pay
+    Binary b;
+    EXPECT_EQ(kjit_compile(c.c, program(h).c_str(), o.o, &b.b), KJIT_OK) << h << ": " << b.log();
+  }
+}
+
+TEST(ToolkitHeaders, TurnedOffGivesTheMissingHeaderError) {
+  Compiler c;
+  for (const char* h : {"cuda_fp16.h", "cub/block/block_reduce.cuh"}) {
+    Options o;
+    ASSERT_EQ(kjit_options_set_toolkit(o.o, ""), KJIT_OK);
+    Binary b;
+    EXPECT_EQ(kjit_compile(c.c, program(h).c_str(), o.o, &b.b), KJIT_ERROR_COMPILE) << h;
+    EXPECT_NE(b.log().find("open source file \"" + std::string(h) + "\""), std::string::npos)
+        << b.log();
+  }
+}
+
+TEST(ToolkitHeaders, HostStandardLibraryHeaderIsExplained) {
+  Compiler c;
+  Options o;
+  Binary b;
+  EXPECT_EQ(kjit_compile(c.c, program("thrust/complex.h").c_str(), o.o, &b.b), KJIT_ERROR_COMPILE);
+  EXPECT_NE(b.log().find("no host C++ standard library"), std::string::npos) << b.log();
+  EXPECT_NE(std::string(kjit_last_error()).find("<cmath>"), std::string::npos) << kjit_last_error();
+}
+
+TEST(ToolkitHeaders, DirectoriesAreReportedAndOverridable) {
+  const std::string path = kjit_toolkit_include_path();
+  ASSERT_FALSE(path.empty());
+  EXPECT_NE(path.find("/cccl"), std::string::npos) << path;
+  // The toolkit root named explicitly is the same toolkit: the same key.
+  // The root above <root>/include or <root>/targets/<arch>-linux/include.
+  const std::string first = path.substr(0, path.find(':'));
+  const size_t targets = first.find("/targets/");
+  const std::string root = targets != std::string::npos ? first.substr(0, targets)
+                                                        : first.substr(0, first.rfind("/include"));
+  Options automatic, named;
+  ASSERT_EQ(kjit_options_set_toolkit(named.o, root.c_str()), KJIT_OK);
+  char k1[65], k2[65];
+  const std::string src = program("cuda_fp16.h");
+  ASSERT_EQ(kjit_compute_key(src.c_str(), automatic.o, k1), KJIT_OK) << kjit_last_error();
+  ASSERT_EQ(kjit_compute_key(src.c_str(), named.o, k2), KJIT_OK) << kjit_last_error();
+  EXPECT_STREQ(k1, k2);
+  // Turning the headers off changes the key; a root without headers is refused.
+  Options off, bogus;
+  ASSERT_EQ(kjit_options_set_toolkit(off.o, ""), KJIT_OK);
+  ASSERT_EQ(kjit_compute_key(src.c_str(), off.o, k2), KJIT_OK);
+  EXPECT_STRNE(k1, k2);
+  kjit::test::TempDir empty;
+  ASSERT_EQ(kjit_options_set_toolkit(bogus.o, empty.path().c_str()), KJIT_OK);
+  EXPECT_EQ(kjit_compute_key(src.c_str(), bogus.o, k2), KJIT_ERROR_INVALID_OPTION);
+  EXPECT_NE(std::string(kjit_last_error()).find("cuda_fp16.h"), std::string::npos);
+}
+
+// Programs that reach the toolkit, with PCH on and off: identical bytes, logs and keys.
+std::vector<std::pair<std::string, std::vector<const char*>>> pch_programs() {
+  return {
+      {"#include <cub/block/block_reduce.cuh>\n"
+       "extern \"C\" __global__ void r(const float* in, float* out) {\n"
+       "  using R = cub::BlockReduce<float, 128>;\n  __shared__ typename R::TempStorage t;\n"
+       "  float s = R(t).Sum(in[threadIdx.x]);\n  if (threadIdx.x == 0) *out = s;\n}\n",
+       {}},
+      {"#include <cub/block/block_scan.cuh>\n"
+       "extern \"C\" __global__ void s(const int* in, int* out) {\n"
+       "  using S = cub::BlockScan<int, 64>;\n  __shared__ typename S::TempStorage t;\n"
+       "  int v;\n  S(t).ExclusiveSum(in[threadIdx.x], v);\n  out[threadIdx.x] = v;\n}\n",
+       {}},
+      {"#include <cuda/std/cstdint>\n"
+       "template <typename T, int N> __global__ void scale(T* d, T f) { d[threadIdx.x] *= f + N; "
+       "}\n",
+       {"scale<float, 3>", "scale<cuda::std::int64_t, 7>"}},
+      {"#include <cuda_fp16.h>\n"
+       "extern \"C\" __global__ void saxpy_half(__half a, const __half* x, __half* y) {\n"
+       "  y[threadIdx.x] = __hfma(a, x[threadIdx.x], y[threadIdx.x]);\n}\n",
+       {}},
+  };
+}
+
+TEST(Pch, ByteIdenticalAndKeyIndependent) {
+  Compiler c;
+  for (int round = 0; round < 2; ++round) {  // the first round creates, the second uses
+    for (const auto& [src, names] : pch_programs()) {
+      Options with, without;
+      ASSERT_EQ(kjit_options_set_pch(without.o, 0), KJIT_OK);
+      for (auto* o : {with.o, without.o}) {
+        for (const char* n : names) ASSERT_EQ(kjit_options_add_name_expression(o, n), KJIT_OK);
+      }
+      Binary a, b;
+      ASSERT_EQ(kjit_compile(c.c, src.c_str(), with.o, &a.b), KJIT_OK) << a.log();
+      ASSERT_EQ(kjit_compile(c.c, src.c_str(), without.o, &b.b), KJIT_OK) << b.log();
+      EXPECT_EQ(a.data(KJIT_OUTPUT_PTX), b.data(KJIT_OUTPUT_PTX));
+      EXPECT_EQ(a.data(KJIT_OUTPUT_CUBIN), b.data(KJIT_OUTPUT_CUBIN));
+      EXPECT_EQ(a.log(), b.log()) << "PCH messages must not reach the log";
+      EXPECT_STREQ(kjit_binary_key(a.b), kjit_binary_key(b.b));
+      for (const char* n : names) {
+        EXPECT_STREQ(kjit_binary_lowered_name(a.b, n), kjit_binary_lowered_name(b.b, n)) << n;
+      }
+    }
+  }
+}
+
+// Threads compiling variants that start the same way: one creates the PCH, the others
+// wait for it and use it; every result equals the PCH-free one.
+TEST(Pch, ConcurrentVariantsShareOnePch) {
+  kjit::test::TempDir dir;
+  kjit_cache_options co = KJIT_CACHE_OPTIONS_INIT;
+  co.directory = dir.path().c_str();
+  kjit_cache* cache = nullptr;
+  ASSERT_EQ(kjit_cache_open(&co, &cache), KJIT_OK);
+  {
+    Compiler c(cache), plain;
+    auto variant = [](int i) {
+      return "#include <cub/warp/warp_reduce.cuh>\n"
+             "extern \"C\" __global__ void w(const float* in, float* out) {\n"
+             "  using W = cub::WarpReduce<float, " +
+             std::to_string(4 << i) +
+             ">;\n"
+             "  __shared__ typename W::TempStorage t;\n"
+             "  float s = W(t).Sum(in[threadIdx.x]);\n  if (threadIdx.x == 0) *out = s;\n}\n";
+    };
+    constexpr int kThreads = 4;
+    std::vector<std::string> ptx(kThreads);
+    std::vector<kjit_status> status(kThreads, KJIT_OK);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i) {
+      threads.emplace_back([&, i] {
+        Options o;
+        Binary b;
+        status[i] = kjit_compile(c.c, variant(i).c_str(), o.o, &b.b);
+        ptx[i] = b.data(KJIT_OUTPUT_PTX);
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int i = 0; i < kThreads; ++i) {
+      ASSERT_EQ(status[i], KJIT_OK) << i;
+      Options o;
+      ASSERT_EQ(kjit_options_set_pch(o.o, 0), KJIT_OK);
+      Binary b;
+      ASSERT_EQ(kjit_compile(plain.c, variant(i).c_str(), o.o, &b.b), KJIT_OK);
+      EXPECT_EQ(ptx[i], b.data(KJIT_OUTPUT_PTX)) << i;
+    }
+    kjit_cache_stats st;
+    std::memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    ASSERT_EQ(kjit_cache_stats_get(cache, &st), KJIT_OK);
+    EXPECT_EQ(st.pch_created, 1u);
+    EXPECT_EQ(st.pch_used, uint64_t(kThreads - 1));
+    EXPECT_EQ(st.pch_failed, 0u);
+    EXPECT_EQ(st.not_stored, 0u) << "PCH files must not count as inputs";
+    EXPECT_EQ(st.stores, uint64_t(kThreads));
+  }
+  kjit_cache_close(cache);
+}
+
+TEST(Pch, OffMeansNone) {
+  kjit::test::TempDir dir;
+  kjit_cache_options co = KJIT_CACHE_OPTIONS_INIT;
+  co.directory = dir.path().c_str();
+  kjit_cache* cache = nullptr;
+  ASSERT_EQ(kjit_cache_open(&co, &cache), KJIT_OK);
+  {
+    Compiler c(cache);
+    Options o;
+    ASSERT_EQ(kjit_options_set_pch(o.o, 0), KJIT_OK);
+    Binary b;
+    ASSERT_EQ(kjit_compile(c.c, kjit::test::kCubReduceSource, o.o, &b.b), KJIT_OK) << b.log();
+    kjit_cache_stats st;
+    std::memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    ASSERT_EQ(kjit_cache_stats_get(cache, &st), KJIT_OK);
+    EXPECT_EQ(st.pch_created + st.pch_used + st.pch_failed, 0u);
+    EXPECT_EQ(st.stores, 1u);
+  }
+  kjit_cache_close(cache);
+}
+
+}  // namespace
