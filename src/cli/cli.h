@@ -43,10 +43,17 @@ struct Global {
 
 // ---- command-line parsing -----------------------------------------------------------
 
+// What an option's value is, for the checks parse_args() makes on it.
+enum class Arg {
+  kAny,   // anything
+  kPath,  // a file or directory name: must not be empty
+};
+
 struct OptSpec {
   const char* long_name;  // without "--", or nullptr
   char short_name;        // 0 if none
   bool takes_value;
+  Arg arg = Arg::kAny;
 };
 
 struct ParsedOpt {
@@ -68,25 +75,51 @@ struct Parsed {
 
 // Parses `args` for command `cmd` with its own `specs` plus the global options
 // (--cache-dir, --json, -q/--quiet, -h/--help), which it stores into `g`. Throws
-// Failure{kExitUsage} on an unknown option or a missing value.
+// Failure{kExitUsage} on an unknown option, a missing value or an empty Arg::kPath value.
 Parsed parse_args(const std::string& cmd, const std::vector<std::string>& args,
                   const std::vector<OptSpec>& specs, Global& g);
 
-// Usage error helper: "<msg> (see 'kjit <cmd> --help')".
+// Usage error helper: "<msg> (see 'kjit <cmd> --help')"; cmd "" points at 'kjit --help'.
 [[noreturn]] void usage_error(const std::string& cmd, const std::string& msg);
+// The one check of a file or directory name given to an option (`option` as "--output"):
+// a usage error when it is empty.
+void require_path(const std::string& cmd, const std::string& option, const std::string& value);
 
 // ---- helpers ------------------------------------------------------------------------
 
-// "10M", "512k", "1G", "1.5G", "4096" -> bytes (binary multiples). false if malformed.
+// The sizes the tool accepts (documented in kjit(1)): a whole number of bytes in decimal
+// digits, optionally followed by one of K, M, G, T (or k, m, g, t), binary multiples, and
+// less than 2^63 bytes: "4096", "512K", "512M", "2G", "1T". Nothing else: no fractions,
+// exponents, hex, signs, spaces or two-letter units. False for anything else.
 bool parse_size(const std::string& text, uint64_t* out);
+// parse_size() for the value of a size option (`option` as "--max-size"), or a usage
+// error saying what is accepted. The one parser for every size option.
+uint64_t size_option(const std::string& cmd, const std::string& option, const std::string& text);
 // 5324 -> "5.2 KiB".
 std::string human_bytes(uint64_t bytes);
 // Milliseconds with sensible precision: "0.42 ms", "45 ms", "1.3 s".
 std::string human_ms(double ms);
 std::string format_time(int64_t unix_seconds);  // local time "2025-01-31 12:00:00", or "-"
 
-bool read_file(const std::string& path, std::string* out, std::string* error);
+// Limits on what the tool reads into memory (documented in --help and kjit(1)).
+constexpr uint64_t kMaxSourceBytes = 64ull << 20;    // a source file or standard input
+constexpr uint64_t kMaxManifestBytes = 64ull << 20;  // a warm manifest
+
+// Reads a whole file into *out: a regular file of at most `max_bytes`, or standard input
+// (read up to the same limit) when `allow_stdin` and `path` is "-". Directories, devices,
+// FIFOs and sockets are refused without being read, and so is a file past the limit. On
+// failure returns false with *error saying why: the system's words, "not a regular file
+// (a character device)" or "larger than 64 MiB (the limit for <what>)".
+bool read_bounded_file(const std::string& path, uint64_t max_bytes, const char* what,
+                       bool allow_stdin, std::string* out, std::string* error);
+// True when `path` (symbolic links followed) is a regular file; else false with *error as
+// read_bounded_file() words it.
+bool check_regular_file(const std::string& path, std::string* error);
 bool write_file(const std::string& path, const void* data, size_t size, std::string* error);
+// "" when `text` holds no NUL byte, else "contains a NUL byte at byte offset N". Sources go
+// to NVRTC as C strings, which a NUL byte would cut short.
+std::string nul_byte_problem(const std::string& text);
+std::string nul_byte_at(size_t offset);  // "contains a NUL byte at byte offset N"
 std::string dirname_of(const std::string& path);
 std::string basename_of(const std::string& path);
 std::string join_path(const std::string& dir, const std::string& name);
@@ -99,6 +132,16 @@ std::string status_name(int status);
 // kjit_last_error() when set, else kjit_status_string(status).
 std::string error_text(int status);  // "compiled", "memory", "disk", "remote"
 const char* disk_state_name(int state);
+
+// Times `cache` has waited for another compiler of a key (kjit_cache_stats.waits), or 0
+// when the statistics cannot be read. A compile waited when this grew across it.
+uint64_t cache_waits(kjit_cache* cache);
+// How long a compile request that took `elapsed_ms` of wall time waited for another
+// process's compile of its key: the wall time less its own compile (`compile_ms` when
+// `tier` is KJIT_TIER_COMPILED; a hit compiles nothing). 0 when it did not wait.
+double wait_ms_of(bool waited, int tier, double elapsed_ms, double compile_ms);
+// " after waiting 1.2 s for another process", or "" for no wait.
+std::string waited_text(double wait_ms);
 
 // Opens the cache selected by --cache-dir (or the default). Fails with kExitError when the
 // library cannot open it at all. Commands that only read open it read-write all the same,

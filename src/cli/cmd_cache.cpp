@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -32,13 +33,25 @@ const char* const kHelp =
     "  prune --max-size SIZE evict least-recently-used entries until the cache holds at\n"
     "                        most SIZE bytes (suffixes K, M, G, T: binary multiples)\n"
     "  clear                 remove every entry\n"
-    "  verify                check every entry's checksums and metadata; corrupt entries\n"
-    "                        are removed and listed\n"
-    "  export FILE           write every entry to FILE (kjit's portable export format)\n"
+    "  verify                check every entry's checksums (bound to its key) and\n"
+    "                        metadata; corrupt entries are listed and removed (on a\n"
+    "                        read-only cache: listed and left in place)\n"
+    "  export FILE           write every entry to FILE (kjit's portable export format),\n"
+    "                        each record signed when KJIT_EXPORT_KEY is set\n"
     "  import FILE           read entries from an export file; each is verified before\n"
-    "                        it is stored, bad ones are rejected\n"
+    "                        it is stored, bad ones are rejected; with KJIT_EXPORT_KEY\n"
+    "                        set, records without a valid signature are rejected too\n"
     "\n"
     "KEY is the 64-hex-digit key or any unique prefix of it (as 'kjit cache ls' shows).\n"
+    "\n"
+    "An export file is trusted input: importing someone else's export is running their\n"
+    "code. Import checks each record for damage and consistency, not who wrote it; use\n"
+    "'kjit warm' with a manifest to share kernels between machines (each compiles its\n"
+    "own), or signed exports: set KJIT_EXPORT_KEY to the same secret (16 bytes or more)\n"
+    "on the exporting and importing machines.\n"
+    "\n"
+    "Environment: KJIT_EXPORT_KEY signs exports and makes imports require signatures;\n"
+    "KJIT_CACHE_READONLY=1 opens the cache read-only.\n"
     "\n"
     "Exit status: 0 ok; 2 usage; 3 error (cache unusable, file unreadable, ...);\n"
     "4 no entry with that KEY; 5 verify/import found corrupt entries.\n";
@@ -108,6 +121,18 @@ std::string resolve_key(kjit_cache* cache, const std::string& cmd, std::string k
                          " entries match; give more digits");
   }
   return matches.empty() ? std::string() : matches[0];
+}
+
+// True when KJIT_EXPORT_KEY is set: the library then signs exports and requires signatures
+// on import (and refuses a key that is too short, with its own message).
+bool export_key_set() {
+  const char* k = std::getenv("KJIT_EXPORT_KEY");
+  return k && *k;
+}
+
+// Log callback gathering the library's warnings (level WARN and above) into a vector.
+void collect_warning(int level, const char* message, void* user) {
+  if (level >= KJIT_LOG_WARN) static_cast<std::vector<std::string>*>(user)->emplace_back(message);
 }
 
 std::string cache_label(kjit_cache* cache) {
@@ -207,6 +232,10 @@ int sub_stats(const Parsed& p, Global& g) {
     add_u64(tot, "remote_errors", s.total_remote_errors);
     add_u64(tot, "remote_timeouts", s.total_remote_timeouts);
     cJSON_AddNumberToObject(tot, "compile_ms_saved", s.total_compile_ms_saved);
+    add_u64(tot, "not_stored", s.total_not_stored);
+    add_u64(tot, "pch_created", s.total_pch_created);
+    add_u64(tot, "pch_used", s.total_pch_used);
+    add_u64(tot, "pch_failed", s.total_pch_failed);
     cJSON_AddStringToObject(j.p, "remote", remote_state_name(s.remote_state));
     // Counters of the handle this command opened (the library counts per handle).
     cJSON* proc = cJSON_AddObjectToObject(j.p, "this_process");
@@ -252,6 +281,12 @@ int sub_stats(const Parsed& p, Global& g) {
               static_cast<unsigned long long>(s.total_misses),
               static_cast<unsigned long long>(s.total_compiles));
   std::printf("compile time saved  %s\n", human_ms(s.total_compile_ms_saved).c_str());
+  std::printf("not stored          %llu (NVRTC read a file the key does not cover)\n",
+              static_cast<unsigned long long>(s.total_not_stored));
+  std::printf("precompiled headers %llu created, %llu used, %llu failed\n",
+              static_cast<unsigned long long>(s.total_pch_created),
+              static_cast<unsigned long long>(s.total_pch_used),
+              static_cast<unsigned long long>(s.total_pch_failed));
   std::printf("corrupt / evicted   %llu / %llu\n",
               static_cast<unsigned long long>(s.total_corrupt_entries),
               static_cast<unsigned long long>(s.total_evictions));
@@ -335,7 +370,8 @@ int sub_show(const Parsed& p, Global& g) {
   const kjit_status st = kjit_cache_get(c.p, key.c_str(), &b.p);
   if (st == KJIT_ERROR_NOT_FOUND) fail(kExitNotFound, "no entry with key '" + key + "' in " + cache_label(c.p));
   if (st == KJIT_ERROR_CACHE_CORRUPT) {
-    fail_status(st, "entry " + key + " failed verification and was removed");
+    fail_status(st,
+                "entry " + key + " failed verification (removed, unless the cache is read-only)");
   }
   if (st != KJIT_OK) fail_status(st, "cannot read entry " + key);
 
@@ -464,11 +500,7 @@ int sub_prune(const Parsed& p, Global& g) {
   const std::string cmd = "cache prune";
   if (!p.positional.empty()) usage_error(cmd, "unexpected argument '" + p.positional[0] + "'");
   if (!p.has("max-size")) usage_error(cmd, "missing --max-size SIZE");
-  uint64_t max = 0;
-  const std::string text = p.get("max-size");
-  if (!parse_size(text, &max)) {
-    usage_error(cmd, "bad size '" + text + "' (a number with an optional K, M, G or T suffix)");
-  }
+  const uint64_t max = size_option(cmd, "--max-size", p.get("max-size"));
   CacheHolder c;
   c.p = open_cache(g, false);
   require_disk(c.p, cmd, true);
@@ -524,19 +556,32 @@ int sub_verify(const Parsed& p, Global& g) {
   if (!p.positional.empty()) usage_error(cmd, "unexpected argument '" + p.positional[0] + "'");
   CacheHolder c;
   c.p = open_cache(g, false);
-  require_disk(c.p, cmd, true);
-  // The library removes bad entries without naming them: compare the listings before and
-  // after to say which ones went.
+  require_disk(c.p, cmd, false);
+  // A cache that cannot be written (directory or database not writable, KJIT_CACHE_READONLY)
+  // is verified all the same; what is bad is reported and left in place.
+  const bool read_only = read_stats(c.p).disk_state == KJIT_DISK_READ_ONLY;
   const std::vector<Row> before = list_rows(c.p);
   uint64_t checked = 0, bad = 0;
   const kjit_status st = kjit_cache_verify(c.p, &checked, &bad);
+  if (st == KJIT_ERROR_CACHE_CORRUPT && read_only) {
+    fail(kExitCorrupt, std::string(kjit_last_error()));  // a damaged file, not moved aside
+  }
   if (st != KJIT_OK) fail_status(st, "cannot verify " + cache_label(c.p));
-  std::set<std::string> after;
-  for (const Row& r : list_rows(c.p)) after.insert(r.key);
-  std::vector<const Row*> gone;
-  if (bad > 0) {
+  // The library does not name bad entries. Read-write, it removed them: compare the
+  // listings before and after. Read-only, they are still there: look each one up.
+  std::vector<const Row*> corrupt;
+  if (bad > 0 && read_only) {
     for (const Row& r : before) {
-      if (!after.count(r.key)) gone.push_back(&r);
+      BinaryHolder b;
+      if (kjit_cache_get(c.p, r.key.c_str(), &b.p) == KJIT_ERROR_CACHE_CORRUPT) {
+        corrupt.push_back(&r);
+      }
+    }
+  } else if (bad > 0) {
+    std::set<std::string> after;
+    for (const Row& r : list_rows(c.p)) after.insert(r.key);
+    for (const Row& r : before) {
+      if (!after.count(r.key)) corrupt.push_back(&r);
     }
   }
   if (g.json) {
@@ -544,23 +589,27 @@ int sub_verify(const Parsed& p, Global& g) {
     j.p = cJSON_CreateObject();
     add_u64(j.p, "checked", checked);
     add_u64(j.p, "corrupt", bad);
+    cJSON_AddBoolToObject(j.p, "read_only", read_only);
     cJSON* arr = cJSON_AddArrayToObject(j.p, "removed");
-    for (const Row* r : gone) {
+    cJSON* kept = cJSON_AddArrayToObject(j.p, "corrupt_not_removed");
+    for (const Row* r : corrupt) {
       cJSON* o = cJSON_CreateObject();
       cJSON_AddStringToObject(o, "key", r->key.c_str());
       cJSON_AddStringToObject(o, "target", r->target.c_str());
       cJSON_AddStringToObject(o, "kernels", r->kernels.c_str());
-      cJSON_AddItemToArray(arr, o);
+      cJSON_AddItemToArray(read_only ? kept : arr, o);
     }
     print_json(j.p);
   } else {
-    for (const Row* r : gone) {
-      std::printf("corrupt, removed: %s %s %s\n", r->key.c_str(), r->target.c_str(),
-                  r->kernels.c_str());
+    for (const Row* r : corrupt) {
+      std::printf("corrupt, %s: %s %s %s\n", read_only ? "not removed (read-only)" : "removed",
+                  r->key.c_str(), r->target.c_str(), r->kernels.c_str());
     }
     if (!g.quiet || bad > 0) {
-      std::printf("checked %llu entries: %llu corrupt%s\n", static_cast<unsigned long long>(checked),
-                  static_cast<unsigned long long>(bad), bad ? " (removed)" : "");
+      std::printf("checked %llu entries: %llu corrupt%s%s\n",
+                  static_cast<unsigned long long>(checked), static_cast<unsigned long long>(bad),
+                  bad ? (read_only ? " (not removed: the cache is read-only)" : " (removed)") : "",
+                  read_only && !bad ? " (read-only cache)" : "");
     }
   }
   return bad > 0 ? kExitCorrupt : kExitOk;
@@ -578,16 +627,20 @@ int sub_export(const Parsed& p, Global& g) {
   if (st != KJIT_OK) fail_status(st, "cannot export " + cache_label(c.p) + " to '" + file + "'");
   struct stat sb;
   const uint64_t size = ::stat(file.c_str(), &sb) == 0 ? static_cast<uint64_t>(sb.st_size) : 0;
+  const bool is_signed = export_key_set();  // the library signs exactly then
   if (g.json) {
     JsonHolder j;
     j.p = cJSON_CreateObject();
     cJSON_AddStringToObject(j.p, "file", file.c_str());
     add_u64(j.p, "exported", count);
     add_u64(j.p, "bytes", size);
+    cJSON_AddBoolToObject(j.p, "signed", is_signed);
     print_json(j.p);
   } else if (!g.quiet) {
-    std::printf("exported %llu entries to %s (%s)\n", static_cast<unsigned long long>(count),
-                file.c_str(), human_bytes(size).c_str());
+    std::printf("exported %llu entries to %s (%s), %s\n", static_cast<unsigned long long>(count),
+                file.c_str(), human_bytes(size).c_str(),
+                is_signed ? "signed with KJIT_EXPORT_KEY"
+                          : "unsigned (KJIT_EXPORT_KEY is not set)");
   }
   return kExitOk;
 }
@@ -596,15 +649,18 @@ int sub_import(const Parsed& p, Global& g) {
   const std::string cmd = "cache import";
   if (p.positional.size() != 1) usage_error(cmd, "expected one FILE");
   const std::string file = p.positional[0];
-  struct stat sb;
-  if (::stat(file.c_str(), &sb) != 0) {
-    fail(kExitError, "cannot read '" + file + "': " + std::strerror(errno));
-  }
+  std::string why;
+  if (!check_regular_file(file, &why)) fail(kExitError, "cannot read '" + file + "': " + why);
   CacheHolder c;
   c.p = open_cache(g, false);
   require_disk(c.p, cmd, true);
   uint64_t imported = 0, rejected = 0;
+  // The library says what the import found (rejections, an unsigned file) in its log.
+  std::vector<std::string> warnings;
+  kjit_set_log_callback(collect_warning, &warnings);
   const kjit_status st = kjit_cache_import(c.p, file.c_str(), &imported, &rejected);
+  kjit_set_log_callback(nullptr, nullptr);
+  const bool signatures_checked = export_key_set();  // the library requires them exactly then
   const bool damaged = st == KJIT_ERROR_CACHE_CORRUPT;
   std::string detail = damaged && kjit_last_error() ? kjit_last_error() : "";
   if (st != KJIT_OK && !damaged) {
@@ -617,17 +673,26 @@ int sub_import(const Parsed& p, Global& g) {
     add_u64(j.p, "imported", imported);
     add_u64(j.p, "rejected", rejected);
     cJSON_AddBoolToObject(j.p, "damaged", damaged);
+    cJSON_AddBoolToObject(j.p, "signatures_checked", signatures_checked);
     cJSON_AddStringToObject(j.p, "message", detail.c_str());
+    cJSON* w = cJSON_AddArrayToObject(j.p, "warnings");
+    for (const std::string& m : warnings) cJSON_AddItemToArray(w, cJSON_CreateString(m.c_str()));
     print_json(j.p);
   } else if (!g.quiet || rejected || damaged) {
-    std::printf("imported %llu entries from %s, rejected %llu\n",
+    std::printf("imported %llu entries from %s, rejected %llu%s\n",
                 static_cast<unsigned long long>(imported), file.c_str(),
-                static_cast<unsigned long long>(rejected));
+                static_cast<unsigned long long>(rejected),
+                signatures_checked ? " (signatures checked with KJIT_EXPORT_KEY)" : "");
+  }
+  if (!g.quiet || rejected || damaged) {
+    for (const std::string& m : warnings) {
+      std::fprintf(stderr, "kjit cache import: %s\n", m.c_str());
+    }
   }
   if (damaged) {
     std::fprintf(stderr, "kjit cache import: '%s' is damaged: %s\n", file.c_str(),
                  detail.empty() ? "malformed export file" : detail.c_str());
-  } else if (rejected) {
+  } else if (rejected && warnings.empty()) {  // else the library's warnings said why
     std::fprintf(stderr, "kjit cache import: %llu entries of '%s' failed verification\n",
                  static_cast<unsigned long long>(rejected), file.c_str());
   }
@@ -672,7 +737,7 @@ int cmd_cache(const std::vector<std::string>& args, Global& g) {
       {"path", {}, sub_path},
       {"stats", {}, sub_stats},
       {"ls", {{"long", 'l', false}}, sub_ls},
-      {"show", {{"ptx", 0, false}, {"cubin", 0, false}, {"ltoir", 0, false}, {"output", 'o', true}}, sub_show},
+      {"show", {{"ptx", 0, false}, {"cubin", 0, false}, {"ltoir", 0, false}, {"output", 'o', true, Arg::kPath}}, sub_show},
       {"rm", {}, sub_rm},
       {"prune", {{"max-size", 0, true}}, sub_prune},
       {"clear", {}, sub_clear},

@@ -19,6 +19,15 @@ const char* const kHelp =
     "compile of the same input (source, reachable headers, options, target, NVRTC build)\n"
     "is a cache hit. FILE '-' reads the source from standard input.\n"
     "\n"
+    "FILE must be a regular file of at most 64 MiB (standard input is read up to 64 MiB);\n"
+    "a directory, device or FIFO is refused (status 3) without reading it. The source\n"
+    "must be UTF-8 text: a byte that is not valid UTF-8, or a NUL byte, fails the compile\n"
+    "(status 1) with its byte offset.\n"
+    "\n"
+    "The status line on stderr gives NVRTC's compile time and, apart, the time spent\n"
+    "waiting for another process that was compiling the same input: 'compiled in 1.2 s\n"
+    "after waiting 30.7 s for another process'.\n"
+    "\n"
     "Options:\n"
     "  -a, --arch TARGET          sm_90, sm_90a, compute_90, ... or auto (the exact\n"
     "                             architecture of device 0; needs a GPU). Default auto.\n"
@@ -29,8 +38,17 @@ const char* const kHelp =
     "                             compiles to LTO-IR (-dlto) instead.\n"
     "  -o, --output OUT           output file ('-' = stdout). Default: FILE's base name\n"
     "                             with .cubin, .ptx or .ltoir, in the current directory.\n"
+    "                             OUT is replaced whole: written to a temporary file in\n"
+    "                             its directory (which must be writable), synced, then\n"
+    "                             renamed over OUT, so OUT never holds part of an output.\n"
+    "                             A device such as /dev/null is written as it is.\n"
     "  -I, --include-path DIR     add an include directory (its headers are hashed)\n"
     "  -D, --define NAME[=VALUE]  define a macro\n"
+    "      --toolkit DIR          find <cuda_fp16.h>, <cub/...> ... in the CUDA toolkit at\n"
+    "                             DIR (default: KJIT_CUDA_HOME, CUDA_PATH, CUDA_HOME, else\n"
+    "                             the toolkit of the libnvrtc in use; see kjit info)\n"
+    "      --no-toolkit           do not add the toolkit's include directories\n"
+    "      --no-pch               no precompiled headers (also KJIT_PCH=0)\n"
     "  -n, --name-expression EXPR add a name expression, e.g. 'scale<float>'; its\n"
     "                             lowered name is printed\n"
     "      --program-name NAME    program name NVRTC sees (__FILE__, messages; its\n"
@@ -38,15 +56,18 @@ const char* const kHelp =
     "                             FILE as given. It is part of the cache key: to warm\n"
     "                             a program's entries, pass the name it uses.\n"
     "      --json                 print the result as JSON on stdout (needs -o FILE when\n"
-    "                             writing the output, not '-')\n"
+    "                             writing the output, not '-'): elapsed_ms is the wall\n"
+    "                             time, compile_ms NVRTC's time for the entry (on a hit:\n"
+    "                             when it was first compiled), wait_ms the time spent\n"
+    "                             waiting for another process compiling the same input\n"
     "  -q, --quiet                print nothing on success\n"
     "      --cache-dir DIR        use the cache in DIR\n"
     "  -- OPTION...               pass the remaining arguments to NVRTC as is, e.g.\n"
     "                             -- -std=c++17 --use_fast_math -maxrregcount=64\n"
     "\n"
-    "Exit status: 0 ok; 1 compile error (NVRTC log printed on stderr); 2 usage, unknown\n"
-    "NVRTC option or unsupported target; 3 other error (unreadable FILE, unwritable OUT,\n"
-    "no GPU for --arch auto, ...).\n";
+    "Exit status: 0 ok; 1 compile error (NVRTC log printed on stderr) or FILE not UTF-8\n"
+    "text; 2 usage, unknown NVRTC option or unsupported target; 3 other error (unreadable\n"
+    "FILE, unwritable OUT, no GPU for --arch auto, ...).\n";
 
 }  // namespace
 
@@ -57,11 +78,14 @@ int cmd_compile(const std::vector<std::string>& args, Global& g) {
                          {"ptx", 0, false},
                          {"cubin", 0, false},
                          {"ltoir", 0, false},
-                         {"output", 'o', true},
-                         {"include-path", 'I', true},
+                         {"output", 'o', true, Arg::kPath},
+                         {"include-path", 'I', true, Arg::kPath},
                          {"define", 'D', true},
                          {"name-expression", 'n', true},
-                         {"program-name", 0, true}},
+                         {"program-name", 0, true},
+                         {"toolkit", 0, true, Arg::kPath},
+                         {"no-toolkit", 0, false},
+                         {"no-pch", 0, false}},
                         g);
   if (p.help) {
     std::fputs(kHelp, stdout);
@@ -96,64 +120,14 @@ int cmd_compile(const std::vector<std::string>& args, Global& g) {
   if (g.json && out_path == "-") usage_error(cmd, "--json cannot be combined with -o -");
 
   std::string source, err;
-  if (!read_file(file, &source, &err)) {
-    fail(kExitError, "cannot read '" + file + "': " + err);
+  if (!read_bounded_file(file, kMaxSourceBytes, "a source", true, &source, &err)) {
+    const std::string what = file == "-" ? "standard input" : "'" + file + "'";
+    fail(kExitError, "cannot read " + what + ": " + err);
   }
 
-  OptionsHolder opts;
-  kjit_status st = kjit_options_create(&opts.p);
-  if (st != KJIT_OK) fail_status(st, "cannot create options");
-  auto check = [&](kjit_status s, const std::string& what) {
-    if (s == KJIT_OK) return;
-    if (s == KJIT_ERROR_INVALID_ARGUMENT) {
-      std::string m = what;
-      const char* d = kjit_last_error();
-      if (d && *d) m += ": " + std::string(d);
-      usage_error(cmd, m);
-    }
-    fail_status(s, what);
-  };
-  const std::string program = p.has("program-name") ? p.get("program-name")
-                              : file == "-"           ? std::string("stdin.cu")
-                                                      : file;
-  check(kjit_options_set_name(opts.p, program.c_str()), "bad program name '" + program + "'");
-  check(kjit_options_set_target(opts.p, arch.c_str()), "bad target '" + arch + "'");
-  if (kind == KJIT_OUTPUT_LTOIR) {
-    check(kjit_options_set_outputs(opts.p, KJIT_OUTPUT_LTOIR), "cannot ask for LTO-IR");
-  }
-  for (const std::string& dir : p.all("include-path")) {
-    check(kjit_options_add_include_path(opts.p, dir.c_str()), "bad include path '" + dir + "'");
-  }
-  for (const std::string& d : p.all("define")) {
-    const size_t eq = d.find('=');
-    const std::string name = d.substr(0, eq);
-    if (name.empty()) usage_error(cmd, "bad -D '" + d + "': empty macro name");
-    const std::string value = eq == std::string::npos ? std::string() : d.substr(eq + 1);
-    check(kjit_options_add_define(opts.p, name.c_str(),
-                                  eq == std::string::npos ? nullptr : value.c_str()),
-          "bad -D '" + d + "'");
-  }
-  for (const std::string& e : p.all("name-expression")) {
-    check(kjit_options_add_name_expression(opts.p, e.c_str()), "bad name expression '" + e + "'");
-  }
-  for (const std::string& o : p.after_dashdash) {
-    check(kjit_options_add(opts.p, o.c_str()), "bad NVRTC option '" + o + "'");
-  }
-
-  CacheHolder cache;
-  cache.p = open_cache(g, false);
-  CompilerHolder compiler;
-  st = kjit_compiler_create(cache.p, 1, &compiler.p);
-  if (st != KJIT_OK) fail_status(st, "cannot create a compiler");
-
-  BinaryHolder bin;
-  const double t0 = now_ms();
-  st = kjit_compile(compiler.p, source.c_str(), opts.p, &bin.p);
-  const double elapsed = now_ms() - t0;
-
-  if (st != KJIT_OK) {
-    const std::string log = bin.p ? kjit_binary_log(bin.p) : "";
-    const std::string detail = kjit_last_error() ? kjit_last_error() : "";
+  // A compile that fails, or a source refused before compiling: the message on stderr (and
+  // the JSON object on stdout), exit status by the library status.
+  auto report_failure = [&](kjit_status st, const std::string& detail, const std::string& log) {
     if (g.json) {
       JsonHolder j;
       j.p = cJSON_CreateObject();
@@ -180,7 +154,79 @@ int cmd_compile(const std::vector<std::string>& args, Global& g) {
       msg += "\n(no GPU here: pass an explicit target, e.g. --arch sm_90)";
     }
     fail(exit_code_for_compile_status(st), msg);
+  };
+
+  OptionsHolder opts;
+  kjit_status st = kjit_options_create(&opts.p);
+  if (st != KJIT_OK) fail_status(st, "cannot create options");
+  auto check = [&](kjit_status s, const std::string& what) {
+    if (s == KJIT_OK) return;
+    if (s == KJIT_ERROR_INVALID_ARGUMENT) {
+      std::string m = what;
+      const char* d = kjit_last_error();
+      if (d && *d) m += ": " + std::string(d);
+      usage_error(cmd, m);
+    }
+    fail_status(s, what);
+  };
+  const std::string program = p.has("program-name") ? p.get("program-name")
+                              : file == "-"           ? std::string("stdin.cu")
+                                                      : file;
+  check(kjit_options_set_name(opts.p, program.c_str()), "bad program name '" + program + "'");
+  check(kjit_options_set_target(opts.p, arch.c_str()), "bad target '" + arch + "'");
+  if (kind == KJIT_OUTPUT_LTOIR) {
+    check(kjit_options_set_outputs(opts.p, KJIT_OUTPUT_LTOIR), "cannot ask for LTO-IR");
   }
+  if (p.has("toolkit") && p.has("no-toolkit")) {
+    usage_error(cmd, "--toolkit and --no-toolkit contradict each other");
+  }
+  if (p.has("toolkit")) {
+    check(kjit_options_set_toolkit(opts.p, p.get("toolkit").c_str()), "bad toolkit");
+  }
+  if (p.has("no-toolkit")) check(kjit_options_set_toolkit(opts.p, ""), "bad toolkit");
+  if (p.has("no-pch")) check(kjit_options_set_pch(opts.p, 0), "cannot turn PCH off");
+  for (const std::string& dir : p.all("include-path")) {
+    check(kjit_options_add_include_path(opts.p, dir.c_str()), "bad include path '" + dir + "'");
+  }
+  for (const std::string& d : p.all("define")) {
+    const size_t eq = d.find('=');
+    const std::string name = d.substr(0, eq);
+    if (name.empty()) usage_error(cmd, "bad -D '" + d + "': empty macro name");
+    const std::string value = eq == std::string::npos ? std::string() : d.substr(eq + 1);
+    check(kjit_options_add_define(opts.p, name.c_str(),
+                                  eq == std::string::npos ? nullptr : value.c_str()),
+          "bad -D '" + d + "'");
+  }
+  for (const std::string& e : p.all("name-expression")) {
+    check(kjit_options_add_name_expression(opts.p, e.c_str()), "bad name expression '" + e + "'");
+  }
+  for (const std::string& o : p.after_dashdash) {
+    check(kjit_options_add(opts.p, o.c_str()), "bad NVRTC option '" + o + "'");
+  }
+
+  // NVRTC takes the source as a C string, which a NUL byte would end: refused like invalid
+  // UTF-8, which the library reports as KJIT_ERROR_INVALID_SOURCE.
+  const std::string nul = nul_byte_problem(source);
+  if (!nul.empty()) report_failure(KJIT_ERROR_INVALID_SOURCE, "source " + nul, "");
+
+  CacheHolder cache;
+  cache.p = open_cache(g, false);
+  CompilerHolder compiler;
+  st = kjit_compiler_create(cache.p, 1, &compiler.p);
+  if (st != KJIT_OK) fail_status(st, "cannot create a compiler");
+
+  // The wall time of the call may include waiting for another process that compiles the
+  // same key; the cache counts such waits, so the wait is reported apart from the compile.
+  const uint64_t waits_before = cache_waits(cache.p);
+  BinaryHolder bin;
+  const double t0 = now_ms();
+  st = kjit_compile(compiler.p, source.c_str(), opts.p, &bin.p);
+  const double elapsed = now_ms() - t0;
+  if (st != KJIT_OK) {
+    report_failure(st, kjit_last_error() ? kjit_last_error() : "",
+                   bin.p ? kjit_binary_log(bin.p) : "");
+  }
+  const bool waited = cache_waits(cache.p) > waits_before;
 
   size_t size = 0;
   const void* data = kjit_binary_data(bin.p, kind, &size);
@@ -194,6 +240,10 @@ int cmd_compile(const std::vector<std::string>& args, Global& g) {
 
   const int tier = kjit_binary_tier(bin.p);
   const std::string log = kjit_binary_log(bin.p);
+  // compile_ms: NVRTC's time for this entry (here on a miss, where it was first compiled on
+  // a hit); wait_ms: time spent waiting for another process's compile of the same key.
+  const double compile_ms = kjit_binary_compile_ms(bin.p);
+  const double wait_ms = wait_ms_of(waited, tier, elapsed, compile_ms);
   if (g.json) {
     JsonHolder j;
     j.p = cJSON_CreateObject();
@@ -207,7 +257,8 @@ int cmd_compile(const std::vector<std::string>& args, Global& g) {
     cJSON_AddStringToObject(j.p, "tier", tier_name(tier));
     cJSON_AddBoolToObject(j.p, "hit", tier != KJIT_TIER_COMPILED);
     cJSON_AddNumberToObject(j.p, "elapsed_ms", elapsed);
-    cJSON_AddNumberToObject(j.p, "compile_ms", kjit_binary_compile_ms(bin.p));
+    cJSON_AddNumberToObject(j.p, "compile_ms", compile_ms);
+    cJSON_AddNumberToObject(j.p, "wait_ms", wait_ms);
     cJSON* kernels = cJSON_AddArrayToObject(j.p, "kernels");
     for (size_t i = 0; i < kjit_binary_kernel_count(bin.p); ++i) {
       cJSON_AddItemToArray(kernels, cJSON_CreateString(kjit_binary_kernel_name(bin.p, i)));
@@ -229,14 +280,21 @@ int cmd_compile(const std::vector<std::string>& args, Global& g) {
     // Status goes to stderr so that `-o -` keeps stdout for the binary.
     const std::string key = kjit_binary_key(bin.p);
     if (tier == KJIT_TIER_COMPILED) {
-      std::fprintf(stderr, "%s -> %s (%s, %s): cache miss, compiled in %s [key %.16s]\n",
+      std::fprintf(stderr, "%s -> %s (%s, %s): cache miss, compiled in %s%s [key %.16s]\n",
                    file.c_str(), out_path.c_str(), kjit_binary_target(bin.p),
-                   human_bytes(size).c_str(), human_ms(elapsed).c_str(), key.c_str());
+                   human_bytes(size).c_str(), human_ms(compile_ms).c_str(),
+                   waited_text(wait_ms).c_str(), key.c_str());
+    } else if (wait_ms > 0) {
+      std::fprintf(
+          stderr,
+          "%s -> %s (%s, %s): cache hit (%s)%s to compile it, compile took %s [key %.16s]\n",
+          file.c_str(), out_path.c_str(), kjit_binary_target(bin.p), human_bytes(size).c_str(),
+          tier_name(tier), waited_text(wait_ms).c_str(), human_ms(compile_ms).c_str(), key.c_str());
     } else {
       std::fprintf(stderr, "%s -> %s (%s, %s): cache hit (%s) in %s, compile took %s [key %.16s]\n",
                    file.c_str(), out_path.c_str(), kjit_binary_target(bin.p),
                    human_bytes(size).c_str(), tier_name(tier), human_ms(elapsed).c_str(),
-                   human_ms(kjit_binary_compile_ms(bin.p)).c_str(), key.c_str());
+                   human_ms(compile_ms).c_str(), key.c_str());
     }
     for (size_t i = 0; i < kjit_binary_name_count(bin.p); ++i) {
       const char* lowered = kjit_binary_lowered_name_at(bin.p, i);

@@ -120,6 +120,7 @@ int cmd_info(const std::vector<std::string>& args, Global& g) {
     cJSON_AddNumberToObject(lib, "header_version", KJIT_VERSION);
     cJSON_AddStringToObject(lib, "path", lib_path.c_str());
     cJSON_AddStringToObject(j.p, "nvrtc", nvrtc_text.c_str());
+    cJSON_AddStringToObject(j.p, "toolkit_include_path", kjit_toolkit_include_path());
     cJSON* d = cJSON_AddObjectToObject(j.p, "driver");
     if (drv_st == KJIT_OK) {
       cJSON_AddNumberToObject(d, "version", drv);
@@ -154,6 +155,9 @@ int cmd_info(const std::vector<std::string>& args, Global& g) {
                 KJIT_VERSION_MAJOR, KJIT_VERSION_MINOR, KJIT_VERSION_PATCH);
   }
   std::printf("NVRTC       %s\n", nvrtc_text.c_str());
+  const std::string toolkit = kjit_toolkit_include_path();
+  std::printf("toolkit     %s\n", toolkit.empty() ? "no headers found (set KJIT_CUDA_HOME)"
+                                                   : toolkit.c_str());
   std::printf("CUDA driver %s\n",
               drv_st == KJIT_OK ? driver_text(drv).c_str() : ("unavailable: " + drv_error).c_str());
   std::printf("cuBLASLt    %s\n", blas_text.c_str());

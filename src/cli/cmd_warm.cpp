@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <map>
+#include <set>
 #include <thread>
 
 #include "cli.h"
@@ -24,7 +26,9 @@ const char* const kHelp =
     "\n"
     "Compile every kernel a manifest lists, for each of its targets, into the cache, N at\n"
     "a time. On a terminal a progress bar shows the count, rate, ETA and the kernel being\n"
-    "compiled; otherwise one line is printed per kernel. A failing kernel is reported and\n"
+    "compiled; otherwise one line is printed per kernel, with NVRTC's compile time and,\n"
+    "apart, the time spent waiting for another process compiling the same kernel (JSON:\n"
+    "compile_ms, wait_ms and the wall time elapsed_ms). A failing kernel is reported and\n"
     "the others go on; the summary lists every failure with its log.\n"
     "\n"
     "Options:\n"
@@ -54,6 +58,10 @@ const char* const kHelp =
     "Fields of a kernel (and of \"defaults\", which every kernel extends): name, file or\n"
     "source, program_name, targets (or target), options, defines, include_paths,\n"
     "headers, name_expressions, outputs. See examples/README.md for the full format.\n"
+    "The manifest and every source file it names must be regular files of at most 64 MiB\n"
+    "(a source that is not fails that kernel). Sources and headers must be UTF-8 text: a\n"
+    "NUL byte in one (\\u0000 in JSON) fails that kernel like invalid UTF-8; a NUL\n"
+    "anywhere else makes the manifest malformed.\n"
     "\n"
     "Exit status: 0 every kernel compiled or was cached; 1 one or more kernels failed;\n"
     "2 usage; 3 the manifest cannot be read or is malformed, or the cache is unusable.\n";
@@ -63,11 +71,16 @@ struct KernelSpec {
   std::string name;
   std::string source;       // inline source, or the file's contents once read
   std::string file;         // resolved path, "" for inline sources
-  std::string read_error;   // why the file could not be read
   std::string program_name;
   std::vector<std::string> targets, options, include_paths, name_expressions, outputs;
   std::vector<std::pair<std::string, std::string>> defines;  // value "\x01" = no value
   std::vector<std::pair<std::string, std::string>> headers;
+  // NUL bytes in the inline source and in headers (by name): "" or what is wrong.
+  std::string source_nul;
+  std::map<std::string, std::string> header_nul;
+  // Why the kernel cannot be compiled ("" when it can), and the status it fails with.
+  std::string problem;
+  kjit_status problem_status = KJIT_OK;
 };
 
 const char kNoValue[] = "\x01";
@@ -80,7 +93,9 @@ struct Job {
   kjit_status status = KJIT_OK;
   int tier = -1;
   std::string key, message, log;
-  double elapsed_ms = 0, compile_ms = 0;
+  // Wall time from start to result; NVRTC's time for the entry; time spent waiting for
+  // another process's compile of the same key (see the main loop).
+  double elapsed_ms = 0, compile_ms = 0, wait_ms = 0;
   bool done = false;
 };
 
@@ -109,9 +124,70 @@ std::vector<std::string> string_list(const cJSON* v, const std::string& file,
   return out;
 }
 
+// For each string of the JSON `text`, keys included, in document order: whether it holds
+// the escape \u0000. cJSON decodes it into a NUL byte, and the C string it then gives us
+// ends there: the rest of the value would be lost without a word.
+std::vector<bool> strings_with_nul(const std::string& text) {
+  std::vector<bool> out;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] != '"') {
+      ++i;
+      continue;
+    }
+    bool nul = false;
+    for (++i; i < text.size() && text[i] != '"'; ++i) {
+      if (text[i] != '\\' || i + 1 >= text.size()) continue;
+      ++i;  // the escaped character
+      if (text[i] == 'u' && text.compare(i + 1, 4, "0000") == 0) nul = true;
+    }
+    ++i;  // the closing quote
+    out.push_back(nul);
+  }
+  return out;
+}
+
+// Walks the parsed manifest in document order beside strings_with_nul(). A NUL in an inline
+// source or in a header's contents is collected into `found` (the kernel then fails like a
+// source that is not valid UTF-8); anywhere else it cannot be passed on and the manifest is
+// rejected. `in_kernel`: `node` is a field of an object in an array, that is of a kernel.
+void find_nul_strings(const cJSON* node, const cJSON* parent, bool in_kernel,
+                      const std::string& where, const std::vector<bool>& with_nul, size_t* next,
+                      std::set<const cJSON*>* found, const std::string& file) {
+  auto has_nul = [&]() { return *next < with_nul.size() && with_nul[(*next)++]; };
+  if (node->string && has_nul()) {
+    bad_manifest(file, where, "a name holds a NUL character (\\u0000)");
+  }
+  if (cJSON_IsString(node)) {
+    if (!has_nul()) return;
+    const bool source = in_kernel && std::strcmp(node->string ? node->string : "", "source") == 0;
+    const bool header = parent && parent->string && std::strcmp(parent->string, "headers") == 0;
+    if (!source && !header) {
+      bad_manifest(file, where, "holds a NUL character (\\u0000), which cannot be passed on");
+    }
+    found->insert(node);
+    return;
+  }
+  const bool kernel = cJSON_IsObject(node) && parent && cJSON_IsArray(parent);
+  size_t index = 0;
+  const cJSON* child = nullptr;
+  cJSON_ArrayForEach(child, node) {
+    std::string at;
+    if (cJSON_IsObject(node)) {
+      const std::string name = child->string ? child->string : "";
+      at = where.empty() ? name : where + "." + name;
+    } else {
+      at = where + "[" + std::to_string(index) + "]";
+    }
+    find_nul_strings(child, node, kernel, at, with_nul, next, found, file);
+    ++index;
+  }
+}
+
 // Merges the fields of `obj` into `k`. Lists append; maps replace by name; scalars replace.
+// `nul` holds the strings that have a NUL character (see find_nul_strings()).
 void apply_fields(const cJSON* obj, KernelSpec& k, bool is_default, const std::string& file,
-                  const std::string& where) {
+                  const std::string& where, const std::set<const cJSON*>& nul) {
   if (!cJSON_IsObject(obj)) bad_manifest(file, where, "must be a JSON object");
   const cJSON* f = nullptr;
   bool have_source = false;
@@ -180,6 +256,13 @@ void apply_fields(const cJSON* obj, KernelSpec& k, bool is_default, const std::s
           bad_manifest(file, where, std::string("header '") + h->string + "' must be a string");
         }
         k.headers.emplace_back(h->string, h->valuestring);
+        // A later header of the same name replaces an earlier one, NUL or not.
+        if (nul.count(h)) {
+          k.header_nul[h->string] =
+              "header '" + std::string(h->string) + "' " + nul_byte_at(std::strlen(h->valuestring));
+        } else {
+          k.header_nul.erase(h->string);
+        }
       }
     } else if (field == "name" && !is_default) {
       k.name = need_string();
@@ -194,6 +277,7 @@ void apply_fields(const cJSON* obj, KernelSpec& k, bool is_default, const std::s
       if (have_source) bad_manifest(file, where, "give either 'file' or 'source', not both");
       have_source = true;
       k.source = need_string();
+      if (nul.count(f)) k.source_nul = "inline source " + nul_byte_at(k.source.size());
     } else {
       bad_manifest(file, where, "unknown field '" + field + "'");
     }
@@ -203,7 +287,11 @@ void apply_fields(const cJSON* obj, KernelSpec& k, bool is_default, const std::s
 
 std::vector<KernelSpec> load_manifest(const std::string& path, bool targets_given) {
   std::string text, err;
-  if (!read_file(path, &text, &err)) fail(kExitError, "cannot read manifest '" + path + "': " + err);
+  if (!read_bounded_file(path, kMaxManifestBytes, "a manifest", false, &text, &err)) {
+    fail(kExitError, "cannot read manifest '" + path + "': " + err);
+  }
+  const std::string nul = nul_byte_problem(text);
+  if (!nul.empty()) fail(kExitError, "manifest '" + path + "' " + nul + " (JSON is text)");
   JsonHolder root;
   root.p = cJSON_ParseWithLength(text.data(), text.size());
   if (!root.p) {
@@ -213,6 +301,16 @@ std::vector<KernelSpec> load_manifest(const std::string& path, bool targets_give
       line += static_cast<size_t>(std::count(static_cast<const char*>(text.data()), at, '\n'));
     }
     fail(kExitError, "manifest '" + path + "': invalid JSON near line " + std::to_string(line));
+  }
+  std::set<const cJSON*> nul_strings;
+  {
+    const std::vector<bool> with_nul = strings_with_nul(text);
+    size_t next = 0;
+    find_nul_strings(root.p, nullptr, false, "", with_nul, &next, &nul_strings, path);
+    if (next != with_nul.size() && std::count(with_nul.begin(), with_nul.end(), true) > 0) {
+      // Cannot happen for JSON cJSON accepts; refuse rather than cut a string.
+      bad_manifest(path, "top level", "a string holds a NUL character (\\u0000)");
+    }
   }
   const cJSON* kernels = nullptr;
   KernelSpec defaults;
@@ -227,7 +325,7 @@ std::vector<KernelSpec> load_manifest(const std::string& path, bool targets_give
           bad_manifest(path, "version", "only version 1 is understood");
         }
       } else if (field == "defaults") {
-        apply_fields(f, defaults, true, path, "defaults");
+        apply_fields(f, defaults, true, path, "defaults", nul_strings);
       } else if (field == "kernels") {
         kernels = f;
       } else {
@@ -244,13 +342,17 @@ std::vector<KernelSpec> load_manifest(const std::string& path, bool targets_give
   cJSON_ArrayForEach(k, kernels) {
     const std::string where = "kernels[" + std::to_string(index++) + "]";
     KernelSpec spec = defaults;
-    apply_fields(k, spec, false, path, where);
+    apply_fields(k, spec, false, path, where, nul_strings);
     if (spec.name.empty()) spec.name = spec.file.empty() ? where : basename_of(spec.file);
     if (spec.targets.empty() && !targets_given) {
       bad_manifest(path, where + " (" + spec.name + ")",
                    "no target: give 'targets' here or in 'defaults', or pass --arch");
     }
     if (!spec.file.empty() && spec.program_name.empty()) spec.program_name = spec.file;
+    if (!spec.source_nul.empty() || !spec.header_nul.empty()) {
+      spec.problem = spec.source_nul.empty() ? spec.header_nul.begin()->second : spec.source_nul;
+      spec.problem_status = KJIT_ERROR_INVALID_SOURCE;
+    }
     out.push_back(std::move(spec));
   }
   if (out.empty()) bad_manifest(path, "kernels", "the list is empty");
@@ -455,10 +557,18 @@ int cmd_warm(const std::vector<std::string>& args, Global& g) {
     fail(kExitError, "cannot enter the manifest's directory '" + base + "': " + std::strerror(errno));
   }
   for (KernelSpec& s : specs) {
-    if (s.file.empty()) continue;
+    if (s.file.empty() || !s.problem.empty()) continue;
     std::string err;
-    if (!read_file(s.file, &s.source, &err)) {
-      s.read_error = "cannot read '" + join_path(base, s.file) + "': " + err;
+    if (!read_bounded_file(s.file, kMaxSourceBytes, "a source", false, &s.source, &err)) {
+      s.problem = "cannot read '" + join_path(base, s.file) + "': " + err;
+      s.problem_status = KJIT_ERROR_IO;
+      continue;
+    }
+    // Refused like a source that is not valid UTF-8 (KJIT_ERROR_INVALID_SOURCE).
+    const std::string nul = nul_byte_problem(s.source);
+    if (!nul.empty()) {
+      s.problem = "'" + join_path(base, s.file) + "': source " + nul;
+      s.problem_status = KJIT_ERROR_INVALID_SOURCE;
     }
   }
 
@@ -471,9 +581,9 @@ int cmd_warm(const std::vector<std::string>& args, Global& g) {
       std::string why;
       char key[65] = {0};
       kjit_status st = KJIT_OK;
-      if (!j.spec->read_error.empty()) {
-        why = j.spec->read_error;
-        st = KJIT_ERROR_IO;
+      if (!j.spec->problem.empty()) {
+        why = j.spec->problem;
+        st = j.spec->problem_status;
       } else if (!build_options(j, o, &why)) {
         st = KJIT_ERROR_INVALID_ARGUMENT;
       } else {
@@ -519,7 +629,13 @@ int cmd_warm(const std::vector<std::string>& args, Global& g) {
     Job* job;
     kjit_future* future;
     double started;
+    uint64_t waits;           // the cache's wait count when the job started
+    bool overlapped = false;  // other jobs ran while this one did
   };
+  // The cache counts waits for all jobs together. A job waited if the count grew while it
+  // ran, unless other jobs ran then too: one of them may have waited, and this job's own
+  // wall time beyond its compile is only overhead unless it is long.
+  constexpr double kSharedWaitMinMs = 100;
   std::deque<InFlight> running;
   size_t next = 0, done = 0;
   const double t0 = now_ms();
@@ -536,11 +652,12 @@ int cmd_warm(const std::vector<std::string>& args, Global& g) {
       const int w = static_cast<int>(std::to_string(jobs.size()).size());
       if (ok) {
         if (j.tier == KJIT_TIER_COMPILED) {
-          std::printf("[%*zu/%zu] compiled %s in %s\n", w, done, jobs.size(), j.label.c_str(),
-                      human_ms(j.elapsed_ms).c_str());
+          std::printf("[%*zu/%zu] compiled %s in %s%s\n", w, done, jobs.size(), j.label.c_str(),
+                      human_ms(j.compile_ms).c_str(), waited_text(j.wait_ms).c_str());
         } else {
-          std::printf("[%*zu/%zu] cached   %s, saves %s\n", w, done, jobs.size(),
-                      j.label.c_str(), human_ms(j.compile_ms).c_str());
+          std::printf("[%*zu/%zu] cached   %s, saves %s%s\n", w, done, jobs.size(), j.label.c_str(),
+                      human_ms(j.compile_ms).c_str(),
+                      j.wait_ms > 0 ? ("," + waited_text(j.wait_ms)).c_str() : "");
         }
       } else {
         std::printf("[%*zu/%zu] FAILED   %s: %s\n", w, done, jobs.size(), j.label.c_str(),
@@ -556,9 +673,9 @@ int cmd_warm(const std::vector<std::string>& args, Global& g) {
     // worker pool is running (the progress bar names them).
     while (next < jobs.size() && running.size() < jobs_n) {
       Job& j = jobs[next++];
-      if (!j.spec->read_error.empty()) {
-        j.status = KJIT_ERROR_IO;
-        j.message = j.spec->read_error;
+      if (!j.spec->problem.empty()) {
+        j.status = j.spec->problem_status;
+        j.message = j.spec->problem;
         finish(j);
         continue;
       }
@@ -571,6 +688,8 @@ int cmd_warm(const std::vector<std::string>& args, Global& g) {
         continue;
       }
       kjit_future* f = nullptr;
+      const uint64_t waits = cache_waits(cache.p);  // before the job can start waiting
+      const double started = now_ms();
       st = kjit_compile_async(compiler.p, j.spec->source.c_str(), o.p, &f);
       if (st != KJIT_OK) {
         j.status = st;
@@ -578,7 +697,10 @@ int cmd_warm(const std::vector<std::string>& args, Global& g) {
         finish(j);
         continue;
       }
-      running.push_back({&j, f, now_ms()});
+      running.push_back({&j, f, started, waits});
+    }
+    if (running.size() > 1) {
+      for (InFlight& r : running) r.overlapped = true;
     }
     bool progressed = false;
     for (auto it = running.begin(); it != running.end();) {
@@ -594,6 +716,9 @@ int cmd_warm(const std::vector<std::string>& args, Global& g) {
         j.tier = kjit_binary_tier(b.p);
         j.key = kjit_binary_key(b.p);
         j.compile_ms = kjit_binary_compile_ms(b.p);
+        const bool waited = cache_waits(cache.p) > it->waits;
+        j.wait_ms = wait_ms_of(waited, j.tier, j.elapsed_ms, j.compile_ms);
+        if (it->overlapped && j.wait_ms < kSharedWaitMinMs) j.wait_ms = 0;
         const char* log = kjit_binary_log(b.p);
         j.log = log ? log : "";
       } else {
@@ -661,6 +786,7 @@ int cmd_warm(const std::vector<std::string>& args, Global& g) {
         cJSON_AddStringToObject(o, "tier", tier_name(job.tier));
         cJSON_AddStringToObject(o, "key", job.key.c_str());
         cJSON_AddNumberToObject(o, "compile_ms", job.compile_ms);
+        cJSON_AddNumberToObject(o, "wait_ms", job.wait_ms);
       } else {
         cJSON_AddStringToObject(o, "message", job.message.c_str());
       }

@@ -33,11 +33,15 @@ const char* const kHelp =
     "\n"
     "  kjit --version      print the library version\n"
     "\n"
+    "SIZE (cache prune --max-size): a whole number of bytes, optionally followed by K, M,\n"
+    "G or T (binary multiples; k, m, g, t too), less than 2^63: 4096, 512M, 2G. Not 1.5G,\n"
+    "1e3, 0x10 or 5MB.\n"
+    "\n"
     "Exit status:\n"
     "  0  success\n"
     "  1  a compile failed (the NVRTC log is printed); for warm: a kernel failed\n"
-    "  2  usage error: unknown command or option, missing or malformed argument,\n"
-    "     option or target NVRTC rejects\n"
+    "  2  usage error: unknown command or option, missing or malformed argument (an\n"
+    "     empty file name, a SIZE not of the form above), option or target NVRTC rejects\n"
     "  3  other error: unreadable file, unusable cache, malformed manifest, ...\n"
     "  4  cache show/rm: no entry with that key\n"
     "  5  cache verify/import: corrupt entries found (removed or rejected)\n"
@@ -46,6 +50,9 @@ const char* const kHelp =
     "  KJIT_CACHE_DIR      cache directory (default $XDG_CACHE_HOME/kjit, ~/.cache/kjit)\n"
     "  KJIT_CACHE_DISABLE  1 = no disk cache\n"
     "  KJIT_CACHE_MAX_SIZE size bound of the disk cache, e.g. 2G (default 1G)\n"
+    "  KJIT_CACHE_READONLY 1 = use the disk cache read-only\n"
+    "  KJIT_EXPORT_KEY     secret (16+ bytes) that signs cache exports; imports then\n"
+    "                      require a valid signature on every entry\n"
     "  KJIT_REMOTE         redis://host:port[/db]: fleet tier shared by machines\n"
     "  KJIT_LOG            debug|info|warn|error: library diagnostics on stderr\n"
     "\n"
@@ -107,7 +114,7 @@ int main(int argc, char** argv) {
         } else {
           v = a.substr(std::strlen("--cache-dir="));
         }
-        if (v.empty()) fail(kExitUsage, "--cache-dir needs a non-empty directory");
+        require_path("", "--cache-dir", v);
         g.cache_dir = v;
       } else if (!a.empty() && a[0] == '-') {
         fail(kExitUsage, "unknown option '" + a + "' (see 'kjit --help')");

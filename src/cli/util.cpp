@@ -2,11 +2,16 @@
 #include <cjson/cJSON.h>
 
 #include <cerrno>
+#include <climits>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -24,7 +29,11 @@ void fail_status(kjit_status st, const std::string& what) {
 }
 
 void usage_error(const std::string& cmd, const std::string& msg) {
-  fail(kExitUsage, msg + " (see 'kjit " + cmd + " --help')");
+  fail(kExitUsage, msg + " (see 'kjit " + (cmd.empty() ? std::string() : cmd + " ") + "--help')");
+}
+
+void require_path(const std::string& cmd, const std::string& option, const std::string& value) {
+  if (value.empty()) usage_error(cmd, "option '" + option + "' needs a non-empty path");
 }
 
 // ---- argument parsing ------------------------------------------------------------------
@@ -55,7 +64,7 @@ std::vector<std::string> Parsed::all(const std::string& name) const {
 Parsed parse_args(const std::string& cmd, const std::vector<std::string>& args,
                   const std::vector<OptSpec>& specs, Global& g) {
   std::vector<OptSpec> all = specs;
-  all.push_back({"cache-dir", 0, true});
+  all.push_back({"cache-dir", 0, true, Arg::kPath});
   all.push_back({"json", 0, false});
   all.push_back({"quiet", 'q', false});
   all.push_back({"help", 'h', false});
@@ -71,8 +80,8 @@ Parsed parse_args(const std::string& cmd, const std::vector<std::string>& args,
   }
   auto store = [&](const OptSpec& s, const std::string& value) {
     const std::string name = s.long_name ? s.long_name : std::string(1, s.short_name);
+    if (s.arg == Arg::kPath) require_path(cmd, s.long_name ? "--" + name : "-" + name, value);
     if (name == "cache-dir") {
-      if (value.empty()) usage_error(cmd, "--cache-dir needs a non-empty directory");
       g.cache_dir = value;
     } else if (name == "json") {
       g.json = true;
@@ -141,32 +150,41 @@ Parsed parse_args(const std::string& cmd, const std::vector<std::string>& args,
 // ---- sizes and times ------------------------------------------------------------------
 
 bool parse_size(const std::string& text, uint64_t* out) {
-  if (text.empty()) return false;
-  const char* s = text.c_str();
-  if (!(s[0] >= '0' && s[0] <= '9') && s[0] != '.') return false;
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(s, &end);
-  if (end == s || errno != 0 || !std::isfinite(v) || v < 0) return false;
-  double mult = 1;
-  std::string suffix = end;
-  if (suffix == "" || suffix == "B" || suffix == "b") {
-    mult = 1;
-  } else if (suffix == "K" || suffix == "k" || suffix == "KB" || suffix == "KiB") {
-    mult = 1024.0;
-  } else if (suffix == "M" || suffix == "m" || suffix == "MB" || suffix == "MiB") {
-    mult = 1024.0 * 1024.0;
-  } else if (suffix == "G" || suffix == "g" || suffix == "GB" || suffix == "GiB") {
-    mult = 1024.0 * 1024.0 * 1024.0;
-  } else if (suffix == "T" || suffix == "t" || suffix == "TB" || suffix == "TiB") {
-    mult = 1024.0 * 1024.0 * 1024.0 * 1024.0;
-  } else {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0) return false;
+  unsigned shift = 0;
+  if (digits + 1 == text.size()) {
+    switch (text[digits]) {
+      case 'K': case 'k': shift = 10; break;
+      case 'M': case 'm': shift = 20; break;
+      case 'G': case 'g': shift = 30; break;
+      case 'T': case 't': shift = 40; break;
+      default: return false;
+    }
+  } else if (digits != text.size()) {
     return false;
   }
-  const double bytes = v * mult;
-  if (bytes >= 18446744073709551615.0) return false;
-  *out = static_cast<uint64_t>(bytes);
+  const uint64_t max = (uint64_t{1} << 63) - 1;
+  uint64_t v = 0;
+  for (size_t i = 0; i < digits; ++i) {
+    const uint64_t d = static_cast<uint64_t>(text[i] - '0');
+    if (v > (max - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  if (v > (max >> shift)) return false;
+  *out = v << shift;
   return true;
+}
+
+uint64_t size_option(const std::string& cmd, const std::string& option, const std::string& text) {
+  uint64_t v = 0;
+  if (!parse_size(text, &v)) {
+    usage_error(cmd, "bad size '" + text + "' for " + option +
+                         ": give a whole number of bytes, optionally followed by K, M, G or T "
+                         "(binary multiples), e.g. 4096 or 512M, less than 8 EiB");
+  }
+  return v;
 }
 
 std::string human_bytes(uint64_t bytes) {
@@ -219,27 +237,215 @@ double now_ms() {
 
 // ---- files ----------------------------------------------------------------------------
 
-bool read_file(const std::string& path, std::string* out, std::string* error) {
-  const bool use_stdin = path == "-";
-  std::FILE* f = use_stdin ? stdin : std::fopen(path.c_str(), "rb");
-  if (!f) {
+namespace {
+
+const char* file_type_name(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "an unknown kind of file";
+}
+
+std::string not_regular(mode_t mode) {
+  return std::string("not a regular file (") + file_type_name(mode) + ")";
+}
+
+}  // namespace
+
+bool check_regular_file(const std::string& path, std::string* error) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
     *error = std::strerror(errno);
     return false;
   }
-  std::string data;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) data.append(buf, n);
-  const bool bad = std::ferror(f) != 0;
-  const int err = errno;
-  if (!use_stdin) std::fclose(f);
-  if (bad) {
-    *error = std::strerror(err);
+  if (!S_ISREG(st.st_mode)) {
+    *error = not_regular(st.st_mode);
     return false;
+  }
+  return true;
+}
+
+bool read_bounded_file(const std::string& path, uint64_t max_bytes, const char* what,
+                       bool allow_stdin, std::string* out, std::string* error) {
+  const bool use_stdin = allow_stdin && path == "-";
+  const std::string too_big =
+      "larger than " + human_bytes(max_bytes) + " (the limit for " + what + ")";
+  // O_NONBLOCK: opening a FIFO must not wait for a writer before it can be refused.
+  const int fd =
+      use_stdin ? STDIN_FILENO : ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) {
+    *error = std::strerror(errno);
+    return false;
+  }
+  struct Closer {
+    int fd;
+    bool own;
+    ~Closer() {
+      if (own) ::close(fd);
+    }
+  } closer{fd, !use_stdin};
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    *error = std::strerror(errno);
+    return false;
+  }
+  if (!use_stdin && !S_ISREG(st.st_mode)) {
+    *error = not_regular(st.st_mode);
+    return false;
+  }
+  if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > max_bytes) {
+    *error = too_big;
+    return false;
+  }
+  // Read up to one byte past the limit: a file may grow, standard input has no size.
+  std::string data;
+  if (S_ISREG(st.st_mode)) data.reserve(static_cast<size_t>(st.st_size));
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      *error = std::strerror(errno);
+      return false;
+    }
+    if (n == 0) break;
+    data.append(buf, static_cast<size_t>(n));
+    if (data.size() > max_bytes) {
+      *error = too_big;
+      return false;
+    }
   }
   *out = std::move(data);
   return true;
 }
+
+namespace {
+
+// The temporary file write_file() is writing, for the signal handler to remove when a
+// signal ends the process during the write.
+char g_temp_path[PATH_MAX + 64];
+volatile sig_atomic_t g_temp_set = 0;
+
+void remove_temp_and_reraise(int sig) {
+  if (g_temp_set) ::unlink(g_temp_path);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+// While alive: SIGINT, SIGTERM and SIGHUP remove the temporary file before they end the
+// process, and SIGXFSZ is ignored, so that writing past a file size limit fails with EFBIG
+// (and the temporary file is removed) instead of killing the process.
+class TempFileSignals {
+ public:
+  explicit TempFileSignals(const std::string& temp) {
+    std::snprintf(g_temp_path, sizeof g_temp_path, "%s", temp.c_str());
+    g_temp_set = 1;
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = remove_temp_and_reraise;
+    for (size_t i = 0; i < 3; ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
+    sa.sa_handler = SIG_IGN;
+    ::sigaction(SIGXFSZ, &sa, &old_[3]);
+  }
+  ~TempFileSignals() {
+    done();
+    for (size_t i = 0; i < 3; ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+    ::sigaction(SIGXFSZ, &old_[3], nullptr);
+  }
+  // The temporary file is gone (renamed or removed): nothing for a signal to remove.
+  void done() { g_temp_set = 0; }
+  TempFileSignals(const TempFileSignals&) = delete;
+  TempFileSignals& operator=(const TempFileSignals&) = delete;
+
+ private:
+  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction old_[4];
+};
+
+bool write_all(int fd, const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Writes a file that is not a regular one (a device such as /dev/null, a FIFO) as it is.
+bool write_in_place(const std::string& path, const void* data, size_t size, std::string* error) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0666);
+  if (fd < 0) {
+    *error = std::strerror(errno);
+    return false;
+  }
+  const bool ok = write_all(fd, data, size);
+  const int err = errno;
+  if (::close(fd) != 0 || !ok) {
+    *error = std::strerror(ok ? errno : err);
+    return false;
+  }
+  return true;
+}
+
+// Writes `target` through a temporary file in its directory, synced and then renamed over
+// it: `target` holds either its old bytes or all the new ones, whenever the process stops.
+// `old` is the file being replaced (its mode is kept), or null for a new file.
+bool replace_file(const std::string& target, const struct stat* old, const void* data, size_t size,
+                  std::string* error) {
+  const std::string dir = dirname_of(target);
+  std::string temp;
+  int fd = -1;
+  static unsigned counter = 0;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    char suffix[64];
+    std::snprintf(suffix, sizeof suffix, ".kjit-%ld-%u-%x", static_cast<long>(::getpid()),
+                  counter++, static_cast<unsigned>(static_cast<uint64_t>(now_ms() * 1000.0)));
+    temp = join_path(dir, "." + basename_of(target).substr(0, 160) + suffix);
+    // 0666 less the umask, as a file the shell creates; an existing file's mode is kept.
+    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0666);
+    if (fd >= 0 || errno != EEXIST) break;
+  }
+  if (fd < 0) {
+    *error = "cannot create a temporary file in '" + dir + "': " + std::strerror(errno);
+    return false;
+  }
+  TempFileSignals signals(temp);
+  std::string failure;  // what went wrong, "" while nothing has
+  if (old && ::fchmod(fd, old->st_mode & 07777) != 0) {
+    failure = std::string("cannot set the mode of the temporary file: ") + std::strerror(errno);
+  } else if (!write_all(fd, data, size)) {
+    failure = std::strerror(errno);
+  } else if (::fsync(fd) != 0) {
+    failure = std::string("cannot sync the temporary file: ") + std::strerror(errno);
+  }
+  if (::close(fd) != 0 && failure.empty()) failure = std::strerror(errno);
+  if (failure.empty() && ::rename(temp.c_str(), target.c_str()) != 0) {
+    failure = std::string("cannot rename the temporary file over it: ") + std::strerror(errno);
+  }
+  if (!failure.empty()) ::unlink(temp.c_str());
+  signals.done();
+  if (!failure.empty()) {
+    *error = failure;
+    return false;
+  }
+  // Make the rename durable too (best effort: not every file system syncs a directory).
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
+  return true;
+}
+
+}  // namespace
 
 bool write_file(const std::string& path, const void* data, size_t size, std::string* error) {
   if (path == "-") {
@@ -249,18 +455,33 @@ bool write_file(const std::string& path, const void* data, size_t size, std::str
     }
     return true;
   }
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) {
-    *error = std::strerror(errno);
-    return false;
+  struct stat st, link;
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  const bool is_link = ::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode);
+  // A device or a FIFO (and a symbolic link to nothing yet) is written as it is.
+  if ((exists && !S_ISREG(st.st_mode)) || (is_link && !exists)) {
+    return write_in_place(path, data, size, error);
   }
-  const bool ok = std::fwrite(data, 1, size, f) == size;
-  const int err = errno;
-  if (std::fclose(f) != 0 || !ok) {
-    *error = std::strerror(ok ? errno : err);
-    return false;
+  std::string target = path;
+  if (is_link) {  // replace the file the link names, not the link
+    char* real = ::realpath(path.c_str(), nullptr);
+    if (!real) {
+      *error = std::strerror(errno);
+      return false;
+    }
+    target = real;
+    std::free(real);
   }
-  return true;
+  return replace_file(target, exists ? &st : nullptr, data, size, error);
+}
+
+std::string nul_byte_at(size_t offset) {
+  return "contains a NUL byte at byte offset " + std::to_string(offset);
+}
+
+std::string nul_byte_problem(const std::string& text) {
+  const size_t at = text.find('\0');
+  return at == std::string::npos ? std::string() : nul_byte_at(at);
 }
 
 std::string dirname_of(const std::string& path) {
@@ -321,6 +542,24 @@ const char* disk_state_name(int state) {
 }
 
 // ---- cache ----------------------------------------------------------------------------
+
+uint64_t cache_waits(kjit_cache* cache) {
+  kjit_cache_stats s;
+  std::memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  return kjit_cache_stats_get(cache, &s) == KJIT_OK ? s.waits : 0;
+}
+
+double wait_ms_of(bool waited, int tier, double elapsed_ms, double compile_ms) {
+  if (!waited) return 0;
+  const double own = tier == KJIT_TIER_COMPILED ? compile_ms : 0;
+  return elapsed_ms > own ? elapsed_ms - own : 0;
+}
+
+std::string waited_text(double wait_ms) {
+  if (wait_ms <= 0) return std::string();
+  return " after waiting " + human_ms(wait_ms) + " for another process";
+}
 
 kjit_cache* open_cache(const Global& g, bool read_only) {
   kjit_cache_options o;

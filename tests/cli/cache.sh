@@ -63,6 +63,61 @@ expect_rc 0 "$KJIT" --cache-dir "$B" compile "$TMP/saxpy.cu" --arch sm_80 -o /de
 json_check "$TMP/out" 'j["tier"] == "disk" and j["key"] == "'"$KEY"'"'
 expect_rc 3 "$KJIT" --cache-dir "$B" cache import "$TMP/no-such-file.kjit"
 expect_grep 'no-such-file.kjit' "$TMP/err" "import of a missing file"
+# That file was unsigned, and the import says what that means.
+expect_rc 0 "$KJIT" --cache-dir "$TMP/b2" cache import "$TMP/all.kjit"
+expect_grep 'all.kjit is unsigned: its records were checked for damage and consistency, not for who wrote them' \
+  "$TMP/err" "import of an unsigned file"
+expect_rc 0 "$KJIT" --cache-dir "$TMP/b3" cache import "$TMP/all.kjit" --json
+json_check "$TMP/out" 'not j["signatures_checked"] and any("is unsigned" in w for w in j["warnings"])'
+
+# Signed exports: KJIT_EXPORT_KEY signs every record; with it set, import takes only records
+# signed with it.
+FLEET=0123456789abcdef-fleet-secret
+expect_rc 0 env KJIT_EXPORT_KEY=$FLEET "$KJIT" --cache-dir "$A" cache export "$TMP/signed.kjit" --json
+json_check "$TMP/out" 'j["exported"] == 3 and j["signed"]'
+expect_rc 0 env KJIT_EXPORT_KEY=$FLEET "$KJIT" --cache-dir "$A" cache export "$TMP/signed2.kjit"
+expect_grep 'signed with KJIT_EXPORT_KEY' "$TMP/out" "signed export"
+expect_rc 0 env KJIT_EXPORT_KEY=$FLEET "$KJIT" --cache-dir "$TMP/s1" cache import "$TMP/signed.kjit" --json
+json_check "$TMP/out" 'j["imported"] == 3 and j["rejected"] == 0 and j["signatures_checked"] and j["warnings"] == []'
+expect_rc 5 env KJIT_EXPORT_KEY=another-secret-of-some-length "$KJIT" --cache-dir "$TMP/s2" cache import "$TMP/signed.kjit"
+expect_grep 'imported 0 entries from .*, rejected 3' "$TMP/out" "import with the wrong key"
+expect_grep 'does not verify with KJIT_EXPORT_KEY' "$TMP/err" "import with the wrong key"
+expect_rc 5 env KJIT_EXPORT_KEY=$FLEET "$KJIT" --cache-dir "$TMP/s3" cache import "$TMP/all.kjit" --json
+json_check "$TMP/out" 'j["imported"] == 0 and j["rejected"] == 3'
+expect_grep 'rejected: unsigned' "$TMP/err" "unsigned file with a key"
+expect_rc 0 "$KJIT" --cache-dir "$TMP/s4" cache import "$TMP/signed.kjit"
+expect_grep 'signatures were not checked' "$TMP/err" "signed file without a key"
+# One byte of a signed record changed (its SHA-256 recomputed, as a forger would): rejected.
+python3 - "$TMP/signed.kjit" "$TMP/tampered.kjit" <<'PY' || fail "could not tamper with the export file"
+import hashlib, struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+at = 16
+n = struct.unpack_from("<Q", data, at)[0]
+rec = bytearray(data[at + 8:at + 8 + n])
+rec[n // 2] ^= 1
+data[at + 8:at + 8 + n] = rec
+data[at + 8 + n:at + 8 + n + 32] = hashlib.sha256(rec).digest()
+open(sys.argv[2], "wb").write(data)
+PY
+expect_rc 5 env KJIT_EXPORT_KEY=$FLEET "$KJIT" --cache-dir "$TMP/s5" cache import "$TMP/tampered.kjit" --json
+json_check "$TMP/out" 'j["imported"] == 2 and j["rejected"] == 1'
+# A key shorter than 16 bytes is refused, saying so.
+expect_rc 3 env KJIT_EXPORT_KEY=short "$KJIT" --cache-dir "$A" cache export "$TMP/short.kjit"
+expect_grep 'at least 16 bytes' "$TMP/err" "export with a short key"
+[ ! -e "$TMP/short.kjit" ] || fail "an export with a short key wrote a file"
+expect_rc 3 env KJIT_EXPORT_KEY=short "$KJIT" --cache-dir "$TMP/s6" cache import "$TMP/signed.kjit"
+expect_grep 'at least 16 bytes' "$TMP/err" "import with a short key"
+# The help says what an export file is.
+expect_rc 0 "$KJIT" cache import --help
+expect_grep 'An export file is trusted input' "$TMP/out" "cache import --help"
+expect_grep "kjit warm" "$TMP/out" "cache import --help"
+expect_grep 'KJIT_EXPORT_KEY' "$TMP/out" "cache import --help"
+
+# An export file must be a regular file: a device or a directory is refused before reading.
+expect_rc 3 bounded "$KJIT" --cache-dir "$B" cache import /dev/zero
+expect_grep "'/dev/zero': not a regular file (a character device)" "$TMP/err" "import of /dev/zero"
+expect_rc 3 bounded "$KJIT" --cache-dir "$B" cache import "$TMP"
+expect_grep "not a regular file (a directory)" "$TMP/err" "import of a directory"
 
 # A damaged export file: entries before the damage are imported, the command says so.
 head -c "$(( $(stat -c %s "$TMP/all.kjit") - 100 ))" "$TMP/all.kjit" >"$TMP/cut.kjit"
@@ -104,6 +159,64 @@ expect_rc 5 "$KJIT" --cache-dir "$A" cache verify --json
 json_check "$TMP/out" 'j["checked"] == 3 and j["corrupt"] == 1 and len(j["removed"]) == 1'
 expect_rc 0 "$KJIT" --cache-dir "$A" cache verify
 expect_grep 'checked 2 entries: 0 corrupt' "$TMP/out" "cache verify after removal"
+
+# Entries whose key columns were swapped (rows, checksums and metadata as written): their
+# checksums are bound to the key they were written for, so verify counts both corrupt.
+swap_keys() {  # DB: swaps the keys of the first two entries and of their blobs
+  python3 - "$1" <<'PY' || fail "could not swap keys in $1"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+a, b = [r[0] for r in db.execute("SELECT key FROM entries ORDER BY key LIMIT 2")]
+for t in ("entries", "blobs"):
+    db.execute(f"UPDATE {t} SET key = 'swap' WHERE key = ?", (a,))
+    db.execute(f"UPDATE {t} SET key = ? WHERE key = ?", (a, b))
+    db.execute(f"UPDATE {t} SET key = ? WHERE key = 'swap'", (b,))
+db.commit()
+PY
+}
+R=$TMP/r
+expect_rc 0 "$KJIT" --cache-dir "$R" compile "$TMP/saxpy.cu" --arch sm_80 -o /dev/null
+expect_rc 0 "$KJIT" --cache-dir "$R" compile "$TMP/saxpy.cu" --arch sm_90 -o /dev/null
+expect_rc 0 "$KJIT" --cache-dir "$R" compile "$TMP/saxpy.cu" --arch sm_90 -D TWICE -o /dev/null
+swap_keys "$R/kjit.db"
+
+# verify on a read-only cache (KJIT_CACHE_READONLY, or a directory that cannot be written):
+# it checks everything and reports, and removes nothing.
+expect_rc 5 env KJIT_CACHE_READONLY=1 "$KJIT" --cache-dir "$R" cache verify --json
+json_check "$TMP/out" 'j["read_only"] and j["checked"] == 3 and j["corrupt"] == 2 and j["removed"] == []'
+json_check "$TMP/out" 'len(j["corrupt_not_removed"]) == 2 and all(len(e["key"]) == 64 for e in j["corrupt_not_removed"])'
+expect_rc 5 env KJIT_CACHE_READONLY=1 "$KJIT" --cache-dir "$R" cache verify
+expect_grep 'checked 3 entries: 2 corrupt (not removed: the cache is read-only)' "$TMP/out" "read-only verify"
+expect_grep '^corrupt, not removed (read-only): ' "$TMP/out" "read-only verify names the entries"
+expect_rc 0 "$KJIT" --cache-dir "$R" cache ls --json
+json_check "$TMP/out" 'len(j) == 3'
+# A directory this user cannot write (root writes anywhere: run as nobody then).
+U=$TMP/u
+cp -r "$R" "$U"
+chmod 0500 "$U"
+as_user=()
+if [ "$(id -u)" = 0 ]; then
+  if command -v setpriv >/dev/null; then
+    chmod 0711 "$TMP"
+    chown -R 65534:65534 "$U"
+    as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+  else
+    echo "note: running as root without setpriv; skipping the unwritable-directory check" >&2
+    U=
+  fi
+fi
+if [ -n "$U" ]; then
+  expect_rc 5 "${as_user[@]}" "$KJIT" --cache-dir "$U" cache verify --json
+  json_check "$TMP/out" 'j["read_only"] and j["checked"] == 3 and j["corrupt"] == 2 and j["removed"] == []'
+  expect_rc 0 "${as_user[@]}" "$KJIT" --cache-dir "$U" cache ls --json
+  json_check "$TMP/out" 'len(j) == 3'
+  chmod 0700 "$U"
+fi
+# Read-write, the same two are found and removed; the third stays.
+expect_rc 5 "$KJIT" --cache-dir "$R" cache verify --json
+json_check "$TMP/out" 'not j["read_only"] and j["checked"] == 3 and j["corrupt"] == 2 and len(j["removed"]) == 2'
+expect_rc 0 env KJIT_CACHE_READONLY=1 "$KJIT" --cache-dir "$R" cache verify
+expect_grep 'checked 1 entries: 0 corrupt (read-only cache)' "$TMP/out" "clean read-only verify"
 
 # prune to a size: least recently used entries go first.
 expect_rc 0 "$KJIT" --cache-dir "$TMP/p" compile "$TMP/saxpy.cu" --arch sm_80 -o /dev/null

@@ -96,4 +96,119 @@ expect_rc 2 "$KJIT" --cache-dir "$C" compile
 expect_rc 3 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" --arch sm_90 -o "$TMP/no/such/dir/out.cubin"
 expect_grep 'out.cubin' "$TMP/err" "unwritable output message"
 
+# A NUL byte is refused like invalid UTF-8 (exit 1, the file and the byte offset named),
+# from a file and from standard input: the source is not cut at the NUL and compiled.
+printf 'extern "C" __global__ void k(int* p) { *p = 1; }\n\0 garbage(\n' >"$TMP/nul.cu"
+expect_rc 1 "$KJIT" --cache-dir "$C" compile "$TMP/nul.cu" --arch sm_90 -o "$TMP/nul.cubin"
+expect_grep "nul.cu.*NUL byte at byte offset 49" "$TMP/err" "NUL byte message"
+[ ! -e "$TMP/nul.cubin" ] || fail "a source with a NUL byte was compiled"
+expect_rc 1 "$KJIT" --cache-dir "$C" compile "$TMP/nul.cu" --arch sm_90 -o "$TMP/nul.cubin" --json
+json_check "$TMP/out" 'not j["ok"] and j["status_name"] == "KJIT_ERROR_INVALID_SOURCE" and "offset 49" in j["message"]'
+expect_rc 1 sh -c "\"$KJIT\" --cache-dir \"$C\" compile - --arch sm_90 -o \"$TMP/nul.cubin\" < \"$TMP/nul.cu\""
+expect_grep "NUL byte at byte offset 49" "$TMP/err" "NUL byte message (stdin)"
+printf 'extern "C" __global__ void k(int* p) { *p = 1; }\n\377\n' >"$TMP/latin1.cu"
+expect_rc 1 "$KJIT" --cache-dir "$C" compile "$TMP/latin1.cu" --arch sm_90 -o "$TMP/nul.cubin"
+expect_grep "latin1.cu.*not valid UTF-8 (byte 49)" "$TMP/err" "invalid UTF-8 message"
+
+# Only regular files are read, at most 64 MiB of them; standard input is read up to the
+# same limit. Devices, FIFOs and directories are refused before anything is read.
+expect_rc 3 bounded "$KJIT" --cache-dir "$C" compile /dev/zero --arch sm_90 -o "$TMP/z.cubin"
+expect_grep "'/dev/zero': not a regular file (a character device)" "$TMP/err" "compile /dev/zero"
+mkfifo "$TMP/fifo.cu"
+expect_rc 3 bounded "$KJIT" --cache-dir "$C" compile "$TMP/fifo.cu" --arch sm_90 -o "$TMP/z.cubin"
+expect_grep "fifo.cu': not a regular file (a FIFO)" "$TMP/err" "compile of a FIFO"
+mkdir "$TMP/dir.cu"
+expect_rc 3 bounded "$KJIT" --cache-dir "$C" compile "$TMP/dir.cu" --arch sm_90 -o "$TMP/z.cubin"
+expect_grep "dir.cu': not a regular file (a directory)" "$TMP/err" "compile of a directory"
+truncate -s 65M "$TMP/big.cu"
+expect_rc 3 bounded "$KJIT" --cache-dir "$C" compile "$TMP/big.cu" --arch sm_90 -o "$TMP/z.cubin"
+expect_grep "big.cu': larger than 64 MiB (the limit for a source)" "$TMP/err" "compile of a 65 MiB file"
+expect_rc 3 bounded sh -c "\"$KJIT\" --cache-dir \"$C\" compile - --arch sm_90 -o \"$TMP/z.cubin\" </dev/zero"
+expect_grep "standard input: larger than 64 MiB (the limit for a source)" "$TMP/err" "compile - </dev/zero"
+[ ! -e "$TMP/z.cubin" ] || fail "a refused source wrote an output"
+
+# -o FILE is replaced whole: the output goes to a temporary file in FILE's directory, which
+# is renamed over FILE. A hard link to the old FILE keeps the old bytes; no temporary file
+# is left; FILE's mode is kept; a symbolic link is written through.
+mkdir "$TMP/o"
+cat >"$TMP/other.cu" <<'CU'
+extern "C" __global__ void other(int* p) { p[threadIdx.x] = threadIdx.x * 3; }
+CU
+expect_rc 0 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" --arch sm_90 -o "$TMP/o/k.cubin"
+cp "$TMP/o/k.cubin" "$TMP/k.before"
+ln "$TMP/o/k.cubin" "$TMP/k.hardlink"
+chmod 640 "$TMP/o/k.cubin"
+expect_rc 0 "$KJIT" --cache-dir "$C" compile "$TMP/other.cu" --arch sm_90 -o "$TMP/o/k.cubin" --json
+[ "$(stat -c %s "$TMP/o/k.cubin")" = "$(json_get "$TMP/out" 'j["bytes"]')" ] || fail "-o FILE does not hold the whole output"
+cmp -s "$TMP/o/k.cubin" "$TMP/k.before" && fail "-o FILE was not replaced"
+cmp -s "$TMP/k.hardlink" "$TMP/k.before" || fail "-o FILE was rewritten in place, not replaced"
+[ "$(stat -c %a "$TMP/o/k.cubin")" = 640 ] || fail "-o FILE lost its mode: $(stat -c %a "$TMP/o/k.cubin")"
+[ "$(ls -A "$TMP/o")" = k.cubin ] || fail "files left beside -o FILE: $(ls -A "$TMP/o" | tr '\n' ' ')"
+ln -s k.cubin "$TMP/o/link.cubin"
+expect_rc 0 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" --arch sm_90 -o "$TMP/o/link.cubin"
+[ -L "$TMP/o/link.cubin" ] || fail "-o through a symbolic link replaced the link"
+cmp -s "$TMP/o/k.cubin" "$TMP/k.before" || fail "-o through a symbolic link did not write its target"
+(umask 027 && "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" --arch sm_90 -o "$TMP/o/new.cubin") 2>/dev/null || fail "compile to a new file failed"
+[ "$(stat -c %a "$TMP/o/new.cubin")" = 640 ] || fail "a new -o FILE does not follow the umask: $(stat -c %a "$TMP/o/new.cubin")"
+rm -f "$TMP/o/new.cubin" "$TMP/o/link.cubin"
+# A write cut short (by a 1 KiB file size limit, as a kill would cut it) leaves FILE whole as
+# it was and no temporary file; the failure is an error (3) naming FILE.
+expect_rc 3 env KJIT_CACHE_DISABLE=1 bash -c 'ulimit -f 1 && exec "$@"' sh \
+  "$KJIT" compile "$TMP/other.cu" --arch sm_90 -o "$TMP/o/k.cubin"
+expect_grep "cannot write '$TMP/o/k.cubin': File too large" "$TMP/err" "a write past the file size limit"
+cmp -s "$TMP/o/k.cubin" "$TMP/k.before" || fail "a write cut short damaged -o FILE"
+[ "$(ls -A "$TMP/o")" = k.cubin ] || fail "files left beside -o FILE: $(ls -A "$TMP/o" | tr '\n' ' ')"
+# A directory where no file can be created (root may write anywhere but in /sys).
+if [ "$(id -u)" = 0 ]; then RO=/sys; else RO=$TMP/ro && mkdir "$RO" && chmod 555 "$RO"; fi
+expect_rc 3 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" --arch sm_90 -o "$RO/kjit-test.cubin"
+expect_grep "cannot write '$RO/kjit-test.cubin': .*Permission denied" "$TMP/err" "an unwritable directory"
+[ ! -e "$RO/kjit-test.cubin" ] || fail "wrote into an unwritable directory"
+# Devices are written as they are (not replaced): /dev/null stays a device.
+expect_rc 0 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" --arch sm_90 -o /dev/null
+[ -c /dev/null ] || fail "/dev/null is no longer a device"
+
+# Waiting for another process's compile is reported apart from compiling. Another process
+# holds the claim of the key (stopped, as a hung one would be) and then dies: this one waits
+# for it, then compiles. "compiled in" is NVRTC's time; the wait is the rest of the wall time.
+write_slow "$TMP/slow.cu"
+for form in text json; do
+  W=$TMP/wait-$form
+  hold_claim "$W" "$KJIT" --cache-dir "$W" compile "$TMP/slow.cu" --arch sm_90 -o /dev/null
+  flag=; [ $form = json ] && flag=--json
+  "$KJIT" --cache-dir "$W" compile "$TMP/slow.cu" --arch sm_90 -o "$TMP/slow.cubin" $flag \
+    >"$TMP/wait.out" 2>"$TMP/wait.err" &
+  WAITER=$!
+  sleep 1.5
+  { kill -KILL "$HOLDER" && wait "$HOLDER"; } 2>/dev/null || true
+  wait "$WAITER" || fail "the compile that waited failed: $(cat "$TMP/wait.err")"
+  if [ $form = text ]; then
+    expect_grep 'cache miss, compiled in [0-9.]* m*s after waiting [0-9.]* m*s for another process \[key' "$TMP/wait.err" "compile after a wait"
+  else
+    json_check "$TMP/wait.out" 'j["tier"] == "compiled" and j["wait_ms"] >= 1000 and j["compile_ms"] > 0'
+    json_check "$TMP/wait.out" 'abs(j["elapsed_ms"] - j["wait_ms"] - j["compile_ms"]) < 1'
+  fi
+done
+# Without another process there is no wait.
+expect_rc 0 "$KJIT" --cache-dir "$C" compile "$TMP/slow.cu" --arch sm_90 -o /dev/null --json
+json_check "$TMP/out" 'j["tier"] == "compiled" and j["wait_ms"] == 0 and j["elapsed_ms"] >= j["compile_ms"]'
+expect_rc 0 "$KJIT" --cache-dir "$C" compile "$TMP/slow.cu" --arch sm_90 -o /dev/null
+expect_grep 'cache hit (disk) in .*, compile took ' "$TMP/err" "a hit without a wait"
+
+# The CUDA toolkit's headers need no -I; --no-toolkit gives NVRTC's own error; a toolkit
+# root without headers is a usage error; kjit info names the directories.
+printf '#include <cuda_fp16.h>\n#include <cub/block/block_reduce.cuh>\n__global__ void k(__half* p) { *p = __float2half(1.0f); }\n' >"$TMP/fp16.cu"
+expect_rc 0 "$KJIT" --cache-dir "$TMP/tk" compile "$TMP/fp16.cu" --arch sm_90 --ptx -o "$TMP/fp16.ptx"
+expect_rc 1 "$KJIT" --cache-dir "$TMP/tk" compile "$TMP/fp16.cu" --arch sm_90 --ptx --no-toolkit -o "$TMP/x.ptx"
+expect_grep 'open source file "cuda_fp16.h"' "$TMP/err" "--no-toolkit error"
+mkdir -p "$TMP/not-a-toolkit"
+expect_rc 2 "$KJIT" --cache-dir "$TMP/tk" compile "$TMP/fp16.cu" --arch sm_90 --toolkit "$TMP/not-a-toolkit" -o "$TMP/x.ptx"
+expect_grep 'cuda_fp16.h' "$TMP/err" "toolkit without headers"
+expect_rc 2 "$KJIT" compile "$TMP/fp16.cu" --toolkit /x --no-toolkit -o "$TMP/x.ptx"
+expect_rc 0 "$KJIT" --cache-dir "$TMP/tk" compile "$TMP/fp16.cu" --arch sm_90 --ptx --no-pch -o "$TMP/fp16b.ptx"
+cmp -s "$TMP/fp16.ptx" "$TMP/fp16b.ptx" || fail "PTX differs with and without precompiled headers"
+expect_rc 0 "$KJIT" --cache-dir "$TMP/tk" cache stats
+expect_grep 'precompiled headers 1 created' "$TMP/out" "PCH count in cache stats"
+expect_rc 0 "$KJIT" info
+expect_grep '^toolkit .*/include' "$TMP/out" "kjit info toolkit line"
+
 finish

@@ -10,7 +10,8 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/kjit-cli-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 # Keep the tests away from the user's cache and settings (XDG_CACHE_HOME comes before
 # HOME in the default location).
-unset KJIT_CACHE_DIR KJIT_CACHE_DISABLE KJIT_CACHE_MAX_SIZE KJIT_LOG KJIT_REMOTE
+unset KJIT_CACHE_DIR KJIT_CACHE_DISABLE KJIT_CACHE_MAX_SIZE KJIT_CACHE_READONLY KJIT_EXPORT_KEY \
+  KJIT_LOG KJIT_REMOTE
 export XDG_CACHE_HOME=$TMP/xdg
 FAILURES=0
 
@@ -68,6 +69,12 @@ print(eval(sys.argv[2], {"j": j}))
 PY
 }
 
+# bounded CMD... : runs CMD with at most 2 GiB of address space and 60 s, so that a command
+# reading without bound fails fast instead of eating the machine's memory.
+bounded() {
+  (ulimit -v 2097152 && exec timeout 60 "$@")
+}
+
 finish() {
   if [ "$FAILURES" -ne 0 ]; then
     echo "$FAILURES check(s) failed" >&2
@@ -83,4 +90,47 @@ extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
   if (i < n) y[i] = a * x[i] + y[i];
 }
 CU
+}
+
+# A kernel that takes NVRTC most of a second to compile (an unrolled loop).
+write_slow() {
+  cat >"$1" <<'CU'
+extern "C" __global__ void slow(float* x, int n) {
+  float a = x[threadIdx.x];
+#pragma unroll
+  for (int i = 0; i < 300; ++i) a = a * x[(i * 7 + threadIdx.x) % n] + __sinf(a + i);
+  x[threadIdx.x] = a;
+}
+CU
+}
+
+# hold_claim CACHE-DIR CMD... : starts CMD, a kjit compile of a slow source into the cache in
+# CACHE-DIR, in the background; waits until it holds the compile claim of its key (a row of
+# the database's claims table), then stops it there with SIGSTOP, as a hung process would
+# be. Sets HOLDER to its pid: `kill -CONT` lets it finish and store the entry, `kill -KILL`
+# (and `wait`) makes it die holding the claim.
+hold_claim() {
+  local db=$1/kjit.db
+  shift
+  "$@" >/dev/null 2>&1 &
+  HOLDER=$!
+  if ! python3 - "$db" <<'PY'
+import sqlite3, sys, time
+deadline = time.time() + 60
+while time.time() < deadline:
+    try:
+        db = sqlite3.connect("file:" + sys.argv[1] + "?mode=ro", uri=True, timeout=1)
+        n = db.execute("SELECT count(*) FROM claims WHERE failure IS NULL").fetchone()[0]
+        db.close()
+        if n > 0:
+            sys.exit(0)
+    except sqlite3.Error:
+        pass
+    time.sleep(0.005)
+sys.exit(1)
+PY
+  then
+    fail "no compile claim appeared in $db"
+  fi
+  kill -STOP "$HOLDER"
 }

@@ -44,15 +44,38 @@ expect_rc 2 "$KJIT" --cache-dir "$C" cache import a b
 expect_rc 2 "$KJIT" --cache-dir "$C" cache stats extra
 expect_rc 2 "$KJIT" --cache-dir "$C" cache prune --max-size=-5
 expect_rc 2 "$KJIT" --cache-dir "$C" cache prune --max-size 1.5Q
+# A size is a whole number of bytes with an optional K, M, G or T (binary multiples), below
+# 2^63: anything else is a usage error that says what is accepted, not a guess (1e3 once
+# read as 1000 bytes pruned the whole cache).
+for bad in 1e3 0x10 5MB 1.5G 1.5M 5KiB 5b K '' ' 5' '5 ' +5 -0 5KK 8388608T 9223372036854775808 \
+           18446744073709551616 99999999999999999999999; do
+  expect_rc 2 "$KJIT" --cache-dir "$C" cache prune --max-size "$bad" --json &&
+    expect_grep "bad size '$bad' for --max-size: .*whole number of bytes.*K, M, G or T" "$TMP/err" "prune --max-size '$bad'"
+  [ ! -s "$TMP/out" ] || fail "prune --max-size '$bad' printed a result"
+done
+# Empty file names are usage errors, whichever option takes them.
+expect_rc 2 sh -c "cd \"$TMP\" && \"$KJIT\" --cache-dir \"$C\" compile x.cu -o ''"
+expect_grep "option '--output' needs a non-empty path" "$TMP/err" "compile -o ''"
+expect_rc 2 "$KJIT" --cache-dir "$C" compile x.cu --output=
+expect_rc 2 "$KJIT" --cache-dir "$C" compile x.cu -I ''
+expect_grep "option '--include-path' needs a non-empty path" "$TMP/err" "compile -I ''"
+expect_rc 2 "$KJIT" --cache-dir "$C" cache show 0000 -o ''
+expect_grep "option '--output' needs a non-empty path" "$TMP/err" "cache show -o ''"
+expect_rc 2 "$KJIT" --cache-dir '' info
+expect_grep "option '--cache-dir' needs a non-empty path" "$TMP/err" "--cache-dir ''"
+expect_rc 2 "$KJIT" info --cache-dir=
+expect_grep "option '--cache-dir' needs a non-empty path" "$TMP/err" "info --cache-dir="
 expect_rc 2 "$KJIT" --cache-dir "$C" warm a.json b.json
 expect_rc 2 "$KJIT" --cache-dir "$C" warm a.json -j many
 expect_rc 2 "$KJIT" info extra
 
 # Sizes: K, M, G suffixes are binary multiples (checked through prune's JSON).
-for pair in 10:10 4K:4096 1.5M:1572864 2G:2147483648 1k:1024; do
+for pair in 0:0 10:10 007:7 4K:4096 3M:3145728 2G:2147483648 1k:1024 3T:3298534883328 \
+            8388607T:9223370937343148032; do
   expect_rc 0 "$KJIT" --cache-dir "$C" cache prune --max-size "${pair%%:*}" --json
   json_check "$TMP/out" 'j["max_size_bytes"] == '"${pair##*:}"
 done
+expect_rc 0 "$KJIT" --cache-dir "$C" cache prune --max-size 9223372036854775807
 
 # Global options work after the command too; --version; info in both forms.
 expect_rc 0 "$KJIT" --version

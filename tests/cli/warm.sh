@@ -99,6 +99,73 @@ expect_rc 1 "$KJIT" --cache-dir "$C" warm "$M/missing.json"
 expect_grep 'gone.cu (sm_90): cannot read .*gone.cu' "$TMP/out" "missing source file"
 expect_grep '^warmed 2 kernels .* 1 failed$' "$TMP/out" "missing source file summary"
 
+# A NUL byte in a source fails that kernel like invalid UTF-8, naming the source and the
+# byte offset, whether the source is a file or inline (JSON "\u0000"); the source is not cut
+# at the NUL and compiled.
+printf 'extern "C" __global__ void k(int* p) { *p = 1; }\n\0 garbage(\n' >"$M/kernels/nul.cu"
+cat >"$M/nul.json" <<'JSON'
+{ "defaults": { "targets": ["sm_90"] },
+  "kernels": [ { "file": "kernels/saxpy.cu" }, { "name": "nulfile", "file": "kernels/nul.cu" },
+               { "name": "nulinline", "source": "extern \"C\" __global__ void k() {}\u0000 garbage(" },
+               { "name": "nulheader", "source": "#include \"h.h\"\nextern \"C\" __global__ void k() {}",
+                 "headers": { "h.h": "// h\u0000 garbage(" } } ] }
+JSON
+expect_rc 1 "$KJIT" --cache-dir "$C" warm "$M/nul.json" -j 1
+expect_grep 'FAILED   nulfile (sm_90): .*kernels/nul.cu.*NUL byte at byte offset 49' "$TMP/out" "NUL byte in a source file"
+expect_grep 'FAILED   nulinline (sm_90): inline source .*NUL byte at byte offset 33' "$TMP/out" "NUL byte in an inline source"
+expect_grep "FAILED   nulheader (sm_90): header 'h.h' .*NUL byte at byte offset 4" "$TMP/out" "NUL byte in a header"
+expect_grep '^warmed 4 kernels .*, 3 failed$' "$TMP/out" "NUL byte summary"
+expect_rc 1 "$KJIT" --cache-dir "$C" warm "$M/nul.json" --json
+json_check "$TMP/out" '[r["status_name"] for r in j["results"] if not r["ok"]] == ["KJIT_ERROR_INVALID_SOURCE"] * 3'
+expect_rc 1 "$KJIT" --cache-dir "$C" warm "$M/nul.json" --dry-run
+expect_grep 'nulinline (sm_90): inline source .*NUL byte' "$TMP/out" "NUL byte in a dry run"
+# Elsewhere in a manifest a NUL cannot be passed on: the manifest is malformed.
+echo '{ "kernels": [ { "source": "__global__ void k() {}", "targets": ["sm_90"], "options": ["-DX=1\u0000"] } ] }' >"$M/nulopt.json"
+expect_rc 3 "$KJIT" --cache-dir "$C" warm "$M/nulopt.json"
+expect_grep "nulopt.json.*kernels\[0\]\.options\[0\].*NUL" "$TMP/err" "NUL in an option"
+{ echo '{ "kernels": [ { "source": "__global__ void k() {}", "targets": ["sm_90"] } ] }'; printf '\0'; } >"$M/nulraw.json"
+expect_rc 3 "$KJIT" --cache-dir "$C" warm "$M/nulraw.json"
+expect_grep "nulraw.json.*NUL byte at byte offset 80" "$TMP/err" "NUL byte in the manifest"
+
+# Sources and manifests are read only from regular files of at most 64 MiB.
+cat >"$M/devzero.json" <<'JSON'
+{ "defaults": { "targets": ["sm_90"] },
+  "kernels": [ { "file": "kernels/saxpy.cu" }, { "name": "zero", "file": "/dev/zero" } ] }
+JSON
+expect_rc 1 bounded "$KJIT" --cache-dir "$C" warm "$M/devzero.json" -j 1
+expect_grep "FAILED   zero (sm_90): cannot read '/dev/zero': not a regular file (a character device)" "$TMP/out" "/dev/zero as a source"
+expect_grep '^warmed 2 kernels .*, 1 failed$' "$TMP/out" "/dev/zero as a source"
+expect_rc 3 bounded "$KJIT" --cache-dir "$C" warm /dev/zero
+expect_grep "manifest '/dev/zero': not a regular file (a character device)" "$TMP/err" "/dev/zero as the manifest"
+truncate -s 65M "$M/big.json"
+expect_rc 3 bounded "$KJIT" --cache-dir "$C" warm "$M/big.json"
+expect_grep "big.json': larger than 64 MiB (the limit for a manifest)" "$TMP/err" "a 65 MiB manifest"
+
+# Waiting for another process's compile is reported apart from compiling. Another process
+# holds the claim of the kernel's key (stopped, as a hung one would be); when it goes on and
+# stores the entry, warm reports a hit after a wait; when it dies, warm compiles after the
+# wait, and "compiled in" is NVRTC's time alone.
+write_slow "$M/kernels/slow.cu"
+echo '[ { "name": "slow", "file": "kernels/slow.cu", "targets": ["sm_90"] } ]' >"$M/slow.json"
+for end in CONT KILL; do
+  W=$TMP/wait-$end
+  hold_claim "$W" sh -c "cd \"$M\" && exec \"$KJIT\" --cache-dir \"$W\" compile kernels/slow.cu --arch sm_90 -o /dev/null"
+  flag=; [ $end = KILL ] && flag=--json
+  "$KJIT" --cache-dir "$W" warm "$M/slow.json" $flag >"$TMP/wait.out" 2>"$TMP/wait.err" &
+  WAITER=$!
+  sleep 1.5
+  { kill -$end "$HOLDER" && wait "$HOLDER"; } 2>/dev/null || true
+  wait "$WAITER" || fail "warm that waited failed: $(cat "$TMP/wait.out" "$TMP/wait.err")"
+  if [ $end = CONT ]; then
+    expect_grep '^\[1/1\] cached   slow (sm_90), saves [0-9.]* m*s, after waiting [0-9.]* m*s for another process$' "$TMP/wait.out" "warm hit after a wait"
+  else
+    json_check "$TMP/wait.out" 'j["results"][0]["tier"] == "compiled" and j["results"][0]["wait_ms"] >= 1000'
+    json_check "$TMP/wait.out" 'abs(j["results"][0]["elapsed_ms"] - j["results"][0]["wait_ms"] - j["results"][0]["compile_ms"]) < 1'
+  fi
+done
+expect_rc 0 "$KJIT" --cache-dir "$TMP/wait-none" warm "$M/slow.json"
+expect_grep '^\[1/1\] compiled slow (sm_90) in [0-9.]* m*s$' "$TMP/out" "warm without a wait"
+
 # Malformed manifests stop before compiling anything, naming the file and the problem.
 echo '{ "kernels": [ { "name": "x", ' >"$M/bad1.json"
 expect_rc 3 "$KJIT" --cache-dir "$C" warm "$M/bad1.json"
