@@ -27,6 +27,16 @@
  * runtime, PyTorch and CuPy use) on the stream given (a CUstream / cudaStream_t of that
  * context; NULL is the legacy default stream). Calls are asynchronous like cuBLASLt's,
  * except a run that autotunes, which waits for its trial runs.
+ *
+ * Several devices: a handle belongs to one device; create one per device. Its cuBLASLt
+ * handle, workspaces and memory tier are its own and live in that device's primary
+ * context, whatever context the calling thread has current. Handles of different devices
+ * may share one kjit_cache: a plan persisted by one device is used by another only where
+ * the validators (cuBLASLt and driver versions, device name, compute capability) and the
+ * plan key (which holds the SM count) agree, and is still checked with
+ * cublasLtMatmulAlgoCheck there. After cuDevicePrimaryCtxReset of the device, a handle
+ * made before it returns KJIT_ERROR_STALE_HANDLE (its workspaces went with the context);
+ * destroy it, which frees nothing of the new context, and create a new one.
  */
 #ifndef KJIT_GEMM_H
 #define KJIT_GEMM_H
@@ -182,7 +192,9 @@ KJIT_EXPORT kjit_status kjit_gemm_create(kjit_cache* cache, int device,
 /**
  * Destroy a handle: waits for the GEMMs it enqueued to finish, then frees its workspaces,
  * its plans and its cuBLASLt handle, and releases the primary context. NULL is a no-op.
- * Must not race with other calls on the same handle.
+ * Must not race with other calls on the same handle. After a reset of the device's
+ * primary context it frees no device memory (the reset did, and the addresses may belong
+ * to new allocations).
  */
 KJIT_EXPORT void kjit_gemm_destroy(kjit_gemm* gemm);
 
@@ -217,6 +229,9 @@ KJIT_EXPORT kjit_status kjit_gemm_check(const kjit_gemm_desc* desc, const void* 
  * Thread-safety: any number of threads may run on one handle at once, on the same or
  * different streams.
  * Returns KJIT_OK; the statuses of kjit_gemm_check(); KJIT_ERROR_INVALID_HANDLE;
+ * KJIT_ERROR_INVALID_ARGUMENT also for a stream of another context than the device's
+ * primary context (another device's, say), naming both; KJIT_ERROR_STALE_HANDLE once the
+ * device's primary context was reset after the handle was created;
  * KJIT_ERROR_UNSUPPORTED (cuBLASLt has no algorithm for this problem on this device or
  * refuses to run it, or fp8 on a device before compute capability 8.9); KJIT_ERROR_CUBLAS (a cuBLASLt call
  * failed; the message has its status name); KJIT_ERROR_CUDA or KJIT_ERROR_CUDA_STICKY.

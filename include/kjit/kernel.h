@@ -9,7 +9,26 @@
  * has one and it belongs to the requested device; otherwise into the device's primary
  * context (retained by kjit, so it interoperates with the CUDA runtime, PyTorch, CuPy and
  * CUDA.jl). A kernel launches in the context it was loaded into; kjit makes it current
- * for the launch when it is not.
+ * for the launch when it is not, and restores the caller's afterwards.
+ *
+ * Several devices: a kernel handle belongs to one device. Create one handle per device
+ * from the same source and compiler; devices of the same architecture share the compiled
+ * result (one compile, then a cache hit and a module load per device). A handle created
+ * for device 1 launches in device 1's context whatever context the calling thread has
+ * current (device 0's, none, or another), so one thread may drive several devices, and
+ * threads may drive different devices at once. cfg->stream must be a stream of the
+ * kernel's own context (or NULL, that context's legacy stream); a stream of another
+ * device is refused by the driver, and kjit's message names both contexts.
+ * After cuDevicePrimaryCtxReset (or cudaDeviceReset) of one device, that device's handles
+ * reload into its primary context on their next use (or report KJIT_ERROR_STALE_HANDLE
+ * with KJIT_KERNEL_NO_RELOAD); a handle whose code lived in the primary context goes back
+ * there whatever the reloading thread has current. Handles of other devices are not
+ * touched.
+ *
+ * Peer memory: kjit never enables peer access. A kernel on one device may read or write
+ * another device's memory only after the caller has enabled it (cuCtxEnablePeerAccess
+ * with the kernel's context current, or cudaDeviceEnablePeerAccess on the kernel's
+ * device), and only where cuDeviceCanAccessPeer allows it.
  */
 #ifndef KJIT_KERNEL_H
 #define KJIT_KERNEL_H
@@ -153,7 +172,9 @@ KJIT_EXPORT void kjit_launch_config_init(kjit_launch_config* cfg);
  * `count` must equal the kernel's parameter count, else KJIT_ERROR_ARGUMENT_MISMATCH
  * naming expected and given counts. The launch is asynchronous on cfg->stream.
  * Errors carry the driver's error name and string (KJIT_ERROR_CUDA); a sticky error
- * (e.g. an illegal address from an earlier kernel) is KJIT_ERROR_CUDA_STICKY.
+ * (e.g. an illegal address from an earlier kernel) is KJIT_ERROR_CUDA_STICKY. A stream of
+ * another context (another device's, say) is refused by the driver: KJIT_ERROR_CUDA with
+ * the stream's and the kernel's contexts named.
  * Thread-safety: any number of threads may launch the same handle at once.
  * Hot path: no allocation and no lock on a launch of a loaded kernel.
  */

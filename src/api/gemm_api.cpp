@@ -10,10 +10,6 @@
 using namespace kjit;
 using namespace kjit::api;
 
-struct kjit_gemm : kjit::api::Handle<kjit::api::kGemmMagic> {
-  std::unique_ptr<kjit::blas::Gemm> gemm;
-};
-
 extern "C" {
 
 KJIT_EXPORT void kjit_gemm_desc_init(kjit_gemm_desc* desc) {

@@ -9,8 +9,10 @@
 #include <mutex>
 #include <string>
 
+#include "blas/gemm.h"
 #include "compile/compiler.h"
 #include "compile/options.h"
+#include "kernel/kernel.h"
 #include "kjit/kjit.h"
 #include "store/cache.h"
 #include "util/error.h"
@@ -69,6 +71,14 @@ struct kjit_future_state {
 
 struct kjit_future : kjit::api::Handle<kjit::api::kFutureMagic> {
   std::shared_ptr<kjit_future_state> state;
+};
+
+struct kjit_kernel : kjit::api::Handle<kjit::api::kKernelMagic> {
+  std::unique_ptr<kjit::Kernel> kernel;
+};
+
+struct kjit_gemm : kjit::api::Handle<kjit::api::kGemmMagic> {
+  std::unique_ptr<kjit::blas::Gemm> gemm;
 };
 
 namespace kjit::api {

@@ -9,10 +9,6 @@
 #include "kernel/kernel.h"
 #include "kjit/kernel.h"
 
-struct kjit_kernel : kjit::api::Handle<kjit::api::kKernelMagic> {
-  std::unique_ptr<kjit::Kernel> kernel;
-};
-
 using kjit::api::error;
 using kjit::api::guard;
 using kjit::api::ok;

@@ -310,11 +310,22 @@ Gemm::Gemm(Cache* cache, int device, const GemmOptions& opts)
     : cache_(cache), ordinal_(device), opts_(opts), dev_(query_device(device)) {
   validators_ = blas::validators(dev_);
   ctx_ = cuda::primary_context(device);
+  if (!cuda::context_id(ctx_, &ctx_id_))
+    fail(KJIT_ERROR_CUDA, "the primary context of device " + std::to_string(device) +
+                              " has no id after retain");
   cuda::ScopedContext scope(ctx_);
   lt_check(lt().cublasLtCreate(&handle_), "cublasLtCreate");
 }
 
 Gemm::~Gemm() {
+  if (!context_alive()) {
+    // cuDevicePrimaryCtxReset freed the workspaces with the context, and the addresses
+    // may belong to new allocations by now: free nothing. The cuBLASLt handle is left
+    // as it is (its state lived in the old context).
+    log_debug("gemm handle of device " + std::to_string(ordinal_) +
+              " destroyed after its primary context was reset; nothing left to free");
+    return;
+  }
   try {
     cuda::ScopedContext scope(ctx_);
     const auto& drv = cuda::driver();
@@ -597,6 +608,33 @@ Gemm::PlanPtr Gemm::get_plan(const Problem& p, const PlanKey& key, CUstream stre
   return plan;
 }
 
+bool Gemm::context_alive() const {
+  unsigned long long id = 0;
+  return cuda::context_id(ctx_, &id) && id == ctx_id_;
+}
+
+void Gemm::check_stream(CUstream stream) const {
+  // The special handles mean "this stream of the current context", which run() makes the
+  // handle's own.
+  if (!stream || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) return;
+  CUcontext owner = nullptr;
+  const CUresult r = cuda::driver().cuStreamGetCtx(stream, &owner);
+  if (r != CUDA_SUCCESS) cuda::throw_error(r, "cuStreamGetCtx (the stream given to kjit_gemm_run)");
+  if (owner != ctx_)
+    fail(KJIT_ERROR_INVALID_ARGUMENT,
+         "kjit_gemm_run: the stream belongs to " + cuda::describe_context(owner) +
+             ", but this GEMM handle runs in the primary context of device " +
+             std::to_string(ordinal_) + "; pass a stream of that context (or NULL)");
+}
+
+std::vector<CUdeviceptr> Gemm::workspace_pointers() const {
+  std::lock_guard<std::mutex> lock(ws_mu_);
+  std::vector<CUdeviceptr> out;
+  for (const auto& kv : workspaces_)
+    if (kv.second->ptr) out.push_back(kv.second->ptr);
+  return out;
+}
+
 std::shared_ptr<Gemm::Workspace> Gemm::workspace_for(CUstream stream) {
   const unsigned long long id = stream_key(stream);
   std::lock_guard<std::mutex> lock(ws_mu_);
@@ -656,7 +694,14 @@ void Gemm::grow(Workspace& ws, size_t need, CUstream stream) {
 
 void Gemm::run(const Problem& p, void* stream_ptr) {
   const CUstream stream = static_cast<CUstream>(stream_ptr);
+  if (!context_alive())
+    fail(KJIT_ERROR_STALE_HANDLE,
+         "GEMM handle of device " + std::to_string(ordinal_) +
+             ": the device's primary context was reset (cuDevicePrimaryCtxReset or "
+             "cudaDeviceReset) after the handle was created, and its workspaces and cuBLASLt "
+             "state went with it; destroy the handle and create a new one");
   cuda::ScopedContext scope(ctx_);
+  check_stream(stream);
   const PlanKey key = key_for(p);
   const PlanPtr plan = get_plan(p, key, stream);
 

@@ -47,12 +47,17 @@ class Gemm {
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
 
-  // Enqueue one GEMM on `stream` (a CUstream of the device's primary context).
+  // Enqueue one GEMM on `stream` (a CUstream of the device's primary context; a stream
+  // of another context is KJIT_ERROR_INVALID_ARGUMENT). KJIT_ERROR_STALE_HANDLE once the
+  // primary context was reset: the workspaces and cuBLASLt state went with it.
   void run(const Problem& p, void* stream);
   void clear_plans();
   void stats(kjit_gemm_stats* out) const;
 
   const DeviceInfo& device() const { return dev_; }
+  CUcontext context() const { return ctx_; }
+  // For tests: the device memory held for workspaces now.
+  std::vector<CUdeviceptr> workspace_pointers() const;
   const GemmOptions& options() const { return opts_; }
   const std::string& plan_validators() const { return validators_; }
   PlanKey key_for(const Problem& p) const { return make_key(p, dev_, opts_.max_workspace); }
@@ -71,6 +76,9 @@ class Gemm {
   Heuristics heuristic(const Problem& p, const Plan& plan, int count);
   size_t autotune(const Problem& p, const Plan& plan, const Heuristics& cands, CUstream stream);
   void insert(const PlanKey& key, const PlanPtr& plan);
+  // True while the primary context is the one the handle was created in.
+  bool context_alive() const;
+  void check_stream(CUstream stream) const;
   std::shared_ptr<Workspace> workspace_for(CUstream stream);
   void grow(Workspace& ws, size_t need, CUstream stream);
   cublasStatus_t matmul(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const Problem& p,
@@ -82,6 +90,7 @@ class Gemm {
   DeviceInfo dev_;
   std::string validators_;
   CUcontext ctx_ = nullptr;
+  unsigned long long ctx_id_ = 0;  // the primary context's id when the handle was made
   cublasLtHandle_t handle_ = nullptr;
 
   mutable std::mutex plans_mu_;
@@ -89,7 +98,7 @@ class Gemm {
   std::unordered_map<PlanKey, std::list<std::pair<PlanKey, PlanPtr>>::iterator, PlanKeyHash>
       index_;
 
-  std::mutex ws_mu_;
+  mutable std::mutex ws_mu_;
   std::unordered_map<unsigned long long, std::shared_ptr<Workspace>> workspaces_;
   uint64_t ws_tick_ = 0;
 

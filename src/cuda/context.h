@@ -34,8 +34,17 @@ CUcontext primary_context(int device);
 struct ContextChoice {
   CUcontext ctx = nullptr;
   unsigned long long id = 0;
+  bool primary = false;  // ctx is the device's primary context
 };
 ContextChoice choose_context(int device);
+
+// The device's primary context (retained, made active again after a reset), whatever
+// context is current on the calling thread.
+ContextChoice primary_choice(int device);
+
+// "the primary context of device 1", "a context of device 0 (not its primary context)",
+// or "a context that no longer exists". For error messages; never throws.
+std::string describe_context(CUcontext ctx) noexcept;
 
 // Id of a live context (unique for the life of the process). False when the context was
 // destroyed or reset, or the driver is shutting down. Never throws.

@@ -29,6 +29,19 @@ DeviceTables& tables() {
   return *t;
 }
 
+// True when `ctx` is the active primary context of `dev`. Retaining an active primary
+// context and releasing it again changes nothing; an inactive one is never created here.
+bool is_active_primary(CUdevice dev, CUcontext ctx) {
+  const Driver& d = driver();
+  unsigned flags = 0;
+  int active = 0;
+  if (d.cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active) return false;
+  CUcontext primary = nullptr;
+  if (d.cuDevicePrimaryCtxRetain(&primary, dev) != CUDA_SUCCESS) return false;
+  d.cuDevicePrimaryCtxRelease(dev);
+  return primary == ctx;
+}
+
 PrimarySlot& primary_slot(int device) {
   DeviceTables& t = tables();
   std::lock_guard<std::mutex> lock(t.mu);
@@ -135,15 +148,47 @@ ContextChoice choose_context(int device) {
         context_id(current, &id)) {
       c.ctx = current;
       c.id = id;
+      c.primary = is_active_primary(dev, current);
       return c;
     }
   }
+  return primary_choice(device);
+}
+
+ContextChoice primary_choice(int device) {
+  ContextChoice c;
   c.ctx = primary_context(device);
+  c.primary = true;
   if (!context_id(c.ctx, &c.id)) {
     fail(KJIT_ERROR_CUDA, "the primary context of device " + std::to_string(device) +
                               " has no id after retain");
   }
   return c;
+}
+
+std::string describe_context(CUcontext ctx) noexcept {
+  try {
+    unsigned long long id = 0;
+    if (!ctx || !context_id(ctx, &id)) return "a context that no longer exists";
+    const Driver& d = driver();
+    if (d.cuCtxPushCurrent(ctx) != CUDA_SUCCESS) return "context " + std::to_string(id);
+    CUdevice dev = -1;
+    const CUresult r = d.cuCtxGetDevice(&dev);
+    CUcontext popped = nullptr;
+    d.cuCtxPopCurrent(&popped);
+    if (r != CUDA_SUCCESS) return "context " + std::to_string(id);
+    int ordinal = -1;
+    const int n = device_count();
+    for (int i = 0; i < n && ordinal < 0; ++i) {
+      CUdevice h = -1;
+      if (d.cuDeviceGet(&h, i) == CUDA_SUCCESS && h == dev) ordinal = i;
+    }
+    const std::string which = "device " + std::to_string(ordinal);
+    return is_active_primary(dev, ctx) ? "the primary context of " + which
+                                       : "a context of " + which + " (not its primary context)";
+  } catch (...) {
+    return "an unknown context";
+  }
 }
 
 bool context_id(CUcontext ctx, unsigned long long* id) noexcept {

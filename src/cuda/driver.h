@@ -55,6 +55,7 @@ namespace kjit::cuda {
   X(cuStreamCreate, 2000)                             \
   X(cuStreamDestroy, 4000)                            \
   X(cuStreamSynchronize, 2000)                        \
+  X(cuStreamGetCtx, 9020)                             \
   X(cuEventCreate, 2000)                              \
   X(cuEventDestroy, 4000)                             \
   X(cuEventRecord, 2000)                              \

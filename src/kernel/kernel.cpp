@@ -184,7 +184,10 @@ Kernel::~Kernel() {
 }
 
 std::unique_ptr<Kernel::Loaded> Kernel::load_now(bool first) {
-  const cuda::ContextChoice c = cuda::choose_context(device_);
+  // A reload must not follow whatever context the reloading thread has current: code
+  // that lived in the primary context goes back there (the caller's memory is there).
+  const cuda::ContextChoice c =
+      !first && primary_ ? cuda::primary_choice(device_) : cuda::choose_context(device_);
   ModulePtr module;
   if (first) {
     const bool want_ptx = (flags_ & KJIT_KERNEL_FORCE_PTX) != 0 || entry_->cubin.empty();
@@ -250,6 +253,7 @@ std::unique_ptr<Kernel::Loaded> Kernel::load_now(bool first) {
                                          shared),
                 "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
   }
+  primary_ = primary_ || c.primary;
   auto l = std::make_unique<Loaded>();
   l->ctx = c.ctx;
   l->ctx_id = c.id;
@@ -286,6 +290,11 @@ const Kernel::Loaded& Kernel::reload(const Loaded* seen) {
 unsigned long long Kernel::context_id() const {
   const Loaded* l = current_.load(std::memory_order_acquire);
   return l ? l->ctx_id : 0;
+}
+
+CUcontext Kernel::context() const {
+  const Loaded* l = current_.load(std::memory_order_acquire);
+  return l ? l->ctx : nullptr;
 }
 
 // ---- queries ----------------------------------------------------------------------------
@@ -427,10 +436,10 @@ void Kernel::launch_checked(const kjit_launch_config& cfg, void** params, void**
     CUcontext popped = nullptr;
     drv_->cuCtxPopCurrent(&popped);
   }
-  if (r != CUDA_SUCCESS) launch_failed(r, cfg);
+  if (r != CUDA_SUCCESS) launch_failed(r, cfg, l.ctx);
 }
 
-void Kernel::launch_failed(CUresult r, const kjit_launch_config& cfg) const {
+void Kernel::launch_failed(CUresult r, const kjit_launch_config& cfg, CUcontext ctx) const {
   std::string what = "launch of kernel '" + symbol_ + "' (grid " + dims(cfg.grid) + ", block " +
                      dims(cfg.block) + ", " + std::to_string(cfg.shared_bytes) +
                      " bytes dynamic shared memory";
@@ -443,6 +452,18 @@ void Kernel::launch_failed(CUresult r, const kjit_launch_config& cfg) const {
   }
   if (cfg.struct_size >= kConfigWithCooperative && cfg.cooperative) what += ", cooperative";
   what += ")";
+  // A stream of another context (another device, say) is the driver's to refuse; say
+  // whose stream it was, since its error name alone does not.
+  CUstream stream = static_cast<CUstream>(cfg.stream);
+  CUcontext stream_ctx = nullptr;
+  if (!cuda::is_sticky(r) && stream && stream != CU_STREAM_LEGACY &&
+      stream != CU_STREAM_PER_THREAD &&
+      drv_->cuStreamGetCtx(stream, &stream_ctx) == CUDA_SUCCESS && stream_ctx != ctx) {
+    fail(KJIT_ERROR_CUDA, what + " failed: " + cuda::error_text(r) + "; the stream belongs to " +
+                              cuda::describe_context(stream_ctx) + " but the kernel is loaded "
+                              "into " + cuda::describe_context(ctx) +
+                              ": launch it on a stream of that context");
+  }
   cuda::throw_error(r, what);
 }
 

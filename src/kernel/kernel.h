@@ -76,6 +76,7 @@ class Kernel {
   // For tests: the context id the code is currently loaded into, and how many times the
   // kernel was reloaded after its context went away.
   unsigned long long context_id() const;
+  CUcontext context() const;
   unsigned reload_count() const { return reloads_.load(std::memory_order_relaxed); }
 
  private:
@@ -89,7 +90,8 @@ class Kernel {
   Kernel(EntryPtr entry, std::string symbol, int device, unsigned flags);
 
   // Loads into the context chosen by the context rule; the first load also picks the
-  // load path and reads the parameter info.
+  // load path and reads the parameter info. A reload of a kernel that lived in its
+  // device's primary context goes back to the primary context, whatever is current.
   std::unique_ptr<Loaded> load_now(bool first);
   // The current load, reloaded first if its context is gone. Fast path: one driver call.
   const Loaded& fresh() {
@@ -103,7 +105,8 @@ class Kernel {
   CUresult enqueue(const Loaded& l, const kjit_launch_config& cfg, void** params,
                    void** extra) const;
   void launch_checked(const kjit_launch_config& cfg, void** params, void** extra);
-  [[noreturn]] void launch_failed(CUresult r, const kjit_launch_config& cfg) const;
+  [[noreturn]] void launch_failed(CUresult r, const kjit_launch_config& cfg,
+                                  CUcontext ctx) const;
 
   const cuda::Driver* drv_;
   EntryPtr entry_;
@@ -111,6 +114,7 @@ class Kernel {
   int device_;
   unsigned flags_;
   LoadPath path_ = LoadPath::Cubin;
+  bool primary_ = false;  // loaded into the device's primary context (guarded by mu_)
   std::vector<ParamInfo> params_;
   size_t param_bytes_ = 0;
   std::atomic<const Loaded*> current_{nullptr};
