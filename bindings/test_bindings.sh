@@ -3,7 +3,7 @@
 #
 #   bindings/test_bindings.sh <part> [build-dir]
 #
-# part: rust | go | julia-check | crosslang | all
+# part: rust | go | julia-check | python | crosslang | all
 # build-dir: the CMake build directory (default: $KJIT_BUILD_DIR, else ./build).
 #
 # The built tree is installed into <build-dir>/bindings-test/prefix with
@@ -27,8 +27,8 @@ fi
 skip() { echo "SKIPPED ($part): $*"; exit "$SKIP"; }
 
 case "$part" in
-  rust|go|julia-check|crosslang|all) ;;
-  *) echo "usage: $0 <rust|go|julia-check|crosslang|all> [build-dir]" >&2; exit 2 ;;
+  rust|go|julia-check|python|crosslang|all) ;;
+  *) echo "usage: $0 <rust|go|julia-check|python|crosslang|all> [build-dir]" >&2; exit 2 ;;
 esac
 [ -d "$build" ] || die "build directory $build does not exist (configure and build kjit first)"
 build=$(cd "$build" && pwd)
@@ -110,6 +110,54 @@ run_julia_check() {
     --src "$src/bindings/julia"
 }
 
+# The Python interpreter of the Python part and leg: $KJIT_PYTHON, else Debian's
+# /usr/bin/python3 (whose python3-numpy tools/deps.sh --test installs), else python3.
+find_python() {
+  if [ -n "${KJIT_PYTHON:-}" ]; then
+    echo "$KJIT_PYTHON"
+  elif [ -x /usr/bin/python3 ]; then
+    echo /usr/bin/python3
+  else
+    command -v python3 || true
+  fi
+}
+
+run_python() {
+  local py
+  py=$(find_python)
+  [ -n "$py" ] || skip "python3 not found (Debian: python3)"
+  local cc=${CC:-cc}
+  local work="$base/python"
+  rm -rf "$work"
+  mkdir -p "$work"
+  # The C side of the shared-cache test: the C leg of the cross-language scenario.
+  # shellcheck disable=SC2046
+  "$cc" -std=c99 -Wall -Wextra -Werror -o "$work/crosslang-c" "$src/tests/crosslang/crosslang.c" \
+    $(pkg-config --cflags --libs kjit)
+  export KJIT_LIBRARY="$libdir/libkjit.so.0" KJIT_CROSSLANG_C="$work/crosslang-c"
+  export KJIT_INCLUDE_DIR="$includedir" PYTHONDONTWRITEBYTECODE=1
+  if [ -x "$build/src/cli/kjit" ]; then export KJIT_CLI="$build/src/cli/kjit"; fi
+  echo "== Python: unittest ($("$py" --version 2>&1), $KJIT_LIBRARY) =="
+  (cd "$work" && "$py" -m unittest discover -s "$src/bindings/python/tests" -v)
+  echo "== Python: pip install (no build step) and import from the installed copy =="
+  if "$py" -m pip --version >/dev/null 2>&1 && "$py" -c 'import setuptools' 2>/dev/null; then
+    # pip builds in the source directory: install from a copy to keep the checkout clean.
+    cp -r "$src/bindings/python" "$work/pkg-src"
+    "$py" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
+      --no-warn-script-location --target "$work/site" "$work/pkg-src" 2>&1 |
+      grep -v "Running pip as the 'root' user" || true
+    (cd "$work" && PYTHONPATH="$work/site" "$py" -c '
+import os, sys, kjit
+site = sys.argv[1]
+assert kjit.__file__.startswith(site), kjit.__file__
+assert os.path.exists(os.path.join(site, "kjit", "py.typed"))
+print("installed kjit", kjit.__version__, "from", os.path.dirname(kjit.__file__),
+      "library", kjit.version_string(), "at", kjit.library_path())' "$work/site")
+  else
+    echo "note: pip or setuptools missing for $py: install check skipped"
+  fi
+}
+
 run_crosslang() {
   command -v cargo >/dev/null || skip "cargo not found (the scenario needs C, Rust and Go)"
   command -v go >/dev/null || skip "go not found (the scenario needs C, Rust and Go)"
@@ -117,7 +165,7 @@ run_crosslang() {
   local work="$base/crosslang"
   rm -rf "$work"
   mkdir -p "$work"
-  echo "== cross-language cache sharing: C, Rust, Go =="
+  echo "== cross-language cache sharing: C, Rust, Go, Python =="
   # shellcheck disable=SC2046
   "$cc" -std=c99 -Wall -Wextra -Werror -o "$work/c" "$src/tests/crosslang/crosslang.c" \
     $(pkg-config --cflags --libs kjit)
@@ -126,9 +174,20 @@ run_crosslang() {
   local c="$work/c" rust="$CARGO_TARGET_DIR/debug/examples/crosslang" go="$work/go"
   local source="$src/tests/crosslang/saxpy.cu"
   local passed=0 failed=0
-  # Each language compiles first once; the other two must hit the disk tier and get the
+  local orders=("c rust go" "go c rust" "rust go c")
+  local py python="$work/python"
+  py=$(find_python)
+  if [ -n "$py" ]; then
+    printf '#!/bin/sh\nKJIT_LIBRARY=%s exec %s %s "$@"\n' "$libdir/libkjit.so.0" "$py" \
+      "$src/bindings/python/examples/crosslang.py" >"$python"
+    chmod +x "$python"
+    orders=("c rust go python" "go python c rust" "python rust go c" "rust c python go")
+  else
+    echo "note: python3 not found: the scenario runs without the Python leg"
+  fi
+  # Each language compiles first once; the others must hit the disk tier and get the
   # same PTX bytes.
-  for order in "c rust go" "go c rust" "rust go c"; do
+  for order in "${orders[@]}"; do
     local cache="$work/cache-${order// /-}"
     local first=1 ref=""
     for lang in $order; do
@@ -161,10 +220,11 @@ case "$part" in
   rust) run_rust ;;
   go) run_go ;;
   julia-check) run_julia_check ;;
+  python) run_python ;;
   crosslang) run_crosslang ;;
   all)
     rc=0
-    for p in rust go julia-check crosslang; do
+    for p in rust go julia-check python crosslang; do
       "$0" "$p" "$build" || { r=$?; [ "$r" = "$SKIP" ] || rc=1; }
     done
     exit "$rc"

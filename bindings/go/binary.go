@@ -128,7 +128,10 @@ func (b *Binary) CompileMS() float64 {
 
 // LoweredName is the lowered (mangled) name of a name expression given at compile time.
 func (b *Binary) LoweredName(expr string) (string, bool) {
-	e := C.CString(expr)
+	e, err := cString("name expression", expr, StatusInvalidArgument)
+	if err != nil {
+		return "", false // no name expression holds a NUL byte
+	}
 	defer C.free(unsafe.Pointer(e))
 	p := C.kjit_binary_lowered_name(b.handle(), e)
 	runtime.KeepAlive(b)
@@ -171,10 +174,13 @@ func (b *Binary) KernelNames() []string {
 
 // Load loads the kernel called name from this binary onto device.
 func (b *Binary) Load(name string, device int, flags KernelFlags) (*Kernel, error) {
-	nm := C.CString(name)
+	nm, err := cString("kernel name", name, StatusInvalidArgument)
+	if err != nil {
+		return nil, err
+	}
 	defer C.free(unsafe.Pointer(nm))
 	var out *C.kjit_kernel
-	err := call(func() C.kjit_status {
+	err = call(func() C.kjit_status {
 		return C.kjit_kernel_from_binary(b.handle(), nm, C.int(device), C.uint(flags), &out)
 	})
 	runtime.KeepAlive(b)

@@ -73,6 +73,15 @@ type CacheStats struct {
 	RemoteErrors   uint64
 	RemoteTimeouts uint64
 	Message        string // why the disk tier is not OK, or ""
+	// NotStored counts compiles whose result was not stored because NVRTC read a file the
+	// cache key does not cover (the log says which); the caller still got the result.
+	// Such a program is compiled again on every request.
+	NotStored uint64
+	// PchCreated, PchUsed and PchFailed count compiles that created a precompiled header,
+	// used one, or could not make one (they still compiled, without it).
+	PchCreated uint64
+	PchUsed    uint64
+	PchFailed  uint64
 }
 
 // CacheEntry is one disk entry as listed by (*Cache).List.
@@ -103,16 +112,24 @@ func OpenCache(opts *CacheOptions) (*Cache, error) {
 	o.struct_size = C.uint32_t(unsafe.Sizeof(o))
 	if opts != nil {
 		if opts.Dir != "" {
-			o.directory = C.CString(opts.Dir)
-			defer C.free(unsafe.Pointer(o.directory))
+			d, err := cString("cache directory", opts.Dir, StatusInvalidArgument)
+			if err != nil {
+				return nil, err
+			}
+			defer C.free(unsafe.Pointer(d))
+			o.directory = d
 		}
 		o.max_size_bytes = C.uint64_t(opts.MaxSizeBytes)
 		o.memory_max_bytes = C.uint64_t(opts.MemoryMaxBytes)
 		o.read_only = cBool(opts.ReadOnly)
 		o.memory_only = cBool(opts.MemoryOnly)
 		if opts.RemoteURL != "" {
-			o.remote_url = C.CString(opts.RemoteURL)
-			defer C.free(unsafe.Pointer(o.remote_url))
+			u, err := cString("remote URL", opts.RemoteURL, StatusInvalidArgument)
+			if err != nil {
+				return nil, err
+			}
+			defer C.free(unsafe.Pointer(u))
+			o.remote_url = u
 		}
 		o.remote_read_only = cBool(opts.RemoteReadOnly)
 	}
@@ -193,6 +210,10 @@ func (c *Cache) Stats() (CacheStats, error) {
 		RemoteErrors:   uint64(s.remote_errors),
 		RemoteTimeouts: uint64(s.remote_timeouts),
 		Message:        C.GoString(&s.message[0]),
+		NotStored:      uint64(s.not_stored),
+		PchCreated:     uint64(s.pch_created),
+		PchUsed:        uint64(s.pch_used),
+		PchFailed:      uint64(s.pch_failed),
 	}, nil
 }
 
@@ -212,10 +233,13 @@ func (c *Cache) Clear() error {
 
 // Get returns the entry stored under key (64 hex digits), checksums verified.
 func (c *Cache) Get(key string) (*Binary, error) {
-	k := C.CString(key)
+	k, err := cString("key", key, StatusInvalidArgument)
+	if err != nil {
+		return nil, err
+	}
 	defer C.free(unsafe.Pointer(k))
 	var out *C.kjit_binary
-	err := call(func() C.kjit_status { return C.kjit_cache_get(c.handle(), k, &out) })
+	err = call(func() C.kjit_status { return C.kjit_cache_get(c.handle(), k, &out) })
 	runtime.KeepAlive(c)
 	if err != nil {
 		return nil, err
@@ -233,9 +257,12 @@ func (c *Cache) Put(b *Binary) error {
 
 // Remove removes one entry from both tiers (StatusNotFound if it was not there).
 func (c *Cache) Remove(key string) error {
-	k := C.CString(key)
+	k, err := cString("key", key, StatusInvalidArgument)
+	if err != nil {
+		return err
+	}
 	defer C.free(unsafe.Pointer(k))
-	err := call(func() C.kjit_status { return C.kjit_cache_remove(c.handle(), k) })
+	err = call(func() C.kjit_status { return C.kjit_cache_remove(c.handle(), k) })
 	runtime.KeepAlive(c)
 	return err
 }
@@ -269,9 +296,13 @@ func (c *Cache) Prune(maxBytes uint64) (removed uint64, err error) {
 	return uint64(r), err
 }
 
-// Export writes every disk entry to one file.
+// Export writes every disk entry to one file, each record signed (HMAC-SHA256) when
+// KJIT_EXPORT_KEY is set.
 func (c *Cache) Export(path string) (count uint64, err error) {
-	p := C.CString(path)
+	p, err := cString("path", path, StatusInvalidArgument)
+	if err != nil {
+		return 0, err
+	}
 	defer C.free(unsafe.Pointer(p))
 	var n C.uint64_t
 	err = call(func() C.kjit_status { return C.kjit_cache_export(c.handle(), p, &n) })
@@ -279,9 +310,14 @@ func (c *Cache) Export(path string) (count uint64, err error) {
 	return uint64(n), err
 }
 
-// Import reads an export file; every entry is verified before it is stored.
+// Import reads an export file; every entry is verified before it is stored. An export
+// file is trusted input: importing someone else's is running their code. With
+// KJIT_EXPORT_KEY set, records without a valid signature are rejected.
 func (c *Cache) Import(path string) (imported, rejected uint64, err error) {
-	p := C.CString(path)
+	p, err := cString("path", path, StatusInvalidArgument)
+	if err != nil {
+		return 0, 0, err
+	}
 	defer C.free(unsafe.Pointer(p))
 	var i, r C.uint64_t
 	err = call(func() C.kjit_status { return C.kjit_cache_import(c.handle(), p, &i, &r) })

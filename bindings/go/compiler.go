@@ -85,7 +85,10 @@ func (c *Compiler) Compile(source string, opts *Options) (*Binary, error) {
 	if err != nil {
 		return nil, err
 	}
-	src := C.CString(source)
+	src, err := cString("source", source, StatusInvalidSource)
+	if err != nil {
+		return nil, err
+	}
 	defer C.free(unsafe.Pointer(src))
 	var out *C.kjit_binary
 	err = call(func() C.kjit_status { return C.kjit_compile(c.handle(), src, oh, &out) })
@@ -105,7 +108,10 @@ func (c *Compiler) CompileAsync(source string, opts *Options) (*Future, error) {
 	if err != nil {
 		return nil, err
 	}
-	src := C.CString(source)
+	src, err := cString("source", source, StatusInvalidSource)
+	if err != nil {
+		return nil, err
+	}
 	defer C.free(unsafe.Pointer(src))
 	var out *C.kjit_future
 	err = call(func() C.kjit_status { return C.kjit_compile_async(c.handle(), src, oh, &out) })
@@ -177,7 +183,10 @@ func (c *Compiler) CompileMany(sources []string, opts []*Options) ([]*Binary, []
 	if n == 0 {
 		return nil, nil, nil
 	}
-	srcs, freeSrcs := cStringArray(sources)
+	srcs, freeSrcs, err := cStringArray("source", sources, StatusInvalidSource)
+	if err != nil {
+		return nil, nil, err
+	}
 	defer freeSrcs()
 	// C arrays, so that no Go memory holding pointers is passed to C.
 	ptrSize := C.size_t(unsafe.Sizeof(uintptr(0)))
@@ -242,9 +251,15 @@ func (c *Compiler) Kernel(source, name string, opts *Options, device int, flags 
 	if err != nil {
 		return nil, err
 	}
-	src := C.CString(source)
+	src, err := cString("source", source, StatusInvalidSource)
+	if err != nil {
+		return nil, err
+	}
 	defer C.free(unsafe.Pointer(src))
-	nm := C.CString(name)
+	nm, err := cString("kernel name", name, StatusInvalidArgument)
+	if err != nil {
+		return nil, err
+	}
 	defer C.free(unsafe.Pointer(nm))
 	var out *C.kjit_kernel
 	var log *C.kjit_binary

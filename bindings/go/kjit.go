@@ -18,6 +18,7 @@ package kjit
 import "C"
 
 import (
+	"fmt"
 	"runtime"
 	"strings"
 	"unsafe"
@@ -145,10 +146,13 @@ func HashSource(data []byte) (string, error) {
 
 // HashOptions is the SHA-256 over a length-prefixed, order-sensitive encoding of options.
 func HashOptions(options []string) (string, error) {
-	arr, free := cStringArray(options)
+	arr, free, err := cStringArray("option", options, StatusInvalidArgument)
+	if err != nil {
+		return "", err
+	}
 	defer free()
 	var out [65]C.char
-	err := call(func() C.kjit_status { return C.kjit_hash_options(arr, C.size_t(len(options)), &out[0]) })
+	err = call(func() C.kjit_status { return C.kjit_hash_options(arr, C.size_t(len(options)), &out[0]) })
 	if err != nil {
 		return "", err
 	}
@@ -162,7 +166,10 @@ func ComputeKey(source string, opts *Options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	src := C.CString(source)
+	src, err := cString("source", source, StatusInvalidSource)
+	if err != nil {
+		return "", err
+	}
 	defer C.free(unsafe.Pointer(src))
 	var out [65]C.char
 	err = call(func() C.kjit_status { return C.kjit_compute_key(src, oh, &out[0]) })
@@ -173,22 +180,40 @@ func ComputeKey(source string, opts *Options) (string, error) {
 	return C.GoString(&out[0]), nil
 }
 
-// cStringArray copies strs into C memory: a C array of C strings (never Go pointers).
-func cStringArray(strs []string) (**C.char, func()) {
+// cString copies user text into C memory for one call; the caller frees it with C.free.
+// Every string the bindings hand to C goes through here. A Go string may hold a NUL byte,
+// which C would read as its end (C.CString would silently cut the text there), so such
+// text is refused before any C call: code (a source, header contents) with
+// StatusInvalidSource, anything else with StatusInvalidArgument (the statuses the
+// library gives such text when it is not valid UTF-8).
+func cString(what, s string, status Status) (*C.char, error) {
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		return nil, &Error{Status: status, Message: fmt.Sprintf("%s contains a NUL byte (byte %d)", what, i)}
+	}
+	return C.CString(s), nil
+}
+
+// cStringArray copies strs into C memory with cString: a C array of C strings (never Go
+// pointers). The caller calls free.
+func cStringArray(what string, strs []string, status Status) (arr **C.char, free func(), err error) {
 	n := len(strs)
 	if n == 0 {
 		n = 1
 	}
-	arr := unsafe.Slice((**C.char)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof((*C.char)(nil))))), n)
-	for i, s := range strs {
-		arr[i] = C.CString(s)
-	}
-	return &arr[0], func() {
-		for i := range strs {
-			C.free(unsafe.Pointer(arr[i]))
+	s := unsafe.Slice((**C.char)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof((*C.char)(nil))))), n)
+	free = func() {
+		for _, p := range s {
+			C.free(unsafe.Pointer(p)) // entries not filled are NULL
 		}
-		C.free(unsafe.Pointer(&arr[0]))
+		C.free(unsafe.Pointer(&s[0]))
 	}
+	for i, str := range strs {
+		if s[i], err = cString(what, str, status); err != nil {
+			free()
+			return nil, nil, err
+		}
+	}
+	return &s[0], free, nil
 }
 
 // ---- devices ----------------------------------------------------------------------------

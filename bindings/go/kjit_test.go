@@ -174,6 +174,75 @@ func TestBadInputsAreReported(t *testing.T) {
 	wantStatus(t, err, StatusInvalidHandle)
 }
 
+// Go strings may hold NUL bytes, which C reads as the end of the string: C.CString would
+// cut the text there and C would compile, name or look up what precedes it. The bindings
+// refuse such text before calling C: code (sources, header contents) with
+// StatusInvalidSource, any other text with StatusInvalidArgument.
+func TestNULBytesAreRefusedBeforeC(t *testing.T) {
+	refused := func(what string, err error, want Status) {
+		t.Helper()
+		var e *Error
+		if !errors.As(err, &e) || e.Status != want || !strings.Contains(e.Message, "NUL byte") {
+			t.Errorf("%s: want %v about a NUL byte, got %v", what, want, err)
+		}
+	}
+	c := newCompiler(t, nil)
+	o := testOptions(t)
+	// What precedes the NUL is a valid program: cut there, it would compile.
+	src := saxpySource + "\x00 garbage that is not CUDA"
+	_, err := c.Compile(src, o)
+	refused("source", err, StatusInvalidSource)
+	_, err = c.CompileAsync(src, o)
+	refused("async source", err, StatusInvalidSource)
+	_, _, err = c.CompileMany([]string{saxpySource, src}, nil)
+	refused("one of many sources", err, StatusInvalidSource)
+	_, err = ComputeKey(src, o)
+	refused("source of a key", err, StatusInvalidSource)
+	_, err = c.Kernel(src, "saxpy", o, 0, KernelDefault)
+	refused("kernel source", err, StatusInvalidSource)
+	_, err = c.Kernel(saxpySource, "saxpy\x00", o, 0, KernelDefault)
+	refused("kernel name", err, StatusInvalidArgument)
+
+	p := testOptions(t)
+	refused("target", p.SetTarget("sm_90\x00"), StatusInvalidArgument)
+	refused("program name", p.SetName("k.cu\x00x"), StatusInvalidArgument)
+	refused("option", p.Add("-DX=1\x00-DY"), StatusInvalidArgument)
+	refused("define name", p.AddDefine("X\x00", "1"), StatusInvalidArgument)
+	refused("define value", p.AddDefine("X", "1\x00"), StatusInvalidArgument)
+	refused("include path", p.AddIncludePath("/tmp\x00/x"), StatusInvalidArgument)
+	refused("header name", p.AddHeader("h.h\x00", "#define V 1\n"), StatusInvalidArgument)
+	refused("header contents", p.AddHeader("h.h", "#define V 1\n\x00junk"), StatusInvalidSource)
+	refused("name expression", p.AddNameExpression("scale<float>\x00"), StatusInvalidArgument)
+	_, err = HashOptions([]string{"-DX", "-DY\x00"})
+	refused("hashed option", err, StatusInvalidArgument)
+	// Nothing was added: the options still give saxpy's key.
+	got, err := ComputeKey(saxpySource, p)
+	must(t, err)
+	want, err := ComputeKey(saxpySource, testOptions(t))
+	must(t, err)
+	if got != want {
+		t.Error("a refused setter changed the options")
+	}
+
+	dir := t.TempDir()
+	_, err = OpenCache(&CacheOptions{Dir: dir + "\x00x"})
+	refused("cache directory", err, StatusInvalidArgument)
+	_, err = OpenCache(&CacheOptions{Dir: dir, RemoteURL: "redis://127.0.0.1:1\x00"})
+	refused("remote URL", err, StatusInvalidArgument)
+	cache := openCache(t, &CacheOptions{Dir: dir})
+	key := compile(t, newCompiler(t, cache), saxpySource, testOptions(t)).Key()
+	_, err = cache.Get(key + "\x00")
+	refused("key to get", err, StatusInvalidArgument)
+	refused("key to remove", cache.Remove(key+"\x00"), StatusInvalidArgument)
+	_, err = cache.Export(filepath.Join(dir, "x\x00y"))
+	refused("export path", err, StatusInvalidArgument)
+	_, _, err = cache.Import(filepath.Join(dir, "x\x00y"))
+	refused("import path", err, StatusInvalidArgument)
+	if _, err := cache.Get(key); err != nil {
+		t.Error("the entry is gone:", err)
+	}
+}
+
 func TestCacheTiersAndIdenticalBytes(t *testing.T) {
 	dir := t.TempDir()
 	o := testOptions(t)
@@ -323,6 +392,9 @@ func TestNameExpressions(t *testing.T) {
 	}
 	if _, ok := b.LoweredName("scale<double>"); ok {
 		t.Fatal("unexpected lowered name")
+	}
+	if _, ok := b.LoweredName("scale<float>\x00junk"); ok {
+		t.Fatal("a name expression cut at its NUL byte was found")
 	}
 	ne := b.NameExpressions()
 	if len(ne) != 1 || ne[0] != (NameExpression{"scale<float>", lowered}) {

@@ -83,17 +83,20 @@ func optsHandle(o *Options) (*C.kjit_options, error) {
 	return o.h, nil
 }
 
-func (o *Options) withString(s string, f func(*C.kjit_options, *C.char) C.kjit_status) error {
-	cs := C.CString(s)
+func (o *Options) withString(what, s string, f func(*C.kjit_options, *C.char) C.kjit_status) error {
+	cs, err := cString(what, s, StatusInvalidArgument)
+	if err != nil {
+		return err
+	}
 	defer C.free(unsafe.Pointer(cs))
-	err := call(func() C.kjit_status { return f(o.handle(), cs) })
+	err = call(func() C.kjit_status { return f(o.handle(), cs) })
 	runtime.KeepAlive(o)
 	return err
 }
 
 // SetTarget sets "sm_90", "sm_90a", "compute_90" (PTX only) or "auto".
 func (o *Options) SetTarget(target string) error {
-	return o.withString(target, func(h *C.kjit_options, s *C.char) C.kjit_status {
+	return o.withString("target", target, func(h *C.kjit_options, s *C.char) C.kjit_status {
 		return C.kjit_options_set_target(h, s)
 	})
 }
@@ -114,14 +117,42 @@ func (o *Options) SetOutputs(outputs Outputs) error {
 
 // SetName sets the program name (appears in the log and __FILE__).
 func (o *Options) SetName(name string) error {
-	return o.withString(name, func(h *C.kjit_options, s *C.char) C.kjit_status {
+	return o.withString("program name", name, func(h *C.kjit_options, s *C.char) C.kjit_status {
 		return C.kjit_options_set_name(h, s)
 	})
 }
 
+// SetToolkit chooses the CUDA toolkit whose headers (<cuda_fp16.h>, <cub/...> ...) NVRTC
+// finds without an include option: "" turns them off, a path names a toolkit root.
+// UseDefaultToolkit goes back to finding it automatically (the default).
+func (o *Options) SetToolkit(root string) error {
+	return o.withString("toolkit root", root, func(h *C.kjit_options, s *C.char) C.kjit_status {
+		return C.kjit_options_set_toolkit(h, s)
+	})
+}
+
+// UseDefaultToolkit finds the CUDA toolkit automatically (the default).
+func (o *Options) UseDefaultToolkit() error {
+	err := call(func() C.kjit_status { return C.kjit_options_set_toolkit(o.handle(), nil) })
+	runtime.KeepAlive(o)
+	return err
+}
+
+// SetPCH turns automatic precompiled headers on or off (default on; results are
+// byte-identical either way).
+func (o *Options) SetPCH(enabled bool) error {
+	v := C.int(0)
+	if enabled {
+		v = 1
+	}
+	err := call(func() C.kjit_status { return C.kjit_options_set_pch(o.handle(), v) })
+	runtime.KeepAlive(o)
+	return err
+}
+
 // Add appends one raw NVRTC option, e.g. "-std=c++17".
 func (o *Options) Add(option string) error {
-	return o.withString(option, func(h *C.kjit_options, s *C.char) C.kjit_status {
+	return o.withString("option", option, func(h *C.kjit_options, s *C.char) C.kjit_status {
 		return C.kjit_options_add(h, s)
 	})
 }
@@ -129,14 +160,19 @@ func (o *Options) Add(option string) error {
 // AddDefine appends "-D<name>=<value>", or "-D<name>" when value is "" (use
 // Add("-DNAME=") for a macro defined as empty).
 func (o *Options) AddDefine(name, value string) error {
-	n := C.CString(name)
+	n, err := cString("define name", name, StatusInvalidArgument)
+	if err != nil {
+		return err
+	}
 	defer C.free(unsafe.Pointer(n))
 	var v *C.char
 	if value != "" {
-		v = C.CString(value)
+		if v, err = cString("define value", value, StatusInvalidArgument); err != nil {
+			return err
+		}
 		defer C.free(unsafe.Pointer(v))
 	}
-	err := call(func() C.kjit_status { return C.kjit_options_add_define(o.handle(), n, v) })
+	err = call(func() C.kjit_status { return C.kjit_options_add_define(o.handle(), n, v) })
 	runtime.KeepAlive(o)
 	return err
 }
@@ -144,25 +180,31 @@ func (o *Options) AddDefine(name, value string) error {
 // AddIncludePath appends "-I<path>"; files reachable through it are hashed into the
 // cache key.
 func (o *Options) AddIncludePath(path string) error {
-	return o.withString(path, func(h *C.kjit_options, s *C.char) C.kjit_status {
+	return o.withString("include path", path, func(h *C.kjit_options, s *C.char) C.kjit_status {
 		return C.kjit_options_add_include_path(h, s)
 	})
 }
 
 // AddHeader adds an in-memory header: #include "<name>" resolves to contents.
 func (o *Options) AddHeader(name, contents string) error {
-	n := C.CString(name)
+	n, err := cString("header name", name, StatusInvalidArgument)
+	if err != nil {
+		return err
+	}
 	defer C.free(unsafe.Pointer(n))
-	c := C.CString(contents)
+	c, err := cString("header contents", contents, StatusInvalidSource)
+	if err != nil {
+		return err
+	}
 	defer C.free(unsafe.Pointer(c))
-	err := call(func() C.kjit_status { return C.kjit_options_add_header(o.handle(), n, c) })
+	err = call(func() C.kjit_status { return C.kjit_options_add_header(o.handle(), n, c) })
 	runtime.KeepAlive(o)
 	return err
 }
 
 // AddNameExpression adds a name expression, e.g. "my_kernel<float, 256>".
 func (o *Options) AddNameExpression(expr string) error {
-	return o.withString(expr, func(h *C.kjit_options, s *C.char) C.kjit_status {
+	return o.withString("name expression", expr, func(h *C.kjit_options, s *C.char) C.kjit_status {
 		return C.kjit_options_add_name_expression(h, s)
 	})
 }

@@ -314,7 +314,12 @@ Base.isopen(c::Cache) = c.handle != C_NULL
 "Directory of the cache (\"\" for a memory-only cache)."
 directory(c::Cache) = _str(LibKJit.kjit_cache_directory(c))
 
-"Counters and sizes of a cache handle (`kjit_cache_stats`); `disk_state` is a Symbol."
+"""
+Counters and sizes of a cache handle (`kjit_cache_stats`); `disk_state` is a Symbol.
+`not_stored` counts compiles whose result was not stored because NVRTC read a file the
+cache key does not cover (the log says which); the caller still got the result, and such
+a program is compiled again on every request.
+"""
 struct CacheStats
     disk_state::Symbol
     memory_hits::UInt64
@@ -336,6 +341,10 @@ struct CacheStats
     remote_errors::UInt64
     remote_timeouts::UInt64
     message::String
+    not_stored::UInt64
+    pch_created::UInt64
+    pch_used::UInt64
+    pch_failed::UInt64
 end
 
 function stats(c::Cache)
@@ -348,7 +357,8 @@ function stats(c::Cache)
                       s.stores, s.store_failures, s.corrupt_entries, s.evictions, s.waits,
                       s.compile_ms_saved, s.memory_entries, s.memory_bytes, s.disk_entries,
                       s.disk_bytes, s.max_size_bytes, s.remote_errors, s.remote_timeouts,
-                      String(msg[1:something(findfirst(==(0x00), msg), length(msg) + 1)-1]))
+                      String(msg[1:something(findfirst(==(0x00), msg), length(msg) + 1)-1]),
+                      s.not_stored, s.pch_created, s.pch_used, s.pch_failed)
 end
 
 "Drop the in-process memory tier; the disk is untouched."
@@ -412,14 +422,16 @@ function prune!(c::Cache, max_bytes::Integer)
     return Int(removed[])
 end
 
-"Write every disk entry to one export file; returns the count."
+"Write every disk entry to one export file (signed when `KJIT_EXPORT_KEY` is set); returns the count."
 function export_entries(c::Cache, path::AbstractString)
     n = Ref{UInt64}(0)
     check(LibKJit.kjit_cache_export(c, path, n))
     return Int(n[])
 end
 
-"Read an export file (entries are verified); returns `(imported, rejected)`."
+"""Read an export file (entries are verified; with `KJIT_EXPORT_KEY` set, only signed ones
+are accepted); returns `(imported, rejected)`. An export file is trusted input: importing
+someone else's is running their code."""
 function import_entries!(c::Cache, path::AbstractString)
     imported, rejected = Ref{UInt64}(0), Ref{UInt64}(0)
     check(LibKJit.kjit_cache_import(c, path, imported, rejected))
@@ -486,6 +498,16 @@ set_target!(o::Options, t::AbstractString) = (check(LibKJit.kjit_options_set_tar
 set_device!(o::Options, d::Integer) = (check(LibKJit.kjit_options_set_device(o, d)); o)
 set_outputs!(o::Options, m::Integer) = (check(LibKJit.kjit_options_set_outputs(o, m)); o)
 set_name!(o::Options, n::AbstractString) = (check(LibKJit.kjit_options_set_name(o, n)); o)
+"CUDA toolkit whose headers are found without -I: `nothing` automatic, \"\" off, or a root."
+function set_toolkit!(o::Options, root::Union{Nothing,AbstractString})
+    check(root === nothing ? LibKJit.kjit_options_set_toolkit(o, C_NULL) :
+          LibKJit.kjit_options_set_toolkit(o, root))
+    return o
+end
+"Automatic precompiled headers for header-heavy programs (default on)."
+set_pch!(o::Options, enabled::Bool) = (check(LibKJit.kjit_options_set_pch(o, enabled ? 1 : 0)); o)
+"The automatically found CUDA toolkit's include directories, in search order."
+toolkit_include_dirs() = filter(!isempty, split(unsafe_string(LibKJit.kjit_toolkit_include_path()), ':'))
 add_option!(o::Options, s::AbstractString) = (check(LibKJit.kjit_options_add(o, s)); o)
 function add_define!(o::Options, name::AbstractString, value=nothing)
     v = value === nothing ? nothing : _cstring(string(value))

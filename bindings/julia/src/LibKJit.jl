@@ -52,6 +52,14 @@ struct kjit_cache_stats
     total_remote_timeouts::UInt64
     total_compile_ms_saved::Cdouble
     remote_state::Cint
+    not_stored::UInt64
+    pch_created::UInt64
+    pch_used::UInt64
+    pch_failed::UInt64
+    total_not_stored::UInt64
+    total_pch_created::UInt64
+    total_pch_used::UInt64
+    total_pch_failed::UInt64
 end
 
 "C struct `kjit_cache_entry_info` (cache.h)."
@@ -211,6 +219,22 @@ kjit_options_set_name(opts, name) =
     ccall((:kjit_options_set_name, libkjit), Cint,
           (Ptr{Cvoid}, Cstring),
           opts, name)
+
+"`kjit_status kjit_options_set_toolkit(kjit_options* opts, const char* root)` (root may be NULL)"
+kjit_options_set_toolkit(opts, root) =
+    ccall((:kjit_options_set_toolkit, libkjit), Cint,
+          (Ptr{Cvoid}, Cstring),
+          opts, root)
+
+"`kjit_status kjit_options_set_pch(kjit_options* opts, int enabled)`"
+kjit_options_set_pch(opts, enabled) =
+    ccall((:kjit_options_set_pch, libkjit), Cint,
+          (Ptr{Cvoid}, Cint),
+          opts, enabled)
+
+"`const char* kjit_toolkit_include_path(void)`"
+kjit_toolkit_include_path() =
+    ccall((:kjit_toolkit_include_path, libkjit), Cstring, ())
 
 "`kjit_status kjit_options_add(kjit_options* opts, const char* option)`"
 kjit_options_add(opts, option) =

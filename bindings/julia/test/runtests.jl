@@ -18,6 +18,69 @@ const TARGET = "sm_80"
 opts() = Options(target=TARGET, options=["-std=c++17"])
 ishex64(s) = length(s) == 64 && all(c -> c in "0123456789abcdef", s)
 
+const HEADER_KERNEL = "extern \"C\" __global__ void k(int* out) { out[0] = V; }\n"
+
+# PTX for sm_90 (no GPU needed); program name `name` unless `nothing`.
+ptx_opts(name=nothing; options=()) = Options(target="sm_90", outputs=KJit.OUTPUT_PTX, name=name, options=options)
+
+# Rewrite `path` with `contents` of the same size and put its access and modification times
+# back (`touch -r` from a stamp file holding the old ones): only the bytes (and the inode's
+# change time) differ afterwards.
+function rewrite_keeping_size_and_mtime(path, contents)
+    before = stat(path)
+    @assert before.size == sizeof(contents)
+    stamp = tempname()
+    run(`touch -r $path $stamp`)
+    write(path, contents)
+    run(`touch -r $stamp $path`)
+    rm(stamp)
+    after = stat(path)
+    @assert after.size == before.size && after.mtime == before.mtime
+end
+
+# The PTX holds `want` and none of the other values V takes in these tests.
+holds_only(b, want) = all(v -> occursin(v, ptx(b)) == (v == want), ("111", "222", "33333"))
+
+# Compile `source` (which includes `header`) through a fresh cache while the header
+# changes: a hit, then an edit keeping size and mtime, then a new size. Every edit must be
+# a miss with the new value.
+function check_header_edits(header, source, o)
+    dir = mktempdir()
+    cache = Cache(directory=dir)
+    c = Compiler(cache)
+    b1 = compile(c, source; options=o)
+    @test tier(b1) == :compiled
+    @test holds_only(b1, "111")
+    b2 = compile(c, source; options=o)
+    @test tier(b2) == :memory
+    @test holds_only(b2, "111")
+
+    rewrite_keeping_size_and_mtime(header, "#define V 222\n")
+    b3 = compile(c, source; options=o)
+    @test tier(b3) == :compiled            # same size and mtime: never a stale hit
+    @test holds_only(b3, "222")
+    @test cache_key(b3) != cache_key(b1)
+
+    write(header, "#define V 33333\n")
+    b4 = compile(c, source; options=o)
+    @test tier(b4) == :compiled
+    @test holds_only(b4, "33333")
+
+    s = KJit.stats(cache)
+    @test (s.compiles, s.stores, s.not_stored) == (3, 3, 0)
+    close(c)
+    close(cache)
+
+    # Another handle on the same database: the current header's entry, from disk.
+    cache2 = Cache(directory=dir)
+    c2 = Compiler(cache2)
+    b5 = compile(c2, source; options=o)
+    @test tier(b5) == :disk
+    @test holds_only(b5, "33333")
+    close(c2)
+    close(cache2)
+end
+
 function status_of(f)
     try
         f()
@@ -149,6 +212,54 @@ end
         @test hash_options(["a", "b"]) != hash_options(["b", "a"])
     end
 
+    @testset "header edits are never served from the cache" begin
+        root = mktempdir()
+        quoted = "#include \"h.h\"\n" * HEADER_KERNEL
+        dirs = Dict(name => mkpath(joinpath(root, name)) for name in ("abs", "cwd", "inc"))
+        for d in values(dirs)
+            write(joinpath(d, "h.h"), "#define V 111\n")
+        end
+        write(joinpath(dirs["abs"], "k.cu"), quoted)
+        # kjit remembers a header's contents while stat() says it is unchanged and it was
+        # last changed at least 2 s before it was read; let the headers settle so that the
+        # first compile leaves such a memo for the same-size, same-mtime edit to fool.
+        sleep(2.5)
+        # The header next to a source named by its absolute path.
+        check_header_edits(joinpath(dirs["abs"], "h.h"), quoted, ptx_opts(joinpath(dirs["abs"], "k.cu")))
+        # The default program name: its directory is the working directory.
+        cd(dirs["cwd"]) do
+            check_header_edits(joinpath(dirs["cwd"], "h.h"), quoted, ptx_opts())
+        end
+        # `#include <h.h>` found through -I.
+        check_header_edits(joinpath(dirs["inc"], "h.h"), "#include <h.h>\n" * HEADER_KERNEL,
+                           ptx_opts(options=["-I" * dirs["inc"]]))
+    end
+
+    @testset "a read the key does not cover is not stored" begin
+        # NVRTC looks for ../other/h.h relative to the source's directory, which a computed
+        # include hides from kjit's scan: the caller gets the result, nothing is stored.
+        root = mktempdir()
+        mkpath(joinpath(root, "src"))
+        mkpath(joinpath(root, "other"))
+        write(joinpath(root, "other", "h.h"), "#define V 111\n")
+        source = "#define STR(x) #x\n#include STR(../other/h.h)\n" * HEADER_KERNEL
+        k = joinpath(root, "src", "k.cu")
+        write(k, source)
+        o = ptx_opts(k)
+        cache = Cache(directory=mktempdir())
+        c = Compiler(cache)
+        for i in 1:2
+            b = compile(c, source; options=o)
+            @test tier(b) == :compiled
+            @test holds_only(b, "111")
+            s = KJit.stats(cache)
+            @test (s.compiles, s.misses, s.not_stored, s.stores, s.disk_entries) == (i, i, i, 0, 0)
+        end
+        @test isempty(KJit.list_entries(cache))
+        close(c)
+        close(cache)
+    end
+
     @testset "async and many" begin
         c = Compiler(threads=2)
         f = compile_async(c, SAXPY; options=opts())
@@ -188,8 +299,9 @@ end
         cfg = KJit.default_launch_config()
         @test cfg.struct_size == sizeof(LibKJit.kjit_launch_config) == 56
         @test cfg.grid == (1, 1, 1) && cfg.block == (1, 1, 1)
-        @test sizeof(LibKJit.kjit_cache_stats) == 408
-        @test sizeof(LibKJit.kjit_cache_options) == 40
+        @test sizeof(LibKJit.kjit_cache_stats) == 560
+        @test fieldoffset(LibKJit.kjit_cache_stats, Base.fieldindex(LibKJit.kjit_cache_stats, :not_stored)) == 496
+        @test sizeof(LibKJit.kjit_cache_options) == 56
         d = KJit.gemm_desc(m=4, n=4, k=4, a_type=1)
         @test d.m == 4 && d.alpha == 1.0 && d.batch_count == 1
         @test KJit.gemm_check(d, UInt64(256), UInt64(512), nothing, UInt64(1024)) === nothing

@@ -240,23 +240,32 @@ unsafe fn cstr_opt<'a>(p: *const c_char) -> Option<&'a str> {
     }
 }
 
-fn cstring(what: &str, s: &str) -> Result<CString> {
-    CString::new(s).map_err(|_| {
+/// Copies text for the C API. C reads a NUL byte as the end of the string, so text holding
+/// one is refused here, before any C call: the source and header contents (code) with
+/// `Status::InvalidSource`, anything else with `Status::InvalidArgument` (the statuses the
+/// library gives such text when it is not valid UTF-8).
+fn text_cstring(what: &str, bytes: &[u8], status: Status) -> Result<CString> {
+    CString::new(bytes).map_err(|e| {
         Error::local(
-            Status::InvalidArgument,
-            format!("{what} contains a NUL byte"),
+            status,
+            format!("{what} contains a NUL byte (byte {})", e.nul_position()),
         )
     })
 }
 
+/// A string argument other than code (names, options, keys, ...).
+fn cstring(what: &str, s: &str) -> Result<CString> {
+    text_cstring(what, s.as_bytes(), Status::InvalidArgument)
+}
+
+/// Code: a source or the contents of a header.
+fn code_cstring(what: &str, s: &str) -> Result<CString> {
+    text_cstring(what, s.as_bytes(), Status::InvalidSource)
+}
+
 fn path_cstring(what: &str, p: &Path) -> Result<CString> {
     use std::os::unix::ffi::OsStrExt;
-    CString::new(p.as_os_str().as_bytes()).map_err(|_| {
-        Error::local(
-            Status::InvalidArgument,
-            format!("{what} contains a NUL byte"),
-        )
-    })
+    text_cstring(what, p.as_os_str().as_bytes(), Status::InvalidArgument)
 }
 
 // ---- library-wide functions --------------------------------------------------------------
@@ -351,7 +360,7 @@ pub fn hash_options<S: AsRef<str>>(options: &[S]) -> Result<String> {
 
 /// The cache key [`Compiler::compile`] would use for `(source, opts)`, without compiling.
 pub fn compute_key(source: &str, opts: Option<&Options>) -> Result<String> {
-    let src = cstring("source", source)?;
+    let src = code_cstring("source", source)?;
     let mut out = [0 as c_char; 65];
     check(unsafe { sys::kjit_compute_key(src.as_ptr(), opts_ptr(opts), out.as_mut_ptr()) })?;
     Ok(unsafe { cstr_or_empty(out.as_ptr()) }.to_string())
@@ -436,7 +445,10 @@ pub enum DiskState {
     Other(i32),
 }
 
-/// Counters and sizes of a cache handle (`kjit_cache_stats`).
+/// Counters and sizes of a cache handle (`kjit_cache_stats`). The counters count what this
+/// handle did since it was opened; the `total_*` fields count every process that has used
+/// the cache database, this one included (each handle adds its counts to the database when
+/// it stores an entry and when it closes).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CacheStats {
     pub disk_state: DiskState,
@@ -460,6 +472,29 @@ pub struct CacheStats {
     pub remote_timeouts: u64,
     /// Why the disk tier is not OK, or "".
     pub message: String,
+    /// Compiles whose result was not stored because NVRTC read a file the cache key does
+    /// not cover (the log says which); the caller still got the result. Such a program is
+    /// compiled again on every request.
+    pub not_stored: u64,
+    /// Compiles that created a precompiled header, used one, or could not make one (they
+    /// still compiled, without it).
+    pub pch_created: u64,
+    pub pch_used: u64,
+    pub pch_failed: u64,
+    pub total_not_stored: u64,
+    pub total_pch_created: u64,
+    pub total_pch_used: u64,
+    pub total_pch_failed: u64,
+    pub total_memory_hits: u64,
+    pub total_disk_hits: u64,
+    pub total_remote_hits: u64,
+    pub total_misses: u64,
+    pub total_compiles: u64,
+    pub total_corrupt_entries: u64,
+    pub total_evictions: u64,
+    pub total_remote_errors: u64,
+    pub total_remote_timeouts: u64,
+    pub total_compile_ms_saved: f64,
 }
 
 /// One disk entry as listed by [`Cache::list`].
@@ -560,6 +595,24 @@ impl Cache {
             remote_errors: s.remote_errors,
             remote_timeouts: s.remote_timeouts,
             message,
+            not_stored: s.not_stored,
+            pch_created: s.pch_created,
+            pch_used: s.pch_used,
+            pch_failed: s.pch_failed,
+            total_not_stored: s.total_not_stored,
+            total_pch_created: s.total_pch_created,
+            total_pch_used: s.total_pch_used,
+            total_pch_failed: s.total_pch_failed,
+            total_memory_hits: s.total_memory_hits,
+            total_disk_hits: s.total_disk_hits,
+            total_remote_hits: s.total_remote_hits,
+            total_misses: s.total_misses,
+            total_compiles: s.total_compiles,
+            total_corrupt_entries: s.total_corrupt_entries,
+            total_evictions: s.total_evictions,
+            total_remote_errors: s.total_remote_errors,
+            total_remote_timeouts: s.total_remote_timeouts,
+            total_compile_ms_saved: s.total_compile_ms_saved,
         })
     }
 
@@ -638,7 +691,8 @@ impl Cache {
         Ok(removed)
     }
 
-    /// Writes every disk entry to one export file; returns the number written.
+    /// Writes every disk entry to one export file; returns the number written. Each record
+    /// is signed (HMAC-SHA256) when `KJIT_EXPORT_KEY` is set.
     pub fn export(&self, path: impl AsRef<Path>) -> Result<u64> {
         let p = path_cstring("path", path.as_ref())?;
         let mut n = 0u64;
@@ -646,7 +700,9 @@ impl Cache {
         Ok(n)
     }
 
-    /// Reads an export file; returns (imported, rejected).
+    /// Reads an export file; returns (imported, rejected). An export file is trusted
+    /// input: importing someone else's is running their code. With `KJIT_EXPORT_KEY` set,
+    /// records without a valid signature are rejected (see `kjit_cache_import`).
     pub fn import(&self, path: impl AsRef<Path>) -> Result<(u64, u64)> {
         let p = path_cstring("path", path.as_ref())?;
         let (mut imported, mut rejected) = (0u64, 0u64);
@@ -746,6 +802,27 @@ impl Options {
         Ok(self)
     }
 
+    /// The CUDA toolkit whose headers (`<cuda_fp16.h>`, `<cub/...>` ...) NVRTC finds
+    /// without an include option: `None` finds it automatically (the default), `Some("")`
+    /// turns it off, `Some(root)` names a toolkit root.
+    pub fn toolkit(&mut self, root: Option<&str>) -> Result<&mut Self> {
+        match root {
+            None => check(unsafe { sys::kjit_options_set_toolkit(self.raw, std::ptr::null()) })?,
+            Some(r) => {
+                let c = cstring("toolkit root", r)?;
+                check(unsafe { sys::kjit_options_set_toolkit(self.raw, c.as_ptr()) })?
+            }
+        }
+        Ok(self)
+    }
+
+    /// Automatic precompiled headers for programs whose includes reach the toolkit
+    /// (default on; results are byte-identical either way).
+    pub fn pch(&mut self, enabled: bool) -> Result<&mut Self> {
+        check(unsafe { sys::kjit_options_set_pch(self.raw, enabled as c_int) })?;
+        Ok(self)
+    }
+
     /// One raw NVRTC option, e.g. "-std=c++17".
     pub fn add(&mut self, option: &str) -> Result<&mut Self> {
         let o = cstring("option", option)?;
@@ -777,7 +854,7 @@ impl Options {
     /// In-memory header: `#include "<name>"` resolves to `contents`.
     pub fn header(&mut self, name: &str, contents: &str) -> Result<&mut Self> {
         let n = cstring("header name", name)?;
-        let c = cstring("header contents", contents)?;
+        let c = code_cstring("header contents", contents)?;
         check(unsafe { sys::kjit_options_add_header(self.raw, n.as_ptr(), c.as_ptr()) })?;
         Ok(self)
     }
@@ -852,7 +929,7 @@ impl<'c> Compiler<'c> {
     /// Compiles (or hits the cache). A compile error is `Err` with `status() ==
     /// Status::Compile` and NVRTC's log in `log()`.
     pub fn compile(&self, source: &str, opts: Option<&Options>) -> Result<Binary> {
-        let src = cstring("source", source)?;
+        let src = code_cstring("source", source)?;
         let mut out = ptr::null_mut();
         let code = unsafe { sys::kjit_compile(self.raw, src.as_ptr(), opts_ptr(opts), &mut out) };
         compile_result(code, out)
@@ -860,7 +937,7 @@ impl<'c> Compiler<'c> {
 
     /// Starts a compile on the worker pool.
     pub fn compile_async(&self, source: &str, opts: Option<&Options>) -> Result<PendingCompile> {
-        let src = cstring("source", source)?;
+        let src = code_cstring("source", source)?;
         let mut out = ptr::null_mut();
         check(unsafe {
             sys::kjit_compile_async(self.raw, src.as_ptr(), opts_ptr(opts), &mut out)
@@ -886,7 +963,7 @@ impl<'c> Compiler<'c> {
         }
         let owned = sources
             .iter()
-            .map(|s| cstring("source", s))
+            .map(|s| code_cstring("source", s))
             .collect::<Result<Vec<_>>>()?;
         let src_ptrs: Vec<*const c_char> = owned.iter().map(|c| c.as_ptr()).collect();
         let opt_ptrs: Option<Vec<*const sys::kjit_options>> =
@@ -954,7 +1031,7 @@ impl<'c> Compiler<'c> {
         device: i32,
         flags: KernelFlags,
     ) -> Result<Kernel> {
-        let src = cstring("source", source)?;
+        let src = code_cstring("source", source)?;
         let n = cstring("kernel name", name)?;
         let mut out = ptr::null_mut();
         let mut log = ptr::null_mut();

@@ -148,6 +148,18 @@ pub struct kjit_cache_stats {
     pub total_remote_timeouts: u64,
     pub total_compile_ms_saved: c_double,
     pub remote_state: c_int,
+    /// Since 0.2: compiles whose result was not stored because NVRTC read a file the
+    /// cache key does not cover (the caller still got the result).
+    pub not_stored: u64,
+    /// Since 0.2: compiles that created, used, or could not make a precompiled header.
+    pub pch_created: u64,
+    pub pch_used: u64,
+    pub pch_failed: u64,
+    /// Since 0.2: not_stored and the PCH counts over every process of the database.
+    pub total_not_stored: u64,
+    pub total_pch_created: u64,
+    pub total_pch_used: u64,
+    pub total_pch_failed: u64,
 }
 
 #[repr(C)]
@@ -375,6 +387,9 @@ extern "C" {
     pub fn kjit_options_set_device(opts: *mut kjit_options, device: c_int) -> kjit_status;
     pub fn kjit_options_set_outputs(opts: *mut kjit_options, outputs: c_uint) -> kjit_status;
     pub fn kjit_options_set_name(opts: *mut kjit_options, name: *const c_char) -> kjit_status;
+    pub fn kjit_options_set_toolkit(opts: *mut kjit_options, root: *const c_char) -> kjit_status;
+    pub fn kjit_options_set_pch(opts: *mut kjit_options, enabled: c_int) -> kjit_status;
+    pub fn kjit_toolkit_include_path() -> *const c_char;
     pub fn kjit_options_add(opts: *mut kjit_options, option: *const c_char) -> kjit_status;
     pub fn kjit_options_add_define(
         opts: *mut kjit_options,
@@ -659,8 +674,12 @@ mod tests {
         assert_eq!(offset_of!(kjit_cache_options, memory_only), 36);
         assert_eq!(offset_of!(kjit_cache_options, remote_url), 40);
         assert_eq!(offset_of!(kjit_cache_options, remote_read_only), 48);
-        assert_eq!(size_of::<kjit_cache_stats>(), 496);
+        assert_eq!(size_of::<kjit_cache_stats>(), 560);
+        assert_eq!(offset_of!(kjit_cache_stats, pch_created), 504);
+        assert_eq!(offset_of!(kjit_cache_stats, total_pch_failed), 552);
         assert_eq!(offset_of!(kjit_cache_stats, total_memory_hits), 408);
+        assert_eq!(offset_of!(kjit_cache_stats, remote_state), 488);
+        assert_eq!(offset_of!(kjit_cache_stats, not_stored), 496);
         assert_eq!(offset_of!(kjit_cache_stats, compile_ms_saved), 88);
         assert_eq!(offset_of!(kjit_cache_stats, message), 152);
         assert_eq!(size_of::<kjit_cache_entry_info>(), 64);

@@ -67,8 +67,9 @@ const RTLD_NOW: c_int = 2;
 
 type CuResult = c_int;
 
-/// Just enough of the CUDA driver API to allocate, copy and synchronise: the primary
-/// context of device 0 is made current on the calling thread (kjit uses the same one).
+/// Just enough of the CUDA driver API to allocate, copy and synchronise in the primary
+/// context of one device (kjit uses the same one): `Cuda::new()` is device 0. Every call
+/// makes that context current on the calling thread first.
 pub struct Cuda {
     mem_alloc: unsafe extern "C" fn(*mut u64, usize) -> CuResult,
     mem_free: unsafe extern "C" fn(u64) -> CuResult,
@@ -95,6 +96,11 @@ fn ck(r: CuResult, what: &str) {
 
 impl Cuda {
     pub fn new() -> Cuda {
+        Cuda::on_device(0)
+    }
+
+    /// The primary context of device `device`, made current on the calling thread.
+    pub fn on_device(device: i32) -> Cuda {
         unsafe {
             let lib = dlopen(b"libcuda.so.1\0".as_ptr() as *const c_char, RTLD_NOW);
             assert!(!lib.is_null(), "dlopen(libcuda.so.1) failed");
@@ -114,7 +120,7 @@ impl Cuda {
             };
             ck(init(0), "cuInit");
             let mut dev = 0;
-            ck(device_get(&mut dev, 0), "cuDeviceGet");
+            ck(device_get(&mut dev, device), "cuDeviceGet");
             let mut ctx = std::ptr::null_mut();
             ck(retain(&mut ctx, dev), "cuDevicePrimaryCtxRetain");
             let cuda = Cuda { ctx, ..cuda };
@@ -129,6 +135,7 @@ impl Cuda {
     }
 
     pub fn upload(&self, data: &[f32]) -> kjit::DevicePtr {
+        self.make_current();
         let bytes = std::mem::size_of_val(data);
         let mut d = 0u64;
         unsafe {
@@ -142,6 +149,7 @@ impl Cuda {
     }
 
     pub fn download(&self, d: kjit::DevicePtr, n: usize) -> Vec<f32> {
+        self.make_current();
         let mut v = vec![0f32; n];
         unsafe {
             ck(
@@ -153,10 +161,12 @@ impl Cuda {
     }
 
     pub fn free(&self, d: kjit::DevicePtr) {
+        self.make_current();
         unsafe { ck((self.mem_free)(d.0), "cuMemFree") };
     }
 
     pub fn synchronize(&self) {
+        self.make_current();
         unsafe { ck((self.sync)(), "cuCtxSynchronize") };
     }
 }

@@ -1,0 +1,490 @@
+#!/usr/bin/env python3
+"""kjit's Python binding against CuPy RawKernel and cuda.core, side by side in one run:
+
+  1. first completed launch in a fresh Python process with a warm cache, for saxpy and
+     a CUB block reduction: kjit vs CuPy RawKernel vs cuda.core with its program cache.
+     As in bench/cupy_bench.py, each fresh process imports its libraries, initialises
+     CUDA and allocates its buffers before the clock starts; the clock covers opening the
+     cache, compile-or-load, the launch and the synchronisation. Rounds interleave the
+     contenders (the order rotates every round); the median of the rounds is reported.
+     Every kjit round checks that it was a cache hit (no NVRTC run).
+  2. launch overhead per call from Python (enqueue cost, batches of 200 launches on a
+     non-blocking stream, median per call), kjit vs CuPy (vs cuda.core when present),
+     interleaved batch by batch.
+  3. the time `import kjit` adds to a fresh interpreter, and the first call that loads
+     libkjit.so.0 (runs without a GPU too).
+
+    KJIT_LIBRARY=/path/to/libkjit.so.0 python3 bench/python_bench.py [--reps N] [--out r.json]
+
+Arrays come from CuPy (else PyTorch). cuda.core is skipped, with the reason, when it is
+not installed or has no program cache (cuda.core.utils.FileStreamProgramCache); CuPy
+likewise. Prints a Markdown table; --strict exits 1 when kjit is not at least 5x faster
+than every baseline on the first launch.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+SAXPY = r'''
+extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+'''
+
+CUB = r'''
+#include <cub/block/block_reduce.cuh>
+extern "C" __global__ void block_sum(const float* in, float* out, int n) {
+  using BlockReduce = cub::BlockReduce<float, 256>;
+  __shared__ typename BlockReduce::TempStorage temp;
+  int i = blockIdx.x * 256 + threadIdx.x;
+  float v = i < n ? in[i] : 0.0f;
+  float sum = BlockReduce(temp).Sum(v);
+  if (threadIdx.x == 0) out[blockIdx.x] = sum;
+}
+'''
+
+EMPTY = 'extern "C" __global__ void empty_kernel() {}\n'
+
+KERNELS = {"saxpy": (SAXPY, "saxpy", False), "block_sum": (CUB, "block_sum", True),
+           "empty": (EMPTY, "empty_kernel", False)}
+FIRST_LAUNCH_KERNELS = ("saxpy", "block_sum")
+OVERHEAD_KERNELS = ("empty", "saxpy")
+CONTENDERS = ("kjit", "cupy", "cuda.core")
+N = 1 << 20
+
+
+def cccl_include():
+    return os.environ.get("KJIT_CCCL_INCLUDE", "/usr/local/cuda/include/cccl")
+
+
+def setup_paths():
+    """Make `import kjit` work from the repository or a bundle, and point KJIT_LIBRARY at
+    a libkjit.so.0 found there when it is not set."""
+    for pkg in (os.path.join(HERE, "..", "bindings", "python"), os.path.join(HERE, "..", "python")):
+        if os.path.isfile(os.path.join(pkg, "kjit", "__init__.py")):
+            pkg = os.path.abspath(pkg)
+            if pkg not in sys.path:
+                sys.path.insert(0, pkg)
+            os.environ["PYTHONPATH"] = pkg + os.pathsep + os.environ.get("PYTHONPATH", "")
+            break
+    if not os.environ.get("KJIT_LIBRARY"):
+        for lib in (os.path.join(HERE, "..", "python", "lib", "libkjit.so.0"),  # bundle
+                    os.path.join(HERE, "..", "build", "libkjit.so.0")):  # repository
+            if os.path.exists(lib):
+                os.environ["KJIT_LIBRARY"] = os.path.abspath(lib)
+                break
+
+
+# ---- array backends (CuPy, else PyTorch) -------------------------------------------------
+
+class Arrays:
+    """Device buffers, scalars and synchronisation from CuPy or PyTorch."""
+
+    def __init__(self, name):
+        self.name = name
+        import numpy
+        self.np = numpy
+        if name == "cupy":
+            import cupy
+            self.cp = cupy
+        else:
+            import torch
+            self.torch = torch
+
+    def zeros(self, n):
+        if self.name == "cupy":
+            return self.cp.zeros(n, dtype=self.cp.float32)
+        return self.torch.zeros(n, device="cuda", dtype=self.torch.float32)
+
+    def ptr(self, a):
+        return a.data.ptr if self.name == "cupy" else a.data_ptr()
+
+    def sync(self):
+        if self.name == "cupy":
+            self.cp.cuda.Device(0).synchronize()
+        else:
+            self.torch.cuda.synchronize()
+
+    def stream(self):
+        if self.name == "cupy":
+            return self.cp.cuda.Stream(non_blocking=True)
+        return self.torch.cuda.Stream()
+
+    def args(self, kid, n):
+        """(args with arrays, the same with raw pointers, grid, block)."""
+        if kid == "empty":
+            return (), (), 1, 1
+        a, b = self.zeros(n), self.zeros(n)
+        grid = (n + 255) // 256
+        f32, i32 = self.np.float32, self.np.int32
+        if kid == "saxpy":
+            return ((f32(2.0), a, b, i32(n)), (f32(2.0), self.ptr(a), self.ptr(b), i32(n)),
+                    grid, 256)
+        return (a, b, i32(n)), (self.ptr(a), self.ptr(b), i32(n)), grid, 256
+
+
+def pick_arrays():
+    for name in ("cupy", "torch"):
+        try:
+            arr = Arrays(name)
+            if name == "torch" and not arr.torch.cuda.is_available():
+                continue
+            if name == "cupy":
+                arr.cp.cuda.runtime.getDeviceCount()
+            return name
+        except Exception:  # noqa: BLE001 - try the next one
+            continue
+    return None
+
+
+# ---- cuda.core ----------------------------------------------------------------------------
+
+def cuda_core():
+    """(module namespace, FileStreamProgramCache class) or raises with the reason."""
+    try:
+        import cuda.core as cc
+        if not hasattr(cc, "Program"):
+            raise ImportError("no Program")
+    except ImportError:
+        import cuda.core.experimental as cc  # older releases
+    try:
+        from cuda.core.utils import FileStreamProgramCache
+    except ImportError as e:
+        raise RuntimeError("cuda.core %s has no program cache (cuda.core.utils."
+                           "FileStreamProgramCache): %s"
+                           % (getattr(cc, "__version__", "?"), e)) from None
+    return cc, FileStreamProgramCache
+
+
+def cuda_core_kernel(cc, cache_cls, cache_dir, kid, dev):
+    src, name, cub = KERNELS[kid]
+    cap = dev.compute_capability
+    arch = "sm_%d%d" % (cap[0], cap[1])
+    opts = cc.ProgramOptions(std="c++17", arch=arch,
+                             include_path=[cccl_include()] if cub else None)
+    prog = cc.Program(src, code_type="c++", options=opts)
+    cache = cache_cls(cache_dir)
+    try:
+        mod = prog.compile("cubin", cache=cache)
+    except TypeError:
+        # Program.compile without cache=: use the cache as a mapping, as documented.
+        from cuda.core.utils import make_program_cache_key
+        key = make_program_cache_key(code=src, code_type="c++", options=opts,
+                                     target_type="cubin")
+        data = cache.get(key)
+        if data is None:
+            mod = prog.compile("cubin")
+            cache[key] = mod
+        else:
+            mod = cc.ObjectCode.from_cubin(data)
+    return mod.get_kernel(name)
+
+
+def cuda_core_launch(cc, stream, kernel, grid, block, args):
+    config = cc.LaunchConfig(grid=grid, block=block)
+    try:
+        cc.launch(stream, config, kernel, *args)
+    except TypeError:
+        config = cc.LaunchConfig(grid=grid, block=block, stream=stream)
+        cc.launch(kernel, config, *args)
+
+
+# ---- child processes ------------------------------------------------------------------------
+
+def child_first_launch(contender, kid, backend):
+    arrays = Arrays(backend)
+    src, name, cub = KERNELS[kid]
+    args, raw_args, grid, block = arrays.args(kid, N)
+    extra = ""
+    if contender == "kjit":
+        import kjit
+        kjit.device_count()  # CUDA initialisation through kjit (driver loaded, cuInit)
+        arrays.sync()
+        t0 = time.perf_counter()
+        cache = kjit.Cache()
+        compiler = kjit.Compiler(cache)
+        k = compiler.kernel(src, name, std=17, include_paths=[cccl_include()] if cub else ())
+        k((grid,), (block,), args)
+        arrays.sync()
+        t1 = time.perf_counter()
+        s = cache.stats()
+        extra = " HIT %d COMPILES %d" % (s.hits, s.compiles)
+    elif contender == "cupy":
+        import cupy as cp
+        opts = ("--std=c++17",) + (("-I" + cccl_include(),) if cub else ())
+        arrays.sync()
+        t0 = time.perf_counter()
+        k = cp.RawKernel(src, name, options=opts)
+        k((grid,), (block,), args)
+        arrays.sync()
+        t1 = time.perf_counter()
+    else:
+        cc, cache_cls = cuda_core()
+        dev = cc.Device(0)
+        dev.set_current()
+        stream = dev.default_stream
+        arrays.sync()
+        t0 = time.perf_counter()
+        k = cuda_core_kernel(cc, cache_cls, os.environ["KJIT_BENCH_CUDA_CORE_CACHE"], kid, dev)
+        cuda_core_launch(cc, stream, k, grid, block, raw_args)
+        dev.sync()
+        t1 = time.perf_counter()
+    print("RESULT %.4f%s" % ((t1 - t0) * 1000.0, extra))
+
+
+def child_import():
+    t0 = time.perf_counter()
+    import kjit
+    t1 = time.perf_counter()
+    kjit.version()  # loads libkjit.so.0 and its dependencies
+    t2 = time.perf_counter()
+    print("RESULT %.4f %.4f" % ((t1 - t0) * 1000.0, (t2 - t1) * 1000.0))
+
+
+def spawn(argv, env_extra):
+    env = dict(os.environ)
+    env.update(env_extra)
+    env.pop("CUPY_CACHE_IN_MEMORY", None)
+    r = subprocess.run([sys.executable, os.path.abspath(__file__)] + argv, env=env,
+                       capture_output=True, text=True, timeout=600)
+    for line in r.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return line.split()[1:]
+    raise RuntimeError("child %s failed (exit %d):\n%s%s"
+                       % (" ".join(argv), r.returncode, r.stdout[-2000:], r.stderr[-4000:]))
+
+
+# ---- measurements -----------------------------------------------------------------------
+
+def first_launch(contenders, backend, reps, root):
+    """{kernel: {contender: median ms}}, {contender: skip reason}."""
+    env = {"kjit": lambda d: {"KJIT_CACHE_DIR": d},
+           "cupy": lambda d: {"CUPY_CACHE_DIR": d},
+           "cuda.core": lambda d: {"KJIT_BENCH_CUDA_CORE_CACHE": d}}
+    results, skipped, misses = {}, {}, []
+    for kid in FIRST_LAUNCH_KERNELS:
+        samples = {c: [] for c in contenders}
+        dirs = {}
+        alive = list(contenders)
+        for c in contenders:  # fill each cache (cold run, not reported)
+            d = dirs[c] = os.path.join(root, "%s-%s" % (c.replace(".", "_"), kid))
+            os.makedirs(d)
+            try:
+                spawn(["--child", "first", c, kid, backend], env[c](d))
+            except Exception as e:  # noqa: BLE001 - report and go on without it
+                skipped["%s (%s)" % (c, kid)] = str(e).strip().splitlines()[-1][:300]
+                alive.remove(c)
+        for rnd in range(reps):
+            order = alive[rnd % len(alive):] + alive[:rnd % len(alive)] if alive else []
+            for c in order:
+                out = spawn(["--child", "first", c, kid, backend], env[c](dirs[c]))
+                samples[c].append(float(out[0]))
+                if c == "kjit" and (int(out[2]) < 1 or int(out[4]) != 0):
+                    misses.append("%s round %d: hits %s compiles %s" % (kid, rnd, out[2], out[4]))
+        results[kid] = {c: statistics.median(v) for c, v in samples.items() if v}
+    return results, skipped, misses
+
+
+def launch_overhead(contenders, backend, batches=150, batch=200):
+    """{kernel: {contender: median us per launch}}."""
+    arrays = Arrays(backend)
+    import kjit
+    root = tempfile.mkdtemp(prefix="kjit-bench-ovh-")
+    out = {}
+    try:
+        with kjit.Cache(root) as cache, kjit.Compiler(cache) as compiler:
+            for kid in OVERHEAD_KERNELS:
+                src, name, _ = KERNELS[kid]
+                args, raw_args, grid, block = arrays.args(kid, 4096)
+                stream = arrays.stream()
+                calls = {}
+                k = compiler.kernel(src, name, std=17)
+                calls["kjit"] = lambda k=k, a=args, g=grid, b=block, s=stream: k(g, b, a, stream=s)
+                if kid == "saxpy":
+                    py_args = (2.0,) + tuple(args[1:3]) + (4096,)
+                    calls["kjit (Python scalars)"] = \
+                        lambda k=k, a=py_args, g=grid, b=block, s=stream: k(g, b, a, stream=s)
+                buf = k.pack(args)
+                calls["kjit (pre-packed)"] = \
+                    lambda k=k, p=buf, g=grid, b=block, s=stream: k.launch_packed(g, b, p, stream=s)
+                if "cupy" in contenders and backend == "cupy":
+                    import cupy as cp
+                    ck = cp.RawKernel(src, name, options=("--std=c++17",))
+                    # Launched inside `with stream`, the way CuPy code sets its stream.
+                    calls["cupy"] = (stream, ck, args, grid, block)
+                if "cuda.core" in contenders:
+                    try:
+                        cc, cache_cls = cuda_core()
+                        dev = cc.Device(0)
+                        dev.set_current()
+                        ccs = dev.create_stream()
+                        cck = cuda_core_kernel(cc, cache_cls, tempfile.mkdtemp(dir=root), kid,
+                                               dev)
+                        config = cc.LaunchConfig(grid=grid, block=block)
+                        cc.launch(ccs, config, cck, *raw_args)  # fails here, not when timed
+                        ccs.sync()
+                        calls["cuda.core"] = \
+                            lambda c=config, s=ccs, k=cck, a=raw_args: cc.launch(s, c, k, *a)
+                    except Exception as e:  # noqa: BLE001
+                        print("python_bench: cuda.core launch overhead skipped: %s" % e,
+                              file=sys.stderr)
+                samples = {name_: [] for name_ in calls}
+                for rep in range(batches + 5):
+                    for cname, call in calls.items():  # interleaved batch by batch
+                        if isinstance(call, tuple):  # CuPy: launches inside `with stream`
+                            s, ck, a, g, b = call
+                            with s:
+                                s.synchronize()
+                                t0 = time.perf_counter()
+                                for _ in range(batch):
+                                    ck((g,), (b,), a)
+                                t1 = time.perf_counter()
+                        else:
+                            arrays.sync()
+                            t0 = time.perf_counter()
+                            for _ in range(batch):
+                                call()
+                            t1 = time.perf_counter()
+                        if rep >= 5:
+                            samples[cname].append((t1 - t0) * 1e6 / batch)
+                arrays.sync()
+                out[kid] = {c: statistics.median(v) for c, v in samples.items()}
+                k.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+def import_time(reps):
+    imp, load = [], []
+    for _ in range(reps):
+        a, b = spawn(["--child", "import"], {})
+        imp.append(float(a))
+        load.append(float(b))
+    return statistics.median(imp), statistics.median(load)
+
+
+# ---- report ---------------------------------------------------------------------------------
+
+def fmt(v, unit):
+    return "-" if v is None else ("%.2f %s" % (v, unit))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--child", nargs="*")
+    p.add_argument("--reps", type=int, default=7, help="rounds per measurement (default 7)")
+    p.add_argument("--out", help="write the results as JSON")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 1 unless kjit's first launch is >= 5x faster than each baseline")
+    a = p.parse_args()
+    setup_paths()
+    if a.child is not None:
+        if a.child[0] == "import":
+            child_import()
+        else:
+            child_first_launch(a.child[1], a.child[2], a.child[3])
+        return 0
+
+    import kjit
+    result = {"python": sys.version.split()[0], "kjit_library": None, "skipped": {}}
+    imp, load = import_time(max(a.reps, 5))
+    result["import_ms"], result["load_library_ms"] = imp, load
+    result["kjit_library"] = kjit.load_library()
+
+    reason = None
+    try:
+        result["device"] = "%s (%s)" % (kjit.device_name(0), kjit.device_arch(0))
+        result["driver"] = kjit.driver_version()
+    except kjit.KjitError as e:
+        reason = "no GPU: %s" % e
+    backend = pick_arrays() if reason is None else None
+    if reason is None and backend is None:
+        reason = "neither CuPy nor PyTorch with CUDA is importable (needed for device buffers)"
+
+    contenders = ["kjit"]
+    if backend is not None:
+        if backend == "cupy":
+            contenders.append("cupy")
+        else:
+            result["skipped"]["cupy"] = "CuPy is not installed"
+        try:
+            cc, _ = cuda_core()
+            contenders.append("cuda.core")
+            result["cuda_core_version"] = getattr(cc, "__version__", "?")
+        except Exception as e:  # noqa: BLE001 - reported as the reason cuda.core is skipped
+            result["skipped"]["cuda.core"] = str(e) or type(e).__name__
+        if backend == "cupy":
+            import cupy
+            result["cupy_version"] = cupy.__version__
+        result["arrays"] = backend
+
+    if reason is None:
+        root = tempfile.mkdtemp(prefix="kjit-bench-py-")
+        try:
+            first, skipped, misses = first_launch(contenders, backend, a.reps, root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        result["first_launch_ms"] = first
+        result["skipped"].update(skipped)
+        result["kjit_cache_misses"] = misses
+        result["launch_us"] = launch_overhead(contenders, backend)
+    else:
+        result["skipped"]["GPU measurements"] = reason
+
+    # ---- table ----
+    print()
+    print("kjit Python binding vs CuPy RawKernel vs cuda.core (python %s%s)" % (
+        result["python"], ", " + result["device"] if "device" in result else ""))
+    print()
+    print("| measurement | kjit | CuPy RawKernel | cuda.core | kjit speed-up |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    verdicts = []
+    for kid, row in result.get("first_launch_ms", {}).items():
+        kj = row.get("kjit")
+        ups = []
+        for base in ("cupy", "cuda.core"):
+            if kj and row.get(base):
+                ups.append("%.1fx vs %s" % (row[base] / kj, base))
+                verdicts.append((kid, base, row[base] / kj))
+        print("| first launch, warm cache, %s | %s | %s | %s | %s |" % (
+            kid, fmt(kj, "ms"), fmt(row.get("cupy"), "ms"), fmt(row.get("cuda.core"), "ms"),
+            ", ".join(ups) or "-"))
+    for kid, row in result.get("launch_us", {}).items():
+        kj = row.get("kjit")
+        up = "%.2fx vs cupy" % (row["cupy"] / kj) if kj and row.get("cupy") else "-"
+        print("| launch overhead, %s (per call) | %s | %s | %s | %s |" % (
+            kid, fmt(kj, "us"), fmt(row.get("cupy"), "us"), fmt(row.get("cuda.core"), "us"),
+            up))
+        for variant in ("kjit (Python scalars)", "kjit (pre-packed)"):
+            if variant in row:
+                print("| launch overhead, %s, %s | %s | | | |" % (kid, variant[6:-1],
+                                                                fmt(row[variant], "us")))
+    print("| `import kjit` | %s | | | |" % fmt(imp, "ms"))
+    print("| first call, loading libkjit.so.0 | %s | | | |" % fmt(load, "ms"))
+    print()
+    for what, why in result["skipped"].items():
+        print("skipped: %s: %s" % (what, why))
+    for m in result.get("kjit_cache_misses", []):
+        print("WARNING: a warm kjit round was not a cache hit: %s" % m)
+    failed = [v for v in verdicts if v[2] < 5.0]
+    for kid, base, up in verdicts:
+        print("%s: kjit first launch %.1fx faster than %s (target >= 5x): %s"
+              % (kid, up, base, "ok" if up >= 5.0 else "BELOW TARGET"))
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(result, f, indent=1)
+    return 1 if a.strict and (failed or not verdicts) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
