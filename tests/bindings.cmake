@@ -1,12 +1,14 @@
 # Language bindings: Rust (cargo test), Go (go vet + go test), the Julia package's static
-# checks (tree-sitter parse + ccall/header/export/struct checks under Node), and the
-# cross-language cache scenario (C, Rust and Go share one cache directory: identical PTX,
-# disk hits for the second and third language). bindings/test_bindings.sh installs the
-# built tree into <build>/bindings-test/prefix and runs each part against it through
-# pkg-config. A part whose toolchain is missing (cargo, go, node/npm) prints why and
-# returns 77, which ctest reports as skipped; any test failure fails the entry.
+# checks (tree-sitter parse + ccall/header/export/struct checks under Node), the Python
+# package's CPU tests (unittest with Debian's python3, the cache shared with C and the
+# CLI, pip install) and the cross-language cache scenario (C, Rust, Go and Python share
+# one cache directory: identical PTX, disk hits for every language after the first).
+# bindings/test_bindings.sh installs the built tree into <build>/bindings-test/prefix and
+# runs each part against it through pkg-config. A part whose toolchain is missing (cargo,
+# go, node/npm, python3) prints why and returns 77, which ctest reports as skipped; any
+# test failure fails the entry.
 find_program(KJIT_BASH_PROGRAM bash REQUIRED)
-foreach(part rust go julia-check crosslang)
+foreach(part rust go julia-check python crosslang)
   add_test(NAME bindings_${part}
     COMMAND ${KJIT_BASH_PROGRAM} ${PROJECT_SOURCE_DIR}/bindings/test_bindings.sh ${part}
             ${CMAKE_BINARY_DIR})

@@ -14,7 +14,7 @@
 #               test_kernel_cpu, test_remote, test_gemm_cpu.
 #   TSan:       the suites whose point is concurrency: test_multiprocess, the stampede and
 #               fork tests of test_reliability, test_compile's threaded and async tests,
-#               test_cache, and test_crash (10 cycles).
+#               test_cache and test_crash (10 cycles).
 # NVRTC is a closed, uninstrumented library: tools/lsan.supp and tools/tsan.supp name it
 # (and only it) so that what it keeps or does inside is not reported as ours.
 set -euo pipefail

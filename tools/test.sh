@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds kjit with warnings as errors and runs every test (C/C++, CLI, examples, install,
-# ABI, Rust, Go and Julia checks) through ctest.
+# ABI, Rust, Go, Python and Julia checks) through ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/deps.sh --test
