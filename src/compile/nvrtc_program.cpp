@@ -2,6 +2,8 @@
 
 #include <nvrtc.h>
 
+#include <exception>
+
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -30,6 +32,44 @@ std::string program_log(nvrtcProgram prog) {
   log.resize(size - 1);  // drop the terminating NUL
   return log;
 }
+
+// NVRTC 13.0 lets C++ exceptions escape its C functions on some inputs (seen:
+// std::out_of_range "basic_string::at" from nvrtcCompileProgram). They become an
+// NVRTC status with the exception's text, never an internal error of kjit's.
+template <typename F>
+nvrtcResult nvrtc_call(F&& f, std::string* thrown) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    *thrown = e.what();
+  } catch (...) {
+    *thrown = "an unknown exception";
+  }
+  return NVRTC_ERROR_INTERNAL_ERROR;
+}
+
+Outcome nvrtc_threw(const char* function, const std::string& program, const std::string& what) {
+  return Outcome{KJIT_ERROR_NVRTC,
+                 std::string(function) + " failed for '" + program +
+                     "': NVRTC failed internally on this input (it threw: " + what + ")",
+                 nullptr, KJIT_TIER_COMPILED};
+}
+
+// Holds the PCH heap shared for the length of one nvrtcCompileProgram call.
+class PchHeapShared {
+ public:
+  explicit PchHeapShared(bool on) : on_(on) {
+    if (on_) pch_heap_lock_shared();
+  }
+  ~PchHeapShared() { release(); }
+  void release() {
+    if (on_) pch_heap_unlock_shared();
+    on_ = false;
+  }
+
+ private:
+  bool on_;
+};
 
 int cancel_callback(void* payload, void*) {
   auto* flag = static_cast<std::atomic<bool>*>(payload);
@@ -120,9 +160,15 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
     header_sources.push_back(contents.c_str());
   }
   Program prog;
-  nvrtcResult r = nvrtcCreateProgram(prog.out(), source.c_str(), opts.name.c_str(),
-                                     int(header_names.size()), header_sources.data(),
-                                     header_names.data());
+  std::string thrown;
+  nvrtcResult r = nvrtc_call(
+      [&] {
+        return nvrtcCreateProgram(prog.out(), source.c_str(), opts.name.c_str(),
+                                  int(header_names.size()), header_sources.data(),
+                                  header_names.data());
+      },
+      &thrown);
+  if (!thrown.empty()) return nvrtc_threw("nvrtcCreateProgram", opts.name, thrown);
   if (r != NVRTC_SUCCESS) {
     return Outcome{r == NVRTC_ERROR_OUT_OF_MEMORY ? KJIT_ERROR_OUT_OF_MEMORY : KJIT_ERROR_NVRTC,
                    std::string("nvrtcCreateProgram failed for '") + opts.name +
@@ -130,7 +176,8 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
                    nullptr, KJIT_TIER_COMPILED};
   }
   for (const std::string& expr : opts.name_expressions) {
-    r = nvrtcAddNameExpression(prog.get(), expr.c_str());
+    r = nvrtc_call([&] { return nvrtcAddNameExpression(prog.get(), expr.c_str()); }, &thrown);
+    if (!thrown.empty()) return nvrtc_threw("nvrtcAddNameExpression", opts.name, thrown);
     if (r != NVRTC_SUCCESS) {
       return Outcome{KJIT_ERROR_NAME_NOT_FOUND,
                      "nvrtcAddNameExpression('" + expr + "') failed: " + nvrtcGetErrorString(r),
@@ -143,17 +190,27 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
   for (const std::string& o : norm.nvrtc) argv.push_back(o.c_str());
   if (with_pch) {
     for (const std::string& o : pch->options()) argv.push_back(o.c_str());
-    pch_heap_lock_shared();
   }
+  PchHeapShared heap(with_pch);
   const double t0 = monotonic_ms();
-  r = nvrtcCompileProgram(prog.get(), int(argv.size()), argv.data());
+  r = nvrtc_call([&] { return nvrtcCompileProgram(prog.get(), int(argv.size()), argv.data()); },
+                 &thrown);
   const double ms = monotonic_ms() - t0;
+  heap.release();
+  if (!thrown.empty()) {
+    if (!with_pch) return nvrtc_threw("nvrtcCompileProgram", opts.name, thrown);
+    pch->finish(int(NVRTC_ERROR_INTERNAL_ERROR), 0, false, false);
+    log_info("NVRTC failed with precompiled headers (it threw: " + thrown + "); compiling '" +
+             opts.name + "' again without them");
+    Outcome again = run_nvrtc(source, opts, norm, key, toolchain, cancel, nullptr);
+    again.pch = int(PchOutcome::Failed);
+    return again;
+  }
   auto entry = std::make_shared<Entry>();
   entry->key = key;
   entry->log = program_log(prog.get());
   int pch_outcome = 0;
   if (with_pch) {
-    pch_heap_unlock_shared();
     bool used = false, created = false;
     entry->log = strip_pch_messages(entry->log, &used, &created);
     const nvrtcResult status = nvrtcGetPCHCreateStatus(prog.get());
@@ -228,7 +285,9 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
   }
   for (const std::string& expr : opts.name_expressions) {
     const char* lowered = nullptr;
-    r = nvrtcGetLoweredName(prog.get(), expr.c_str(), &lowered);
+    r = nvrtc_call([&] { return nvrtcGetLoweredName(prog.get(), expr.c_str(), &lowered); },
+                   &thrown);
+    if (!thrown.empty()) return nvrtc_threw("nvrtcGetLoweredName", opts.name, thrown);
     if (r != NVRTC_SUCCESS || !lowered) {
       return Outcome{KJIT_ERROR_NAME_NOT_FOUND,
                      "name expression '" + expr + "' has no lowered name in '" + opts.name +
