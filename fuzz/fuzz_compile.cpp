@@ -41,7 +41,7 @@ std::string data_of(const kjit_binary* b, int kind) {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   kjit_fuzz::no_gpu_driver();
-  kjit_fuzz::fixture_dir();
+  kjit_fuzz::enter_fixture_dir();
   kjit_cache_options o = KJIT_CACHE_OPTIONS_INIT;
   o.memory_only = 1;
   if (kjit_cache_open(&o, &g_cache) != KJIT_OK) std::abort();

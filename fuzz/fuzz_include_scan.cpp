@@ -7,7 +7,7 @@
 #include "fuzz_input.h"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  kjit_fuzz::fixture_dir();
+  kjit_fuzz::enter_fixture_dir();
   return 0;
 }
 

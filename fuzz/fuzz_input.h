@@ -42,6 +42,15 @@ inline const std::string& fixture_dir() {
   return dir;
 }
 
+// Makes the fixture directory the working directory: a program whose name has no
+// directory, or a pre-include, is searched for there, and a computed include makes the
+// scan read the searched directories whole. In a directory other processes write to, the
+// key would change between two calls (correctly, but not what the targets check).
+// Corpus and artifact paths must then be absolute (tools/fuzz.sh passes them so).
+inline void enter_fixture_dir() {
+  if (chdir(fixture_dir().c_str()) != 0) std::abort();
+}
+
 inline void no_gpu_driver() { setenv("KJIT_CUDA_DRIVER", "/nonexistent/kjit-fuzz/libcuda.so.1", 1); }
 
 // Input layout (lines): target, outputs, then options until a line "---", then the source.

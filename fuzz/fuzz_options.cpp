@@ -12,7 +12,7 @@
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   kjit_fuzz::no_gpu_driver();
-  kjit_fuzz::fixture_dir();
+  kjit_fuzz::enter_fixture_dir();
   return 0;
 }
 

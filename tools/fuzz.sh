@@ -43,14 +43,15 @@ failed=()
 summary=()
 total=0
 for t in "${targets[@]}"; do
-  work=build-fuzz/corpus/$t
+  # Absolute paths: the targets work inside a private fixture directory (fuzz_input.h).
+  work=$PWD/build-fuzz/corpus/$t
   mkdir -p "$work"
   log=build-fuzz/fuzz_$t.log
   echo "== fuzz_$t: ${seconds}s"
   status=0
   ./build-fuzz/fuzz_"$t" -max_total_time="$seconds" -timeout=60 -rss_limit_mb=4096 \
-    -max_len=4096 -print_final_stats=1 -artifact_prefix=build-fuzz/artifacts/"$t"- \
-    "$work" fuzz/corpus/"$t" >"$log" 2>&1 || status=$?
+    -max_len=4096 -print_final_stats=1 -artifact_prefix="$PWD"/build-fuzz/artifacts/"$t"- \
+    "$work" "$PWD"/fuzz/corpus/"$t" >"$log" 2>&1 || status=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   execs=${execs:-0}
   total=$((total + execs))

@@ -14,6 +14,7 @@
 #include "compile/pch.h"
 #include "compile/nvrtc_program.h"
 #include "compile/thread_pool.h"
+#include "compile/toolkit.h"
 #include "compile/toolchain.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -184,15 +185,30 @@ Compiler::Compiler(Cache* cache, unsigned threads)
 
 Compiler::~Compiler() = default;  // the pool joins after finishing queued jobs
 
+void Compiler::find_toolkits(const CompileOptions& opts) {
+  find_toolkit("", cache_);
+  if (opts.toolkit_headers && !opts.toolkit_root.empty()) find_toolkit(opts.toolkit_root, cache_);
+}
+
 std::string Compiler::key(const std::string& source, const CompileOptions& opts) {
   validate_request(source, opts);
+  find_toolkits(opts);
   const NormalisedOptions norm = normalise(opts);
   return compute_key(source, opts, norm, toolchain(), scan_for(source, opts, norm));
 }
 
-Outcome Compiler::compile(const std::string& source, const CompileOptions& opts,
+Outcome Compiler::compile(std::string_view source_bytes, const CompileOptions& opts,
                           const CancelFlag& cancel) {
+  if (cache_) {
+    std::string remembered;
+    kjit_tier tier;
+    if (memo_.find(source_bytes, opts, &remembered)) {
+      if (EntryPtr e = cache_->lookup(remembered, &tier)) return Outcome{KJIT_OK, "", e, tier};
+    }
+  }
+  const std::string source(source_bytes);
   validate_request(source, opts);
+  find_toolkits(opts);
   const NormalisedOptions norm = normalise(opts);
   const std::string& tool = toolchain();
   const IncludeScan scan = scan_for(source, opts, norm);
@@ -218,7 +234,9 @@ Outcome Compiler::compile(const std::string& source, const CompileOptions& opts,
   if (!cache_) return run();
   std::function<bool()> cancelled;  // also ends a wait for another process's compile
   if (cancel) cancelled = [&cancel] { return cancel->load(std::memory_order_relaxed); };
-  return cache_->get_or_compile(key, run, cancelled);
+  Outcome o = cache_->get_or_compile(key, run, cancelled);
+  if (o.status == KJIT_OK && o.entry && o.cacheable) memo_.remember(source, opts, key, scan);
+  return o;
 }
 
 const std::string& Compiler::toolchain() {

@@ -6,8 +6,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "compile/include_scan.h"
+#include "compile/key_memo.h"
 #include "compile/options.h"
 #include "store/cache.h"
 
@@ -25,8 +27,9 @@ class Compiler {
 
   // Compile (or hit) one program. Returns OK with an entry, KJIT_ERROR_COMPILE with an
   // entry holding the log, or another failure status with a message. Throws kjit::Error
-  // only for programming errors and allocation failure.
-  Outcome compile(const std::string& source, const CompileOptions& opts,
+  // only for programming errors and allocation failure. A request seen before whose
+  // include files stat the same is looked up by its remembered key (key_memo.h).
+  Outcome compile(std::string_view source, const CompileOptions& opts,
                   const CancelFlag& cancel = nullptr);
 
   // The cache key of (source, opts), as compile() computes it.
@@ -38,6 +41,10 @@ class Compiler {
   Cache* cache() const { return cache_; }
 
  private:
+  // Discovers the toolkits `opts` needs through the cache's record of an earlier
+  // discovery (toolkit.h), before normalise() asks for them.
+  void find_toolkits(const CompileOptions& opts);
+
   // The toolchain id, read once per compiler (the process-wide lookup takes a lock).
   const std::string& toolchain();
 
@@ -47,6 +54,7 @@ class Compiler {
   std::string toolchain_;
   std::mutex pool_mu_;
   std::unique_ptr<ThreadPool> pool_;
+  KeyMemo memo_;
 };
 
 // Checks that source is non-empty valid UTF-8; throws KJIT_ERROR_INVALID_SOURCE.

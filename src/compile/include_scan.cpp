@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <ctime>
@@ -317,8 +318,12 @@ FilePtr load(const std::string& path) {
   info->content = std::make_shared<const std::string>(std::move(*content));
   Stamp after;
   const bool same = stamp_of(path, &after) && after == before;
-  info->settled =
-      same && read_at - std::max(before.mtime_ns, before.ctime_ns) >= kRacySeconds * 1000000000;
+  // On a network file system stat() answers from an attribute cache that can be seconds
+  // behind another host's edit, while reading revalidates: such files are always read.
+  info->settled = same &&
+                  read_at - std::max(before.mtime_ns, before.ctime_ns) >=
+                      kRacySeconds * 1000000000 &&
+                  network_fs_type(path).empty();
   if (same) {
     std::lock_guard<std::mutex> lock(g_memo_mu);
     if (g_memo.size() > 4096) g_memo.clear();
@@ -499,8 +504,19 @@ class Scanner {
     if (!found) out_.outside = true;
   }
 
+  // Records what stat() says about `path` (once per path) for the scan's memo.
+  void look(const std::string& path) {
+    if (!looked_.insert(path).second) return;
+    PathStamp s;
+    if (!stamp_path(path, &s)) out_.stamped = false;
+    out_.looked.push_back(std::move(s));
+  }
+
   // True when the candidate is a file (read now or before).
   bool probe(const std::string& candidate) {
+    // Stamped before it is resolved and read: a change in between makes the stamp differ
+    // from what a later look finds, or the file unsettled.
+    look(candidate);
     const std::string resolved = resolve_path(candidate);
     if (skipped(resolved)) return false;
     if (out_.absent.count(resolved)) return false;
@@ -513,6 +529,15 @@ class Scanner {
       out_.absent.insert(resolved);
       return false;
     }
+    // Its quoted (and computed) includes are searched from `from`, a resolved name: the
+    // directory's identity says it still resolves there.
+    for (const IncludeRef& r : info->directives.refs) {
+      if (!r.angled) {
+        look(dirname_of(candidate));
+        break;
+      }
+    }
+    if (!info->settled) out_.settled = false;
     std::vector<std::string> dirs{from};
     if (dirname_of(resolved) != from) dirs.push_back(dirname_of(resolved));
     add(info->directives, std::move(dirs));
@@ -564,7 +589,7 @@ class Scanner {
 
   // The working directory, read when a relative path first needs it.
   const std::string& cwd() {
-    if (cwd_.empty()) cwd_ = current_directory();
+    if (cwd_.empty()) out_.cwd = cwd_ = current_directory();
     return cwd_;
   }
 
@@ -598,6 +623,7 @@ class Scanner {
   std::set<std::string> resolved_;  // computed includes already followed
   std::set<std::string> scanned_memory_;
   std::set<std::string> visited_;       // file + directory it was reached from
+  std::set<std::string> looked_;        // paths in out_.looked
   std::set<std::string> files_seen_;    // real paths already in out_.files
   std::set<std::string> searched_;      // includer directories quoted includes were looked for in
   std::set<std::string> listed_tried_;  // real directories already listed for computed includes
@@ -606,6 +632,57 @@ class Scanner {
 };
 
 }  // namespace
+
+namespace {
+
+// The stamp of `path` without its name; false when stat() failed for another reason than
+// the path's absence.
+bool stat_stamp(const char* path, PathStamp* out) {
+  struct stat st;
+  if (::stat(path, &st) != 0) {
+    out->kind = 0;
+    out->dev = out->ino = out->size = 0;
+    out->mtime_ns = out->ctime_ns = 0;
+    return errno == ENOENT || errno == ENOTDIR;
+  }
+  out->kind = S_ISREG(st.st_mode) ? 1 : S_ISDIR(st.st_mode) ? 2 : 3;
+  out->dev = uint64_t(st.st_dev);
+  out->ino = uint64_t(st.st_ino);
+  out->size = out->kind == 2 ? 0 : uint64_t(st.st_size);
+  out->mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  out->ctime_ns = int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+  return true;
+}
+
+}  // namespace
+
+bool stamp_path(const std::string& path, PathStamp* out) {
+  out->path = path;
+  return stat_stamp(path.c_str(), out);
+}
+
+bool paths_unchanged(const std::vector<PathStamp>& looked) {
+  PathStamp now;
+  for (const PathStamp& was : looked) {
+    if (!stat_stamp(was.path.c_str(), &now) || now.kind != was.kind || now.dev != was.dev ||
+        now.ino != was.ino || now.size != was.size) {
+      return false;
+    }
+    // A directory's times change with every file made in it: they count only where its
+    // listing was read.
+    if ((was.kind != 2 || was.listing) &&
+        (now.mtime_ns != was.mtime_ns || now.ctime_ns != was.ctime_ns)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool stamp_settled(const PathStamp& s, int64_t now) {
+  return now - std::max(s.mtime_ns, s.ctime_ns) >= kRacySeconds * 1000000000;
+}
+
+int64_t realtime_ns() { return now_ns(); }
 
 bool IncludeScan::reads_files() const {
   return !files.empty() || !absent.empty() || computed;

@@ -16,6 +16,7 @@
 // bound the scan is marked incomplete).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <set>
 #include <string>
@@ -34,6 +35,34 @@ struct IncludeScanInput {
   std::vector<std::string> skip_roots;  // files under these (CUDA toolkits) are not read
 };
 
+// What stat() said about a path the scan looked at, as it was looked up (links are
+// followed again when it is checked): enough to tell, without reading or resolving
+// anything, that looking again would find the same thing.
+struct PathStamp {
+  std::string path;
+  int kind = 0;  // 0: absent (ENOENT or ENOTDIR), 1: regular file, 2: directory, 3: other
+  bool listing = false;  // a directory whose entries were read: its times count too
+  uint64_t dev = 0, ino = 0, size = 0;
+  int64_t mtime_ns = 0, ctime_ns = 0;
+};
+
+// Takes the stamp of `path` now. False when stat() failed for another reason than the
+// path's absence (then the stamp proves nothing).
+bool stamp_path(const std::string& path, PathStamp* out);
+
+// True when every path still stats as it did (a file: same device, inode, size,
+// modification and change times; a directory: same device and inode, and the times too
+// when its listing was read; absent: still absent). A file is only trusted this way when it had not been modified for
+// kRacySeconds when it was read (IncludeScan::settled), so an edit within the same
+// timestamp tick is seen; renames, hard links and permission changes update the change
+// time, and replacing a file changes its inode.
+bool paths_unchanged(const std::vector<PathStamp>& looked);
+
+// True when the stamp's modification and change times are kRacySeconds or more before
+// `now_ns` (CLOCK_REALTIME): a change after `now_ns` then shows in the stamp.
+bool stamp_settled(const PathStamp& s, int64_t now_ns);
+int64_t realtime_ns();
+
 struct IncludedFile {
   std::string path;                            // real path
   std::shared_ptr<const std::string> content;  // the bytes
@@ -49,6 +78,16 @@ struct IncludeScan {
   bool outside = false;             // a reference that no scanned location holds (the
                                     // toolkit's headers, or a missing file)
   bool reads_files() const;         // the program can make NVRTC open a file at all
+
+  // For remembering the scan (compiler.cpp): every path looked at, each directory whose
+  // files were searched relative to it, and the working directory when the scan used it.
+  std::vector<PathStamp> looked;
+  std::string cwd;
+  bool settled = true;  // every file read had been unmodified for kRacySeconds
+  bool stamped = true;  // every stat() of `looked` succeeded or found nothing
+  // True when `looked` (with `cwd`) decides the scan's result: paths_unchanged() then
+  // means the same scan would give the same files with the same bytes.
+  bool rememberable() const { return settled && stamped && complete && listed.empty(); }
 };
 
 // One include-like reference in a text.

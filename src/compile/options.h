@@ -22,6 +22,14 @@ struct CompileOptions {
 
   void add_header(std::string header_name, std::string contents);
   void add_name_expression(const std::string& expr);  // ignores duplicates
+
+  // Every field: two requests with equal options and sources have the same key (the
+  // compiler's memo of keys relies on it; a field added above must be added here).
+  bool operator==(const CompileOptions& o) const {
+    return target == o.target && outputs == o.outputs && device == o.device && name == o.name &&
+           raw == o.raw && headers == o.headers && name_expressions == o.name_expressions &&
+           toolkit_headers == o.toolkit_headers && toolkit_root == o.toolkit_root && pch == o.pch;
+  }
 };
 
 // A request made concrete: exact target, outputs, and the option lists.

@@ -4,6 +4,8 @@
 #include <sys/utsname.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <optional>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -11,6 +13,7 @@
 
 #include "compile/include_scan.h"
 #include "compile/toolchain.h"
+#include "store/cache.h"
 #include "util/fs.h"
 #include "util/sha256.h"
 
@@ -24,55 +27,106 @@ std::string target_triple_dir() {
   return machine + "-linux";
 }
 
+// Every file-system question discovery asks, answered and stamped, so that a discovery
+// can be kept across processes and trusted while the stamps hold (paths_unchanged()).
+class Looker {
+ public:
+  bool is_directory(const std::string& p) { return stamp(p).kind == 2; }
+  bool is_file(const std::string& p) { return stamp(p).kind == 1; }
+  std::string resolve(const std::string& p) {
+    stamp(p);
+    std::string real = resolve_path(p);
+    stamp(real);  // a directory renamed keeps its inode but not its real path
+    return real;
+  }
+  std::optional<std::string> read(const std::string& p) {
+    const PathStamp& s = stamp(p);
+    if (s.kind != 1) return std::nullopt;
+    if (!trusted(s)) keep_ = false;
+    return read_file(p);
+  }
+  std::vector<std::string> list(const std::string& p) {
+    std::vector<std::string> names;
+    PathStamp& s = stamp(p);
+    s.listing = true;
+    if (s.kind != 2) return names;
+    if (!trusted(s)) keep_ = false;
+    if (DIR* d = opendir(p.c_str())) {
+      while (dirent* e = readdir(d)) {
+        const std::string n = e->d_name;
+        if (n != "." && n != "..") names.push_back(n);
+      }
+      closedir(d);
+    }
+    return names;
+  }
+  // True when the stamps decide every answer (nothing changed within kRacySeconds).
+  bool keepable() const { return keep_; }
+  std::vector<PathStamp>& looked() { return looked_; }
+
+ private:
+  // Its stamp will show a later change: not changed within kRacySeconds, and not on a
+  // network file system (whose stat() may answer from a stale attribute cache).
+  bool trusted(const PathStamp& s) const {
+    return stamp_settled(s, now_) && network_fs_type(s.path).empty();
+  }
+
+  PathStamp& stamp(const std::string& p) {
+    for (PathStamp& s : looked_) {
+      if (s.path == p) return s;
+    }
+    looked_.emplace_back();
+    if (!stamp_path(p, &looked_.back())) keep_ = false;
+    return looked_.back();
+  }
+
+  const int64_t now_ = realtime_ns();
+  std::vector<PathStamp> looked_;
+  bool keep_ = true;
+};
+
 // Include directories under a toolkit root, CCCL first (it overrides the older copies of
 // libcu++ that some toolkits also keep in include/).
-std::vector<std::string> include_dirs_of(const std::string& root) {
+std::vector<std::string> include_dirs_of(const std::string& root, Looker& fs) {
   std::vector<std::string> out;
   for (const std::string& base : {join_path(root, "include"),
                                   join_path(root, "targets/" + target_triple_dir() + "/include")}) {
     for (const std::string& dir : {join_path(base, "cccl"), base}) {
-      if (!is_directory(dir)) continue;
-      const std::string real = resolve_path(dir);
+      if (!fs.is_directory(dir)) continue;
+      const std::string real = fs.resolve(dir);
       if (std::find(out.begin(), out.end(), real) == out.end()) out.push_back(real);
     }
   }
   // Without the toolkit's own headers this is not a usable toolkit.
   bool runtime = false;
-  for (const std::string& dir : out)
-    runtime = runtime || is_regular_file(join_path(dir, "cuda_fp16.h"));
+  for (const std::string& dir : out) runtime = runtime || fs.is_file(join_path(dir, "cuda_fp16.h"));
   if (!runtime) out.clear();
   return out;
 }
 
-std::string fingerprint_of(const std::string& root, const std::vector<std::string>& dirs) {
+std::string fingerprint_of(const std::string& root, const std::vector<std::string>& dirs,
+                           Looker& fs) {
   Sha256 h;
   h.field("kjit-toolkit");
   h.u64(dirs.size());
   for (const std::string& d : dirs) {
     h.field(d);
-    const auto cccl = read_file(join_path(d, "cuda/std/__cccl/version.h"));
+    const auto cccl = fs.read(join_path(d, "cuda/std/__cccl/version.h"));
     h.field(cccl ? *cccl : std::string());
   }
   for (const char* name : {"version.json", "version.txt"}) {
-    const auto v = read_file(join_path(root, name));
+    const auto v = fs.read(join_path(root, name));
     h.field(v ? *v : std::string());
   }
   // Toolkits assembled from wheels keep each component's version in its dist-info name.
-  std::vector<std::string> infos;
-  if (DIR* d = opendir(join_path(root, "dist-info").c_str())) {
-    while (dirent* e = readdir(d)) {
-      const std::string n = e->d_name;
-      if (n != "." && n != "..") infos.push_back(n);
-    }
-    closedir(d);
-  }
+  std::vector<std::string> infos = fs.list(join_path(root, "dist-info"));
   std::sort(infos.begin(), infos.end());
   h.u64(infos.size());
   for (const std::string& n : infos) h.field(n);
   return to_hex(h.finish());
 }
 
-Toolkit discover(const std::string& explicit_root) {
+std::vector<std::pair<std::string, std::string>> candidates_for(const std::string& explicit_root) {
   std::vector<std::pair<std::string, std::string>> candidates;
   if (!explicit_root.empty()) {
     candidates.emplace_back("option", explicit_root);
@@ -83,42 +137,156 @@ Toolkit discover(const std::string& explicit_root) {
     }
     candidates.emplace_back("libnvrtc", toolkit_root());
   }
+  return candidates;
+}
+
+Toolkit discover(const std::vector<std::pair<std::string, std::string>>& candidates, Looker& fs) {
   Toolkit t;
   for (const auto& [how, root] : candidates) {
     if (root.empty()) continue;
-    std::vector<std::string> dirs = include_dirs_of(root);
+    std::vector<std::string> dirs = include_dirs_of(root, fs);
     if (dirs.empty()) {
       // A choice made for kjit that holds no headers is reported (the caller sees it in
       // find_toolkit's result), not replaced by another toolkit silently.
       if (how == "option" || how == "KJIT_CUDA_HOME") {
         t.found_by = how;
-        t.root = resolve_path(root);
+        t.root = fs.resolve(root);
         return t;
       }
       continue;
     }
     t.found_by = how;
-    t.root = resolve_path(root);
+    t.root = fs.resolve(root);
     t.include_dirs = std::move(dirs);
-    t.fingerprint = fingerprint_of(t.root, t.include_dirs);
+    t.fingerprint = fingerprint_of(t.root, t.include_dirs, fs);
     return t;
   }
   return t;
 }
 
+// ---- the record kept in the cache database ---------------------------------------------
+// Fields are length-prefixed ("<bytes>:<text>"), so any path can be held.
+
+void put_field(std::string* out, const std::string& v) {
+  *out += std::to_string(v.size());
+  *out += ':';
+  *out += v;
+}
+
+bool get_field(const std::string& in, size_t* pos, std::string* v) {
+  const size_t colon = in.find(':', *pos);
+  if (colon == std::string::npos || colon == *pos || colon - *pos > 9) return false;
+  size_t n = 0;
+  for (size_t i = *pos; i < colon; ++i) {
+    if (in[i] < '0' || in[i] > '9') return false;
+    n = n * 10 + size_t(in[i] - '0');
+  }
+  if (n > in.size() - colon - 1) return false;
+  *v = in.substr(colon + 1, n);
+  *pos = colon + 1 + n;
+  return true;
+}
+
+std::string encode(const Toolkit& t, const std::vector<PathStamp>& looked) {
+  std::string out = "kjit-toolkit-record-1";
+  put_field(&out, t.root);
+  put_field(&out, t.found_by);
+  put_field(&out, t.fingerprint);
+  put_field(&out, std::to_string(t.include_dirs.size()));
+  for (const std::string& d : t.include_dirs) put_field(&out, d);
+  put_field(&out, std::to_string(looked.size()));
+  for (const PathStamp& s : looked) {
+    put_field(&out, s.path);
+    put_field(&out, std::to_string(s.kind) + " " + std::to_string(s.listing ? 1 : 0) + " " +
+                        std::to_string(s.dev) + " " + std::to_string(s.ino) + " " +
+                        std::to_string(s.size) + " " + std::to_string(s.mtime_ns) + " " +
+                        std::to_string(s.ctime_ns));
+  }
+  return out;
+}
+
+bool decode(const std::string& in, Toolkit* t, std::vector<PathStamp>* looked) {
+  const std::string magic = "kjit-toolkit-record-1";
+  if (in.compare(0, magic.size(), magic) != 0) return false;
+  size_t pos = magic.size();
+  std::string n;
+  if (!get_field(in, &pos, &t->root) || !get_field(in, &pos, &t->found_by) ||
+      !get_field(in, &pos, &t->fingerprint) || !get_field(in, &pos, &n)) {
+    return false;
+  }
+  const unsigned long dirs = std::strtoul(n.c_str(), nullptr, 10);
+  if (dirs > 64) return false;
+  for (unsigned long i = 0; i < dirs; ++i) {
+    t->include_dirs.emplace_back();
+    if (!get_field(in, &pos, &t->include_dirs.back())) return false;
+  }
+  if (!get_field(in, &pos, &n)) return false;
+  const unsigned long count = std::strtoul(n.c_str(), nullptr, 10);
+  if (count > 4096) return false;
+  for (unsigned long i = 0; i < count; ++i) {
+    PathStamp s;
+    std::string fields;
+    if (!get_field(in, &pos, &s.path) || !get_field(in, &pos, &fields)) return false;
+    int listing = 0;
+    unsigned long long dev = 0, ino = 0, size = 0;
+    long long mtime = 0, ctime = 0;
+    if (std::sscanf(fields.c_str(), "%d %d %llu %llu %llu %lld %lld", &s.kind, &listing, &dev,
+                    &ino, &size, &mtime, &ctime) != 7) {
+      return false;
+    }
+    s.listing = listing != 0;
+    s.dev = dev;
+    s.ino = ino;
+    s.size = size;
+    s.mtime_ns = mtime;
+    s.ctime_ns = ctime;
+    looked->push_back(std::move(s));
+  }
+  return pos == in.size();
+}
+
+// The discovery for these candidates: the record kept in `cache` while what it looked at
+// stats the same, else a new discovery (kept there when nothing it read was changing).
+Toolkit find(const std::string& explicit_root, Cache* cache) {
+  const auto candidates = candidates_for(explicit_root);
+  const std::string name = toolkit_record_name(explicit_root);
+  if (cache) {
+    if (auto record = cache->get_meta(name)) {
+      Toolkit t;
+      std::vector<PathStamp> looked;
+      if (decode(*record, &t, &looked) && paths_unchanged(looked)) return t;
+    }
+  }
+  Looker fs;
+  Toolkit t = discover(candidates, fs);
+  if (cache && fs.keepable()) cache->set_meta(name, encode(t, fs.looked()));
+  return t;
+}
+
 }  // namespace
 
-const Toolkit& find_toolkit(const std::string& explicit_root) {
+std::string toolkit_record_name(const std::string& explicit_root) {
+  std::string name = "toolkit:";
+  for (const auto& [how, root] : candidates_for(explicit_root)) {
+    put_field(&name, how);
+    put_field(&name, root);
+  }
+  return name;
+}
+
+const Toolkit& find_toolkit(const std::string& explicit_root, Cache* cache) {
   // The automatic one is asked for on every compile and hit: no lock once it is known.
   if (explicit_root.empty()) {
-    static const Toolkit automatic = discover("");
+    static std::once_flag once;
+    static Toolkit automatic;
+    std::call_once(once, [cache] { automatic = find("", cache); });
     return automatic;
   }
   static std::mutex mu;
   static std::map<std::string, std::unique_ptr<Toolkit>> memo;
   std::lock_guard<std::mutex> lock(mu);
   auto& slot = memo[explicit_root];
-  if (!slot) slot = std::make_unique<Toolkit>(discover(explicit_root));
+  if (!slot) slot = std::make_unique<Toolkit>(find(explicit_root, cache));
   return *slot;
 }
 

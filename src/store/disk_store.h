@@ -58,6 +58,8 @@ class DiskStore {
   // 3: checksums bound to the entry's key (entry_checksum); entries of 1 and 2 are dropped.
   static constexpr int kSchemaVersion = 3;
   static constexpr int kApplicationId = 0x6b6a6974;  // "kjit"
+  // Pages of write-ahead log after which a commit checkpoints it (4 KiB pages).
+  static constexpr int kWalCheckpointPages = 256;
 
   // Opens (creating if needed) `dir`/kjit.db. Throws Error(KJIT_ERROR_CACHE) when the
   // database cannot be used and DatabaseCorrupt when the file is not a kjit database.

@@ -17,6 +17,8 @@ Checksum canonical(XXH128_hash_t h) {
 
 }  // namespace
 
+uint64_t table_hash(const void* data, size_t size) { return XXH3_64bits(data, size); }
+
 Checksum checksum(const void* data, size_t size) { return canonical(XXH3_128bits(data, size)); }
 
 ChecksumStream::ChecksumStream() : state_(XXH3_createState()) {

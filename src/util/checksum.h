@@ -17,6 +17,10 @@ using Checksum = std::array<unsigned char, 16>;
 Checksum checksum(const void* data, size_t size);
 inline Checksum checksum(std::string_view s) { return checksum(s.data(), s.size()); }
 
+// XXH3-64, for hash tables only: never trusted to tell two inputs apart (the table
+// compares the inputs themselves).
+uint64_t table_hash(const void* data, size_t size);
+
 // The same XXH3-128, fed in pieces (no copy of large inputs).
 class ChecksumStream {
  public:

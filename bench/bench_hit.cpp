@@ -1,0 +1,348 @@
+// Hit-path benchmark (CPU only): (1) a fresh process's cost to reach a disk hit, phase by
+// phase (open the cache, create the compiler, the hit, close), with 100 and with 100,000
+// entries of realistic size in the database, the two databases' children interleaved;
+// also after a process that exited without closing (its write-ahead log left behind);
+// (2) in-process hits: small source, 64 KB source, sources with 2 and 8 user headers from
+// an -I directory, each checked to see a header edit (same size, same second) at once.
+//
+//   bench_hit [--quick] [--entries N]
+//
+// The GPU side of the first completed launch (module load, handle) is bench_launch's.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kjit/kjit.h"
+#include "store/disk_store.h"
+#include "util/fs.h"
+
+namespace {
+
+const char* kSaxpy = R"(
+extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+)";
+
+const char* kCub = R"(
+#include <cub/block/block_reduce.cuh>
+extern "C" __global__ void block_sum(const float* in, float* out, int n) {
+  using BlockReduce = cub::BlockReduce<float, 256>;
+  __shared__ typename BlockReduce::TempStorage temp;
+  int i = blockIdx.x * 256 + threadIdx.x;
+  float v = i < n ? in[i] : 0.0f;
+  float sum = BlockReduce(temp).Sum(v);
+  if (threadIdx.x == 0) out[blockIdx.x] = sum;
+}
+)";
+
+std::string g_self;
+
+double now_us() {
+  using namespace std::chrono;
+  return duration<double, std::micro>(steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void check(kjit_status s, const char* what) {
+  if (s != KJIT_OK) {
+    std::fprintf(stderr, "bench_hit: %s: %s\n", what, kjit_last_error());
+    std::exit(1);
+  }
+}
+
+kjit_cache* open_cache(const std::string& dir) {
+  kjit_cache_options co = KJIT_CACHE_OPTIONS_INIT;
+  co.directory = dir.c_str();
+  kjit_cache* c = nullptr;
+  check(kjit_cache_open(&co, &c), "kjit_cache_open");
+  return c;
+}
+
+kjit_options* options_for(int which, const std::string& include_dir = "") {
+  kjit_options* o = nullptr;
+  check(kjit_options_create(&o), "options");
+  check(kjit_options_set_target(o, "sm_90"), "target");
+  if (!include_dir.empty()) check(kjit_options_add(o, ("-I" + include_dir).c_str()), "-I");
+  (void)which;
+  return o;
+}
+
+// Synthetic entries of a realistic size (PTX 6 KB, CUBIN 10 KB, like a small fused kernel).
+void fill(const std::string& dir, int n) {
+  kjit::make_directories(dir, 0700);
+  kjit::DiskStore store(dir, false, true);
+  std::mt19937_64 rng(n);
+  std::string ptx(6000, 'p'), cubin(10000, 'c');
+  for (int i = 0; i < n; ++i) {
+    kjit::Entry e;
+    char key[65];
+    std::snprintf(key, sizeof key, "%016llx%016llx%016llx%016llx",
+                  static_cast<unsigned long long>(rng()), static_cast<unsigned long long>(rng()),
+                  static_cast<unsigned long long>(rng()), static_cast<unsigned long long>(rng()));
+    e.key = key;
+    e.target = "sm_90";
+    ptx[i % ptx.size()] = char('a' + i % 26);
+    e.ptx = ptx;
+    e.cubin = cubin;
+    e.kernels = {"k" + std::to_string(i)};
+    e.options = {"-arch=sm_90"};
+    e.toolchain = "bench";
+    e.program_name = "fill.cu";
+    e.created = e.last_used = 1700000000 + i;
+    store.put(e, 0);
+  }
+}
+
+// Child: a fresh process reaching one disk hit. Prints "total open=.. compiler=.. hit=..
+// close=.." in microseconds; exits 2 if the compile was not a disk hit. With `leave`, the
+// process exits without closing the cache (as a killed process, or one that never calls
+// kjit_cache_close, does).
+int child(const std::string& dir, int which, bool leave) {
+  const double t0 = now_us();
+  kjit_cache* cache = open_cache(dir);
+  const double t1 = now_us();
+  kjit_compiler* c = nullptr;
+  check(kjit_compiler_create(cache, 1, &c), "compiler");
+  kjit_options* o = options_for(which);
+  const double t2 = now_us();
+  kjit_binary* b = nullptr;
+  check(kjit_compile(c, which == 0 ? kSaxpy : kCub, o, &b), "compile");
+  const double t3 = now_us();
+  const int tier = kjit_binary_tier(b);
+  kjit_binary_destroy(b);
+  kjit_options_destroy(o);
+  kjit_compiler_destroy(c);
+  if (leave) {
+    std::fflush(stdout);
+    _exit(tier == KJIT_TIER_DISK ? 0 : 2);
+  }
+  kjit_cache_close(cache);
+  const double t4 = now_us();
+  std::printf("%.1f open=%.1f compiler=%.1f hit=%.1f close=%.1f\n", t4 - t0, t1 - t0, t2 - t1,
+              t3 - t2, t4 - t3);
+  return tier == KJIT_TIER_DISK ? 0 : 2;
+}
+
+struct Run {
+  double total = 0;
+  std::map<std::string, double> phases;
+};
+
+Run spawn(const std::string& args) {
+  FILE* p = popen((g_self + " " + args).c_str(), "r");
+  Run r;
+  char buf[512] = {};
+  if (p && std::fgets(buf, sizeof buf, p)) {
+    char* rest = nullptr;
+    r.total = std::strtod(buf, &rest);
+    char name[64];
+    double v;
+    int used = 0;
+    while (rest && std::sscanf(rest, " %63[a-z]=%lf%n", name, &v, &used) == 2) {
+      r.phases[name] = v;
+      rest += used;
+    }
+  }
+  const int st = p ? pclose(p) : -1;
+  if (st != 0) {
+    std::fprintf(stderr, "bench_hit: child '%s' failed (not a disk hit?)\n", args.c_str());
+    std::exit(1);
+  }
+  return r;
+}
+
+std::string medians(const std::vector<Run>& runs) {
+  std::map<std::string, std::vector<double>> all;
+  for (const Run& r : runs) {
+    for (const auto& [k, v] : r.phases) all[k].push_back(v);
+  }
+  std::string out;
+  char buf[64];
+  for (const char* k : {"open", "compiler", "hit", "close"}) {
+    std::snprintf(buf, sizeof buf, "%s%s %.0f", out.empty() ? "" : ", ", k, median(all[k]));
+    out += buf;
+  }
+  return out;
+}
+
+double total(const std::vector<Run>& runs) {
+  std::vector<double> t;
+  for (const Run& r : runs) t.push_back(r.total);
+  return median(t);
+}
+
+void write(const std::string& path, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f || std::fwrite(text.data(), 1, text.size(), f) != text.size()) std::exit(1);
+  std::fclose(f);
+}
+
+// Median in-process hit time over `n` calls, after one compile.
+double hit_us(kjit_compiler* c, const std::string& src, kjit_options* o, int n) {
+  kjit_binary* b = nullptr;
+  check(kjit_compile(c, src.c_str(), o, &b), "compile");
+  kjit_binary_destroy(b);
+  std::vector<double> t;
+  t.reserve(size_t(n));
+  for (int i = 0; i < n; ++i) {
+    const double t0 = now_us();
+    check(kjit_compile(c, src.c_str(), o, &b), "hit");
+    t.push_back(now_us() - t0);
+    if (kjit_binary_tier(b) != KJIT_TIER_MEMORY) {
+      std::fprintf(stderr, "bench_hit: expected a memory hit\n");
+      std::exit(1);
+    }
+    kjit_binary_destroy(b);
+  }
+  return median(t);
+}
+
+std::string ptx_of(kjit_compiler* c, const std::string& src, kjit_options* o) {
+  kjit_binary* b = nullptr;
+  check(kjit_compile(c, src.c_str(), o, &b), "compile");
+  size_t n = 0;
+  const void* p = kjit_binary_data(b, KJIT_OUTPUT_PTX, &n);
+  std::string out(static_cast<const char*>(p), n);
+  kjit_binary_destroy(b);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  char exe[4096];
+  const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  g_self = len > 0 ? std::string(exe, size_t(len)) : argv[0];
+  if (argc >= 5 && std::strcmp(argv[1], "--child") == 0) {
+    return child(argv[2], std::atoi(argv[3]), std::strcmp(argv[4], "leave") == 0);
+  }
+  if (argc >= 4 && std::strcmp(argv[1], "--fill") == 0) {
+    fill(argv[2], std::atoi(argv[3]));
+    return 0;
+  }
+  bool quick = false;
+  int big = 100000;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    if (std::strcmp(argv[i], "--entries") == 0 && i + 1 < argc) big = std::atoi(argv[++i]);
+  }
+  const char* tmp_env = std::getenv("TMPDIR");
+  std::string tmpl = std::string(tmp_env && *tmp_env ? tmp_env : "/tmp") + "/kjit-bench-hit-XXXXXX";
+  if (!mkdtemp(tmpl.data())) return 1;
+  const std::string root = tmpl;
+  const int reps = quick ? 7 : 31;
+
+  std::printf("| measure | kernel | kjit | note |\n| --- | --- | ---: | --- |\n");
+
+  // (1) fresh process, disk hit.
+  const int sizes[] = {100, big};
+  std::string dirs[2];
+  for (int i = 0; i < 2; ++i) {
+    dirs[i] = root + "/db" + std::to_string(sizes[i]);
+    const double t0 = now_us();
+    fill(dirs[i], sizes[i]);
+    std::fprintf(stderr, "bench_hit: filled %d entries in %.1f s\n", sizes[i],
+                 (now_us() - t0) / 1e6);
+    kjit_cache* cache = open_cache(dirs[i]);
+    kjit_compiler* c = nullptr;
+    check(kjit_compiler_create(cache, 1, &c), "compiler");
+    for (int which = 0; which < 2; ++which) {
+      kjit_options* o = options_for(which);
+      kjit_binary* b = nullptr;
+      check(kjit_compile(c, which == 0 ? kSaxpy : kCub, o, &b), "warm compile");
+      kjit_binary_destroy(b);
+      kjit_options_destroy(o);
+    }
+    kjit_compiler_destroy(c);
+    kjit_cache_close(cache);
+  }
+  for (int which = 0; which < 2; ++which) {
+    const char* name = which == 0 ? "saxpy" : "CUB BlockReduce";
+    std::vector<Run> runs[2], left;
+    for (int r = 0; r < reps; ++r) {
+      for (int i = 0; i < 2; ++i) {
+        runs[i].push_back(spawn("--child " + dirs[i] + " " + std::to_string(which) + " close"));
+      }
+      // A process that leaves without closing, then a measured fresh one.
+      spawn("--child " + dirs[0] + " " + std::to_string(which) + " leave");
+      left.push_back(spawn("--child " + dirs[0] + " " + std::to_string(which) + " close"));
+    }
+    for (int i = 0; i < 2; ++i) {
+      std::printf("| fresh process to a disk hit, %d entries (us) | %s | %.0f | %s |\n", sizes[i],
+                  name, total(runs[i]), medians(runs[i]).c_str());
+    }
+    std::printf("| ratio %d / %d entries | %s | %.2fx | target <= 1.1x |\n", sizes[1], sizes[0],
+                name, total(runs[1]) / total(runs[0]));
+    std::printf("| fresh process after one that did not close (us) | %s | %.0f | %s |\n", name,
+                total(left), medians(left).c_str());
+  }
+
+  // (2) in-process hits.
+  kjit_cache* cache = open_cache(root + "/inproc");
+  kjit_compiler* c = nullptr;
+  check(kjit_compiler_create(cache, 1, &c), "compiler");
+  const int n = quick ? 2000 : 20000;
+  {
+    kjit_options* o = options_for(0);
+    std::printf("| in-process hit, %zu B source, no includes (us) | saxpy | %.2f | target <= 1 us |\n",
+                std::strlen(kSaxpy), hit_us(c, kSaxpy, o, n));
+    std::string big_src = kSaxpy;
+    for (int i = 0; big_src.size() < 65536 - 64; ++i) {
+      big_src += "// padding line " + std::to_string(i) + " of a large generated kernel\n";
+    }
+    std::printf("| in-process hit, %zu B source, no includes (us) | saxpy + comments | %.2f | "
+                "target <= 1 us |\n",
+                big_src.size(), hit_us(c, big_src, o, n / 10));
+    kjit_options_destroy(o);
+  }
+  const std::string inc = root + "/include";
+  kjit::make_directories(inc, 0700);
+  for (int headers : {2, 8}) {
+    std::string src;
+    for (int h = 0; h < headers; ++h) {
+      const std::string name = "h" + std::to_string(headers) + "_" + std::to_string(h) + ".h";
+      write(inc + "/" + name, "#pragma once\n#define V" + std::to_string(h) + " " +
+                                  std::to_string(h) + "\n");
+      src += "#include \"" + name + "\"\n";
+    }
+    src += kSaxpy;
+    // Headers last changed before the racy window (kRacySeconds), as most are.
+    sleep(3);
+    kjit_options* o = options_for(0, inc);
+    const double us = hit_us(c, src, o, n);
+    std::printf("| in-process hit, %d user headers via -I (us) | saxpy | %.2f | target <= %.1f us |\n",
+                headers, us, 1.0 + 0.5 * headers);
+    // An edit of the same size within the same second is seen at once.
+    const std::string first = inc + "/h" + std::to_string(headers) + "_0.h";
+    const std::string before = ptx_of(c, src, o);
+    write(first, "#pragma once\n__device__ int edited_" + std::to_string(headers) + " = 7;\n");
+    const std::string after = ptx_of(c, src, o);
+    write(first, "#pragma once\n__device__ int edited_" + std::to_string(headers) + " = 8;\n");
+    const std::string again = ptx_of(c, src, o);
+    if (before == after || after == again) {
+      std::fprintf(stderr, "bench_hit: a header edit was not seen\n");
+      return 1;
+    }
+    kjit_options_destroy(o);
+  }
+  kjit_compiler_destroy(c);
+  kjit_cache_close(cache);
+  std::system(("rm -rf '" + root + "'").c_str());
+  return 0;
+}

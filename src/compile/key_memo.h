@@ -1,0 +1,49 @@
+// The compiler's memo of cache keys: a request (source bytes and options, compared whole)
+// seen before gets its key again without normalising, scanning or hashing, provided every
+// path its include scan looked at still stats the same (include_scan.h: PathStamp) and
+// the working directory is the same when the scan used it. A request whose scan cannot be
+// decided by stat() alone (a file modified within kRacySeconds of being read, a directory
+// read whole for a computed include) is not remembered.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "compile/include_scan.h"
+#include "compile/options.h"
+
+namespace kjit {
+
+class KeyMemo {
+ public:
+  // The key remembered for exactly (source, opts), if what it depends on is unchanged.
+  // Thread-safe; the stat() calls run outside any lock.
+  bool find(std::string_view source, const CompileOptions& opts, std::string* key);
+
+  // Remembers the key of (source, opts) when `scan` is rememberable.
+  void remember(std::string_view source, const CompileOptions& opts, const std::string& key,
+                const IncludeScan& scan);
+
+ private:
+  struct Item {
+    std::string source;
+    CompileOptions opts;
+    std::string key;
+    std::string cwd;  // "" when the scan did not depend on it
+    std::vector<PathStamp> looked;
+  };
+  static constexpr size_t kShards = 16;
+  static constexpr size_t kMaxPerShard = 256;  // a full shard starts again (cheap, rare)
+  struct Shard {
+    std::mutex mu;
+    std::unordered_multimap<uint64_t, std::shared_ptr<const Item>> items;
+  };
+  Shard shards_[kShards];
+};
+
+}  // namespace kjit
