@@ -123,7 +123,7 @@ Conn connect_and_hello(const WorkerAddress& addr, const std::string& toolchain) 
   } while (r < 0 && errno == EINTR);
   if (r < 0) {
     const int e = errno;
-    c.state = e == ENOENT ? Conn::State::Missing
+    c.state = e == ENOENT         ? Conn::State::Missing
               : e == ECONNREFUSED ? Conn::State::Stale
                                   : Conn::State::Broken;
     c.detail = std::string("connect: ") + std::strerror(e);
@@ -140,7 +140,7 @@ Conn connect_and_hello(const WorkerAddress& addr, const std::string& toolchain) 
   const ReadResult rr = worker::read_frame(fd.get(), &type, &payload, monotonic_ms() + 10000);
   if (rr != ReadResult::Ok) {
     c.detail = rr == ReadResult::Timeout ? "no hello from the worker within 10 s"
-                                          : "the worker closed the connection before its hello";
+                                         : "the worker closed the connection before its hello";
     return c;
   }
   if (type == FrameType::Refused) {
@@ -160,8 +160,8 @@ Conn connect_and_hello(const WorkerAddress& addr, const std::string& toolchain) 
     c.state = Conn::State::Mismatch;
     c.detail = "the running worker is kjit " + c.hello.library_version + ", protocol " +
                std::to_string(c.hello.protocol) + ", " + c.hello.toolchain + "; this is kjit " +
-               library_version() + ", protocol " + std::to_string(worker::kProtocolVersion) +
-               ", " + toolchain;
+               library_version() + ", protocol " + std::to_string(worker::kProtocolVersion) + ", " +
+               toolchain;
     return c;
   }
   worker::Hello mine;
@@ -211,11 +211,11 @@ bool spawn_worker(const WorkerAddress& addr, int dir_fd, std::string* why) {
   sigfillset(&all);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   const std::string idle = std::to_string(uint64_t(env_number("KJIT_WORKER_IDLE_S", 300)));
-  std::vector<std::string> args = {exe, "--dir", addr.directory, "--name", addr.name,
-                                   "--idle", idle, "--ready-fd", "3"};
+  std::vector<std::string> args = {exe,      "--dir", addr.directory, "--name", addr.name,
+                                   "--idle", idle,    "--ready-fd",   "3"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -291,7 +291,8 @@ Conn connect_or_start(const WorkerAddress& addr, const std::string& toolchain) {
                                    O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (lock.get() < 0) {
     c.state = Conn::State::Broken;
-    c.detail = "cannot open the worker's lock file in " + addr.directory + ": " + std::strerror(errno);
+    c.detail =
+        "cannot open the worker's lock file in " + addr.directory + ": " + std::strerror(errno);
     return c;
   }
   if (!try_lock(lock.get(), 60000)) {
@@ -498,8 +499,9 @@ WorkerAnswer compile_in_worker(const WorkerAddress& addr, const std::string& too
         a.kind = WorkerAnswer::Kind::Reply;
         return a;
       } catch (const std::exception& e) {
-        return failed(KJIT_ERROR_NVRTC, what + " failed: the compile worker sent a malformed reply (" +
-                                            e.what() + ")");
+        return failed(
+            KJIT_ERROR_NVRTC,
+            what + " failed: the compile worker sent a malformed reply (" + e.what() + ")");
       }
     }
     if (rr == ReadResult::Ok && type == FrameType::Crash && reply.size() == 4) {
@@ -521,8 +523,9 @@ WorkerAnswer compile_in_worker(const WorkerAddress& addr, const std::string& too
     }
     if (rr == ReadResult::Timeout) {
       if (cancel && cancel->load()) return failed(KJIT_ERROR_CANCELLED, what + " was cancelled");
-      return failed(KJIT_ERROR_TIMEOUT, what + " stopped: the compile worker gave no answer within " +
-                                            std::to_string(request.time_limit_ms / 1000 + 60) + " s");
+      return failed(KJIT_ERROR_TIMEOUT,
+                    what + " stopped: the compile worker gave no answer within " +
+                        std::to_string(request.time_limit_ms / 1000 + 60) + " s");
     }
     if (rr == ReadResult::TooLarge || rr == ReadResult::Ok) {
       return failed(KJIT_ERROR_NVRTC, what + " failed: the compile worker sent a malformed reply");
@@ -531,16 +534,16 @@ WorkerAnswer compile_in_worker(const WorkerAddress& addr, const std::string& too
     log_info("the compile worker went away during " + what +
              (attempt == 0 ? "; trying once more with a new worker" : ""));
   }
-  return failed(KJIT_ERROR_NVRTC, what + " failed: the compile worker died during the compile twice");
+  return failed(KJIT_ERROR_NVRTC,
+                what + " failed: the compile worker died during the compile twice");
 }
 
 std::optional<worker::WorkerStatus> query_worker(const WorkerAddress& addr,
                                                  const std::string& toolchain, std::string* why) {
   Conn c = connect_and_hello(addr, toolchain);
   if (c.state != Conn::State::Ok) {
-    *why = c.state == Conn::State::Missing || c.state == Conn::State::Stale
-               ? "not running"
-               : c.detail;
+    *why =
+        c.state == Conn::State::Missing || c.state == Conn::State::Stale ? "not running" : c.detail;
     return std::nullopt;
   }
   if (!worker::write_frame(c.fd.get(), FrameType::Status, "")) {
@@ -560,6 +563,13 @@ std::optional<worker::WorkerStatus> query_worker(const WorkerAddress& addr,
     *why = std::string("malformed status reply: ") + e.what();
     return std::nullopt;
   }
+}
+
+std::optional<worker::WorkerStatus> worker_status_for(Cache* cache, std::string* why) {
+  const std::string toolchain = toolchain_id(cache);
+  const WorkerAddress addr = worker_address(cache, toolchain, why);
+  if (addr.directory.empty()) return std::nullopt;
+  return query_worker(addr, toolchain, why);
 }
 
 }  // namespace kjit

@@ -73,6 +73,11 @@ WorkerAnswer compile_in_worker(const WorkerAddress& addr, const std::string& too
 std::optional<worker::WorkerStatus> query_worker(const WorkerAddress& addr,
                                                  const std::string& toolchain, std::string* why);
 
+// The state of the worker that serves `cache` (nullptr = memory-only caches), without
+// starting one; nullopt when none answers (*why says why). Throws kjit::Error when the
+// toolchain cannot be identified.
+std::optional<worker::WorkerStatus> worker_status_for(Cache* cache, std::string* why);
+
 // The worker executable ($KJIT_WORKER, else beside the library); "" when not found.
 std::string worker_executable(std::string* why);
 

@@ -4,9 +4,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <algorithm>
 #include <cstring>
 
 #include "util/fs.h"
@@ -364,7 +364,8 @@ bool write_frame(int fd, FrameType type, const std::string& payload) {
 ReadResult read_frame(int fd, FrameType* type, std::string* payload, double deadline_ms,
                       bool (*interrupted)(void*), void* user) {
   unsigned char h[kHeaderBytes];
-  ReadResult r = read_exact(fd, reinterpret_cast<char*>(h), sizeof h, deadline_ms, interrupted, user);
+  ReadResult r =
+      read_exact(fd, reinterpret_cast<char*>(h), sizeof h, deadline_ms, interrupted, user);
   if (r != ReadResult::Ok) return r;
   const uint64_t size = get_le(h + 8, 8);
   if (size > kMaxFrameBytes || get_le(h + 4, 4) != 0) return ReadResult::TooLarge;

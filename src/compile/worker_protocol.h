@@ -50,25 +50,25 @@ struct CompileRequest {
   std::vector<std::string> name_expressions;
   std::string target;
   uint32_t outputs = 0;
-  std::vector<std::string> nvrtc;    // NormalisedOptions::nvrtc
+  std::vector<std::string> nvrtc;        // NormalisedOptions::nvrtc
   std::vector<std::string> key_options;  // NormalisedOptions::key
   bool use_pch = false;
-  uint64_t time_limit_ms = 0;     // 0 = none
+  uint64_t time_limit_ms = 0;       // 0 = none
   uint64_t memory_limit_bytes = 0;  // 0 = the worker's default
 };
 
 struct CompileReply {
-  Outcome outcome;  // entry (if any) without its key: the client sets it
+  Outcome outcome;    // entry (if any) without its key: the client sets it
   AuditRecord audit;  // OpenedFile::nvrtc_private marks the worker's own files
 };
 
 struct WorkerStatus {
   int64_t pid = 0;
   double uptime_s = 0;
-  double idle_s = 0;        // since the last request finished (0 while busy)
-  uint64_t compiles = 0;    // requests compiled by this worker
-  uint64_t failures = 0;    // of which did not succeed
-  uint64_t crashes = 0;     // earlier workers for this socket that crashed
+  double idle_s = 0;      // since the last request finished (0 while busy)
+  uint64_t compiles = 0;  // requests compiled by this worker
+  uint64_t failures = 0;  // of which did not succeed
+  uint64_t crashes = 0;   // earlier workers for this socket that crashed
   uint64_t in_flight = 0;
   uint64_t pch_created = 0, pch_used = 0;
   bool pch_in_use = false;  // a PCH directory exists (PCHs are warm in this worker)

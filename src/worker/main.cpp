@@ -56,8 +56,8 @@
 namespace {
 
 using kjit::CancelFlag;
-using kjit::Outcome;
 using kjit::monotonic_ms;
+using kjit::Outcome;
 namespace wk = kjit::worker;
 
 // ---- state shared with the signal handler (async-signal-safe use only) -------------------
@@ -77,7 +77,8 @@ void crash_handler(int sig, siginfo_t*, void*) {
     (void)w;
   }
   if (g_crashing.fetch_add(1) == 0 && g_dir_fd >= 0) {
-    const int c = ::openat(g_dir_fd, g_crashes_name, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    const int c =
+        ::openat(g_dir_fd, g_crashes_name, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
     if (c >= 0) {
       ssize_t w = ::write(c, "x", 1);
       (void)w;
@@ -292,7 +293,7 @@ void handle_compile(Server& s, int fd, const wk::CompileRequest& q) {
   } unregister{s, r.get()};
 
   Slot slot(s, *r);
-  if (!slot.held()) return;  // the client left while waiting
+  if (!slot.held()) return;           // the client left while waiting
   if (::chdir(q.cwd.c_str()) != 0) {  // this thread's own working directory (CLONE_FS)
     std::lock_guard<std::mutex> lock(r->write_mu);
     r->answered = true;
@@ -326,8 +327,9 @@ void handle_compile(Server& s, int fd, const wk::CompileRequest& q) {
     o = Outcome{KJIT_ERROR_OUT_OF_MEMORY, "out of host memory in the compile worker", nullptr,
                 KJIT_TIER_COMPILED};
   } catch (const std::exception& e) {
-    o = Outcome{KJIT_ERROR_INTERNAL, std::string("internal error in the compile worker: ") + e.what(),
-                nullptr, KJIT_TIER_COMPILED};
+    o = Outcome{KJIT_ERROR_INTERNAL,
+                std::string("internal error in the compile worker: ") + e.what(), nullptr,
+                KJIT_TIER_COMPILED};
   }
   t_client_fd = -1;
   for (kjit::OpenedFile& f : rep.audit.opened) f.nvrtc_private = kjit::nvrtc_private(f.path);
@@ -367,9 +369,10 @@ void serve(Server& s, int fd) {
   } done{s, fd};
   AltStack alt;
   if (::unshare(CLONE_FS) != 0) {  // a working directory of this thread's own
-    wk::write_frame(fd, wk::FrameType::Refused,
-                    std::string("the compile worker cannot give a thread its own working directory: ") +
-                        std::strerror(errno));
+    wk::write_frame(
+        fd, wk::FrameType::Refused,
+        std::string("the compile worker cannot give a thread its own working directory: ") +
+            std::strerror(errno));
     return;
   }
   try {
@@ -398,7 +401,7 @@ void serve(Server& s, int fd) {
       st.in_flight = s.in_flight;
       st.pch_created = s.pch_created;
       st.pch_used = s.pch_used;
-      st.pch_in_use = !kjit::pch_directory().empty();
+      st.pch_in_use = s.pch_created.load() > 0;
       st.idle_limit_s = s.idle_s;
       st.rss_bytes = rss_bytes();
       st.timeouts = s.timeouts;
@@ -443,9 +446,10 @@ bool same_socket(const Server& s) {
 }
 
 int usage() {
-  std::fputs("usage: kjit-worker --dir DIR --name NAME [--idle SECONDS] [--ready-fd FD]\n"
-             "Started by the kjit library on demand; not meant to be run by hand.\n",
-             stderr);
+  std::fputs(
+      "usage: kjit-worker --dir DIR --name NAME [--idle SECONDS] [--ready-fd FD]\n"
+      "Started by the kjit library on demand; not meant to be run by hand.\n",
+      stderr);
   return 2;
 }
 
@@ -490,8 +494,8 @@ int main(int argc, char** argv) {
     ::setrlimit(RLIMIT_FSIZE, &fsize);
   }
   ::umask(077);
-  s.version = std::to_string(KJIT_VERSION_MAJOR) + "." + std::to_string(KJIT_VERSION_MINOR) +
-              "." + std::to_string(KJIT_VERSION_PATCH);
+  s.version = std::to_string(KJIT_VERSION_MAJOR) + "." + std::to_string(KJIT_VERSION_MINOR) + "." +
+              std::to_string(KJIT_VERSION_PATCH);
   s.started_ms = monotonic_ms();
   s.last_activity_ms.store(int64_t(s.started_ms));
   s.slots_total = std::max(1u, std::thread::hardware_concurrency());
@@ -530,7 +534,8 @@ int main(int argc, char** argv) {
       fail_start(ready_fd, std::string("bind: ") + std::strerror(errno));
     }
   }
-  if (::listen(s.listen_fd, 128) != 0) fail_start(ready_fd, std::string("listen: ") + std::strerror(errno));
+  if (::listen(s.listen_fd, 128) != 0)
+    fail_start(ready_fd, std::string("listen: ") + std::strerror(errno));
   if (::fstatat(g_dir_fd, (s.name + ".sock").c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     fail_start(ready_fd, std::string("stat of the socket: ") + std::strerror(errno));
   }
