@@ -274,7 +274,8 @@ std::optional<Outcome> Compiler::compile_in_worker_process(
   }
   static std::once_flag once;
   std::call_once(once, [&] {
-    log_warn("compiling in this process: the compile worker cannot be used (" + why + ")");
+    // Auto mode is meant to fall back: said at info level, once per process.
+    log_info("compiling in this process: the compile worker cannot be used (" + why + ")");
   });
   return std::nullopt;
 }
