@@ -409,7 +409,15 @@ std::string worker_executable(std::string* why) {
     *why = "cannot tell where the kjit library is (dladdr)";
     return "";
   }
-  const std::string dir = dirname_of(resolve_path(info.dli_fname));
+  // For code linked into the program itself, dladdr names the program as it was started
+  // (argv[0], perhaps without a directory): the kernel knows its real path.
+  std::string object = info.dli_fname;
+  if (object.find('/') == std::string::npos) {
+    char exe[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) object.assign(exe, size_t(n));
+  }
+  const std::string dir = dirname_of(resolve_path(object));
   std::vector<std::string> candidates;
 #ifdef KJIT_WORKER_RELATIVE
   candidates.push_back(join_path(dir, KJIT_WORKER_RELATIVE));
