@@ -53,8 +53,8 @@ extern "C" __global__ void k(unsigned long long* o) {
 
 std::string saxpy_variant(int i) {
   return std::string(kjit::test::kSaxpySource) + "// variant " + std::to_string(i) +
-         "\nextern \"C\" __global__ void v" + std::to_string(i) + "(float* p) { *p = " +
-         std::to_string(i) + ".0f; }\n";
+         "\nextern \"C\" __global__ void v" + std::to_string(i) +
+         "(float* p) { *p = " + std::to_string(i) + ".0f; }\n";
 }
 
 class Worker : public ::testing::Test {
@@ -216,8 +216,8 @@ TEST_F(Worker, KilledMidwayEveryCompileEndsAndTheCacheVerifies) {
       for (int i = 0; i < kEach; ++i) {
         const Outcome o = compiler.compile(saxpy_variant(p * kEach + i), sm90());
         if (o.status == KJIT_OK) continue;
-        const bool clear = o.status == KJIT_ERROR_NVRTC &&
-                           o.message.find("compile worker") != std::string::npos;
+        const bool clear =
+            o.status == KJIT_ERROR_NVRTC && o.message.find("compile worker") != std::string::npos;
         std::fprintf(stderr, "compile %d: status %d: %s\n", p * kEach + i, int(o.status),
                      o.message.c_str());
         if (!clear) ++unclear;
@@ -472,8 +472,10 @@ TEST_F(Worker, ForeignUsersAreRefusedBothWays) {
     if (connect(fd, reinterpret_cast<sockaddr*>(&sa), socklen_t(len)) != 0) _exit(91);
     wk::FrameType type;
     std::string payload;
-    if (wk::read_frame(fd, &type, &payload, kjit::monotonic_ms() + 5000) != wk::ReadResult::Ok) _exit(92);
-    _exit(type == wk::FrameType::Refused && payload.find("serves user") != std::string::npos ? 0 : 93);
+    if (wk::read_frame(fd, &type, &payload, kjit::monotonic_ms() + 5000) != wk::ReadResult::Ok)
+      _exit(92);
+    _exit(type == wk::FrameType::Refused && payload.find("serves user") != std::string::npos ? 0
+                                                                                             : 93);
   }
   int status = -1;
   waitpid(kid, &status, 0);
@@ -496,14 +498,16 @@ TEST_F(Worker, ForeignUsersAreRefusedBothWays) {
     const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     sockaddr_un sa{};
     const size_t len = kjit::socket_address(a.directory, -1, a.name + ".sock", &sa);
-    if (bind(fd, reinterpret_cast<sockaddr*>(&sa), socklen_t(len)) != 0 || listen(fd, 8) != 0) _exit(91);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&sa), socklen_t(len)) != 0 || listen(fd, 8) != 0)
+      _exit(91);
     if (write(ready[1], "r", 1) != 1) _exit(92);
     for (;;) {
       const int c = accept(fd, nullptr, nullptr);
       if (c < 0) _exit(0);
       wk::Hello h;
       h.library_version = std::to_string(KJIT_VERSION_MAJOR) + "." +
-                          std::to_string(KJIT_VERSION_MINOR) + "." + std::to_string(KJIT_VERSION_PATCH);
+                          std::to_string(KJIT_VERSION_MINOR) + "." +
+                          std::to_string(KJIT_VERSION_PATCH);
       h.toolchain = kjit::toolchain_id(nullptr);
       wk::write_frame(c, wk::FrameType::Hello, wk::encode(h));
       close(c);
@@ -594,7 +598,8 @@ TEST_F(Worker, ResultsAreByteIdenticalToInProcess) {
     o.outputs = KJIT_OUTPUT_PTX;
     cases.push_back({"extern \"C\" __global__ void w(int* p) { int unused; *p = 1; }\n", o});
   }
-  cases.push_back({"extern \"C\" __global__ void e(int* p) { *p = undeclared; }\n", sm90("err.cu")});
+  cases.push_back(
+      {"extern \"C\" __global__ void e(int* p) { *p = undeclared; }\n", sm90("err.cu")});
   kjit::Compiler inproc(nullptr, 1);
   inproc.set_mode(CompileMode::InProcess);
   kjit::Compiler worker(nullptr, 1);
@@ -634,8 +639,8 @@ TEST_F(Worker, RelativeIncludesResolveInTheClientsDirectory) {
   CompileOptions o = sm90("rel.cu");
   o.outputs = KJIT_OUTPUT_PTX;
   o.raw = {"-Iinc"};
-  const Outcome r = compiler.compile(
-      "#include \"v.h\"\nextern \"C\" __global__ void k(int* p) { *p = V; }\n", o);
+  const Outcome r =
+      compiler.compile("#include \"v.h\"\nextern \"C\" __global__ void k(int* p) { *p = V; }\n", o);
   ASSERT_EQ(chdir(old), 0);
   ASSERT_EQ(r.status, KJIT_OK) << r.message;
   EXPECT_NE(r.entry->ptx.find("321"), std::string::npos);
