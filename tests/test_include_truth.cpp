@@ -539,12 +539,13 @@ TEST_F(IncludeTruth, UncoveredReadIsNotStored) {
 }
 
 // Without an audit, a program that includes files is never stored; one that includes
-// nothing still is.
+// nothing still is. (The audit is switched off in this process, so NVRTC runs here.)
 TEST_F(IncludeTruth, NoAuditMeansNoStoreForIncludes) {
   kjit::CacheConfig config;
   config.directory = root_ + "/cache";
   kjit::Cache cache(config);
   kjit::Compiler compiler(&cache, 1);
+  compiler.set_mode(kjit::CompileMode::InProcess);
   write(root_ + "/src/h.h", "#define V 111\n");
   Cwd cwd(root_ + "/src");
   CompileOptions opts;

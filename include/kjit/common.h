@@ -70,7 +70,8 @@ typedef enum kjit_status {
   KJIT_ERROR_CUDA_STICKY = 18,       /**< sticky device error: the context is unusable */
   KJIT_ERROR_UNSUPPORTED = 19,       /**< valid request this build/device cannot serve */
   KJIT_ERROR_CANCELLED = 20,         /**< operation was cancelled */
-  KJIT_ERROR_TIMEOUT = 21,           /**< wait timed out; the operation continues */
+  KJIT_ERROR_TIMEOUT = 21,           /**< wait timed out (the operation continues), or a
+                                          compile passed its time limit (stopped) */
   KJIT_ERROR_BUFFER_TOO_SMALL = 22,  /**< caller's buffer too small; required size given */
   KJIT_ERROR_CUBLAS = 23,            /**< cuBLASLt call failed */
   KJIT_ERROR_IO = 24,                /**< file system error outside the cache */

@@ -213,6 +213,85 @@ KJIT_EXPORT kjit_status kjit_compile_many(kjit_compiler* compiler, size_t count,
                                           const kjit_options* const* opts, kjit_binary** outs,
                                           kjit_status* statuses);
 
+/* ---- Where NVRTC runs: the compile worker (Since 0.2) ---------------------------------- */
+
+/**
+ * Where a compiler runs NVRTC for compiles that miss the cache. Hits never involve NVRTC
+ * or the worker. Since 0.2.
+ *
+ * The compile worker is one background process per user, kjit version and toolchain,
+ * shared by every process that uses the same cache directory (a private directory under
+ * $TMPDIR for memory-only or read-only caches). It is started by the first compile that
+ * misses and exits after $KJIT_WORKER_IDLE_S seconds without work (default 300). It keeps
+ * NVRTC's precompiled headers warm for all those processes, and an NVRTC crash on some
+ * input costs only that compile: it fails with KJIT_ERROR_NVRTC ("the compiler crashed on
+ * this input (signal N)"), the caller lives, and the next compile starts a new worker.
+ * Results are byte-identical to compiling in-process and are cached the same way.
+ */
+typedef enum kjit_compile_mode {
+  /** The worker; in this process when the worker cannot be started (the reason is logged
+   *  once). The default, unless $KJIT_COMPILE_MODE says otherwise. */
+  KJIT_COMPILE_MODE_AUTO = 0,
+  /** The worker only: a compile fails with KJIT_ERROR_UNSUPPORTED when it cannot start. */
+  KJIT_COMPILE_MODE_WORKER = 1,
+  /** NVRTC in the calling process (the behaviour of kjit 0.1). */
+  KJIT_COMPILE_MODE_INPROCESS = 2
+} kjit_compile_mode;
+
+/**
+ * Choose where `compiler` runs NVRTC (a kjit_compile_mode value). A new compiler starts
+ * with the mode named by the environment variable KJIT_COMPILE_MODE ("auto", "worker" or
+ * "inprocess"; unset or unknown = auto). Compiles already running keep their mode.
+ * In worker mode each compile also has a time limit ($KJIT_COMPILE_TIMEOUT_S seconds,
+ * default 600: KJIT_ERROR_TIMEOUT) and a limit on the worker's memory
+ * ($KJIT_COMPILE_MEMORY_MB, default three quarters of the machine's memory:
+ * KJIT_ERROR_OUT_OF_MEMORY), both read when the compiler is created.
+ * Thread-safe (may be called while other threads compile with the same compiler).
+ * Returns KJIT_OK, KJIT_ERROR_INVALID_HANDLE, KJIT_ERROR_INVALID_ARGUMENT (unknown mode).
+ * Since 0.2.
+ */
+KJIT_EXPORT kjit_status kjit_compiler_set_compile_mode(kjit_compiler* compiler, int mode);
+
+/**
+ * The compile mode of `compiler` (a kjit_compile_mode value) into *mode.
+ * Thread-safe. Returns KJIT_OK, KJIT_ERROR_INVALID_HANDLE, KJIT_ERROR_INVALID_ARGUMENT
+ * (mode NULL). Since 0.2.
+ */
+KJIT_EXPORT kjit_status kjit_compiler_get_compile_mode(const kjit_compiler* compiler, int* mode);
+
+/** State of the compile worker that serves a cache (kjit_worker_info_get). Set
+ *  struct_size = sizeof(kjit_worker_info) before the call; fields may be added at the end.
+ *  Since 0.2. */
+typedef struct kjit_worker_info {
+  size_t struct_size;
+  int running;            /**< 1 when a worker answered; the fields below are then valid */
+  int pch_in_use;         /**< 1 when the worker holds precompiled headers (warm) */
+  int64_t pid;            /**< its process id */
+  double uptime_s;        /**< seconds since it started */
+  double idle_s;          /**< seconds since its last request ended (0 while busy) */
+  uint64_t compiles;      /**< compiles it ran */
+  uint64_t failures;      /**< of which did not succeed (compile errors included) */
+  uint64_t timeouts;      /**< of which were stopped at their time limit */
+  uint64_t in_flight;     /**< compiles running or waiting for a slot now */
+  uint64_t crashes;       /**< earlier workers of this cache that the compiler crashed */
+  uint64_t pch_created;   /**< precompiled headers it created */
+  uint64_t pch_used;      /**< compiles that used one */
+  uint64_t idle_limit_s;  /**< it exits after this many idle seconds */
+  uint64_t rss_bytes;     /**< its resident memory */
+} kjit_worker_info;
+
+/**
+ * Ask the compile worker that serves `cache` (NULL = the worker of memory-only caches)
+ * for its state. Never starts a worker: with none running, returns KJIT_OK with
+ * info->running = 0 (kjit_last_error() is then "" and nothing else is written).
+ * Costs a connection and, the first time in a process without a cache database, NVRTC's
+ * version probe (tens of milliseconds).
+ * Thread-safe. Returns KJIT_OK, KJIT_ERROR_INVALID_HANDLE (bad cache),
+ * KJIT_ERROR_INVALID_ARGUMENT (info NULL or struct_size too small), KJIT_ERROR_NVRTC.
+ * Since 0.2.
+ */
+KJIT_EXPORT kjit_status kjit_worker_info_get(kjit_cache* cache, kjit_worker_info* info);
+
 /* ---- Compiled binaries --------------------------------------------------------------- */
 
 /** Destroy a binary. NULL is a no-op. Binaries are immutable: every accessor below is

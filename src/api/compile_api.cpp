@@ -71,6 +71,62 @@ KJIT_EXPORT kjit_status kjit_compiler_create(kjit_cache* cache, unsigned threads
   });
 }
 
+KJIT_EXPORT kjit_status kjit_compiler_set_compile_mode(kjit_compiler* compiler, int mode) {
+  return guard([&] {
+    if (!ok(compiler)) {
+      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compiler_set_compile_mode: invalid compiler handle");
+    }
+    if (mode != KJIT_COMPILE_MODE_AUTO && mode != KJIT_COMPILE_MODE_WORKER &&
+        mode != KJIT_COMPILE_MODE_INPROCESS) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT,
+                   "kjit_compiler_set_compile_mode: unknown mode " + std::to_string(mode));
+    }
+    compiler->compiler->set_mode(static_cast<CompileMode>(mode));
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT kjit_status kjit_compiler_get_compile_mode(const kjit_compiler* compiler, int* mode) {
+  return guard([&] {
+    if (!ok(compiler)) {
+      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compiler_get_compile_mode: invalid compiler handle");
+    }
+    if (!mode) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_compiler_get_compile_mode: mode is NULL");
+    *mode = static_cast<int>(compiler->compiler->mode());
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT kjit_status kjit_worker_info_get(kjit_cache* cache, kjit_worker_info* info) {
+  return guard([&] {
+    if (cache && !ok(cache)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_worker_info_get: invalid cache handle");
+    if (!info) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_worker_info_get: info is NULL");
+    if (info->struct_size < sizeof(kjit_worker_info)) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT,
+                   "kjit_worker_info_get: info->struct_size is " + std::to_string(info->struct_size) +
+                       ", expected at least " + std::to_string(sizeof(kjit_worker_info)));
+    }
+    std::string why;
+    const auto st = worker_status_for(cache ? cache->cache.get() : nullptr, &why);
+    info->running = st ? 1 : 0;
+    if (!st) return KJIT_OK;
+    info->pch_in_use = st->pch_in_use ? 1 : 0;
+    info->pid = st->pid;
+    info->uptime_s = st->uptime_s;
+    info->idle_s = st->idle_s;
+    info->compiles = st->compiles;
+    info->failures = st->failures;
+    info->timeouts = st->timeouts;
+    info->in_flight = st->in_flight;
+    info->crashes = st->crashes;
+    info->pch_created = st->pch_created;
+    info->pch_used = st->pch_used;
+    info->idle_limit_s = st->idle_limit_s;
+    info->rss_bytes = st->rss_bytes;
+    return KJIT_OK;
+  });
+}
+
 KJIT_EXPORT void kjit_compiler_destroy(kjit_compiler* compiler) {
   if (ok(compiler)) delete compiler;
 }

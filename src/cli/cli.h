@@ -177,6 +177,11 @@ struct JsonHolder {
 // Prints a JSON value (pretty) followed by a newline to stdout.
 void print_json(const cJSON* value);
 
+// The compile worker that serves `cache`: one line of text ("not running" or its state),
+// and the same as a JSON object added to `parent` under "worker".
+std::string worker_text(kjit_cache* cache);
+void add_worker_json(cJSON* parent, kjit_cache* cache);
+
 // Map a compile-time status to an exit code (compile error family 1, option/target 2, ...).
 int exit_code_for_compile_status(kjit_status st);
 

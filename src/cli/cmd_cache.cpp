@@ -254,6 +254,7 @@ int sub_stats(const Parsed& p, Global& g) {
     add_u64(proc, "remote_errors", s.remote_errors);
     add_u64(proc, "remote_timeouts", s.remote_timeouts);
     cJSON_AddNumberToObject(proc, "compile_ms_saved", s.compile_ms_saved);
+    add_worker_json(j.p, c.p);
     print_json(j.p);
     return kExitOk;
   }
@@ -294,6 +295,7 @@ int sub_stats(const Parsed& p, Global& g) {
               remote_state_name(s.remote_state),
               static_cast<unsigned long long>(s.total_remote_errors),
               static_cast<unsigned long long>(s.total_remote_timeouts));
+  std::printf("compile worker      %s\n", worker_text(c.p).c_str());
   std::printf("oldest entry        %s\n", format_time(oldest).c_str());
   std::printf("last use            %s\n", format_time(newest).c_str());
   for (const auto& [target, v] : per_target) {

@@ -21,7 +21,9 @@ const char* const kHelp =
     "Print the kjit library version and file, the NVRTC version (with its build), the CUDA\n"
     "driver version, the cuBLASLt version when the library reports it, every CUDA device\n"
     "with its architecture, and the cache location and state. Parts that are unavailable\n"
-    "(no driver, no GPU) are reported as such; that is not an error.\n"
+    "(no driver, no GPU) are reported as such; that is not an error. The compile worker\n"
+    "that serves the cache is shown (pid, uptime, compiles, crashes survived, PCH) when one\n"
+    "runs; this command never starts one.\n"
     "\n"
     "Exit status: 0 ok; 2 usage; 3 the cache cannot be opened.\n";
 
@@ -146,6 +148,7 @@ int cmd_info(const std::vector<std::string>& args, Global& g) {
     cJSON_AddNumberToObject(c, "entries", static_cast<double>(s.disk_entries));
     cJSON_AddNumberToObject(c, "bytes", static_cast<double>(s.disk_bytes));
     cJSON_AddNumberToObject(c, "max_size_bytes", static_cast<double>(s.max_size_bytes));
+    add_worker_json(j.p, cache.p);
     print_json(j.p);
     return kExitOk;
   }
@@ -174,6 +177,7 @@ int cmd_info(const std::vector<std::string>& args, Global& g) {
   std::printf("            %s%s%s; %llu entries, %s of %s\n", disk_state_name(s.disk_state),
               s.message[0] ? ": " : "", s.message, static_cast<unsigned long long>(s.disk_entries),
               human_bytes(s.disk_bytes).c_str(), human_bytes(s.max_size_bytes).c_str());
+  std::printf("worker      %s\n", worker_text(cache.p).c_str());
   return kExitOk;
 }
 

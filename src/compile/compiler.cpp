@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -61,6 +63,8 @@ std::string compute_key(const std::string& source, const CompileOptions& opts,
 // directory, or NVRTC's own when the caller asked for -pch) and the temporary file that
 // backs its PCH heap (<tmp>/edg<N>_<pid>). They are not inputs: a PCH never changes what is
 // produced.
+}  // namespace
+
 bool nvrtc_private(const std::string& path) {
   const std::string pch = pch_directory();
   if (!pch.empty() && (path == pch || path.compare(0, pch.size() + 1, pch + "/") == 0)) return true;
@@ -76,6 +80,8 @@ bool nvrtc_private(const std::string& path) {
   return i > 3 && name.compare(i, std::string::npos, "_" + pid) == 0;
 }
 
+namespace {
+
 bool under_any(const std::string& path, const std::vector<std::string>& roots) {
   for (const std::string& root : roots) {
     if (path == root || path.compare(0, root.size() + 1, root + "/") == 0) return true;
@@ -89,23 +95,25 @@ bool under_any(const std::string& path, const std::vector<std::string>& roots) {
 // look at the program's own name (it compiles the source it was given), files opened only
 // for writing (outputs such as --time=FILE), NVRTC's own PCH and temporary files, and the
 // CUDA toolkit's files (covered by the toolchain id and the toolkit fingerprint in the key).
-std::string uncovered(const IncludeScan& scan, const FileAudit* audit,
+// `audit` is null when opens cannot be audited; its files marked nvrtc_private are the
+// compile worker's own PCH and temporary files (it recognises them as this process would).
+std::string uncovered(const IncludeScan& scan, const AuditRecord* audit,
                       const std::string& program_name, const NormalisedOptions& norm) {
   if (!audit) {
     return scan.reads_files() ? "the files NVRTC reads cannot be audited on this system" : "";
   }
-  if (!audit->whole()) {
+  if (!audit->whole) {
     return "NVRTC opened files in a way that cannot be audited (another thread or program)";
   }
   std::vector<std::string> roots;
   for (const std::string& r : norm.skip_roots) roots.push_back(resolve_path(r));
-  const auto& opened = audit->opened();
+  const auto& opened = audit->opened;
   for (size_t i = 0; i < opened.size(); ++i) {
     const OpenedFile& f = opened[i];
     if (f.write) continue;
     const std::string path = resolve_path(f.path);
     if (i == 0 && !program_name.empty() && path == resolve_path(program_name)) continue;
-    if (under_any(path, roots) || nvrtc_private(path)) continue;
+    if (f.nvrtc_private || under_any(path, roots) || nvrtc_private(path)) continue;
     bool covered;
     if (f.directory) {
       covered = under_any(path, std::vector<std::string>(scan.listed.begin(), scan.listed.end()));
@@ -181,7 +189,97 @@ void validate_source(const std::string& source) {
 
 Compiler::Compiler(Cache* cache, unsigned threads)
     : cache_(cache),
-      threads_(threads ? threads : std::max(1u, std::thread::hardware_concurrency())) {}
+      threads_(threads ? threads : std::max(1u, std::thread::hardware_concurrency())),
+      mode_(int(compile_mode_from_env())),
+      limits_(worker_limits_from_env()) {}
+
+Outcome compile_audited(const std::string& source, const CompileOptions& opts,
+                        const NormalisedOptions& norm, const std::string& key,
+                        const std::string& toolchain, const CancelFlag& cancel, bool use_pch,
+                        AuditRecord* audit) {
+  audit->available = FileAudit::available();
+  PchTicket pch = use_pch ? pch_begin(source, norm.nvrtc, opts.name) : PchTicket();
+  FileAudit files;
+  Outcome o = run_nvrtc(source, opts, norm, key, toolchain, cancel, &pch);
+  audit->whole = files.whole();
+  audit->opened = files.opened();
+  return o;
+}
+
+std::optional<Outcome> Compiler::compile_in_worker_process(
+    const std::string& source, const CompileOptions& opts, const NormalisedOptions& norm,
+    const std::string& key, const IncludeScan& scan, const CancelFlag& cancel, CompileMode m) {
+  const std::string& tool = toolchain();
+  std::string why;
+  WorkerAddress addr = worker_address(cache_, tool, &why);
+  const std::string where = addr.directory + "/" + addr.name;
+  // After the worker could not be used, this process compiles here for a while before
+  // trying again (starting a worker that cannot start costs time on every miss).
+  static std::mutex backoff_mu;
+  static std::map<std::string, double> backoff;  // address -> when to try again
+  if (m == CompileMode::Auto) {
+    std::lock_guard<std::mutex> lock(backoff_mu);
+    auto it = backoff.find(where);
+    if (it != backoff.end() && monotonic_ms() < it->second) return std::nullopt;
+  }
+  std::string cwd(4096, '\0');
+  if (!addr.directory.empty() && !getcwd(cwd.data(), cwd.size())) {
+    why = "the working directory cannot be read";
+    addr.directory.clear();
+  }
+  WorkerAnswer a;
+  if (!addr.directory.empty()) {
+    cwd.resize(std::strlen(cwd.c_str()));
+    worker::CompileRequest q;
+    q.cwd = cwd;
+    q.key = key;
+    q.source = source;
+    q.program_name = opts.name;
+    q.headers = opts.headers;
+    q.name_expressions = opts.name_expressions;
+    q.target = norm.target;
+    q.outputs = norm.outputs;
+    q.nvrtc = norm.nvrtc;
+    q.key_options = norm.key;
+    q.use_pch = norm.pch && scan.outside;
+    q.time_limit_ms = limits_.time_limit_ms;
+    q.memory_limit_bytes = limits_.memory_limit_bytes;
+    a = compile_in_worker(addr, tool, q, cancel);
+    why = a.message;
+  }
+  if (a.kind == WorkerAnswer::Kind::Failed) {
+    Outcome o = a.failure;
+    o.remember_failure = a.crashed;
+    return o;
+  }
+  if (a.kind == WorkerAnswer::Kind::Reply) {
+    Outcome o = std::move(a.reply.outcome);
+    if (o.entry) std::const_pointer_cast<Entry>(o.entry)->key = key;
+    const AuditRecord& audit = a.reply.audit;
+    const std::string uncov = uncovered(scan, audit.available ? &audit : nullptr, opts.name, norm);
+    if (!uncov.empty()) {
+      o.cacheable = false;
+      report_uncovered(opts.name, uncov);
+    }
+    return o;
+  }
+  if (m == CompileMode::Worker) {
+    return Outcome{KJIT_ERROR_UNSUPPORTED,
+                   "compile mode 'worker': the compile worker cannot be used: " + why, nullptr,
+                   KJIT_TIER_COMPILED};
+  }
+  {
+    std::lock_guard<std::mutex> lock(backoff_mu);
+    if (backoff.size() > 64) backoff.clear();
+    backoff[where] = monotonic_ms() + 30000;
+  }
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    // Auto mode is meant to fall back: said at info level, once per process.
+    log_info("compiling in this process: the compile worker cannot be used (" + why + ")");
+  });
+  return std::nullopt;
+}
 
 Compiler::~Compiler() = default;  // the pool joins after finishing queued jobs
 
@@ -213,18 +311,16 @@ Outcome Compiler::compile(std::string_view source_bytes, const CompileOptions& o
   const std::string& tool = toolchain();
   const IncludeScan scan = scan_for(source, opts, norm);
   const std::string key = compute_key(source, opts, norm, tool, scan);
-  auto run = [&] {
-    const bool audited = FileAudit::available();
-    Outcome o;
-    std::string why;
-    // Header-heavy programs (their includes reach the toolkit) use precompiled headers.
-    PchTicket pch = norm.pch && scan.outside ? pch_begin(source, norm.nvrtc, opts.name)
-                                             : PchTicket();
-    {
-      FileAudit audit;
-      o = run_nvrtc(source, opts, norm, key, tool, cancel, &pch);
-      why = uncovered(scan, audited ? &audit : nullptr, opts.name, norm);
+  auto run = [&]() -> Outcome {
+    const CompileMode m = mode();
+    if (m != CompileMode::InProcess) {
+      if (auto o = compile_in_worker_process(source, opts, norm, key, scan, cancel, m)) return *o;
     }
+    // Header-heavy programs (their includes reach the toolkit) use precompiled headers.
+    AuditRecord audit;
+    Outcome o = compile_audited(source, opts, norm, key, tool, cancel, norm.pch && scan.outside,
+                                &audit);
+    const std::string why = uncovered(scan, audit.available ? &audit : nullptr, opts.name, norm);
     if (!why.empty()) {
       o.cacheable = false;
       report_uncovered(opts.name, why);

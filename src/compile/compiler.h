@@ -5,20 +5,20 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "compile/file_audit.h"
 #include "compile/include_scan.h"
 #include "compile/key_memo.h"
 #include "compile/options.h"
+#include "compile/worker_client.h"
 #include "store/cache.h"
 
 namespace kjit {
 
 class ThreadPool;
-
-// Cancellation flag checked by NVRTC's flow callback.
-using CancelFlag = std::shared_ptr<std::atomic<bool>>;
 
 class Compiler {
  public:
@@ -40,10 +40,22 @@ class Compiler {
 
   Cache* cache() const { return cache_; }
 
+  // Where NVRTC runs (worker_client.h). Starts as $KJIT_COMPILE_MODE says.
+  void set_mode(CompileMode m) { mode_.store(int(m), std::memory_order_relaxed); }
+  CompileMode mode() const { return CompileMode(mode_.load(std::memory_order_relaxed)); }
+
  private:
   // Discovers the toolkits `opts` needs through the cache's record of an earlier
   // discovery (toolkit.h), before normalise() asks for them.
   void find_toolkits(const CompileOptions& opts);
+
+  // Runs the compile in the worker. nullopt when the worker cannot be used and `mode` lets
+  // the compile run in this process instead.
+  std::optional<Outcome> compile_in_worker_process(const std::string& source,
+                                                   const CompileOptions& opts,
+                                                   const NormalisedOptions& norm,
+                                                   const std::string& key, const IncludeScan& scan,
+                                                   const CancelFlag& cancel, CompileMode mode);
 
   // The toolchain id, read once per compiler (the process-wide lookup takes a lock).
   const std::string& toolchain();
@@ -55,7 +67,20 @@ class Compiler {
   std::mutex pool_mu_;
   std::unique_ptr<ThreadPool> pool_;
   KeyMemo memo_;
+  std::atomic<int> mode_;
+  WorkerLimits limits_;
 };
+
+// One audited NVRTC run, as the compiler does it in this process and the compile worker
+// does it in its own: precompiled headers when `use_pch`, the opens of libnvrtc recorded in
+// *audit. Callers check the record with the scan of the request (fail closed).
+Outcome compile_audited(const std::string& source, const CompileOptions& opts,
+                        const NormalisedOptions& norm, const std::string& key,
+                        const std::string& toolchain, const CancelFlag& cancel, bool use_pch,
+                        AuditRecord* audit);
+
+// One of NVRTC's own files of this process (its PCHs and PCH heap file): not an input.
+bool nvrtc_private(const std::string& path);
 
 // Checks that source is non-empty valid UTF-8; throws KJIT_ERROR_INVALID_SOURCE.
 void validate_source(const std::string& source);

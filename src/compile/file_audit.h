@@ -20,6 +20,16 @@ struct OpenedFile {
   bool ok = false;         // the open succeeded
   bool write = false;      // opened for writing only (an output, e.g. --time=FILE)
   bool directory = false;  // opendir
+  // One of NVRTC's own PCH or temporary files (set by the compile worker, which knows its
+  // own; the in-process check recognises this process's files itself).
+  bool nvrtc_private = false;
+};
+
+// What one compile's audit saw, as a value (the compile worker sends it to its client).
+struct AuditRecord {
+  bool available = false;  // opens could be audited at all (FileAudit::available())
+  bool whole = false;      // FileAudit::whole()
+  std::vector<OpenedFile> opened;
 };
 
 class FileAudit {

@@ -594,7 +594,8 @@ Outcome Cache::compile_with_claim(const std::string& key,
         throw;
       }
       try {
-        if (o.status != KJIT_OK && o.cacheable && deterministic_failure(o.status)) {
+        if (o.status != KJIT_OK && o.cacheable &&
+            (deterministic_failure(o.status) || o.remember_failure)) {
           disk_->fail_claim(key, me, serialize_failure(o));
         } else if (!stored) {
           disk_->release_claim(key, me);  // others compile for themselves

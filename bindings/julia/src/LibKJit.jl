@@ -62,6 +62,25 @@ struct kjit_cache_stats
     total_pch_failed::UInt64
 end
 
+"C struct `kjit_worker_info` (compile.h)."
+struct kjit_worker_info
+    struct_size::Csize_t
+    running::Cint
+    pch_in_use::Cint
+    pid::Int64
+    uptime_s::Cdouble
+    idle_s::Cdouble
+    compiles::UInt64
+    failures::UInt64
+    timeouts::UInt64
+    in_flight::UInt64
+    crashes::UInt64
+    pch_created::UInt64
+    pch_used::UInt64
+    idle_limit_s::UInt64
+    rss_bytes::UInt64
+end
+
 "C struct `kjit_cache_entry_info` (cache.h)."
 struct kjit_cache_entry_info
     struct_size::UInt32
@@ -271,6 +290,24 @@ kjit_compiler_create(cache, threads, out) =
     ccall((:kjit_compiler_create, libkjit), Cint,
           (Ptr{Cvoid}, Cuint, Ptr{Ptr{Cvoid}}),
           cache, threads, out)
+
+"`kjit_status kjit_compiler_set_compile_mode(kjit_compiler* compiler, int mode)`"
+kjit_compiler_set_compile_mode(compiler, mode) =
+    ccall((:kjit_compiler_set_compile_mode, libkjit), Cint,
+          (Ptr{Cvoid}, Cint),
+          compiler, mode)
+
+"`kjit_status kjit_compiler_get_compile_mode(const kjit_compiler* compiler, int* mode)`"
+kjit_compiler_get_compile_mode(compiler, mode) =
+    ccall((:kjit_compiler_get_compile_mode, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{Cint}),
+          compiler, mode)
+
+"`kjit_status kjit_worker_info_get(kjit_cache* cache, kjit_worker_info* info)`"
+kjit_worker_info_get(cache, info) =
+    ccall((:kjit_worker_info_get, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{kjit_worker_info}),
+          cache, info)
 
 "`void kjit_compiler_destroy(kjit_compiler* compiler)`"
 kjit_compiler_destroy(compiler) =

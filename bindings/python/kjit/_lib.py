@@ -46,6 +46,27 @@ class CacheOptionsStruct(ctypes.Structure):
     ]
 
 
+class WorkerInfoStruct(ctypes.Structure):
+    """``kjit_worker_info`` (compile.h, since 0.2): the compile worker's state."""
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("running", c_int),
+        ("pch_in_use", c_int),
+        ("pid", c_int64),
+        ("uptime_s", c_double),
+        ("idle_s", c_double),
+        ("compiles", c_uint64),
+        ("failures", c_uint64),
+        ("timeouts", c_uint64),
+        ("in_flight", c_uint64),
+        ("crashes", c_uint64),
+        ("pch_created", c_uint64),
+        ("pch_used", c_uint64),
+        ("idle_limit_s", c_uint64),
+        ("rss_bytes", c_uint64),
+    ]
+
+
 class CacheStatsStruct(ctypes.Structure):
     """``kjit_cache_stats`` (cache.h), ``not_stored`` (since 0.2) included."""
     _fields_ = [
@@ -235,6 +256,9 @@ PROTOTYPES = {
     "kjit_options_add_name_expression": (_st, [_p, c_char_p]),
     "kjit_compiler_create": (_st, [_p, c_uint, _pp]),
     "kjit_compiler_destroy": (None, [_p]),
+    "kjit_compiler_set_compile_mode": (_st, [_p, c_int]),
+    "kjit_compiler_get_compile_mode": (_st, [_p, POINTER(c_int)]),
+    "kjit_worker_info_get": (_st, [_p, POINTER(WorkerInfoStruct)]),
     "kjit_compile": (_st, [_p, c_char_p, _p, _pp]),
     "kjit_compile_async": (_st, [_p, c_char_p, _p, _pp]),
     "kjit_future_wait": (_st, [_p, c_int64, _pp]),

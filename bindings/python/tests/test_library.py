@@ -135,6 +135,7 @@ class HeadersTest(unittest.TestCase):
             "kjit_cache_options": _lib.CacheOptionsStruct,
             "kjit_cache_stats": _lib.CacheStatsStruct,
             "kjit_cache_entry_info": _lib.CacheEntryInfoStruct,
+            "kjit_worker_info": _lib.WorkerInfoStruct,
             "kjit_kernel_attributes": _lib.KernelAttributesStruct,
             "kjit_launch_config": _lib.LaunchConfigStruct,
             "kjit_gemm_desc": _lib.GemmDescStruct,

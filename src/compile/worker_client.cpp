@@ -1,0 +1,583 @@
+#include "compile/worker_client.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "compile/include_scan.h"
+#include "compile/toolchain.h"
+#include "kjit/common.h"
+#include "store/cache.h"
+#include "util/fs.h"
+#include "util/log.h"
+#include "util/sha256.h"
+
+extern char** environ;
+
+namespace kjit {
+namespace {
+
+using worker::FrameType;
+using worker::ReadResult;
+
+std::string library_version() {
+  return std::to_string(KJIT_VERSION_MAJOR) + "." + std::to_string(KJIT_VERSION_MINOR) + "." +
+         std::to_string(KJIT_VERSION_PATCH);
+}
+
+// Closes a descriptor on scope exit.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(Fd&& o) noexcept : fd_(o.release()) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = o.release();
+    }
+    return *this;
+  }
+  int get() const { return fd_; }
+  int release() {
+    const int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+};
+
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+double env_number(const char* name, double fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const double d = std::strtod(v, &end);
+  if (end == v || *end || !(d >= 0)) {
+    log_warn(std::string("ignoring ") + name + "='" + v + "': not a non-negative number");
+    return fallback;
+  }
+  return d;
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+// Where a connection attempt ended.
+struct Conn {
+  enum class State { Ok, Missing, Stale, Mismatch, Foreign, Broken } state = State::Broken;
+  Fd fd;
+  std::string detail;
+  worker::Hello hello;
+};
+
+Conn connect_and_hello(const WorkerAddress& addr, const std::string& toolchain) {
+  Conn c;
+  Fd dir(::open(addr.directory.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (dir.get() < 0) {
+    c.detail = "cannot open " + addr.directory + ": " + std::strerror(errno);
+    return c;
+  }
+  sockaddr_un sa;
+  const size_t len = socket_address(addr.directory, dir.get(), addr.name + ".sock", &sa);
+  if (!len) {
+    c.detail = "socket path too long";
+    return c;
+  }
+  Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) {
+    c.detail = std::string("socket: ") + std::strerror(errno);
+    return c;
+  }
+  int r;
+  do {
+    r = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), socklen_t(len));
+  } while (r < 0 && errno == EINTR);
+  if (r < 0) {
+    const int e = errno;
+    c.state = e == ENOENT         ? Conn::State::Missing
+              : e == ECONNREFUSED ? Conn::State::Stale
+                                  : Conn::State::Broken;
+    c.detail = std::string("connect: ") + std::strerror(e);
+    return c;
+  }
+  long peer = -1;
+  if (!peer_is_user(fd.get(), geteuid(), &peer)) {
+    c.state = Conn::State::Foreign;
+    c.detail = "the socket's server runs as user " + std::to_string(peer) + ", not as this user";
+    return c;
+  }
+  FrameType type;
+  std::string payload;
+  const ReadResult rr = worker::read_frame(fd.get(), &type, &payload, monotonic_ms() + 10000);
+  if (rr != ReadResult::Ok) {
+    c.detail = rr == ReadResult::Timeout ? "no hello from the worker within 10 s"
+                                         : "the worker closed the connection before its hello";
+    return c;
+  }
+  if (type == FrameType::Refused) {
+    c.detail = "the worker refused the connection: " + payload;
+    return c;
+  }
+  try {
+    if (type != FrameType::Hello) throw worker::ProtocolError("expected a hello");
+    c.hello = worker::decode_hello(payload);
+  } catch (const std::exception& e) {
+    c.state = Conn::State::Mismatch;
+    c.detail = std::string("the socket's server does not speak this protocol (") + e.what() + ")";
+    return c;
+  }
+  if (c.hello.library_version != library_version() ||
+      c.hello.protocol != worker::kProtocolVersion || c.hello.toolchain != toolchain) {
+    c.state = Conn::State::Mismatch;
+    c.detail = "the running worker is kjit " + c.hello.library_version + ", protocol " +
+               std::to_string(c.hello.protocol) + ", " + c.hello.toolchain + "; this is kjit " +
+               library_version() + ", protocol " + std::to_string(worker::kProtocolVersion) + ", " +
+               toolchain;
+    return c;
+  }
+  worker::Hello mine;
+  mine.library_version = library_version();
+  mine.toolchain = toolchain;
+  mine.pid = getpid();
+  if (!worker::write_frame(fd.get(), FrameType::Hello, worker::encode(mine))) {
+    c.detail = "the worker closed the connection after its hello";
+    return c;
+  }
+  c.state = Conn::State::Ok;
+  c.fd = std::move(fd);
+  return c;
+}
+
+std::string nvrtc_library_dir() {
+  const std::string lib = nvrtc_library_path();
+  return lib.empty() ? "" : dirname_of(lib);
+}
+
+// Starts the worker for `addr` and waits until it listens. Called with the start lock held.
+bool spawn_worker(const WorkerAddress& addr, int dir_fd, std::string* why) {
+  const std::string exe = worker_executable(why);
+  if (exe.empty()) return false;
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) {
+    *why = std::string("pipe: ") + std::strerror(errno);
+    return false;
+  }
+  Fd rd(p[0]), wr(p[1]);
+  Fd logfd(::openat(dir_fd, (addr.name + ".log").c_str(),
+                    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  if (logfd.get() >= 0) {
+    posix_spawn_file_actions_adddup2(&fa, logfd.get(), 2);
+  } else {
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  }
+  posix_spawn_file_actions_adddup2(&fa, wr.get(), 3);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  const std::string idle = std::to_string(uint64_t(env_number("KJIT_WORKER_IDLE_S", 300)));
+  std::vector<std::string> args = {exe,      "--dir", addr.directory, "--name", addr.name,
+                                   "--idle", idle,    "--ready-fd",   "3"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // The worker loads the same libnvrtc as this process.
+  std::vector<std::string> env;
+  const std::string nvrtc_dir = nvrtc_library_dir();
+  bool have_ld = false;
+  for (char** e = environ; e && *e; ++e) {
+    std::string v = *e;
+    if (!nvrtc_dir.empty() && v.rfind("LD_LIBRARY_PATH=", 0) == 0) {
+      v = "LD_LIBRARY_PATH=" + nvrtc_dir + ":" + v.substr(16);
+      have_ld = true;
+    }
+    env.push_back(std::move(v));
+  }
+  if (!nvrtc_dir.empty() && !have_ld) env.push_back("LD_LIBRARY_PATH=" + nvrtc_dir);
+  std::vector<char*> envp;
+  for (auto& v : env) envp.push_back(v.data());
+  envp.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, exe.c_str(), &fa, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  wr.reset();
+  logfd.reset();
+  if (rc != 0) {
+    *why = "cannot run " + exe + ": " + std::strerror(rc);
+    return false;
+  }
+  // The started process forks the worker and exits; the worker reports on the pipe.
+  std::string said;
+  const double deadline = monotonic_ms() + 30000;
+  for (;;) {
+    const double left = deadline - monotonic_ms();
+    if (left <= 0) break;
+    pollfd pf{rd.get(), POLLIN, 0};
+    const int r = ::poll(&pf, 1, int(left) + 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    char buf[512];
+    const ssize_t n = ::read(rd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    said.append(buf, size_t(n));
+    if (said.size() > 4096) break;
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (said.rfind("OK", 0) == 0) return true;
+  while (!said.empty() && (said.back() == '\n' || said.back() == '\r')) said.pop_back();
+  *why = exe + " did not start" + (said.empty() ? std::string(" (no report)") : ": " + said);
+  return false;
+}
+
+bool try_lock(int fd, double timeout_ms) {
+  const double deadline = monotonic_ms() + timeout_ms;
+  for (;;) {
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return true;
+    if (errno != EWOULDBLOCK && errno != EINTR) return false;
+    if (monotonic_ms() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// A connected, greeted worker for `addr`, started when none answers.
+Conn connect_or_start(const WorkerAddress& addr, const std::string& toolchain) {
+  Conn c = connect_and_hello(addr, toolchain);
+  if (c.state == Conn::State::Ok) return c;
+  Fd dir(::open(addr.directory.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  Fd lock(dir.get() < 0 ? -1
+                        : ::openat(dir.get(), (addr.name + ".lock").c_str(),
+                                   O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (lock.get() < 0) {
+    c.state = Conn::State::Broken;
+    c.detail =
+        "cannot open the worker's lock file in " + addr.directory + ": " + std::strerror(errno);
+    return c;
+  }
+  if (!try_lock(lock.get(), 60000)) {
+    c.state = Conn::State::Broken;
+    c.detail = "another process held the worker's start lock for 60 s";
+    return c;
+  }
+  c = connect_and_hello(addr, toolchain);  // another process may have started one
+  if (c.state == Conn::State::Ok) return c;
+  if (c.state != Conn::State::Missing) {
+    // Stale (no one listens), mismatched, foreign or broken: replace it.
+    log_info("replacing the compile worker socket " + addr.directory + "/" + addr.name +
+             ".sock: " + c.detail);
+    ::unlinkat(dir.get(), (addr.name + ".sock").c_str(), 0);
+  }
+  std::string why;
+  if (!spawn_worker(addr, dir.get(), &why)) {
+    c.state = Conn::State::Broken;
+    c.detail = why;
+    return c;
+  }
+  lock.reset();  // releases the flock
+  c = connect_and_hello(addr, toolchain);
+  if (c.state != Conn::State::Ok) c.detail = "the started worker does not answer: " + c.detail;
+  return c;
+}
+
+// Inputs that crashed the compiler recently, so that the same input does not take down the
+// next worker at once (the cache records the failure too, when it has a disk tier).
+struct CrashMemory {
+  std::mutex mu;
+  std::map<std::string, std::pair<double, Outcome>> by_key;  // key -> (time, outcome)
+};
+CrashMemory& crash_memory() {
+  static auto* m = new CrashMemory;
+  return *m;
+}
+constexpr double kCrashMemoryMs = 60000;
+
+bool cancel_requested(void* user) {
+  auto* flag = static_cast<std::atomic<bool>*>(user);
+  return flag && flag->load(std::memory_order_relaxed);
+}
+
+}  // namespace
+
+CompileMode compile_mode_from_env() {
+  const char* v = std::getenv("KJIT_COMPILE_MODE");
+  if (!v || !*v || std::strcmp(v, "auto") == 0) return CompileMode::Auto;
+  if (std::strcmp(v, "worker") == 0) return CompileMode::Worker;
+  if (std::strcmp(v, "inprocess") == 0) return CompileMode::InProcess;
+  static std::once_flag once;
+  std::call_once(once, [v] {
+    log_warn(std::string("ignoring KJIT_COMPILE_MODE='") + v +
+             "' (expected auto, worker or inprocess); using auto");
+  });
+  return CompileMode::Auto;
+}
+
+const char* compile_mode_name(CompileMode m) {
+  switch (m) {
+    case CompileMode::Worker:
+      return "worker";
+    case CompileMode::InProcess:
+      return "inprocess";
+    case CompileMode::Auto:
+      break;
+  }
+  return "auto";
+}
+
+WorkerLimits worker_limits_from_env() {
+  WorkerLimits l;
+  l.time_limit_ms = uint64_t(env_number("KJIT_COMPILE_TIMEOUT_S", 600) * 1000);
+  l.memory_limit_bytes = uint64_t(env_number("KJIT_COMPILE_MEMORY_MB", 0) * 1024 * 1024);
+  return l;
+}
+
+bool peer_is_user(int fd, unsigned uid, long* peer_uid) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof cred) {
+    if (peer_uid) *peer_uid = -1;
+    return false;
+  }
+  if (peer_uid) *peer_uid = long(cred.uid);
+  return cred.uid == uid;
+}
+
+size_t socket_address(const std::string& directory, int dir_fd, const std::string& file,
+                      void* out) {
+  auto* sa = static_cast<sockaddr_un*>(out);
+  std::memset(sa, 0, sizeof *sa);
+  sa->sun_family = AF_UNIX;
+  std::string path = directory + "/" + file;
+  if (path.size() >= sizeof sa->sun_path) {
+    if (dir_fd < 0) return 0;
+    path = "/proc/self/fd/" + std::to_string(dir_fd) + "/" + file;
+    if (path.size() >= sizeof sa->sun_path) return 0;
+  }
+  std::memcpy(sa->sun_path, path.data(), path.size());
+  return offsetof(sockaddr_un, sun_path) + path.size() + 1;
+}
+
+std::string worker_executable(std::string* why) {
+  const char* env = std::getenv("KJIT_WORKER");
+  if (env && *env) {
+    if (::access(env, X_OK) == 0) return env;
+    *why = std::string("KJIT_WORKER=") + env + " is not an executable file";
+    return "";
+  }
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&worker_executable), &info) == 0 || !info.dli_fname) {
+    *why = "cannot tell where the kjit library is (dladdr)";
+    return "";
+  }
+  // For code linked into the program itself, dladdr names the program as it was started
+  // (argv[0], perhaps without a directory): the kernel knows its real path.
+  std::string object = info.dli_fname;
+  if (object.find('/') == std::string::npos) {
+    char exe[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) object.assign(exe, size_t(n));
+  }
+  const std::string dir = dirname_of(resolve_path(object));
+  std::vector<std::string> candidates;
+#ifdef KJIT_WORKER_RELATIVE
+  candidates.push_back(join_path(dir, KJIT_WORKER_RELATIVE));
+#endif
+  candidates.push_back(join_path(dir, "libexec/kjit/kjit-worker"));  // the build tree
+  for (const std::string& c : candidates) {
+    if (::access(c.c_str(), X_OK) == 0) return c;
+  }
+  *why = "no kjit-worker executable beside " + std::string(info.dli_fname) + " (looked for " +
+         candidates.front() + "; set KJIT_WORKER)";
+  return "";
+}
+
+WorkerAddress worker_address(Cache* cache, const std::string& toolchain, std::string* why) {
+  WorkerAddress a;
+  Sha256 h;
+  h.field("kjit-worker");
+  h.field(std::to_string(worker::kProtocolVersion));
+  h.field(toolchain);
+  a.name = "worker-" + library_version() + "-" + to_hex(h.finish()).substr(0, 12);
+  if (cache && cache->disk_usable() && !cache->disk()->read_only() &&
+      ::access(cache->directory().c_str(), W_OK | X_OK) == 0) {
+    a.directory = cache->directory();
+    return a;
+  }
+  // No writable cache directory: a private directory of this user under $TMPDIR.
+  const std::string tmp = env_or("TMPDIR", "/tmp");
+  const std::string dir = tmp + "/kjit-" + std::to_string(geteuid());
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    *why = "cannot create " + dir + ": " + std::strerror(errno);
+    return a;
+  }
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+      (st.st_mode & 077) != 0) {
+    *why = dir + " is not a private directory of this user (it must be a directory with mode 0700)";
+    return a;
+  }
+  a.directory = dir;
+  return a;
+}
+
+WorkerAnswer compile_in_worker(const WorkerAddress& addr, const std::string& toolchain,
+                               const worker::CompileRequest& request, const CancelFlag& cancel) {
+  WorkerAnswer a;
+  {
+    CrashMemory& m = crash_memory();
+    std::lock_guard<std::mutex> lock(m.mu);
+    auto it = m.by_key.find(request.key);
+    if (it != m.by_key.end()) {
+      if (monotonic_ms() - it->second.first < kCrashMemoryMs) {
+        a.kind = WorkerAnswer::Kind::Failed;
+        a.failure = it->second.second;
+        a.crashed = true;
+        return a;
+      }
+      m.by_key.erase(it);
+    }
+  }
+  const std::string payload = worker::encode(request);
+  if (payload.size() > worker::kMaxFrameBytes) {
+    a.message = "the request is larger than the worker protocol's limit";
+    return a;
+  }
+  auto failed = [&](kjit_status s, const std::string& m) {
+    a.kind = WorkerAnswer::Kind::Failed;
+    a.failure = Outcome{s, m, nullptr, KJIT_TIER_COMPILED};
+    return a;
+  };
+  const std::string what = "compilation of '" + request.program_name + "' for " + request.target;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    Conn c = connect_or_start(addr, toolchain);
+    if (c.state != Conn::State::Ok) {
+      a.message = c.detail;
+      return a;
+    }
+    const double deadline =
+        request.time_limit_ms ? monotonic_ms() + double(request.time_limit_ms) + 60000 : -1;
+    if (!worker::write_frame(c.fd.get(), FrameType::Compile, payload)) continue;
+    FrameType type;
+    std::string reply;
+    const ReadResult rr = worker::read_frame(c.fd.get(), &type, &reply, deadline,
+                                             cancel ? cancel_requested : nullptr, cancel.get());
+    if (rr == ReadResult::Ok && type == FrameType::Result) {
+      try {
+        a.reply = worker::decode_reply(reply);
+        a.kind = WorkerAnswer::Kind::Reply;
+        return a;
+      } catch (const std::exception& e) {
+        return failed(
+            KJIT_ERROR_NVRTC,
+            what + " failed: the compile worker sent a malformed reply (" + e.what() + ")");
+      }
+    }
+    if (rr == ReadResult::Ok && type == FrameType::Crash && reply.size() == 4) {
+      const int sig = int(uint8_t(reply[0]) | uint8_t(reply[1]) << 8 | uint8_t(reply[2]) << 16 |
+                          uint32_t(uint8_t(reply[3])) << 24);
+      failed(KJIT_ERROR_NVRTC, what + " failed: the compiler crashed on this input (signal " +
+                                   std::to_string(sig) + ", " + signal_name(sig) +
+                                   "); the compile worker is restarted for the next compile");
+      a.crashed = true;
+      CrashMemory& m = crash_memory();
+      std::lock_guard<std::mutex> lock(m.mu);
+      if (m.by_key.size() >= 256) m.by_key.clear();
+      m.by_key[request.key] = {monotonic_ms(), a.failure};
+      return a;
+    }
+    if (rr == ReadResult::Ok && type == FrameType::Refused) {
+      a.message = "the compile worker refused the request: " + reply;
+      return a;
+    }
+    if (rr == ReadResult::Timeout) {
+      if (cancel && cancel->load()) return failed(KJIT_ERROR_CANCELLED, what + " was cancelled");
+      return failed(KJIT_ERROR_TIMEOUT,
+                    what + " stopped: the compile worker gave no answer within " +
+                        std::to_string(request.time_limit_ms / 1000 + 60) + " s");
+    }
+    if (rr == ReadResult::TooLarge || rr == ReadResult::Ok) {
+      return failed(KJIT_ERROR_NVRTC, what + " failed: the compile worker sent a malformed reply");
+    }
+    // EOF or a broken connection: the worker died (killed, or another request crashed it).
+    log_info("the compile worker went away during " + what +
+             (attempt == 0 ? "; trying once more with a new worker" : ""));
+  }
+  return failed(KJIT_ERROR_NVRTC,
+                what + " failed: the compile worker died during the compile twice");
+}
+
+std::optional<worker::WorkerStatus> query_worker(const WorkerAddress& addr,
+                                                 const std::string& toolchain, std::string* why) {
+  Conn c = connect_and_hello(addr, toolchain);
+  if (c.state != Conn::State::Ok) {
+    *why =
+        c.state == Conn::State::Missing || c.state == Conn::State::Stale ? "not running" : c.detail;
+    return std::nullopt;
+  }
+  if (!worker::write_frame(c.fd.get(), FrameType::Status, "")) {
+    *why = "the worker closed the connection";
+    return std::nullopt;
+  }
+  FrameType type;
+  std::string reply;
+  if (worker::read_frame(c.fd.get(), &type, &reply, monotonic_ms() + 10000) != ReadResult::Ok ||
+      type != FrameType::StatusReply) {
+    *why = "the worker did not answer the status request";
+    return std::nullopt;
+  }
+  try {
+    return worker::decode_status(reply);
+  } catch (const std::exception& e) {
+    *why = std::string("malformed status reply: ") + e.what();
+    return std::nullopt;
+  }
+}
+
+std::optional<worker::WorkerStatus> worker_status_for(Cache* cache, std::string* why) {
+  const std::string toolchain = toolchain_id(cache);
+  const WorkerAddress addr = worker_address(cache, toolchain, why);
+  if (addr.directory.empty()) return std::nullopt;
+  return query_worker(addr, toolchain, why);
+}
+
+}  // namespace kjit

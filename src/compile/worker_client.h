@@ -1,0 +1,93 @@
+// The client side of the compile worker (src/worker/): NVRTC out of the caller's process.
+//
+// A worker is one long-lived process per user, kjit version, protocol version and
+// toolchain, shared by every process that uses the same cache directory. It listens on a
+// Unix socket in that directory (worker-<version>-<tag>.sock, where <tag> covers the
+// protocol and the toolchain), or, when there is no writable cache directory (memory-only
+// or read-only caches), in a private directory $TMPDIR/kjit-<uid> (mode 0700, owned by the
+// user). A socket path longer than sun_path allows is reached as
+// /proc/self/fd/<directory fd>/<name>.
+//
+// The first compile that misses the cache starts the worker (never a hit). Starting is
+// serialised by flock() on worker-<...>.lock: the starter connects once more under the
+// lock, removes a stale or mismatched socket, runs the worker executable and waits until
+// it listens. The executable is $KJIT_WORKER, else libexec/kjit/kjit-worker found
+// relative to the library file (dladdr). Both sides check the peer's user (SO_PEERCRED)
+// and the hello (library version, protocol version, toolchain id); a worker that differs
+// is never used.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "compile/worker_protocol.h"
+
+namespace kjit {
+
+class Cache;
+using CancelFlag = std::shared_ptr<std::atomic<bool>>;
+
+enum class CompileMode { Auto = 0, Worker = 1, InProcess = 2 };
+
+// $KJIT_COMPILE_MODE (auto | worker | inprocess); Auto when unset. An unknown value is
+// reported once and read as Auto.
+CompileMode compile_mode_from_env();
+const char* compile_mode_name(CompileMode m);
+
+struct WorkerLimits {
+  uint64_t time_limit_ms = 0;       // per compile; $KJIT_COMPILE_TIMEOUT_S, default 600 s
+  uint64_t memory_limit_bytes = 0;  // $KJIT_COMPILE_MEMORY_MB; 0 = the worker's default
+};
+WorkerLimits worker_limits_from_env();
+
+// Result of asking the worker to compile.
+struct WorkerAnswer {
+  enum class Kind {
+    Reply,       // the worker compiled: reply holds the outcome and the audit record
+    Failed,      // a clear failure status for this compile (crash, time limit, cancel...)
+    Unavailable  // the worker cannot be used (reason in message): compile elsewhere
+  } kind = Kind::Unavailable;
+  worker::CompileReply reply;  // Reply
+  Outcome failure;             // Failed
+  bool crashed = false;        // Failed because the compiler crashed on this input
+  std::string message;         // Unavailable
+};
+
+// Socket directory and name for a cache (nullptr = no cache). Throws nothing; an empty
+// directory means no private directory could be made (message in *why).
+struct WorkerAddress {
+  std::string directory;
+  std::string name;  // "worker-<version>-<tag>" (".sock", ".lock", ".crashes", ".log")
+};
+WorkerAddress worker_address(Cache* cache, const std::string& toolchain, std::string* why);
+
+// Runs one compile in the worker for `addr`, starting it when none answers. A worker that
+// dies mid-compile without a crash report (killed, or another request crashed it) is
+// replaced and the compile tried once more.
+WorkerAnswer compile_in_worker(const WorkerAddress& addr, const std::string& toolchain,
+                               const worker::CompileRequest& request, const CancelFlag& cancel);
+
+// The running worker's state, without starting one. nullopt when none answers (*why says).
+std::optional<worker::WorkerStatus> query_worker(const WorkerAddress& addr,
+                                                 const std::string& toolchain, std::string* why);
+
+// The state of the worker that serves `cache` (nullptr = memory-only caches), without
+// starting one; nullopt when none answers (*why says why). Throws kjit::Error when the
+// toolchain cannot be identified.
+std::optional<worker::WorkerStatus> worker_status_for(Cache* cache, std::string* why);
+
+// The worker executable ($KJIT_WORKER, else beside the library); "" when not found.
+std::string worker_executable(std::string* why);
+
+// True when the peer of a connected Unix socket runs as `uid` (SO_PEERCRED); false, with
+// the peer's uid in *peer_uid, otherwise or when it cannot be told.
+bool peer_is_user(int fd, unsigned uid, long* peer_uid);
+
+// Sets up a sockaddr_un for `directory`/`file` in *addr (using /proc/self/fd/<dir_fd>/file
+// when the full path does not fit sun_path). Returns the address length, 0 on failure.
+size_t socket_address(const std::string& directory, int dir_fd, const std::string& file,
+                      void* addr /* sockaddr_un* */);
+
+}  // namespace kjit

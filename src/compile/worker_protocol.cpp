@@ -1,0 +1,394 @@
+#include "compile/worker_protocol.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include "util/fs.h"
+
+namespace kjit::worker {
+namespace {
+
+constexpr size_t kHeaderBytes = 16;
+
+void put_le(unsigned char* p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+
+uint64_t get_le(const unsigned char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= uint64_t(p[i]) << (8 * i);
+  return v;
+}
+
+bool write_all(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    const ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        pollfd p{fd, POLLOUT, 0};
+        ::poll(&p, 1, 1000);
+        continue;
+      }
+      return false;
+    }
+    data += n;
+    size -= size_t(n);
+  }
+  return true;
+}
+
+// Reads exactly `size` bytes. Eof only when nothing of them was read.
+ReadResult read_exact(int fd, char* out, size_t size, double deadline_ms,
+                      bool (*interrupted)(void*), void* user) {
+  size_t got = 0;
+  while (got < size) {
+    int wait_ms = 50;
+    if (deadline_ms >= 0) {
+      const double left = deadline_ms - monotonic_ms();
+      if (left <= 0) return ReadResult::Timeout;
+      if (left < wait_ms) wait_ms = int(std::ceil(left));
+    }
+    if (interrupted && interrupted(user)) return ReadResult::Timeout;
+    pollfd p{fd, POLLIN, 0};
+    const int r = ::poll(&p, 1, wait_ms);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return ReadResult::Error;
+    }
+    if (r == 0) continue;
+    const ssize_t n = ::recv(fd, out + got, size - got, MSG_DONTWAIT);
+    if (n == 0) return got == 0 ? ReadResult::Eof : ReadResult::Error;
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+      return got == 0 && (errno == ECONNRESET) ? ReadResult::Eof : ReadResult::Error;
+    }
+    got += size_t(n);
+  }
+  return ReadResult::Ok;
+}
+
+void write_opened(Writer& w, const std::vector<OpenedFile>& files) {
+  w.u64(files.size());
+  for (const OpenedFile& f : files) {
+    w.str(f.path);
+    w.u32((f.ok ? 1u : 0u) | (f.write ? 2u : 0u) | (f.directory ? 4u : 0u) |
+          (f.nvrtc_private ? 8u : 0u));
+  }
+}
+
+}  // namespace
+
+void Writer::u32(uint32_t v) {
+  unsigned char b[4];
+  put_le(b, v, 4);
+  out_.append(reinterpret_cast<const char*>(b), 4);
+}
+
+void Writer::u64(uint64_t v) {
+  unsigned char b[8];
+  put_le(b, v, 8);
+  out_.append(reinterpret_cast<const char*>(b), 8);
+}
+
+void Writer::f64(double v) {
+  uint64_t bits;
+  static_assert(sizeof bits == sizeof v, "double is not 64 bits");
+  std::memcpy(&bits, &v, sizeof bits);
+  u64(bits);
+}
+
+void Writer::str(const std::string& s) {
+  u64(s.size());
+  out_.append(s);
+}
+
+void Writer::strs(const std::vector<std::string>& v) {
+  u64(v.size());
+  for (const std::string& s : v) str(s);
+}
+
+void Reader::need(uint64_t n) const {
+  if (n > in_.size() - pos_) throw ProtocolError("truncated message");
+}
+
+uint32_t Reader::u32() {
+  need(4);
+  const auto v = uint32_t(get_le(reinterpret_cast<const unsigned char*>(in_.data()) + pos_, 4));
+  pos_ += 4;
+  return v;
+}
+
+uint64_t Reader::u64() {
+  need(8);
+  const uint64_t v = get_le(reinterpret_cast<const unsigned char*>(in_.data()) + pos_, 8);
+  pos_ += 8;
+  return v;
+}
+
+double Reader::f64() {
+  const uint64_t bits = u64();
+  double v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+std::string Reader::str() {
+  const uint64_t n = u64();
+  need(n);
+  std::string s = in_.substr(pos_, size_t(n));
+  pos_ += size_t(n);
+  return s;
+}
+
+std::vector<std::string> Reader::strs() {
+  const uint64_t n = u64();
+  if (n > (in_.size() - pos_) / 8) throw ProtocolError("count larger than the message");
+  std::vector<std::string> v;
+  v.reserve(size_t(n));
+  for (uint64_t i = 0; i < n; ++i) v.push_back(str());
+  return v;
+}
+
+void Reader::finish() const {
+  if (pos_ != in_.size()) throw ProtocolError("unexpected bytes at the end of a message");
+}
+
+std::string encode(const Hello& h) {
+  Writer w;
+  w.str(h.library_version);
+  w.u32(h.protocol);
+  w.str(h.toolchain);
+  w.u64(uint64_t(h.pid));
+  return std::move(w.bytes());
+}
+
+Hello decode_hello(const std::string& payload) {
+  Reader r(payload);
+  Hello h;
+  h.library_version = r.str();
+  h.protocol = r.u32();
+  h.toolchain = r.str();
+  h.pid = int64_t(r.u64());
+  r.finish();
+  return h;
+}
+
+std::string encode(const CompileRequest& q) {
+  Writer w;
+  w.str(q.cwd);
+  w.str(q.key);
+  w.str(q.source);
+  w.str(q.program_name);
+  w.u64(q.headers.size());
+  for (const auto& [name, contents] : q.headers) {
+    w.str(name);
+    w.str(contents);
+  }
+  w.strs(q.name_expressions);
+  w.str(q.target);
+  w.u32(q.outputs);
+  w.strs(q.nvrtc);
+  w.strs(q.key_options);
+  w.u32(q.use_pch ? 1 : 0);
+  w.u64(q.time_limit_ms);
+  w.u64(q.memory_limit_bytes);
+  return std::move(w.bytes());
+}
+
+CompileRequest decode_request(const std::string& payload) {
+  Reader r(payload);
+  CompileRequest q;
+  q.cwd = r.str();
+  q.key = r.str();
+  q.source = r.str();
+  q.program_name = r.str();
+  const uint64_t headers = r.u64();
+  if (headers > payload.size() / 16) throw ProtocolError("too many headers for the message size");
+  for (uint64_t i = 0; i < headers; ++i) {
+    std::string name = r.str();
+    q.headers.emplace_back(std::move(name), r.str());
+  }
+  q.name_expressions = r.strs();
+  q.target = r.str();
+  q.outputs = r.u32();
+  q.nvrtc = r.strs();
+  q.key_options = r.strs();
+  q.use_pch = r.boolean();
+  q.time_limit_ms = r.u64();
+  q.memory_limit_bytes = r.u64();
+  r.finish();
+  return q;
+}
+
+std::string encode(const CompileReply& rep) {
+  const Outcome& o = rep.outcome;
+  Writer w;
+  w.u32(uint32_t(o.status));
+  w.str(o.message);
+  w.u32(uint32_t(o.pch));
+  w.u32(o.entry ? 1 : 0);
+  if (o.entry) {
+    const Entry& e = *o.entry;
+    w.str(e.target);
+    w.str(e.ptx);
+    w.str(e.cubin);
+    w.str(e.ltoir);
+    w.str(e.log);
+    w.u64(e.names.size());
+    for (const auto& [expr, lowered] : e.names) {
+      w.str(expr);
+      w.str(lowered);
+    }
+    w.strs(e.kernels);
+    w.strs(e.options);
+    w.str(e.toolchain);
+    w.str(e.program_name);
+    w.f64(e.compile_ms);
+    w.u64(uint64_t(e.created));
+  }
+  w.u32(rep.audit.available ? 1 : 0);
+  w.u32(rep.audit.whole ? 1 : 0);
+  write_opened(w, rep.audit.opened);
+  return std::move(w.bytes());
+}
+
+CompileReply decode_reply(const std::string& payload) {
+  Reader r(payload);
+  CompileReply rep;
+  Outcome& o = rep.outcome;
+  const uint32_t status = r.u32();
+  if (status > 1000) throw ProtocolError("status out of range");
+  o.status = static_cast<kjit_status>(status);
+  o.message = r.str();
+  o.pch = int(r.u32() & 3);
+  o.tier = KJIT_TIER_COMPILED;
+  if (r.boolean()) {
+    auto e = std::make_shared<Entry>();
+    e->target = r.str();
+    e->ptx = r.str();
+    e->cubin = r.str();
+    e->ltoir = r.str();
+    e->log = r.str();
+    const uint64_t names = r.u64();
+    if (names > payload.size() / 16) throw ProtocolError("too many names for the message size");
+    for (uint64_t i = 0; i < names; ++i) {
+      std::string expr = r.str();
+      e->names.emplace_back(std::move(expr), r.str());
+    }
+    e->kernels = r.strs();
+    e->options = r.strs();
+    e->toolchain = r.str();
+    e->program_name = r.str();
+    e->compile_ms = r.f64();
+    e->created = int64_t(r.u64());
+    e->last_used = e->created;
+    o.entry = e;
+  }
+  rep.audit.available = r.boolean();
+  rep.audit.whole = r.boolean();
+  const uint64_t files = r.u64();
+  if (files > payload.size() / 12) throw ProtocolError("too many files for the message size");
+  for (uint64_t i = 0; i < files; ++i) {
+    OpenedFile f;
+    f.path = r.str();
+    const uint32_t flags = r.u32();
+    f.ok = flags & 1;
+    f.write = flags & 2;
+    f.directory = flags & 4;
+    f.nvrtc_private = flags & 8;
+    rep.audit.opened.push_back(std::move(f));
+  }
+  r.finish();
+  return rep;
+}
+
+std::string encode(const WorkerStatus& s) {
+  Writer w;
+  w.u64(uint64_t(s.pid));
+  w.f64(s.uptime_s);
+  w.f64(s.idle_s);
+  w.u64(s.compiles);
+  w.u64(s.failures);
+  w.u64(s.crashes);
+  w.u64(s.in_flight);
+  w.u64(s.pch_created);
+  w.u64(s.pch_used);
+  w.u32(s.pch_in_use ? 1 : 0);
+  w.u64(s.idle_limit_s);
+  w.u64(s.rss_bytes);
+  w.u64(s.timeouts);
+  w.str(s.library_version);
+  w.str(s.toolchain);
+  return std::move(w.bytes());
+}
+
+WorkerStatus decode_status(const std::string& payload) {
+  Reader r(payload);
+  WorkerStatus s;
+  s.pid = int64_t(r.u64());
+  s.uptime_s = r.f64();
+  s.idle_s = r.f64();
+  s.compiles = r.u64();
+  s.failures = r.u64();
+  s.crashes = r.u64();
+  s.in_flight = r.u64();
+  s.pch_created = r.u64();
+  s.pch_used = r.u64();
+  s.pch_in_use = r.boolean();
+  s.idle_limit_s = r.u64();
+  s.rss_bytes = r.u64();
+  s.timeouts = r.u64();
+  s.library_version = r.str();
+  s.toolchain = r.str();
+  r.finish();
+  return s;
+}
+
+bool write_frame(int fd, FrameType type, const std::string& payload) {
+  if (payload.size() > kMaxFrameBytes) return false;
+  unsigned char h[kHeaderBytes];
+  put_le(h, uint32_t(type), 4);
+  put_le(h + 4, 0, 4);
+  put_le(h + 8, payload.size(), 8);
+  return write_all(fd, reinterpret_cast<const char*>(h), sizeof h) &&
+         write_all(fd, payload.data(), payload.size());
+}
+
+ReadResult read_frame(int fd, FrameType* type, std::string* payload, double deadline_ms,
+                      bool (*interrupted)(void*), void* user) {
+  unsigned char h[kHeaderBytes];
+  ReadResult r =
+      read_exact(fd, reinterpret_cast<char*>(h), sizeof h, deadline_ms, interrupted, user);
+  if (r != ReadResult::Ok) return r;
+  const uint64_t size = get_le(h + 8, 8);
+  if (size > kMaxFrameBytes || get_le(h + 4, 4) != 0) return ReadResult::TooLarge;
+  *type = static_cast<FrameType>(get_le(h, 4));
+  // The buffer grows with what arrives, so a lying header cannot make it allocate.
+  payload->clear();
+  constexpr size_t kChunk = size_t(1) << 20;
+  while (payload->size() < size) {
+    const size_t at = payload->size();
+    const size_t n = std::min<uint64_t>(kChunk, size - at);
+    payload->resize(at + n);
+    r = read_exact(fd, payload->data() + at, n, deadline_ms, interrupted, user);
+    if (r != ReadResult::Ok) return r == ReadResult::Eof ? ReadResult::Error : r;
+  }
+  return ReadResult::Ok;
+}
+
+size_t crash_frame(int signal, unsigned char out[20]) {
+  put_le(out, uint32_t(FrameType::Crash), 4);
+  put_le(out + 4, 0, 4);
+  put_le(out + 8, 4, 8);
+  put_le(out + 16, uint32_t(signal), 4);
+  return 20;
+}
+
+}  // namespace kjit::worker

@@ -1,0 +1,140 @@
+// The compile worker's wire protocol: length-prefixed binary frames over a Unix socket.
+//
+// A frame is a 4-byte type, a 4-byte reserved word (0) and an 8-byte payload length, all
+// little-endian, followed by the payload. Neither side trusts a length it reads: a frame
+// longer than kMaxFrameBytes, a field longer than what is left of its frame, a count that
+// cannot fit, or trailing bytes are all protocol errors, and the connection is dropped.
+//
+// One connection carries one exchange: the worker speaks first (Hello), the client answers
+// (Hello), then the client sends one Compile or Status request and reads one reply
+// (Result, Crash or StatusReply). A client that closes its end while the worker compiles
+// cancels that compile.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compile/file_audit.h"
+#include "store/cache.h"
+
+namespace kjit::worker {
+
+// Bumped whenever a frame's layout or meaning changes.
+constexpr uint32_t kProtocolVersion = 1;
+constexpr uint64_t kMaxFrameBytes = 1ull << 30;  // 1 GiB
+
+enum class FrameType : uint32_t {
+  Hello = 1,        // both directions: library version, protocol, toolchain, pid
+  Compile = 2,      // client -> worker: one compile request
+  Result = 3,       // worker -> client: the outcome and the files NVRTC opened
+  Crash = 4,        // worker -> client: the compiler died on this request (signal number)
+  Status = 5,       // client -> worker: empty
+  StatusReply = 6,  // worker -> client: WorkerStatus
+  Refused = 7,      // worker -> client: reason text (mismatched hello, too many clients)
+};
+
+struct Hello {
+  std::string library_version;
+  uint32_t protocol = kProtocolVersion;
+  std::string toolchain;
+  int64_t pid = 0;
+};
+
+struct CompileRequest {
+  std::string cwd;  // the client's working directory: relative paths resolve from it
+  std::string key;
+  std::string source;
+  std::string program_name;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::vector<std::string> name_expressions;
+  std::string target;
+  uint32_t outputs = 0;
+  std::vector<std::string> nvrtc;        // NormalisedOptions::nvrtc
+  std::vector<std::string> key_options;  // NormalisedOptions::key
+  bool use_pch = false;
+  uint64_t time_limit_ms = 0;       // 0 = none
+  uint64_t memory_limit_bytes = 0;  // 0 = the worker's default
+};
+
+struct CompileReply {
+  Outcome outcome;    // entry (if any) without its key: the client sets it
+  AuditRecord audit;  // OpenedFile::nvrtc_private marks the worker's own files
+};
+
+struct WorkerStatus {
+  int64_t pid = 0;
+  double uptime_s = 0;
+  double idle_s = 0;      // since the last request finished (0 while busy)
+  uint64_t compiles = 0;  // requests compiled by this worker
+  uint64_t failures = 0;  // of which did not succeed
+  uint64_t crashes = 0;   // earlier workers for this socket that crashed
+  uint64_t in_flight = 0;
+  uint64_t pch_created = 0, pch_used = 0;
+  bool pch_in_use = false;  // a PCH directory exists (PCHs are warm in this worker)
+  uint64_t idle_limit_s = 0;
+  uint64_t rss_bytes = 0;
+  uint64_t timeouts = 0;
+  std::string library_version, toolchain;
+};
+
+// Bounds-checked field encoding.
+class Writer {
+ public:
+  void u32(uint32_t v);
+  void u64(uint64_t v);
+  void f64(double v);
+  void str(const std::string& s);
+  void strs(const std::vector<std::string>& v);
+  std::string& bytes() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::string& in) : in_(in) {}
+  // Each throws ProtocolError when the payload is too short.
+  uint32_t u32();
+  uint64_t u64();
+  double f64();
+  std::string str();
+  std::vector<std::string> strs();
+  bool boolean() { return u32() != 0; }
+  void finish() const;  // throws unless every byte was read
+
+ private:
+  void need(uint64_t n) const;
+  const std::string& in_;
+  size_t pos_ = 0;
+};
+
+struct ProtocolError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string encode(const Hello& h);
+Hello decode_hello(const std::string& payload);
+std::string encode(const CompileRequest& r);
+CompileRequest decode_request(const std::string& payload);
+std::string encode(const CompileReply& r);
+CompileReply decode_reply(const std::string& payload);
+std::string encode(const WorkerStatus& s);
+WorkerStatus decode_status(const std::string& payload);
+
+// Frame I/O on a blocking or non-blocking socket. write_frame() returns false when the
+// peer is gone (EPIPE, reset); MSG_NOSIGNAL keeps SIGPIPE away. read_frame() waits at most
+// until `deadline_ms` (monotonic_ms(); negative = forever) and returns:
+enum class ReadResult { Ok, Eof, Timeout, Error, TooLarge };
+bool write_frame(int fd, FrameType type, const std::string& payload);
+// `interrupted` (optional) is polled between waits (every 50 ms); when it returns true the
+// read gives up with Timeout.
+ReadResult read_frame(int fd, FrameType* type, std::string* payload, double deadline_ms,
+                      bool (*interrupted)(void*) = nullptr, void* user = nullptr);
+
+// The 16-byte header of a Crash frame with a 4-byte payload, then the signal number:
+// built without allocation, for a signal handler. Returns the number of bytes (20).
+size_t crash_frame(int signal, unsigned char out[20]);
+
+}  // namespace kjit::worker

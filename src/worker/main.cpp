@@ -1,0 +1,599 @@
+// kjit-worker: runs NVRTC for kjit clients of one user, out of their processes.
+//
+// Started by a client (compile/worker_client.cpp) as
+//   kjit-worker --dir DIR --name NAME --idle SECONDS --ready-fd FD
+// it listens on DIR/NAME.sock (through /proc/self/fd/N/NAME.sock when that path is too
+// long for sun_path), forks into the background, says "OK" on FD once it listens, and
+// serves one request per connection: compiles (at most one per CPU at a time; more wait
+// their turn) and status requests. Every peer must be this process's own user
+// (SO_PEERCRED) and say the same library version, protocol version and toolchain.
+//
+// Faults: a signal that kills the worker while a thread compiles (SIGSEGV, SIGBUS, SIGFPE,
+// SIGILL, SIGABRT) is reported to that thread's client in a Crash frame, written with
+// write() only, counted in NAME.crashes, then the signal is raised again. A compile that
+// passes its time or memory limit is cancelled through NVRTC's flow callback; one that
+// does not stop within a few seconds after that is answered by the watchdog and the
+// worker exits (its other clients retry with a new worker). A client that closes its
+// connection cancels its compile. The worker exits after SECONDS without a request, or
+// when its socket file is removed or replaced.
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "compile/compiler.h"
+#include "compile/file_audit.h"
+#include "compile/include_scan.h"
+#include "compile/pch.h"
+#include "compile/toolchain.h"
+#include "compile/worker_client.h"
+#include "compile/worker_protocol.h"
+#include "kjit/common.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/log.h"
+
+namespace {
+
+using kjit::CancelFlag;
+using kjit::monotonic_ms;
+using kjit::Outcome;
+namespace wk = kjit::worker;
+
+// ---- state shared with the signal handler (async-signal-safe use only) -------------------
+int g_dir_fd = -1;
+char g_crashes_name[512];
+thread_local int t_client_fd = -1;
+std::atomic<int> g_crashing{0};
+
+const int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+
+void crash_handler(int sig, siginfo_t*, void*) {
+  const int fd = t_client_fd;
+  if (fd >= 0) {
+    unsigned char frame[20];
+    const size_t n = wk::crash_frame(sig, frame);
+    ssize_t w = ::write(fd, frame, n);
+    (void)w;
+  }
+  if (g_crashing.fetch_add(1) == 0 && g_dir_fd >= 0) {
+    const int c =
+        ::openat(g_dir_fd, g_crashes_name, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (c >= 0) {
+      ssize_t w = ::write(c, "x", 1);
+      (void)w;
+      ::close(c);
+    }
+  }
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  ::raise(sig);
+}
+
+void install_crash_handlers() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = crash_handler;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : kCrashSignals) ::sigaction(sig, &sa, nullptr);
+}
+
+// An alternate signal stack for the calling thread, so that a stack overflow inside NVRTC
+// can still be reported.
+class AltStack {
+ public:
+  AltStack() : mem_(new char[kSize]) {
+    stack_t ss{};
+    ss.ss_sp = mem_.get();
+    ss.ss_size = kSize;
+    ::sigaltstack(&ss, nullptr);
+  }
+  ~AltStack() {
+    stack_t ss{};
+    ss.ss_flags = SS_DISABLE;
+    ::sigaltstack(&ss, nullptr);
+  }
+
+ private:
+  static constexpr size_t kSize = 64 * 1024;
+  std::unique_ptr<char[]> mem_;
+};
+
+// ---- requests, limits, watchdog ------------------------------------------------------------
+enum Stop : int { kRunning = 0, kTimeLimit = 1, kMemoryLimit = 2, kClientGone = 3 };
+
+struct Request {
+  int fd = -1;
+  CancelFlag cancel = std::make_shared<std::atomic<bool>>(false);
+  double deadline_ms = 0;  // 0 = none
+  uint64_t time_limit_ms = 0;
+  uint64_t memory_limit = 0;
+  std::string what;  // "compilation of 'x.cu' for sm_90"
+  std::atomic<int> stop{kRunning};
+  double stopped_at = 0;
+  std::mutex write_mu;
+  bool answered = false;
+};
+
+struct Server {
+  std::string dir, name, toolchain, version;
+  uint64_t idle_s = 300;
+  int listen_fd = -1;
+  ino_t inode = 0;
+  dev_t device = 0;
+  double started_ms = 0;
+  uint64_t crashes_before = 0;
+  uint64_t default_memory_limit = 0;
+  unsigned slots_total = 1;
+
+  std::mutex mu;  // guards active, slots_used
+  std::condition_variable slot_cv;
+  unsigned slots_used = 0;
+  std::vector<std::shared_ptr<Request>> active;
+
+  std::atomic<int> connections{0};
+  std::atomic<int64_t> last_activity_ms{0};
+  std::atomic<uint64_t> compiles{0}, failures{0}, timeouts{0}, pch_created{0}, pch_used{0},
+      in_flight{0};
+};
+
+Server* g_server = nullptr;
+
+uint64_t rss_bytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  unsigned long long size = 0, resident = 0;
+  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
+  std::fclose(f);
+  return n == 2 ? resident * uint64_t(::sysconf(_SC_PAGESIZE)) : 0;
+}
+
+bool answer(Request& r, const Outcome& o) {
+  std::lock_guard<std::mutex> lock(r.write_mu);
+  if (r.answered) return false;
+  r.answered = true;
+  wk::CompileReply rep;
+  rep.outcome = o;
+  return wk::write_frame(r.fd, wk::FrameType::Result, wk::encode(rep));
+}
+
+std::string limit_text(uint64_t ms) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g s", double(ms) / 1000.0);
+  return buf;
+}
+
+Outcome stopped_outcome(const Request& r, int stop) {
+  if (stop == kTimeLimit) {
+    return Outcome{KJIT_ERROR_TIMEOUT,
+                   r.what + " was stopped: it ran longer than its time limit of " +
+                       limit_text(r.time_limit_ms) + " (KJIT_COMPILE_TIMEOUT_S)",
+                   nullptr, KJIT_TIER_COMPILED};
+  }
+  return Outcome{KJIT_ERROR_OUT_OF_MEMORY,
+                 r.what + " was stopped: the compiler's memory use passed the limit of " +
+                     std::to_string(r.memory_limit >> 20) + " MiB (KJIT_COMPILE_MEMORY_MB)",
+                 nullptr, KJIT_TIER_COMPILED};
+}
+
+// Cancels compiles whose client left or that passed a limit; ends the worker when a
+// cancelled compile does not stop (NVRTC checks its flow callback only between phases).
+void watchdog(Server& s) {
+  constexpr double kGraceMs = 2000;
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const double now = monotonic_ms();
+    const uint64_t rss = rss_bytes();
+    std::vector<std::shared_ptr<Request>> active;
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      active = s.active;
+    }
+    bool stuck = false;
+    for (auto& r : active) {
+      int stop = r->stop.load();
+      if (stop == kRunning) {
+        pollfd p{r->fd, POLLIN, 0};
+        if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
+          stop = kClientGone;
+        } else if (r->deadline_ms > 0 && now > r->deadline_ms) {
+          stop = kTimeLimit;
+        } else if (r->memory_limit && rss > r->memory_limit) {
+          stop = kMemoryLimit;
+        }
+        if (stop != kRunning) {
+          r->stopped_at = now;
+          r->stop.store(stop);
+          r->cancel->store(true);
+        }
+      } else if ((stop == kTimeLimit || stop == kMemoryLimit) && now - r->stopped_at > kGraceMs) {
+        // NVRTC did not stop: answer for it, and end this worker.
+        if (answer(*r, stopped_outcome(*r, stop))) {
+          kjit::log_warn(r->what + " did not stop when cancelled; the compile worker exits");
+        }
+        stuck = true;
+      }
+    }
+    if (stuck) ::_exit(3);
+  }
+}
+
+class Slot {
+ public:
+  Slot(Server& s, const Request& r) : s_(s) {
+    std::unique_lock<std::mutex> lock(s_.mu);
+    while (s_.slots_used >= s_.slots_total) {
+      if (r.cancel->load()) return;
+      s_.slot_cv.wait_for(lock, std::chrono::milliseconds(50));
+    }
+    s_.slots_used++;
+    held_ = true;
+  }
+  ~Slot() {
+    if (!held_) return;
+    {
+      std::lock_guard<std::mutex> lock(s_.mu);
+      s_.slots_used--;
+    }
+    s_.slot_cv.notify_one();
+  }
+  bool held() const { return held_; }
+
+ private:
+  Server& s_;
+  bool held_ = false;
+};
+
+void handle_compile(Server& s, int fd, const wk::CompileRequest& q) {
+  auto r = std::make_shared<Request>();
+  r->fd = fd;
+  r->time_limit_ms = q.time_limit_ms;
+  r->deadline_ms = q.time_limit_ms ? monotonic_ms() + double(q.time_limit_ms) : 0;
+  r->memory_limit = q.memory_limit_bytes ? q.memory_limit_bytes : s.default_memory_limit;
+  r->what = "compilation of '" + q.program_name + "' for " + q.target;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.active.push_back(r);
+  }
+  s.in_flight++;
+  struct Unregister {
+    Server& s;
+    Request* r;
+    ~Unregister() {
+      std::lock_guard<std::mutex> lock(s.mu);
+      s.active.erase(std::remove_if(s.active.begin(), s.active.end(),
+                                    [this](const auto& p) { return p.get() == r; }),
+                     s.active.end());
+      s.in_flight--;
+    }
+  } unregister{s, r.get()};
+
+  Slot slot(s, *r);
+  if (!slot.held()) return;           // the client left while waiting
+  if (::chdir(q.cwd.c_str()) != 0) {  // this thread's own working directory (CLONE_FS)
+    std::lock_guard<std::mutex> lock(r->write_mu);
+    r->answered = true;
+    wk::write_frame(fd, wk::FrameType::Refused,
+                    "the compile worker cannot enter the working directory " + q.cwd + ": " +
+                        std::strerror(errno));
+    return;
+  }
+  kjit::CompileOptions opts;
+  opts.target = q.target;
+  opts.outputs = q.outputs;
+  opts.name = q.program_name;
+  opts.headers = q.headers;
+  opts.name_expressions = q.name_expressions;
+  kjit::NormalisedOptions norm;
+  norm.target = q.target;
+  norm.real_target = q.target.rfind("sm_", 0) == 0;
+  norm.outputs = q.outputs;
+  norm.nvrtc = q.nvrtc;
+  norm.key = q.key_options;
+  norm.pch = q.use_pch;
+  wk::CompileReply rep;
+  Outcome& o = rep.outcome;
+  t_client_fd = fd;
+  try {
+    o = kjit::compile_audited(q.source, opts, norm, q.key, s.toolchain, r->cancel, q.use_pch,
+                              &rep.audit);
+  } catch (const kjit::Error& e) {
+    o = Outcome{e.status(), e.message(), nullptr, KJIT_TIER_COMPILED};
+  } catch (const std::bad_alloc&) {
+    o = Outcome{KJIT_ERROR_OUT_OF_MEMORY, "out of host memory in the compile worker", nullptr,
+                KJIT_TIER_COMPILED};
+  } catch (const std::exception& e) {
+    o = Outcome{KJIT_ERROR_INTERNAL,
+                std::string("internal error in the compile worker: ") + e.what(), nullptr,
+                KJIT_TIER_COMPILED};
+  }
+  t_client_fd = -1;
+  for (kjit::OpenedFile& f : rep.audit.opened) f.nvrtc_private = kjit::nvrtc_private(f.path);
+  const int stop = r->stop.load();
+  if ((stop == kTimeLimit || stop == kMemoryLimit) && o.status == KJIT_ERROR_CANCELLED) {
+    o = stopped_outcome(*r, stop);
+  }
+  s.compiles++;
+  if (o.status != KJIT_OK) s.failures++;
+  if (o.status == KJIT_ERROR_TIMEOUT) s.timeouts++;
+  if (o.pch == 1) s.pch_created++;
+  if (o.pch == 2) s.pch_used++;
+  if (stop == kClientGone) return;
+  std::lock_guard<std::mutex> lock(r->write_mu);
+  if (r->answered) return;
+  r->answered = true;
+  wk::write_frame(fd, wk::FrameType::Result, wk::encode(rep));
+}
+
+wk::Hello my_hello(const Server& s) {
+  wk::Hello h;
+  h.library_version = s.version;
+  h.toolchain = s.toolchain;
+  h.pid = ::getpid();
+  return h;
+}
+
+void serve(Server& s, int fd) {
+  struct Done {
+    Server& s;
+    int fd;
+    ~Done() {
+      ::close(fd);
+      s.last_activity_ms.store(int64_t(monotonic_ms()));
+      s.connections--;
+    }
+  } done{s, fd};
+  AltStack alt;
+  if (::unshare(CLONE_FS) != 0) {  // a working directory of this thread's own
+    wk::write_frame(
+        fd, wk::FrameType::Refused,
+        std::string("the compile worker cannot give a thread its own working directory: ") +
+            std::strerror(errno));
+    return;
+  }
+  try {
+    if (!wk::write_frame(fd, wk::FrameType::Hello, wk::encode(my_hello(s)))) return;
+    wk::FrameType type;
+    std::string payload;
+    if (wk::read_frame(fd, &type, &payload, monotonic_ms() + 10000) != wk::ReadResult::Ok) return;
+    if (type != wk::FrameType::Hello) return;
+    const wk::Hello peer = wk::decode_hello(payload);
+    if (peer.library_version != s.version || peer.protocol != wk::kProtocolVersion ||
+        peer.toolchain != s.toolchain) {
+      wk::write_frame(fd, wk::FrameType::Refused,
+                      "this worker is kjit " + s.version + " with " + s.toolchain);
+      return;
+    }
+    if (wk::read_frame(fd, &type, &payload, monotonic_ms() + 30000) != wk::ReadResult::Ok) return;
+    if (type == wk::FrameType::Status) {
+      wk::WorkerStatus st;
+      st.pid = ::getpid();
+      const double now = monotonic_ms();
+      st.uptime_s = (now - s.started_ms) / 1000.0;
+      st.idle_s = s.in_flight.load() ? 0 : (now - double(s.last_activity_ms.load())) / 1000.0;
+      st.compiles = s.compiles;
+      st.failures = s.failures;
+      st.crashes = s.crashes_before;
+      st.in_flight = s.in_flight;
+      st.pch_created = s.pch_created;
+      st.pch_used = s.pch_used;
+      st.pch_in_use = s.pch_created.load() > 0;
+      st.idle_limit_s = s.idle_s;
+      st.rss_bytes = rss_bytes();
+      st.timeouts = s.timeouts;
+      st.library_version = s.version;
+      st.toolchain = s.toolchain;
+      wk::write_frame(fd, wk::FrameType::StatusReply, wk::encode(st));
+      return;
+    }
+    if (type != wk::FrameType::Compile) return;
+    handle_compile(s, fd, wk::decode_request(payload));
+  } catch (const std::exception& e) {
+    kjit::log_warn(std::string("compile worker: dropped a connection: ") + e.what());
+  }
+}
+
+[[noreturn]] void fail_start(int ready_fd, const std::string& why) {
+  const std::string line = "ERR " + why + "\n";
+  if (ready_fd >= 0) {
+    ssize_t w = ::write(ready_fd, line.data(), line.size());
+    (void)w;
+  }
+  std::fputs(("kjit-worker: " + why + "\n").c_str(), stderr);
+  ::_exit(1);
+}
+
+void close_other_fds(int keep) {
+  DIR* d = ::opendir("/proc/self/fd");
+  if (!d) return;
+  std::vector<int> fds;
+  while (dirent* e = ::readdir(d)) {
+    const int fd = std::atoi(e->d_name);
+    if (fd > 2 && fd != keep && fd != ::dirfd(d)) fds.push_back(fd);
+  }
+  ::closedir(d);
+  for (int fd : fds) ::close(fd);
+}
+
+bool same_socket(const Server& s) {
+  struct stat st;
+  if (::fstatat(g_dir_fd, (s.name + ".sock").c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
+  return st.st_ino == s.inode && st.st_dev == s.device;
+}
+
+int usage() {
+  std::fputs(
+      "usage: kjit-worker --dir DIR --name NAME [--idle SECONDS] [--ready-fd FD]\n"
+      "Started by the kjit library on demand; not meant to be run by hand.\n",
+      stderr);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Server s;
+  int ready_fd = -1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--version") {
+      std::printf("kjit-worker %d.%d.%d (protocol %u)\n", KJIT_VERSION_MAJOR, KJIT_VERSION_MINOR,
+                  KJIT_VERSION_PATCH, wk::kProtocolVersion);
+      return 0;
+    }
+    if (i + 1 >= argc) return usage();
+    const std::string v = argv[++i];
+    if (a == "--dir") {
+      s.dir = v;
+    } else if (a == "--name") {
+      s.name = v;
+    } else if (a == "--idle") {
+      s.idle_s = std::strtoull(v.c_str(), nullptr, 10);
+    } else if (a == "--ready-fd") {
+      ready_fd = std::atoi(v.c_str());
+    } else {
+      return usage();
+    }
+  }
+  if (s.dir.empty() || s.name.empty() || s.name.find('/') != std::string::npos ||
+      s.name.size() > 200) {
+    return usage();
+  }
+  close_other_fds(ready_fd);
+  ::signal(SIGPIPE, SIG_IGN);
+  // The worker serves many processes: it does not keep the file size limit of the one that
+  // started it, and a write past a limit fails with EFBIG instead of killing it.
+  ::signal(SIGXFSZ, SIG_IGN);
+  rlimit fsize{};
+  if (::getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != fsize.rlim_max) {
+    fsize.rlim_cur = fsize.rlim_max;
+    ::setrlimit(RLIMIT_FSIZE, &fsize);
+  }
+  ::umask(077);
+  s.version = std::to_string(KJIT_VERSION_MAJOR) + "." + std::to_string(KJIT_VERSION_MINOR) + "." +
+              std::to_string(KJIT_VERSION_PATCH);
+  s.started_ms = monotonic_ms();
+  s.last_activity_ms.store(int64_t(s.started_ms));
+  s.slots_total = std::max(1u, std::thread::hardware_concurrency());
+  const uint64_t phys = uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGESIZE));
+  s.default_memory_limit = phys / 4 * 3;
+
+  g_dir_fd = ::open(s.dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (g_dir_fd < 0) fail_start(ready_fd, "cannot open " + s.dir + ": " + std::strerror(errno));
+  std::snprintf(g_crashes_name, sizeof g_crashes_name, "%s.crashes", s.name.c_str());
+  try {
+    s.toolchain = kjit::toolchain_id(nullptr);
+  } catch (const std::exception& e) {
+    fail_start(ready_fd, std::string("NVRTC is not usable: ") + e.what());
+  }
+  kjit::FileAudit::available();  // installs the audit wrappers before any compile
+  struct stat st;
+  if (::fstatat(g_dir_fd, g_crashes_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
+    s.crashes_before = uint64_t(st.st_size);
+  }
+
+  s.listen_fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s.listen_fd < 0) fail_start(ready_fd, std::string("socket: ") + std::strerror(errno));
+  sockaddr_un sa;
+  const size_t len = kjit::socket_address(s.dir, g_dir_fd, s.name + ".sock", &sa);
+  if (!len) fail_start(ready_fd, "the socket path is too long");
+  if (::bind(s.listen_fd, reinterpret_cast<sockaddr*>(&sa), socklen_t(len)) != 0) {
+    if (errno != EADDRINUSE) fail_start(ready_fd, std::string("bind: ") + std::strerror(errno));
+    // A socket file is there: in use by a live worker, or left by a dead one.
+    const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (probe >= 0 && ::connect(probe, reinterpret_cast<sockaddr*>(&sa), socklen_t(len)) == 0) {
+      fail_start(ready_fd, "another worker listens on " + s.dir + "/" + s.name + ".sock");
+    }
+    if (probe >= 0) ::close(probe);
+    ::unlinkat(g_dir_fd, (s.name + ".sock").c_str(), 0);
+    if (::bind(s.listen_fd, reinterpret_cast<sockaddr*>(&sa), socklen_t(len)) != 0) {
+      fail_start(ready_fd, std::string("bind: ") + std::strerror(errno));
+    }
+  }
+  if (::listen(s.listen_fd, 128) != 0)
+    fail_start(ready_fd, std::string("listen: ") + std::strerror(errno));
+  if (::fstatat(g_dir_fd, (s.name + ".sock").c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    fail_start(ready_fd, std::string("stat of the socket: ") + std::strerror(errno));
+  }
+  s.inode = st.st_ino;
+  s.device = st.st_dev;
+
+  // Into the background: the starting client waits for the first process only.
+  const pid_t child = ::fork();
+  if (child < 0) fail_start(ready_fd, std::string("fork: ") + std::strerror(errno));
+  if (child > 0) ::_exit(0);
+  ::setsid();
+  if (ready_fd >= 0) {
+    const std::string ok = "OK " + std::to_string(::getpid()) + "\n";
+    ssize_t w = ::write(ready_fd, ok.data(), ok.size());
+    (void)w;
+    ::close(ready_fd);
+  }
+  g_server = &s;
+  install_crash_handlers();
+  std::thread(watchdog, std::ref(s)).detach();
+
+  const int lock_fd = ::openat(g_dir_fd, (s.name + ".lock").c_str(),
+                               O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  for (;;) {
+    pollfd p{s.listen_fd, POLLIN, 0};
+    const int r = ::poll(&p, 1, 1000);
+    if (r > 0 && (p.revents & POLLIN)) {
+      const int fd = ::accept4(s.listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) {
+        long peer = -1;
+        if (!kjit::peer_is_user(fd, ::geteuid(), &peer)) {
+          wk::write_frame(fd, wk::FrameType::Refused,
+                          "this compile worker serves user " + std::to_string(::geteuid()) +
+                              " only (the peer is user " + std::to_string(peer) + ")");
+          ::close(fd);
+        } else if (s.connections.load() >= 512) {
+          wk::write_frame(fd, wk::FrameType::Refused, "the compile worker is busy (512 clients)");
+          ::close(fd);
+        } else {
+          s.connections++;
+          try {
+            std::thread(serve, std::ref(s), fd).detach();
+          } catch (const std::exception&) {
+            s.connections--;
+            ::close(fd);
+          }
+        }
+      }
+    }
+    const bool idle = s.connections.load() == 0;
+    if (idle && !same_socket(s)) ::_exit(0);  // replaced or removed: no client can reach us
+    const double quiet_ms = monotonic_ms() - double(s.last_activity_ms.load());
+    if (idle && quiet_ms > double(s.idle_s) * 1000.0) {
+      // Idle: leave, unless a client is starting a worker right now (it holds the lock).
+      if (lock_fd >= 0 && ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) continue;
+      ::close(s.listen_fd);
+      if (same_socket(s)) ::unlinkat(g_dir_fd, (s.name + ".sock").c_str(), 0);
+      ::_exit(0);
+    }
+  }
+}

@@ -1,0 +1,691 @@
+// The compile worker: NVRTC crashes, a killed worker, time limits, idle exit, versions,
+// stale and foreign sockets, read-only caches, and byte-identical results. CPU only: the
+// worker is the real kjit-worker with the real NVRTC.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "compile/compiler.h"
+#include "compile/toolchain.h"
+#include "compile/worker_client.h"
+#include "compile/worker_protocol.h"
+#include "kjit/kjit.h"
+#include "store/cache.h"
+#include "support/test_support.h"
+#include "util/fs.h"
+
+using kjit::CompileMode;
+using kjit::CompileOptions;
+using kjit::Outcome;
+using kjit::test::TempDir;
+namespace wk = kjit::worker;
+
+namespace {
+
+const char* const kCrashSource = "template <typename ~> __global__ void t(T* p) { *p = T(1); }\n";
+
+// Tens of millions of constant-evaluation steps: about 10 s of NVRTC on a CPU core.
+const char* const kSlowSource = R"(
+constexpr unsigned long long spin(unsigned long long n) {
+  unsigned long long s = 0;
+  for (unsigned long long i = 0; i < n; ++i) s = s * 6364136223846793005ull + i;
+  return s;
+}
+template <int I> struct S { static constexpr unsigned long long v = spin(1000000ull + I); };
+template <int... I> struct L { static constexpr unsigned long long v = (S<I>::v ^ ...); };
+extern "C" __global__ void k(unsigned long long* o) {
+  *o = L<1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20>::v;
+}
+)";
+
+std::string saxpy_variant(int i) {
+  return std::string(kjit::test::kSaxpySource) + "// variant " + std::to_string(i) +
+         "\nextern \"C\" __global__ void v" + std::to_string(i) +
+         "(float* p) { *p = " + std::to_string(i) + ".0f; }\n";
+}
+
+class Worker : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* t = std::getenv("TMPDIR");
+    had_tmpdir_ = t != nullptr;
+    if (t) old_tmpdir_ = t;
+    setenv("KJIT_WORKER_IDLE_S", "20", 1);
+    setenv("KJIT_WORKER", KJIT_TEST_WORKER, 1);
+    setenv("TMPDIR", tmp_.path().c_str(), 1);  // private worker directories live here
+    unsetenv("KJIT_COMPILE_MODE");
+    unsetenv("KJIT_COMPILE_TIMEOUT_S");
+    unsetenv("KJIT_CACHE_DIR");
+  }
+  void TearDown() override {
+    if (had_tmpdir_) {
+      setenv("TMPDIR", old_tmpdir_.c_str(), 1);
+    } else {
+      unsetenv("TMPDIR");
+    }
+  }
+
+  std::unique_ptr<kjit::Cache> open_cache(const std::string& dir, bool read_only = false) {
+    kjit::CacheConfig c;
+    c.directory = dir;
+    c.read_only = read_only;
+    return std::make_unique<kjit::Cache>(c);
+  }
+
+  static CompileOptions sm90(const char* name = "kernel.cu") {
+    CompileOptions o;
+    o.target = "sm_90";
+    o.name = name;
+    return o;
+  }
+
+  // The running worker for `cache`, or pid 0.
+  static int64_t worker_pid(kjit::Cache* cache) {
+    std::string why;
+    auto st = kjit::worker_status_for(cache, &why);
+    return st ? st->pid : 0;
+  }
+
+  static kjit::WorkerAddress address(kjit::Cache* cache) {
+    std::string why;
+    kjit::WorkerAddress a = kjit::worker_address(cache, kjit::toolchain_id(cache), &why);
+    EXPECT_FALSE(a.directory.empty()) << why;
+    return a;
+  }
+
+  TempDir tmp_;
+  bool had_tmpdir_ = false;
+  std::string old_tmpdir_;
+};
+
+// ---- crashes ---------------------------------------------------------------------------
+
+// The input that kills NVRTC 13.0 costs its caller a status, never the process; the next
+// compile gets a new worker; the crash is remembered for the same input.
+TEST_F(Worker, NvrtcCrashIsAStatusThroughTheCApi) {
+  TempDir dir;
+  kjit_cache_options co;
+  kjit_cache_options_init(&co);
+  co.directory = dir.path().c_str();
+  kjit_cache* cache = nullptr;
+  ASSERT_EQ(kjit_cache_open(&co, &cache), KJIT_OK);
+  kjit_compiler* compiler = nullptr;
+  ASSERT_EQ(kjit_compiler_create(cache, 1, &compiler), KJIT_OK);
+  int mode = -1;
+  ASSERT_EQ(kjit_compiler_get_compile_mode(compiler, &mode), KJIT_OK);
+  EXPECT_EQ(mode, KJIT_COMPILE_MODE_AUTO);
+  kjit_options* opts = nullptr;
+  ASSERT_EQ(kjit_options_create(&opts), KJIT_OK);
+  ASSERT_EQ(kjit_options_set_target(opts, "sm_90"), KJIT_OK);
+  ASSERT_EQ(kjit_options_add_name_expression(opts, "t<int>"), KJIT_OK);
+
+  kjit_binary* bin = nullptr;
+  EXPECT_EQ(kjit_compile(compiler, kCrashSource, opts, &bin), KJIT_ERROR_NVRTC);
+  EXPECT_EQ(bin, nullptr);
+  const std::string msg = kjit_last_error();
+  EXPECT_NE(msg.find("the compiler crashed on this input (signal 11"), std::string::npos) << msg;
+
+  // Asked again at once: the same answer, without crashing another worker.
+  EXPECT_EQ(kjit_compile(compiler, kCrashSource, opts, &bin), KJIT_ERROR_NVRTC);
+  EXPECT_NE(std::string(kjit_last_error()).find("crashed on this input"), std::string::npos);
+  // A valid program compiles on a new worker, which knows one worker crashed before it.
+  kjit_options* plain = nullptr;
+  ASSERT_EQ(kjit_options_create(&plain), KJIT_OK);
+  ASSERT_EQ(kjit_options_set_target(plain, "sm_90"), KJIT_OK);
+  ASSERT_EQ(kjit_compile(compiler, kjit::test::kSaxpySource, plain, &bin), KJIT_OK)
+      << kjit_last_error();
+  EXPECT_EQ(kjit_binary_tier(bin), KJIT_TIER_COMPILED);
+  kjit_binary_destroy(bin);
+  kjit_worker_info info;
+  std::memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  ASSERT_EQ(kjit_worker_info_get(cache, &info), KJIT_OK);
+  EXPECT_EQ(info.running, 1);
+  EXPECT_EQ(info.crashes, 1u);
+  EXPECT_EQ(info.compiles, 1u);
+  EXPECT_NE(info.pid, int64_t(getpid()));
+
+  // Another process (a new cache handle) gets the remembered failure from the database.
+  kjit_cache* other = nullptr;
+  ASSERT_EQ(kjit_cache_open(&co, &other), KJIT_OK);
+  kjit_compiler* c2 = nullptr;
+  ASSERT_EQ(kjit_compiler_create(other, 1, &c2), KJIT_OK);
+  EXPECT_EQ(kjit_compile(c2, kCrashSource, opts, &bin), KJIT_ERROR_NVRTC);
+  EXPECT_NE(std::string(kjit_last_error()).find("crashed on this input"), std::string::npos);
+  ASSERT_EQ(kjit_worker_info_get(cache, &info), KJIT_OK);
+  EXPECT_EQ(info.crashes, 1u);  // no second crash
+
+  EXPECT_EQ(kjit_compiler_set_compile_mode(c2, 7), KJIT_ERROR_INVALID_ARGUMENT);
+  kjit_compiler_destroy(c2);
+  kjit_cache_close(other);
+  kjit_options_destroy(plain);
+  kjit_options_destroy(opts);
+  kjit_compiler_destroy(compiler);
+  kjit_cache_close(cache);
+}
+
+// Without a disk tier the crash is remembered by the process.
+TEST_F(Worker, NvrtcCrashWithAMemoryOnlyCache) {
+  kjit::CacheConfig c;
+  c.memory_only = true;
+  kjit::Cache cache(c);
+  kjit::Compiler compiler(&cache, 1);
+  CompileOptions o = sm90("memory-only.cu");  // another key than the other crash tests'
+  o.add_name_expression("t<int>");
+  const Outcome first = compiler.compile(kCrashSource, o);
+  EXPECT_EQ(first.status, KJIT_ERROR_NVRTC);
+  EXPECT_NE(first.message.find("crashed on this input"), std::string::npos) << first.message;
+  const Outcome again = compiler.compile(kCrashSource, o);
+  EXPECT_EQ(again.status, KJIT_ERROR_NVRTC);
+  const Outcome ok = compiler.compile(kjit::test::kSaxpySource, sm90());
+  ASSERT_EQ(ok.status, KJIT_OK) << ok.message;
+  std::string why;
+  auto st = kjit::worker_status_for(&cache, &why);
+  ASSERT_TRUE(st) << why;
+  EXPECT_EQ(st->crashes, 1u);
+  // The worker of memory-only caches lives in the user's private directory.
+  EXPECT_EQ(address(&cache).directory, tmp_.path() + "/kjit-" + std::to_string(geteuid()));
+}
+
+// ---- a worker killed while 4 processes run 100 compiles ---------------------------------
+
+TEST_F(Worker, KilledMidwayEveryCompileEndsAndTheCacheVerifies) {
+  TempDir dir;
+  constexpr int kProcs = 4, kEach = 25;
+  std::vector<pid_t> kids;
+  for (int p = 0; p < kProcs; ++p) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      auto cache = open_cache(dir.path());
+      kjit::Compiler compiler(cache.get(), 1);
+      int unclear = 0;
+      for (int i = 0; i < kEach; ++i) {
+        const Outcome o = compiler.compile(saxpy_variant(p * kEach + i), sm90());
+        if (o.status == KJIT_OK) continue;
+        const bool clear =
+            o.status == KJIT_ERROR_NVRTC && o.message.find("compile worker") != std::string::npos;
+        std::fprintf(stderr, "compile %d: status %d: %s\n", p * kEach + i, int(o.status),
+                     o.message.c_str());
+        if (!clear) ++unclear;
+      }
+      _exit(unclear);
+    }
+    kids.push_back(pid);
+  }
+  // Kill the worker once it has done some of the work.
+  auto cache = open_cache(dir.path());
+  int64_t killed = 0;
+  const double until = kjit::monotonic_ms() + 60000;
+  while (!killed && kjit::monotonic_ms() < until) {
+    std::string why;
+    auto st = kjit::worker_status_for(cache.get(), &why);
+    if (st && st->compiles >= 10) {
+      ASSERT_EQ(kill(pid_t(st->pid), SIGKILL), 0);
+      killed = st->pid;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_NE(killed, 0) << "the worker never reached 10 compiles";
+  // Nothing hangs: every child is done within a minute.
+  for (pid_t k : kids) {
+    int status = -1;
+    const double deadline = kjit::monotonic_ms() + 60000;
+    pid_t r = 0;
+    while ((r = waitpid(k, &status, WNOHANG)) == 0 && kjit::monotonic_ms() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (r == 0) {
+      kill(k, SIGKILL);
+      waitpid(k, &status, 0);
+      ADD_FAILURE() << "a client hung after the worker was killed";
+      continue;
+    }
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "a compile ended without a result or a clear status";
+  }
+  uint64_t checked = 0, bad = 0;
+  cache->verify(&checked, &bad);
+  EXPECT_EQ(bad, 0u);
+  EXPECT_GE(checked, 90u);
+  // A new worker took over.
+  const int64_t now = worker_pid(cache.get());
+  EXPECT_NE(now, 0);
+  EXPECT_NE(now, killed);
+}
+
+// ---- limits, cancellation, clients that die ------------------------------------------------
+
+TEST_F(Worker, SlowCompileIsStoppedAtItsTimeLimit) {
+  setenv("KJIT_COMPILE_TIMEOUT_S", "2", 1);
+  TempDir dir;
+  auto cache = open_cache(dir.path());
+  kjit::Compiler compiler(cache.get(), 1);
+  const double t0 = kjit::monotonic_ms();
+  const Outcome o = compiler.compile(kSlowSource, sm90("slow.cu"));
+  const double ms = kjit::monotonic_ms() - t0;
+  EXPECT_EQ(o.status, KJIT_ERROR_TIMEOUT) << o.message;
+  EXPECT_NE(o.message.find("time limit of 2 s"), std::string::npos) << o.message;
+  EXPECT_GE(ms, 1900);
+  EXPECT_LT(ms, 9000);
+  const Outcome next = compiler.compile(kjit::test::kSaxpySource, sm90());
+  EXPECT_EQ(next.status, KJIT_OK) << next.message;
+}
+
+// A client killed in the middle of its request leaves the worker serving others.
+TEST_F(Worker, ClientKilledMidRequestLeavesTheWorkerHealthy) {
+  TempDir dir;
+  auto cache = open_cache(dir.path());
+  kjit::Compiler compiler(cache.get(), 1);
+  ASSERT_EQ(compiler.compile(saxpy_variant(1), sm90()).status, KJIT_OK);
+  const int64_t pid = worker_pid(cache.get());
+  ASSERT_NE(pid, 0);
+  const pid_t kid = fork();
+  ASSERT_GE(kid, 0);
+  if (kid == 0) {
+    auto c = open_cache(dir.path());
+    kjit::Compiler k(c.get(), 1);
+    k.compile(kSlowSource, sm90("slow.cu"));
+    _exit(0);
+  }
+  std::string why;
+  for (int i = 0; i < 500; ++i) {
+    auto st = kjit::worker_status_for(cache.get(), &why);
+    if (st && st->in_flight > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(kid, SIGKILL);
+  int status;
+  waitpid(kid, &status, 0);
+  const Outcome o = compiler.compile(saxpy_variant(2), sm90());
+  EXPECT_EQ(o.status, KJIT_OK) << o.message;
+  EXPECT_EQ(worker_pid(cache.get()), pid);
+}
+
+TEST_F(Worker, CancelledAsyncCompileInTheWorker) {
+  TempDir dir;
+  auto cache = open_cache(dir.path());
+  kjit::Compiler compiler(cache.get(), 1);
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    cancel->store(true);
+  });
+  const double t0 = kjit::monotonic_ms();
+  const Outcome o = compiler.compile(kSlowSource, sm90("slow.cu"), cancel);
+  t.join();
+  EXPECT_EQ(o.status, KJIT_ERROR_CANCELLED) << o.message;
+  EXPECT_LT(kjit::monotonic_ms() - t0, 3000);
+}
+
+// ---- lifetime, versions, sockets --------------------------------------------------------------
+
+TEST_F(Worker, ExitsWhenIdle) {
+  setenv("KJIT_WORKER_IDLE_S", "1", 1);
+  TempDir dir;
+  auto cache = open_cache(dir.path());
+  kjit::Compiler compiler(cache.get(), 1);
+  ASSERT_EQ(compiler.compile(kjit::test::kSaxpySource, sm90()).status, KJIT_OK);
+  ASSERT_NE(worker_pid(cache.get()), 0);  // (this status request is activity too)
+  const kjit::WorkerAddress a = address(cache.get());
+  const std::string sock = a.directory + "/" + a.name + ".sock";
+  bool gone = false;
+  for (int i = 0; i < 80 && !gone; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    gone = !kjit::is_regular_file(sock) && access(sock.c_str(), F_OK) != 0;
+  }
+  EXPECT_TRUE(gone) << "the idle worker did not remove its socket";
+  EXPECT_EQ(worker_pid(cache.get()), 0);
+  // The next miss starts a new one.
+  EXPECT_EQ(compiler.compile(saxpy_variant(3), sm90()).status, KJIT_OK);
+}
+
+// Something that speaks the protocol with another version on the socket is never used.
+TEST_F(Worker, MismatchedVersionIsReplaced) {
+  TempDir dir;
+  auto cache = open_cache(dir.path());
+  const kjit::WorkerAddress a = address(cache.get());
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un sa{};
+  const size_t len = kjit::socket_address(a.directory, -1, a.name + ".sock", &sa);
+  ASSERT_GT(len, 0u);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&sa), socklen_t(len)), 0);
+  ASSERT_EQ(listen(fd, 8), 0);
+  std::atomic<int> greeted{0};
+  std::thread fake([&] {
+    for (;;) {
+      const int c = accept(fd, nullptr, nullptr);
+      if (c < 0) return;
+      wk::Hello h;
+      h.library_version = "0.0.1";  // an older kjit
+      h.toolchain = kjit::toolchain_id(cache.get());
+      h.pid = getpid();
+      wk::write_frame(c, wk::FrameType::Hello, wk::encode(h));
+      greeted++;
+      close(c);
+    }
+  });
+  kjit::Compiler compiler(cache.get(), 1);
+  const Outcome o = compiler.compile(kjit::test::kSaxpySource, sm90());
+  EXPECT_EQ(o.status, KJIT_OK) << o.message;
+  EXPECT_GE(greeted.load(), 1);
+  const int64_t pid = worker_pid(cache.get());
+  EXPECT_NE(pid, 0);
+  EXPECT_NE(pid, int64_t(getpid()));
+  shutdown(fd, SHUT_RDWR);
+  close(fd);
+  fake.join();
+}
+
+TEST_F(Worker, StaleSocketFileIsReplaced) {
+  TempDir dir;
+  auto cache = open_cache(dir.path());
+  const kjit::WorkerAddress a = address(cache.get());
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un sa{};
+  const size_t len = kjit::socket_address(a.directory, -1, a.name + ".sock", &sa);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&sa), socklen_t(len)), 0);
+  close(fd);  // the file stays; nobody listens: a dead worker's leftover
+  kjit::Compiler compiler(cache.get(), 1);
+  compiler.set_mode(CompileMode::Worker);
+  const Outcome o = compiler.compile(kjit::test::kSaxpySource, sm90());
+  EXPECT_EQ(o.status, KJIT_OK) << o.message;
+  EXPECT_NE(worker_pid(cache.get()), 0);
+}
+
+// Two processes that start the worker at the same moment end up with one.
+TEST_F(Worker, SimultaneousStartsMakeOneWorker) {
+  TempDir dir;
+  std::vector<pid_t> kids;
+  for (int p = 0; p < 3; ++p) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      auto cache = open_cache(dir.path());
+      kjit::Compiler compiler(cache.get(), 1);
+      compiler.set_mode(CompileMode::Worker);
+      _exit(compiler.compile(saxpy_variant(10 + p), sm90()).status == KJIT_OK ? 0 : 1);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t k : kids) {
+    int status = -1;
+    waitpid(k, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  auto cache = open_cache(dir.path());
+  std::string why;
+  auto st = kjit::worker_status_for(cache.get(), &why);
+  ASSERT_TRUE(st) << why;
+  EXPECT_EQ(st->compiles, 3u);  // all three went to the one worker
+}
+
+TEST_F(Worker, PeerCredentialCheck) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  long peer = -2;
+  EXPECT_TRUE(kjit::peer_is_user(sv[0], geteuid(), &peer));
+  EXPECT_EQ(peer, long(geteuid()));
+  EXPECT_FALSE(kjit::peer_is_user(sv[0], geteuid() + 1, &peer));
+  close(sv[0]);
+  close(sv[1]);
+  int not_socket = open("/dev/null", O_RDONLY);
+  EXPECT_FALSE(kjit::peer_is_user(not_socket, geteuid(), &peer));
+  close(not_socket);
+}
+
+// Another user can neither use this user's worker nor pose as it (needs root to act as
+// another user; elsewhere only the credential check above runs).
+TEST_F(Worker, ForeignUsersAreRefusedBothWays) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to act as another user";
+  TempDir dir;
+  auto cache = open_cache(dir.path());
+  kjit::Compiler compiler(cache.get(), 1);
+  ASSERT_EQ(compiler.compile(kjit::test::kSaxpySource, sm90()).status, KJIT_OK);
+  // So that another user can reach the socket (the directories are under tmp_).
+  ASSERT_EQ(chmod(tmp_.path().c_str(), 0711), 0);
+  ASSERT_EQ(chmod(dir.path().c_str(), 0777), 0);
+  const kjit::WorkerAddress a = address(cache.get());
+  const std::string sock = a.directory + "/" + a.name + ".sock";
+  chmod(sock.c_str(), 0777);
+  // 1. A client of another user is refused by the worker.
+  const pid_t kid = fork();
+  ASSERT_GE(kid, 0);
+  if (kid == 0) {
+    if (setuid(65534) != 0) _exit(90);
+    const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un sa{};
+    const size_t len = kjit::socket_address(a.directory, -1, a.name + ".sock", &sa);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), socklen_t(len)) != 0) _exit(91);
+    wk::FrameType type;
+    std::string payload;
+    if (wk::read_frame(fd, &type, &payload, kjit::monotonic_ms() + 5000) != wk::ReadResult::Ok)
+      _exit(92);
+    _exit(type == wk::FrameType::Refused && payload.find("serves user") != std::string::npos ? 0
+                                                                                             : 93);
+  }
+  int status = -1;
+  waitpid(kid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "exit " << WEXITSTATUS(status);
+  const int64_t mine = worker_pid(cache.get());
+  ASSERT_NE(mine, 0);
+
+  // 2. A server of another user on the socket path is not used.
+  kill(pid_t(mine), SIGKILL);
+  for (int i = 0; i < 100 && kill(pid_t(mine), 0) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // (may stay a zombie)
+  }
+  unlink(sock.c_str());
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t impostor = fork();
+  ASSERT_GE(impostor, 0);
+  if (impostor == 0) {
+    if (setuid(65534) != 0) _exit(90);
+    const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un sa{};
+    const size_t len = kjit::socket_address(a.directory, -1, a.name + ".sock", &sa);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&sa), socklen_t(len)) != 0 || listen(fd, 8) != 0)
+      _exit(91);
+    if (write(ready[1], "r", 1) != 1) _exit(92);
+    for (;;) {
+      const int c = accept(fd, nullptr, nullptr);
+      if (c < 0) _exit(0);
+      wk::Hello h;
+      h.library_version = std::to_string(KJIT_VERSION_MAJOR) + "." +
+                          std::to_string(KJIT_VERSION_MINOR) + "." +
+                          std::to_string(KJIT_VERSION_PATCH);
+      h.toolchain = kjit::toolchain_id(nullptr);
+      wk::write_frame(c, wk::FrameType::Hello, wk::encode(h));
+      close(c);
+    }
+  }
+  close(ready[1]);
+  char r;
+  ASSERT_EQ(read(ready[0], &r, 1), 1);
+  close(ready[0]);
+  const Outcome o = compiler.compile(saxpy_variant(4), sm90());
+  EXPECT_EQ(o.status, KJIT_OK) << o.message;
+  const int64_t now = worker_pid(cache.get());
+  EXPECT_NE(now, 0);
+  EXPECT_NE(now, int64_t(impostor));
+  kill(impostor, SIGKILL);
+  waitpid(impostor, &status, 0);
+}
+
+TEST_F(Worker, ReadOnlyCacheUsesAPrivateSocketDirectory) {
+  TempDir dir;
+  {
+    auto rw = open_cache(dir.path());
+    kjit::Compiler c(rw.get(), 1);
+    c.set_mode(CompileMode::InProcess);
+    ASSERT_EQ(c.compile(saxpy_variant(5), sm90()).status, KJIT_OK);
+  }
+  auto ro = open_cache(dir.path(), true);
+  kjit::Compiler compiler(ro.get(), 1);
+  compiler.set_mode(CompileMode::Worker);
+  const Outcome o = compiler.compile(saxpy_variant(6), sm90());
+  EXPECT_EQ(o.status, KJIT_OK) << o.message;
+  const kjit::WorkerAddress a = address(ro.get());
+  EXPECT_EQ(a.directory, tmp_.path() + "/kjit-" + std::to_string(geteuid()));
+  EXPECT_NE(worker_pid(ro.get()), 0);
+  struct stat st;
+  ASSERT_EQ(stat(a.directory.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+}
+
+// A cache directory whose socket path does not fit in sun_path.
+TEST_F(Worker, LongCacheDirectoryPath) {
+  TempDir dir;
+  std::string deep = dir.path();
+  while (deep.size() < 200) deep += "/a-rather-long-directory-name";
+  ASSERT_TRUE(kjit::make_directories(deep, 0700));
+  auto cache = open_cache(deep);
+  kjit::Compiler compiler(cache.get(), 1);
+  compiler.set_mode(CompileMode::Worker);
+  const Outcome o = compiler.compile(kjit::test::kSaxpySource, sm90());
+  EXPECT_EQ(o.status, KJIT_OK) << o.message;
+  EXPECT_NE(worker_pid(cache.get()), 0);
+}
+
+TEST_F(Worker, ModesWhenTheWorkerCannotStart) {
+  setenv("KJIT_WORKER", (tmp_.path() + "/no-such-worker").c_str(), 1);
+  TempDir dir;
+  auto cache = open_cache(dir.path());
+  kjit::Compiler compiler(cache.get(), 1);
+  compiler.set_mode(CompileMode::Worker);
+  const Outcome w = compiler.compile(kjit::test::kSaxpySource, sm90());
+  EXPECT_EQ(w.status, KJIT_ERROR_UNSUPPORTED);
+  EXPECT_NE(w.message.find("no-such-worker"), std::string::npos) << w.message;
+  compiler.set_mode(CompileMode::Auto);
+  const Outcome a = compiler.compile(kjit::test::kSaxpySource, sm90());
+  EXPECT_EQ(a.status, KJIT_OK) << a.message;  // in this process
+  setenv("KJIT_COMPILE_MODE", "inprocess", 1);
+  kjit::Compiler from_env(cache.get(), 1);
+  EXPECT_EQ(from_env.mode(), CompileMode::InProcess);
+}
+
+// ---- the same bytes either way ----------------------------------------------------------------
+
+TEST_F(Worker, ResultsAreByteIdenticalToInProcess) {
+  struct Case {
+    std::string source;
+    CompileOptions opts;
+  };
+  std::vector<Case> cases;
+  {
+    CompileOptions o = sm90("scale.cu");
+    o.add_name_expression("scale<float, 4>");
+    o.add_name_expression("scale<double, 2>");
+    cases.push_back({kjit::test::kTemplateSource, o});
+  }
+  cases.push_back({kjit::test::kCubReduceSource, sm90("cub.cu")});
+  {
+    CompileOptions o = sm90("warn.cu");
+    o.outputs = KJIT_OUTPUT_PTX;
+    cases.push_back({"extern \"C\" __global__ void w(int* p) { int unused; *p = 1; }\n", o});
+  }
+  cases.push_back(
+      {"extern \"C\" __global__ void e(int* p) { *p = undeclared; }\n", sm90("err.cu")});
+  kjit::Compiler inproc(nullptr, 1);
+  inproc.set_mode(CompileMode::InProcess);
+  kjit::Compiler worker(nullptr, 1);
+  worker.set_mode(CompileMode::Worker);
+  for (const Case& c : cases) {
+    const Outcome a = inproc.compile(c.source, c.opts);
+    const Outcome b = worker.compile(c.source, c.opts);
+    ASSERT_EQ(a.status, b.status) << c.opts.name << ": " << a.message << " / " << b.message;
+    EXPECT_EQ(a.message, b.message) << c.opts.name;
+    ASSERT_TRUE(a.entry && b.entry) << c.opts.name;
+    EXPECT_EQ(a.entry->key, b.entry->key);
+    EXPECT_EQ(a.entry->ptx, b.entry->ptx) << c.opts.name;
+    EXPECT_EQ(a.entry->cubin, b.entry->cubin) << c.opts.name;
+    EXPECT_EQ(a.entry->log, b.entry->log) << c.opts.name;
+    EXPECT_EQ(a.entry->names, b.entry->names) << c.opts.name;
+    EXPECT_EQ(a.entry->kernels, b.entry->kernels) << c.opts.name;
+    EXPECT_EQ(a.entry->options, b.entry->options) << c.opts.name;
+    EXPECT_EQ(a.entry->target, b.entry->target) << c.opts.name;
+    EXPECT_EQ(a.entry->toolchain, b.entry->toolchain) << c.opts.name;
+  }
+  EXPECT_FALSE(cases[2].source.empty());
+}
+
+// Relative include paths resolve from the client's working directory, not the worker's,
+// and what NVRTC read is checked against the client's scan (the result is stored).
+TEST_F(Worker, RelativeIncludesResolveInTheClientsDirectory) {
+  TempDir dir;
+  TempDir work;
+  ASSERT_TRUE(kjit::make_directories(work.path() + "/inc", 0700));
+  kjit::test::write_file(work.path() + "/inc/v.h", "#define V 321\n");
+  char old[4096];
+  ASSERT_NE(getcwd(old, sizeof old), nullptr);
+  ASSERT_EQ(chdir(work.path().c_str()), 0);
+  auto cache = open_cache(dir.path());
+  kjit::Compiler compiler(cache.get(), 1);
+  compiler.set_mode(CompileMode::Worker);
+  CompileOptions o = sm90("rel.cu");
+  o.outputs = KJIT_OUTPUT_PTX;
+  o.raw = {"-Iinc"};
+  const Outcome r =
+      compiler.compile("#include \"v.h\"\nextern \"C\" __global__ void k(int* p) { *p = V; }\n", o);
+  ASSERT_EQ(chdir(old), 0);
+  ASSERT_EQ(r.status, KJIT_OK) << r.message;
+  EXPECT_NE(r.entry->ptx.find("321"), std::string::npos);
+  kjit_cache_stats st{};
+  st.struct_size = sizeof st;
+  cache->stats(&st);
+  EXPECT_EQ(st.not_stored, 0u);
+  EXPECT_EQ(st.stores, 1u);
+}
+
+// ---- the protocol never trusts sizes ----------------------------------------------------------
+
+TEST(WorkerProtocol, MalformedMessagesAreRejected) {
+  wk::CompileRequest q;
+  q.cwd = "/";
+  q.source = "x";
+  q.headers = {{"a.h", "int a;"}};
+  q.nvrtc = {"-arch=sm_90"};
+  const std::string good = wk::encode(q);
+  EXPECT_EQ(wk::decode_request(good).headers.size(), 1u);
+  for (size_t cut = 0; cut < good.size(); cut += 3) {
+    EXPECT_THROW(wk::decode_request(good.substr(0, cut)), wk::ProtocolError) << cut;
+  }
+  EXPECT_THROW(wk::decode_request(good + "x"), wk::ProtocolError);
+  std::string huge = good;
+  huge[0] = '\xff';  // cwd length far beyond the message
+  huge[7] = '\x7f';
+  EXPECT_THROW(wk::decode_request(huge), wk::ProtocolError);
+  // A frame header announcing more than the cap is refused before anything is allocated.
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  unsigned char h[16] = {3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0};  // 4 GiB
+  ASSERT_EQ(write(sv[0], h, sizeof h), ssize_t(sizeof h));
+  wk::FrameType type;
+  std::string payload;
+  EXPECT_EQ(wk::read_frame(sv[1], &type, &payload, kjit::monotonic_ms() + 1000),
+            wk::ReadResult::TooLarge);
+  // A truncated frame is an error, not a hang.
+  unsigned char h2[16] = {3, 0, 0, 0, 0, 0, 0, 0, 100, 0, 0, 0, 0, 0, 0, 0};
+  ASSERT_EQ(write(sv[0], h2, sizeof h2), ssize_t(sizeof h2));
+  ASSERT_EQ(write(sv[0], "abc", 3), 3);
+  close(sv[0]);
+  EXPECT_EQ(wk::read_frame(sv[1], &type, &payload, kjit::monotonic_ms() + 1000),
+            wk::ReadResult::Error);
+  close(sv[1]);
+}
+
+}  // namespace
