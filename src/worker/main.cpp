@@ -21,6 +21,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -49,6 +50,7 @@
 #include "compile/worker_client.h"
 #include "compile/worker_protocol.h"
 #include "kjit/common.h"
+#include "store/disk_store.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -455,6 +457,54 @@ int usage() {
 
 }  // namespace
 
+// While the worker lives it keeps the cache database open, without a transaction: a new
+// process is then not the database's first connection, so SQLite maps the existing
+// shared-memory index instead of truncating and rebuilding it, and a closing process is
+// not the last one, so it does not checkpoint (with its fsyncs) on the way out. The log
+// stays bounded by the checkpoint every kWalCheckpointPages pages of a committing writer,
+// and the worker checkpoints it when it leaves. Nothing is read or written through it.
+class DatabaseKeeper {
+ public:
+  explicit DatabaseKeeper(std::string path) : path_(std::move(path)) {}
+  ~DatabaseKeeper() { release(); }
+
+  // Opens the database once it exists (a client creates it when storing a result), and
+  // again when the file at the path is another one (moved aside, cleared).
+  void hold() {
+    struct stat st;
+    const bool exists = ::stat(path_.c_str(), &st) == 0;
+    if (db_ && (!exists || st.st_dev != dev_ || st.st_ino != ino_)) release();
+    if (db_ || !exists) return;
+    dev_ = st.st_dev;
+    ino_ = st.st_ino;
+    if (sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                        nullptr) != SQLITE_OK) {
+      release();
+      return;
+    }
+    sqlite3_busy_timeout(db_, 1000);
+    int persist = 1;  // as the cache's own connections do (disk_store.cpp)
+    sqlite3_file_control(db_, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
+    // One read attaches the connection to the shared-memory index; it ends at once.
+    if (sqlite3_exec(db_, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr) !=
+        SQLITE_OK) {
+      release();
+    }
+  }
+
+  // Closes it; as the last connection it checkpoints and empties the log.
+  void release() {
+    if (db_) sqlite3_close_v2(db_);
+    db_ = nullptr;
+  }
+
+ private:
+  std::string path_;
+  sqlite3* db_ = nullptr;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+};
+
 int main(int argc, char** argv) {
   Server s;
   int ready_fd = -1;
@@ -559,7 +609,9 @@ int main(int argc, char** argv) {
 
   const int lock_fd = ::openat(g_dir_fd, (s.name + ".lock").c_str(),
                                O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  DatabaseKeeper keeper(kjit::join_path(s.dir, kjit::DiskStore::kFileName));
   for (;;) {
+    keeper.hold();
     pollfd p{s.listen_fd, POLLIN, 0};
     const int r = ::poll(&p, 1, 1000);
     if (r > 0 && (p.revents & POLLIN)) {
@@ -586,13 +638,17 @@ int main(int argc, char** argv) {
       }
     }
     const bool idle = s.connections.load() == 0;
-    if (idle && !same_socket(s)) ::_exit(0);  // replaced or removed: no client can reach us
+    if (idle && !same_socket(s)) {  // replaced or removed: no client can reach us
+      keeper.release();
+      ::_exit(0);
+    }
     const double quiet_ms = monotonic_ms() - double(s.last_activity_ms.load());
     if (idle && quiet_ms > double(s.idle_s) * 1000.0) {
       // Idle: leave, unless a client is starting a worker right now (it holds the lock).
       if (lock_fd >= 0 && ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) continue;
       ::close(s.listen_fd);
       if (same_socket(s)) ::unlinkat(g_dir_fd, (s.name + ".sock").c_str(), 0);
+      keeper.release();
       ::_exit(0);
     }
   }
