@@ -78,7 +78,9 @@ KJIT_EXPORT void kjit_cache_options_init(kjit_cache_options* opts);
  * Ownership: the caller owns *out and closes it with kjit_cache_close(), after every
  * compiler bound to it is destroyed. Thread-safety: every kjit_cache_* function may be
  * called from any thread at once. After fork() the child reopens the database itself.
- * Returns KJIT_OK, KJIT_ERROR_INVALID_ARGUMENT, KJIT_ERROR_OUT_OF_MEMORY.
+ * Returns KJIT_OK, KJIT_ERROR_INVALID_ARGUMENT (out NULL; opts->struct_size smaller than
+ * the 0.1.0 struct or larger than 4096), KJIT_ERROR_UNSUPPORTED (opts from a newer kjit
+ * that sets fields this library does not know), KJIT_ERROR_OUT_OF_MEMORY.
  */
 KJIT_EXPORT kjit_status kjit_cache_open(const kjit_cache_options* opts, kjit_cache** out);
 
