@@ -1086,7 +1086,7 @@ TEST(Cache, BadArguments) {
   kjit_cache* c = nullptr;
   EXPECT_EQ(kjit_cache_open(&o, &c), KJIT_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(kjit_cache_clear(nullptr), KJIT_ERROR_INVALID_HANDLE);
-  kjit_cache_stats s{};
+  kjit_cache_stats s = KJIT_CACHE_STATS_INIT;
   EXPECT_EQ(kjit_cache_stats_get(nullptr, &s), KJIT_ERROR_INVALID_HANDLE);
   kjit_compiler* comp = nullptr;
   alignas(16) unsigned char garbage[128];

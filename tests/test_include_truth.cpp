@@ -500,9 +500,7 @@ TEST_F(IncludeTruth, EditedHeaderIsNeverAStaleHit) {
       ++cases;
     }
   }
-  kjit_cache_stats st{};
-  st.struct_size = sizeof st;
-  cache.stats(&st);
+  const kjit::CacheStats st = cache.stats();
   EXPECT_EQ(st.not_stored, 0u) << "some forms were not cached";
   std::printf("[ truth    ] %zu edit cases: every edit a miss with the new code\n", cases);
 }
@@ -531,9 +529,7 @@ TEST_F(IncludeTruth, UncoveredReadIsNotStored) {
   ASSERT_EQ(o.status, KJIT_OK) << o.message;
   EXPECT_EQ(o.tier, KJIT_TIER_COMPILED);
   EXPECT_NE(o.entry->ptx.find("222"), std::string::npos) << "stale code";
-  kjit_cache_stats st{};
-  st.struct_size = sizeof st;
-  cache.stats(&st);
+  const kjit::CacheStats st = cache.stats();
   EXPECT_EQ(st.not_stored, 2u);
   EXPECT_EQ(st.stores, 0u);
 }
@@ -558,9 +554,7 @@ TEST_F(IncludeTruth, NoAuditMeansNoStoreForIncludes) {
   kjit::FileAudit::disable_for_testing(false);
   ASSERT_EQ(with.status, KJIT_OK) << with.message;
   ASSERT_EQ(without.status, KJIT_OK) << without.message;
-  kjit_cache_stats st{};
-  st.struct_size = sizeof st;
-  cache.stats(&st);
+  const kjit::CacheStats st = cache.stats();
   EXPECT_EQ(st.not_stored, 1u);
   EXPECT_EQ(st.stores, 1u);
 }

@@ -274,16 +274,27 @@ TEST_F(KernelGpu, ParamInfoAttributesOccupancy) {
   EXPECT_GT(attrs.ptx_version, 0);
   EXPECT_EQ(attrs.static_shared_bytes, 0);
 
-  // An older, smaller struct gets only the fields it has.
+  // A size below the 0.1.0 struct is refused, and nothing is written.
   struct {
     kjit_kernel_attributes a;
+    int newer;   // a field of a newer kjit
     int guard;
   } small{};
   small.a.struct_size = static_cast<uint32_t>(offsetof(kjit_kernel_attributes, const_bytes));
-  small.a.const_bytes = -7;
-  ASSERT_EQ(kjit_kernel_get_attributes(k, &small.a), KJIT_OK);
+  small.a.num_regs = -7;
+  EXPECT_EQ(kjit_kernel_get_attributes(k, &small.a), KJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(small.a.num_regs, -7);
+  // A newer caller's larger struct gets every field this kjit knows, zero for the one it
+  // does not, and nothing past its struct_size.
+  small.a.struct_size = static_cast<uint32_t>(offsetof(decltype(small), guard));
+  small.newer = -7;
+  small.guard = -9;
+  ASSERT_EQ(kjit_kernel_get_attributes(k, &small.a), KJIT_OK) << last_error();
   EXPECT_EQ(small.a.num_regs, attrs.num_regs);
-  EXPECT_EQ(small.a.const_bytes, -7);
+  EXPECT_EQ(small.a.binary_version, attrs.binary_version);
+  EXPECT_EQ(small.a.struct_size, offsetof(decltype(small), guard));
+  EXPECT_EQ(small.newer, 0);
+  EXPECT_EQ(small.guard, -9);
 
   int blocks = 0;
   ASSERT_EQ(kjit_kernel_occupancy(k, 256, 0, &blocks), KJIT_OK) << last_error();

@@ -142,9 +142,7 @@ TEST_F(RemoteTest, SecondNodeHitsFromRedisWithIdenticalBytes) {
     EXPECT_EQ(r.tier, KJIT_TIER_REMOTE);
     EXPECT_EQ(r.entry->cubin, a_result.entry->cubin);
     EXPECT_EQ(r.entry->ptx, a_result.entry->ptx);
-    kjit_cache_stats s{};
-    s.struct_size = sizeof s;
-    b.stats(&s);
+    const kjit::CacheStats s = b.stats();
     EXPECT_EQ(s.compiles, 0u) << "no NVRTC work on node B";
     EXPECT_EQ(s.remote_hits, 1u);
   }  // closing node B finishes its background write to disk
@@ -267,10 +265,8 @@ TEST(RemoteConfig, BadUrlIsReportedNotFatal) {
     c.remote.url = url;
     kjit::Cache cache(c);
     EXPECT_EQ(cache.remote(), nullptr) << url;
-    kjit_cache_stats s{};
-    s.struct_size = sizeof s;
-    cache.stats(&s);
-    EXPECT_NE(std::string(s.message).find("remote tier not used"), std::string::npos) << url;
+    const kjit::CacheStats s = cache.stats();
+    EXPECT_NE(s.message.find("remote tier not used"), std::string::npos) << url;
   }
 }
 

@@ -644,9 +644,7 @@ TEST_F(Worker, RelativeIncludesResolveInTheClientsDirectory) {
   ASSERT_EQ(chdir(old), 0);
   ASSERT_EQ(r.status, KJIT_OK) << r.message;
   EXPECT_NE(r.entry->ptx.find("321"), std::string::npos);
-  kjit_cache_stats st{};
-  st.struct_size = sizeof st;
-  cache->stats(&st);
+  const kjit::CacheStats st = cache->stats();
   EXPECT_EQ(st.not_stored, 0u);
   EXPECT_EQ(st.stores, 1u);
 }

@@ -11,7 +11,7 @@
 # What runs where (to fit CI's time budget on 2 cores):
 #   ASan+UBSan: every CPU suite: test_compile, test_cache, test_multiprocess,
 #               test_reliability, test_crash (30 kill cycles; the plain build runs 100),
-#               test_kernel_cpu, test_remote, test_gemm_cpu.
+#               test_kernel_cpu, test_remote, test_gemm_cpu, test_abi.
 #   TSan:       the suites whose point is concurrency: test_multiprocess, the stampede and
 #               fork tests of test_reliability, test_compile's threaded and async tests,
 #               test_cache and test_crash (10 cycles).
@@ -24,7 +24,7 @@ jobs=$(nproc)
 root=$PWD
 
 asan_tests=(test_compile test_cache test_multiprocess test_reliability test_crash
-            test_kernel_cpu test_remote test_gemm_cpu)
+            test_kernel_cpu test_remote test_gemm_cpu test_abi)
 tsan_tests=(test_multiprocess test_reliability test_compile test_cache test_crash)
 
 # Only suites that exist in this checkout (others are added by their owners).

@@ -106,10 +106,14 @@ type Cache struct {
 // OpenCache opens a cache; opts may be nil. It does not fail because of the disk: an
 // unusable directory gives a memory-only cache whose Stats say why.
 func OpenCache(opts *CacheOptions) (*Cache, error) {
-	// Filled here rather than by kjit_cache_options_init(), which writes the library's
-	// struct (possibly newer and larger); struct_size says which fields these bindings know.
+	// The library's defaults, written within the struct these bindings know (struct_size
+	// says which fields that is).
 	var o C.kjit_cache_options
-	o.struct_size = C.uint32_t(unsafe.Sizeof(o))
+	if err := call(func() C.kjit_status {
+		return C.kjit_cache_options_init_sized(&o, C.size_t(unsafe.Sizeof(o)))
+	}); err != nil {
+		return nil, err
+	}
 	if opts != nil {
 		if opts.Dir != "" {
 			d, err := cString("cache directory", opts.Dir, StatusInvalidArgument)

@@ -140,7 +140,11 @@ func NewGemm(cache *Cache, device int, opts *GemmOptions) (*Gemm, error) {
 		return nil, &Error{Status: StatusInvalidHandle, Message: "cache is closed"}
 	}
 	var o C.kjit_gemm_options
-	o.struct_size = C.uint32_t(unsafe.Sizeof(o))
+	if err := call(func() C.kjit_status {
+		return C.kjit_gemm_options_init_sized(&o, C.size_t(unsafe.Sizeof(o)))
+	}); err != nil {
+		return nil, err
+	}
 	if opts != nil {
 		o.plan_capacity = C.uint32_t(opts.PlanCapacity)
 		o.autotune = cBool(opts.Autotune)

@@ -12,7 +12,8 @@ extern "C" {
 #endif
 
 /** Options for kjit_cache_open(). Initialise with KJIT_CACHE_OPTIONS_INIT or
- *  kjit_cache_options_init(); new fields are only ever appended. */
+ *  kjit_cache_options_init(); new fields are only ever appended (see "ABI and versioned
+ *  structs" in docs/api.md). */
 typedef struct kjit_cache_options {
   uint32_t struct_size;      /**< sizeof(kjit_cache_options) of the caller's header */
   const char* directory;     /**< NULL = default location (see kjit_cache_open) */
@@ -33,8 +34,25 @@ typedef struct kjit_cache_options {
 
 #define KJIT_CACHE_OPTIONS_INIT {sizeof(kjit_cache_options), NULL, 0, 0, 0, 0, NULL, 0}
 
-/** Fill `opts` with defaults (same as KJIT_CACHE_OPTIONS_INIT). */
+/**
+ * Fill the first `size` bytes of `opts` with the defaults of KJIT_CACHE_OPTIONS_INIT and set
+ * opts->struct_size = size. Nothing past `size` bytes is written; bytes past this library's
+ * sizeof(kjit_cache_options) (a caller built against a newer kjit) are set to zero.
+ * Normally called through the kjit_cache_options_init() macro, which passes the caller's
+ * sizeof. Ownership: the caller's struct. Thread-safety: any thread.
+ * Returns KJIT_OK; KJIT_ERROR_INVALID_ARGUMENT when `opts` is NULL or `size` is smaller
+ * than the 0.1.0 struct or larger than 4096 (nothing is written).
+ * @since 0.2
+ */
+KJIT_EXPORT kjit_status kjit_cache_options_init_sized(kjit_cache_options* opts, size_t size);
+
+/** Fill `opts` with defaults (same as KJIT_CACHE_OPTIONS_INIT). The exported function of
+ *  0.1.0 writes the 0.1.0 struct (binaries built against 0.1.0 call it); code compiled
+ *  against this header calls kjit_cache_options_init_sized(opts, sizeof(*(opts))) through
+ *  the macro below and gets its status. NULL is ignored by the function and refused by the
+ *  macro's call (KJIT_ERROR_INVALID_ARGUMENT). Thread-safe. */
 KJIT_EXPORT void kjit_cache_options_init(kjit_cache_options* opts);
+#define kjit_cache_options_init(opts) kjit_cache_options_init_sized((opts), sizeof(*(opts)))
 
 /**
  * Open a cache. `opts` may be NULL (defaults). Location: opts->directory, else
@@ -60,7 +78,9 @@ KJIT_EXPORT void kjit_cache_options_init(kjit_cache_options* opts);
  * Ownership: the caller owns *out and closes it with kjit_cache_close(), after every
  * compiler bound to it is destroyed. Thread-safety: every kjit_cache_* function may be
  * called from any thread at once. After fork() the child reopens the database itself.
- * Returns KJIT_OK, KJIT_ERROR_INVALID_ARGUMENT, KJIT_ERROR_OUT_OF_MEMORY.
+ * Returns KJIT_OK, KJIT_ERROR_INVALID_ARGUMENT (out NULL; opts->struct_size smaller than
+ * the 0.1.0 struct or larger than 4096), KJIT_ERROR_UNSUPPORTED (opts from a newer kjit
+ * that sets fields this library does not know), KJIT_ERROR_OUT_OF_MEMORY.
  */
 KJIT_EXPORT kjit_status kjit_cache_open(const kjit_cache_options* opts, kjit_cache** out);
 
@@ -78,7 +98,8 @@ typedef enum kjit_disk_state {
   KJIT_DISK_UNAVAILABLE = 3  /**< could not be used; see kjit_cache_stats().message */
 } kjit_disk_state;
 
-/** Counters and sizes. Initialise struct_size = sizeof(kjit_cache_stats). */
+/** Counters and sizes. Initialise with KJIT_CACHE_STATS_INIT or kjit_cache_stats_init();
+ *  kjit_cache_stats_get() writes only within the caller's struct_size. */
 typedef struct kjit_cache_stats {
   uint32_t struct_size;
   int disk_state;                 /**< kjit_disk_state */
@@ -128,6 +149,22 @@ typedef struct kjit_cache_stats {
   uint64_t total_pch_failed;
 } kjit_cache_stats;
 
+#define KJIT_CACHE_STATS_INIT                                                          \
+  {sizeof(kjit_cache_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+   {0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+/**
+ * Zero the first `size` bytes of `stats` and set stats->struct_size = size, ready for
+ * kjit_cache_stats_get(). Nothing past `size` bytes is written. Normally called through
+ * the kjit_cache_stats_init() macro, which passes the caller's sizeof. Ownership: the
+ * caller's struct. Thread-safety: any thread.
+ * Returns KJIT_OK; KJIT_ERROR_INVALID_ARGUMENT when `stats` is NULL or `size` is smaller
+ * than the 0.1.0 struct or larger than 4096 (nothing is written).
+ * @since 0.2
+ */
+KJIT_EXPORT kjit_status kjit_cache_stats_init_sized(kjit_cache_stats* stats, size_t size);
+#define kjit_cache_stats_init(stats) kjit_cache_stats_init_sized((stats), sizeof(*(stats)))
+
 /** State of the remote (fleet) tier of a cache handle. */
 typedef enum kjit_remote_state {
   KJIT_REMOTE_NONE = 0,      /**< no remote configured */
@@ -136,8 +173,10 @@ typedef enum kjit_remote_state {
   KJIT_REMOTE_NOT_BUILT = 3  /**< configured, but this kjit was built without hiredis */
 } kjit_remote_state;
 
-/** Read the statistics. stats->struct_size must be set. Returns KJIT_OK,
- *  KJIT_ERROR_INVALID_HANDLE, KJIT_ERROR_INVALID_ARGUMENT. Thread-safe. */
+/** Read the statistics. stats->struct_size must be set (KJIT_CACHE_STATS_INIT); only that
+ *  many bytes are written, and struct_size keeps its value. Returns KJIT_OK,
+ *  KJIT_ERROR_INVALID_HANDLE, KJIT_ERROR_INVALID_ARGUMENT (stats NULL, struct_size smaller
+ *  than the 0.1.0 struct or larger than 4096; nothing is written). Thread-safe. */
 KJIT_EXPORT kjit_status kjit_cache_stats_get(kjit_cache* cache, kjit_cache_stats* stats);
 
 /** Drop the in-process memory tier; the disk is untouched. Thread-safe. */
@@ -164,7 +203,9 @@ KJIT_EXPORT kjit_status kjit_cache_put(kjit_cache* cache, const kjit_binary* bin
 /** Remove one entry from both tiers. KJIT_ERROR_NOT_FOUND if it was not there. */
 KJIT_EXPORT kjit_status kjit_cache_remove(kjit_cache* cache, const char* key_hex);
 
-/** One row of kjit_cache_list(); strings valid during the callback only. */
+/** One row of kjit_cache_list(); strings valid during the callback only. Written by the
+ *  library: struct_size is the library's sizeof, so a caller built against a newer kjit
+ *  reads a field only when struct_size covers it. */
 typedef struct kjit_cache_entry_info {
   uint32_t struct_size;
   const char* key;       /**< 64 hex digits */

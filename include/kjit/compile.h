@@ -259,11 +259,11 @@ KJIT_EXPORT kjit_status kjit_compiler_set_compile_mode(kjit_compiler* compiler, 
  */
 KJIT_EXPORT kjit_status kjit_compiler_get_compile_mode(const kjit_compiler* compiler, int* mode);
 
-/** State of the compile worker that serves a cache (kjit_worker_info_get). Set
- *  struct_size = sizeof(kjit_worker_info) before the call; fields may be added at the end.
+/** State of the compile worker that serves a cache (kjit_worker_info_get). Initialise with
+ *  KJIT_WORKER_INFO_INIT or kjit_worker_info_init(); new fields are only ever appended.
  *  Since 0.2. */
 typedef struct kjit_worker_info {
-  size_t struct_size;
+  uint32_t struct_size;
   int running;            /**< 1 when a worker answered; the fields below are then valid */
   int pch_in_use;         /**< 1 when the worker holds precompiled headers (warm) */
   int64_t pid;            /**< its process id */
@@ -280,14 +280,31 @@ typedef struct kjit_worker_info {
   uint64_t rss_bytes;     /**< its resident memory */
 } kjit_worker_info;
 
+#define KJIT_WORKER_INFO_INIT {sizeof(kjit_worker_info), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+/**
+ * Zero the first `size` bytes of `info` and set info->struct_size = size, ready for
+ * kjit_worker_info_get(). Nothing past `size` bytes is written. Normally called through
+ * the kjit_worker_info_init() macro, which passes the caller's sizeof.
+ * Ownership: the caller's struct. Thread-safety: any thread.
+ * Returns KJIT_OK; KJIT_ERROR_INVALID_ARGUMENT when `info` is NULL or `size` is smaller
+ * than the first released struct (0.2) or larger than 4096 (nothing is written).
+ * @since 0.2
+ */
+KJIT_EXPORT kjit_status kjit_worker_info_init_sized(kjit_worker_info* info, size_t size);
+#define kjit_worker_info_init(info) kjit_worker_info_init_sized((info), sizeof(*(info)))
+
 /**
  * Ask the compile worker that serves `cache` (NULL = the worker of memory-only caches)
  * for its state. Never starts a worker: with none running, returns KJIT_OK with
- * info->running = 0 (kjit_last_error() is then "" and nothing else is written).
+ * info->running = 0 and the other fields 0.
  * Costs a connection and, the first time in a process without a cache database, NVRTC's
  * version probe (tens of milliseconds).
+ * The struct is written within the caller's info->struct_size bytes (struct_size keeps
+ * its value); it is checked before anything else.
  * Thread-safe. Returns KJIT_OK, KJIT_ERROR_INVALID_HANDLE (bad cache),
- * KJIT_ERROR_INVALID_ARGUMENT (info NULL or struct_size too small), KJIT_ERROR_NVRTC.
+ * KJIT_ERROR_INVALID_ARGUMENT (info NULL, struct_size smaller than the first released
+ * struct or larger than 4096; nothing is written), KJIT_ERROR_NVRTC.
  * Since 0.2.
  */
 KJIT_EXPORT kjit_status kjit_worker_info_get(kjit_cache* cache, kjit_worker_info* info);

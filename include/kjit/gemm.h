@@ -149,8 +149,23 @@ typedef struct kjit_gemm_desc {
    KJIT_GEMM_EPILOGUE_NONE, KJIT_GEMM_DTYPE_DEFAULT, 0, 1, 0, 0, 0, 0, 0, 1.0, 0.0,    \
    NULL, NULL, NULL}
 
-/** Fill `desc` with KJIT_GEMM_DESC_INIT. NULL is ignored. Thread-safe. */
+/**
+ * Fill the first `size` bytes of `desc` with the defaults of KJIT_GEMM_DESC_INIT and set
+ * desc->struct_size = size. Nothing past `size` bytes is written; bytes past this library's
+ * sizeof(kjit_gemm_desc) are set to zero. Normally called through the
+ * kjit_gemm_desc_init() macro, which passes the caller's sizeof. Ownership: the caller's
+ * struct. Thread-safety: any thread.
+ * Returns KJIT_OK; KJIT_ERROR_INVALID_ARGUMENT when `desc` is NULL or `size` is smaller
+ * than the 0.1.0 struct or larger than 4096 (nothing is written).
+ * @since 0.2
+ */
+KJIT_EXPORT kjit_status kjit_gemm_desc_init_sized(kjit_gemm_desc* desc, size_t size);
+
+/** Fill `desc` with KJIT_GEMM_DESC_INIT. The exported function of 0.1.0 writes the 0.1.0
+ *  struct and ignores NULL; the macro calls kjit_gemm_desc_init_sized() with the caller's
+ *  sizeof. Thread-safe. */
 KJIT_EXPORT void kjit_gemm_desc_init(kjit_gemm_desc* desc);
+#define kjit_gemm_desc_init(desc) kjit_gemm_desc_init_sized((desc), sizeof(*(desc)))
 
 /* ---- GEMM handles ---------------------------------------------------------------------- */
 
@@ -169,8 +184,23 @@ typedef struct kjit_gemm_options {
 
 #define KJIT_GEMM_OPTIONS_INIT {sizeof(kjit_gemm_options), 0, 0, 0, 0, 0, 0}
 
-/** Fill `opts` with KJIT_GEMM_OPTIONS_INIT. NULL is ignored. Thread-safe. */
+/**
+ * Fill the first `size` bytes of `opts` with the defaults of KJIT_GEMM_OPTIONS_INIT and
+ * set opts->struct_size = size. Nothing past `size` bytes is written; bytes past this
+ * library's sizeof(kjit_gemm_options) are set to zero. Normally called through the
+ * kjit_gemm_options_init() macro, which passes the caller's sizeof. Ownership: the
+ * caller's struct. Thread-safety: any thread.
+ * Returns KJIT_OK; KJIT_ERROR_INVALID_ARGUMENT when `opts` is NULL or `size` is smaller
+ * than the 0.1.0 struct or larger than 4096 (nothing is written).
+ * @since 0.2
+ */
+KJIT_EXPORT kjit_status kjit_gemm_options_init_sized(kjit_gemm_options* opts, size_t size);
+
+/** Fill `opts` with KJIT_GEMM_OPTIONS_INIT. The exported function of 0.1.0 writes the
+ *  0.1.0 struct and ignores NULL; the macro calls kjit_gemm_options_init_sized() with the
+ *  caller's sizeof. Thread-safe. */
 KJIT_EXPORT void kjit_gemm_options_init(kjit_gemm_options* opts);
+#define kjit_gemm_options_init(opts) kjit_gemm_options_init_sized((opts), sizeof(*(opts)))
 
 /**
  * Create a GEMM handle for `device` (an ordinal as in cuDeviceGet). Retains the device's
@@ -244,8 +274,8 @@ KJIT_EXPORT kjit_status kjit_gemm_run(kjit_gemm* gemm, const kjit_gemm_desc* des
  *  and tests. Thread-safe: runs in flight keep the plans they hold. */
 KJIT_EXPORT kjit_status kjit_gemm_clear_plans(kjit_gemm* gemm);
 
-/** Counters of one handle since it was created. Initialise struct_size =
- *  sizeof(kjit_gemm_stats); fields beyond the caller's struct_size are not written. */
+/** Counters of one handle since it was created. Initialise with KJIT_GEMM_STATS_INIT or
+ *  kjit_gemm_stats_init(); fields beyond the caller's struct_size are not written. */
 typedef struct kjit_gemm_stats {
   uint32_t struct_size;
   uint64_t runs;               /**< successful kjit_gemm_run() calls */
@@ -263,8 +293,24 @@ typedef struct kjit_gemm_stats {
   uint64_t workspace_bytes;    /**< device memory held for workspaces now */
 } kjit_gemm_stats;
 
-/** Read the counters. Returns KJIT_OK, KJIT_ERROR_INVALID_HANDLE,
- *  KJIT_ERROR_INVALID_ARGUMENT (stats NULL or struct_size too small). Thread-safe. */
+#define KJIT_GEMM_STATS_INIT {sizeof(kjit_gemm_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+/**
+ * Zero the first `size` bytes of `stats` and set stats->struct_size = size, ready for
+ * kjit_gemm_stats_get(). Nothing past `size` bytes is written. Normally called through the
+ * kjit_gemm_stats_init() macro, which passes the caller's sizeof. Ownership: the caller's
+ * struct. Thread-safety: any thread.
+ * Returns KJIT_OK; KJIT_ERROR_INVALID_ARGUMENT when `stats` is NULL or `size` is smaller
+ * than the 0.1.0 struct or larger than 4096 (nothing is written).
+ * @since 0.2
+ */
+KJIT_EXPORT kjit_status kjit_gemm_stats_init_sized(kjit_gemm_stats* stats, size_t size);
+#define kjit_gemm_stats_init(stats) kjit_gemm_stats_init_sized((stats), sizeof(*(stats)))
+
+/** Read the counters into the caller's struct_size bytes (struct_size keeps its value).
+ *  The struct is checked before the handle. Returns KJIT_OK, KJIT_ERROR_INVALID_HANDLE,
+ *  KJIT_ERROR_INVALID_ARGUMENT (stats NULL, struct_size smaller than the 0.1.0 struct or
+ *  larger than 4096; nothing is written). Thread-safe. */
 KJIT_EXPORT kjit_status kjit_gemm_stats_get(const kjit_gemm* gemm, kjit_gemm_stats* stats);
 
 /** cuBLASLt's run-time version (cublasLtGetVersion(), e.g. 130100), loading cuBLASLt if

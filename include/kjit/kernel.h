@@ -119,7 +119,8 @@ KJIT_EXPORT kjit_status kjit_kernel_param_info(const kjit_kernel* kernel, size_t
 /** Total bytes of the packed parameter buffer (last offset + size). */
 KJIT_EXPORT kjit_status kjit_kernel_param_buffer_size(const kjit_kernel* kernel, size_t* size);
 
-/** Kernel attributes. Initialise struct_size = sizeof(kjit_kernel_attributes). */
+/** Kernel attributes. Initialise with KJIT_KERNEL_ATTRIBUTES_INIT or
+ *  kjit_kernel_attributes_init(); new fields are only ever appended. */
 typedef struct kjit_kernel_attributes {
   uint32_t struct_size;
   int num_regs;
@@ -132,6 +133,27 @@ typedef struct kjit_kernel_attributes {
   int binary_version; /**< e.g. 90 */
 } kjit_kernel_attributes;
 
+#define KJIT_KERNEL_ATTRIBUTES_INIT {sizeof(kjit_kernel_attributes), 0, 0, 0, 0, 0, 0, 0, 0}
+
+/**
+ * Zero the first `size` bytes of `attrs` and set attrs->struct_size = size, ready for
+ * kjit_kernel_get_attributes(). Nothing past `size` bytes is written. Normally called
+ * through the kjit_kernel_attributes_init() macro, which passes the caller's sizeof.
+ * Ownership: the caller's struct. Thread-safety: any thread.
+ * Returns KJIT_OK; KJIT_ERROR_INVALID_ARGUMENT when `attrs` is NULL or `size` is smaller
+ * than the 0.1.0 struct or larger than 4096 (nothing is written).
+ * @since 0.2
+ */
+KJIT_EXPORT kjit_status kjit_kernel_attributes_init_sized(kjit_kernel_attributes* attrs,
+                                                          size_t size);
+#define kjit_kernel_attributes_init(attrs) \
+  kjit_kernel_attributes_init_sized((attrs), sizeof(*(attrs)))
+
+/** The kernel's attributes (cuFuncGetAttribute), written within the caller's
+ *  attrs->struct_size bytes (struct_size keeps its value). The struct is checked before the
+ *  handle and before the driver is used. Returns KJIT_OK, KJIT_ERROR_INVALID_ARGUMENT
+ *  (attrs NULL, struct_size smaller than the 0.1.0 struct or larger than 4096; nothing is
+ *  written), KJIT_ERROR_INVALID_HANDLE, KJIT_ERROR_CUDA. Thread-safe. */
 KJIT_EXPORT kjit_status kjit_kernel_get_attributes(const kjit_kernel* kernel,
                                                    kjit_kernel_attributes* attrs);
 
@@ -164,8 +186,23 @@ typedef struct kjit_launch_config {
 #define KJIT_LAUNCH_CONFIG_INIT \
   {sizeof(kjit_launch_config), {1, 1, 1}, {1, 1, 1}, 0, NULL, {0, 0, 0}, 0}
 
-/** Fill `cfg` with KJIT_LAUNCH_CONFIG_INIT. */
+/**
+ * Fill the first `size` bytes of `cfg` with the defaults of KJIT_LAUNCH_CONFIG_INIT and set
+ * cfg->struct_size = size. Nothing past `size` bytes is written; bytes past this library's
+ * sizeof(kjit_launch_config) are set to zero. Normally called through the
+ * kjit_launch_config_init() macro, which passes the caller's sizeof. Ownership: the
+ * caller's struct. Thread-safety: any thread.
+ * Returns KJIT_OK; KJIT_ERROR_INVALID_ARGUMENT when `cfg` is NULL or `size` is smaller
+ * than the 0.1.0 struct or larger than 4096 (nothing is written).
+ * @since 0.2
+ */
+KJIT_EXPORT kjit_status kjit_launch_config_init_sized(kjit_launch_config* cfg, size_t size);
+
+/** Fill `cfg` with KJIT_LAUNCH_CONFIG_INIT. The exported function of 0.1.0 writes the
+ *  0.1.0 struct and ignores NULL; the macro calls kjit_launch_config_init_sized() with the
+ *  caller's sizeof. Thread-safe. */
 KJIT_EXPORT void kjit_launch_config_init(kjit_launch_config* cfg);
+#define kjit_launch_config_init(cfg) kjit_launch_config_init_sized((cfg), sizeof(*(cfg)))
 
 /**
  * Launch with cuLaunchKernel-style arguments: args[i] points at the value of parameter i.
@@ -174,7 +211,10 @@ KJIT_EXPORT void kjit_launch_config_init(kjit_launch_config* cfg);
  * Errors carry the driver's error name and string (KJIT_ERROR_CUDA); a sticky error
  * (e.g. an illegal address from an earlier kernel) is KJIT_ERROR_CUDA_STICKY. A stream of
  * another context (another device's, say) is refused by the driver: KJIT_ERROR_CUDA with
- * the stream's and the kernel's contexts named.
+ * the stream's and the kernel's contexts named. `cfg` is checked before the handle and
+ * before the driver is used: NULL, or a struct_size smaller than the 0.1.0 struct or larger
+ * than 4096, is KJIT_ERROR_INVALID_ARGUMENT; a larger struct (from a newer kjit) that sets
+ * fields this library does not know is KJIT_ERROR_UNSUPPORTED.
  * Thread-safety: any number of threads may launch the same handle at once.
  * Hot path: no allocation and no lock on a launch of a loaded kernel.
  */

@@ -1,7 +1,9 @@
 // C shims: the cache handle.
+#include <cstdio>
 #include <cstring>
 
 #include "api/handles.h"
+#include "api/versioned.h"
 #include "util/sha256.h"
 
 using namespace kjit;
@@ -22,38 +24,82 @@ kjit_status check_key(const char* key, const char* fn) {
   return KJIT_OK;
 }
 
+kjit_cache_stats to_public(const CacheStats& c) {
+  kjit_cache_stats s = blank<kjit_cache_stats>();
+  s.disk_state = c.disk_state;
+  s.memory_hits = c.memory_hits;
+  s.disk_hits = c.disk_hits;
+  s.remote_hits = c.remote_hits;
+  s.misses = c.misses;
+  s.compiles = c.compiles;
+  s.stores = c.stores;
+  s.store_failures = c.store_failures;
+  s.corrupt_entries = c.corrupt_entries;
+  s.evictions = c.evictions;
+  s.waits = c.waits;
+  s.compile_ms_saved = c.compile_ms_saved;
+  s.memory_entries = c.memory_entries;
+  s.memory_bytes = c.memory_bytes;
+  s.disk_entries = c.disk_entries;
+  s.disk_bytes = c.disk_bytes;
+  s.max_size_bytes = c.max_size_bytes;
+  s.remote_errors = c.remote_errors;
+  s.remote_timeouts = c.remote_timeouts;
+  std::snprintf(s.message, sizeof s.message, "%s", c.message.c_str());
+  s.total_memory_hits = c.total_memory_hits;
+  s.total_disk_hits = c.total_disk_hits;
+  s.total_remote_hits = c.total_remote_hits;
+  s.total_misses = c.total_misses;
+  s.total_compiles = c.total_compiles;
+  s.total_corrupt_entries = c.total_corrupt_entries;
+  s.total_evictions = c.total_evictions;
+  s.total_remote_errors = c.total_remote_errors;
+  s.total_remote_timeouts = c.total_remote_timeouts;
+  s.total_compile_ms_saved = c.total_compile_ms_saved;
+  s.remote_state = c.remote_state;
+  s.not_stored = c.not_stored;
+  s.pch_created = c.pch_created;
+  s.pch_used = c.pch_used;
+  s.pch_failed = c.pch_failed;
+  s.total_not_stored = c.total_not_stored;
+  s.total_pch_created = c.total_pch_created;
+  s.total_pch_used = c.total_pch_used;
+  s.total_pch_failed = c.total_pch_failed;
+  return s;
+}
+
 }  // namespace
 
 extern "C" {
 
-KJIT_EXPORT void kjit_cache_options_init(kjit_cache_options* opts) {
-  if (!opts) return;
-  std::memset(opts, 0, sizeof *opts);
-  opts->struct_size = sizeof *opts;
+KJIT_EXPORT kjit_status kjit_cache_options_init_sized(kjit_cache_options* opts, size_t size) {
+  return guard([&] { return init_sized(opts, size, "kjit_cache_options_init_sized"); });
+}
+
+// The 0.1.0 entry point (the header's macro of the same name calls the sized one).
+KJIT_EXPORT void(kjit_cache_options_init)(kjit_cache_options* opts) { init_v0_1(opts); }
+
+KJIT_EXPORT kjit_status kjit_cache_stats_init_sized(kjit_cache_stats* stats, size_t size) {
+  return guard([&] { return init_sized(stats, size, "kjit_cache_stats_init_sized"); });
 }
 
 KJIT_EXPORT kjit_status kjit_cache_open(const kjit_cache_options* opts, kjit_cache** out) {
   return guard([&] {
     if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_cache_open: out is NULL");
     *out = nullptr;
-    CacheConfig cfg;
+    kjit_cache_options o = KJIT_CACHE_OPTIONS_INIT;
     if (opts) {
-      // Fields are read only if the caller's struct is large enough to hold them.
-      if (opts->struct_size < offsetof(kjit_cache_options, memory_only) + sizeof(int)) {
-        return error(KJIT_ERROR_INVALID_ARGUMENT,
-                     "kjit_cache_open: opts->struct_size is too small; use KJIT_CACHE_OPTIONS_INIT");
-      }
-      if (opts->directory) cfg.directory = opts->directory;
-      cfg.max_bytes = opts->max_size_bytes;
-      cfg.memory_max_bytes = opts->memory_max_bytes;
-      cfg.read_only = opts->read_only != 0;
-      cfg.memory_only = opts->memory_only != 0;
+      if (kjit_status s = read_in(opts, &o, "kjit_cache_open: opts")) return s;
     }
+    CacheConfig cfg;
+    if (o.directory) cfg.directory = o.directory;
+    cfg.max_bytes = o.max_size_bytes;
+    cfg.memory_max_bytes = o.memory_max_bytes;
+    cfg.read_only = o.read_only != 0;
+    cfg.memory_only = o.memory_only != 0;
     cfg.remote = RemoteConfig::from_environment();
-    if (opts && opts->struct_size >= offsetof(kjit_cache_options, remote_read_only) + sizeof(int)) {
-      if (opts->remote_url) cfg.remote.url = opts->remote_url;
-      if (opts->remote_read_only) cfg.remote.read_only = true;
-    }
+    if (o.remote_url) cfg.remote.url = o.remote_url;
+    if (o.remote_read_only) cfg.remote.read_only = true;
     auto c = std::make_unique<kjit_cache>();
     c->cache = std::make_unique<Cache>(cfg);
     *out = c.release();
@@ -74,13 +120,10 @@ KJIT_EXPORT const char* kjit_cache_directory(const kjit_cache* cache) {
 
 KJIT_EXPORT kjit_status kjit_cache_stats_get(kjit_cache* cache, kjit_cache_stats* stats) {
   return guard([&] {
+    size_t size = 0;
+    if (kjit_status s = check_out(stats, &size, "kjit_cache_stats_get: stats")) return s;
     if (kjit_status s = check(cache, "kjit_cache_stats_get")) return s;
-    if (!stats) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_cache_stats_get: stats is NULL");
-    if (stats->struct_size < sizeof(uint32_t) + sizeof(int)) {
-      return error(KJIT_ERROR_INVALID_ARGUMENT,
-                   "kjit_cache_stats_get: set stats->struct_size = sizeof(kjit_cache_stats)");
-    }
-    cache->cache->stats(stats);
+    write_out(stats, size, to_public(cache->cache->stats()));
     return KJIT_OK;
   });
 }

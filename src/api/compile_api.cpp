@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "api/handles.h"
+#include "api/versioned.h"
 #include "util/sha256.h"
 
 using namespace kjit;
@@ -97,32 +98,35 @@ KJIT_EXPORT kjit_status kjit_compiler_get_compile_mode(const kjit_compiler* comp
   });
 }
 
+KJIT_EXPORT kjit_status kjit_worker_info_init_sized(kjit_worker_info* info, size_t size) {
+  return guard([&] { return kjit::api::init_sized(info, size, "kjit_worker_info_init_sized"); });
+}
+
 KJIT_EXPORT kjit_status kjit_worker_info_get(kjit_cache* cache, kjit_worker_info* info) {
   return guard([&] {
+    size_t size = 0;
+    if (kjit_status s = check_out(info, &size, "kjit_worker_info_get: info")) return s;
     if (cache && !ok(cache)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_worker_info_get: invalid cache handle");
-    if (!info) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_worker_info_get: info is NULL");
-    if (info->struct_size < sizeof(kjit_worker_info)) {
-      return error(KJIT_ERROR_INVALID_ARGUMENT,
-                   "kjit_worker_info_get: info->struct_size is " + std::to_string(info->struct_size) +
-                       ", expected at least " + std::to_string(sizeof(kjit_worker_info)));
-    }
     std::string why;
     const auto st = worker_status_for(cache ? cache->cache.get() : nullptr, &why);
-    info->running = st ? 1 : 0;
-    if (!st) return KJIT_OK;
-    info->pch_in_use = st->pch_in_use ? 1 : 0;
-    info->pid = st->pid;
-    info->uptime_s = st->uptime_s;
-    info->idle_s = st->idle_s;
-    info->compiles = st->compiles;
-    info->failures = st->failures;
-    info->timeouts = st->timeouts;
-    info->in_flight = st->in_flight;
-    info->crashes = st->crashes;
-    info->pch_created = st->pch_created;
-    info->pch_used = st->pch_used;
-    info->idle_limit_s = st->idle_limit_s;
-    info->rss_bytes = st->rss_bytes;
+    kjit_worker_info full = blank<kjit_worker_info>();
+    full.running = st ? 1 : 0;
+    if (st) {
+      full.pch_in_use = st->pch_in_use ? 1 : 0;
+      full.pid = st->pid;
+      full.uptime_s = st->uptime_s;
+      full.idle_s = st->idle_s;
+      full.compiles = st->compiles;
+      full.failures = st->failures;
+      full.timeouts = st->timeouts;
+      full.in_flight = st->in_flight;
+      full.crashes = st->crashes;
+      full.pch_created = st->pch_created;
+      full.pch_used = st->pch_used;
+      full.idle_limit_s = st->idle_limit_s;
+      full.rss_bytes = st->rss_bytes;
+    }
+    write_out(info, size, full);
     return KJIT_OK;
   });
 }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "api/handles.h"
+#include "api/versioned.h"
 #include "cuda/context.h"
 #include "cuda/device.h"
 #include "kernel/kernel.h"
@@ -12,6 +13,7 @@
 using kjit::api::error;
 using kjit::api::guard;
 using kjit::api::ok;
+using kjit::api::read_in;
 
 namespace {
 
@@ -29,6 +31,19 @@ kjit_status copy_out(const std::string& s, char* out, size_t size, const char* w
   }
   std::memcpy(out, s.c_str(), s.size() + 1);
   return KJIT_OK;
+}
+
+kjit_kernel_attributes to_public(const kjit::KernelAttributes& k) {
+  kjit_kernel_attributes a = kjit::api::blank<kjit_kernel_attributes>();
+  a.num_regs = k.num_regs;
+  a.static_shared_bytes = k.static_shared_bytes;
+  a.const_bytes = k.const_bytes;
+  a.local_bytes = k.local_bytes;
+  a.max_threads_per_block = k.max_threads_per_block;
+  a.max_dynamic_shared_bytes = k.max_dynamic_shared_bytes;
+  a.ptx_version = k.ptx_version;
+  a.binary_version = k.binary_version;
+  return a;
 }
 
 }  // namespace
@@ -187,21 +202,14 @@ KJIT_EXPORT kjit_status kjit_kernel_param_buffer_size(const kjit_kernel* kernel,
 
 KJIT_EXPORT kjit_status kjit_kernel_get_attributes(const kjit_kernel* kernel,
                                                    kjit_kernel_attributes* attrs) {
-  if (!ok(kernel)) return bad_kernel();
-  if (!attrs) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_get_attributes: attrs is NULL");
-  if (attrs->struct_size < sizeof(uint32_t) + sizeof(int)) {
-    return error(KJIT_ERROR_INVALID_ARGUMENT,
-                 "kjit_kernel_get_attributes: set attrs->struct_size = "
-                 "sizeof(kjit_kernel_attributes)");
-  }
   return guard([&] {
+    size_t size = 0;
+    if (kjit_status s = kjit::api::check_out(attrs, &size, "kjit_kernel_get_attributes: attrs"))
+      return s;
+    if (!ok(kernel)) return bad_kernel();
     // Attributes are read-only queries; the handle is const to callers.
-    const kjit_kernel_attributes a = const_cast<kjit_kernel*>(kernel)->kernel->attributes();
-    // Fill only what the caller's (possibly older, smaller) struct has room for.
-    const size_t n = attrs->struct_size < sizeof a ? attrs->struct_size : sizeof a;
-    const uint32_t caller_size = attrs->struct_size;
-    std::memcpy(attrs, &a, n);
-    attrs->struct_size = caller_size;
+    const kjit::KernelAttributes a = const_cast<kjit_kernel*>(kernel)->kernel->attributes();
+    kjit::api::write_out(attrs, size, to_public(a));
     return KJIT_OK;
   });
 }
@@ -251,22 +259,34 @@ KJIT_EXPORT kjit_status kjit_kernel_suggest_block_size(const kjit_kernel* kernel
   });
 }
 
-KJIT_EXPORT void kjit_launch_config_init(kjit_launch_config* cfg) {
-  if (!cfg) return;
-  const kjit_launch_config init = KJIT_LAUNCH_CONFIG_INIT;
-  *cfg = init;
+KJIT_EXPORT kjit_status kjit_kernel_attributes_init_sized(kjit_kernel_attributes* attrs,
+                                                          size_t size) {
+  return guard(
+      [&] { return kjit::api::init_sized(attrs, size, "kjit_kernel_attributes_init_sized"); });
 }
 
+KJIT_EXPORT kjit_status kjit_launch_config_init_sized(kjit_launch_config* cfg, size_t size) {
+  return guard([&] { return kjit::api::init_sized(cfg, size, "kjit_launch_config_init_sized"); });
+}
+
+// The 0.1.0 entry point (the header's macro of the same name calls the sized one).
+KJIT_EXPORT void(kjit_launch_config_init)(kjit_launch_config* cfg) {
+  kjit::api::init_v0_1(cfg);
+}
+
+// Launch configs are checked before the handle, so that their validation does not depend
+// on a loaded kernel (or a GPU).
 KJIT_EXPORT kjit_status kjit_kernel_launch(kjit_kernel* kernel, const kjit_launch_config* cfg,
                                            void** args, size_t count) {
+  kjit_launch_config c;
+  if (kjit_status s = read_in(cfg, &c, "kjit_kernel_launch: cfg")) return s;
   if (!ok(kernel)) return bad_kernel();
-  if (!cfg) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_launch: cfg is NULL");
   if (!args && count) {
     return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_launch: args is NULL with count " +
                                                   std::to_string(count));
   }
   return guard([&] {
-    kernel->kernel->launch(*cfg, args, count);
+    kernel->kernel->launch(c, args, count);
     return KJIT_OK;
   });
 }
@@ -274,15 +294,16 @@ KJIT_EXPORT kjit_status kjit_kernel_launch(kjit_kernel* kernel, const kjit_launc
 KJIT_EXPORT kjit_status kjit_kernel_launch_sized(kjit_kernel* kernel,
                                                  const kjit_launch_config* cfg, void** args,
                                                  const size_t* sizes, size_t count) {
+  kjit_launch_config c;
+  if (kjit_status s = read_in(cfg, &c, "kjit_kernel_launch_sized: cfg")) return s;
   if (!ok(kernel)) return bad_kernel();
-  if (!cfg) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_launch_sized: cfg is NULL");
   if ((!args || !sizes) && count) {
     return error(KJIT_ERROR_INVALID_ARGUMENT,
                  "kjit_kernel_launch_sized: args or sizes is NULL with count " +
                      std::to_string(count));
   }
   return guard([&] {
-    kernel->kernel->launch_sized(*cfg, args, sizes, count);
+    kernel->kernel->launch_sized(c, args, sizes, count);
     return KJIT_OK;
   });
 }
@@ -290,14 +311,15 @@ KJIT_EXPORT kjit_status kjit_kernel_launch_sized(kjit_kernel* kernel,
 KJIT_EXPORT kjit_status kjit_kernel_launch_packed(kjit_kernel* kernel,
                                                   const kjit_launch_config* cfg,
                                                   const void* buffer, size_t size) {
+  kjit_launch_config c;
+  if (kjit_status s = read_in(cfg, &c, "kjit_kernel_launch_packed: cfg")) return s;
   if (!ok(kernel)) return bad_kernel();
-  if (!cfg) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_launch_packed: cfg is NULL");
   if (!buffer && size) {
     return error(KJIT_ERROR_INVALID_ARGUMENT,
                  "kjit_kernel_launch_packed: buffer is NULL with size " + std::to_string(size));
   }
   return guard([&] {
-    kernel->kernel->launch_packed(*cfg, buffer, size);
+    kernel->kernel->launch_packed(c, buffer, size);
     return KJIT_OK;
   });
 }

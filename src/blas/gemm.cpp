@@ -263,16 +263,6 @@ class Events {
 GemmOptions options_from(const kjit_gemm_options* o) {
   GemmOptions g;
   if (!o) return g;
-  if (o->struct_size < sizeof(kjit_gemm_options))
-    fail(KJIT_ERROR_INVALID_ARGUMENT,
-         "options->struct_size (" + std::to_string(o->struct_size) +
-             ") is smaller than kjit_gemm_options (" + std::to_string(sizeof(kjit_gemm_options)) +
-             "); initialise it with KJIT_GEMM_OPTIONS_INIT or kjit_gemm_options_init()");
-  if (o->struct_size > sizeof(kjit_gemm_options))
-    fail(KJIT_ERROR_UNSUPPORTED, "options->struct_size (" + std::to_string(o->struct_size) +
-                                     ") is larger than this kjit's kjit_gemm_options (" +
-                                     std::to_string(sizeof(kjit_gemm_options)) +
-                                     "): the caller was built against a newer kjit");
   if (o->plan_capacity) g.plan_capacity = o->plan_capacity;
   g.autotune = o->autotune != 0;
   if (o->autotune_candidates) g.autotune_candidates = o->autotune_candidates;
@@ -350,9 +340,8 @@ void Gemm::clear_plans() {
   index_.clear();
 }
 
-void Gemm::stats(kjit_gemm_stats* out) const {
-  kjit_gemm_stats s{};
-  s.struct_size = out->struct_size;
+GemmStats Gemm::stats() const {
+  GemmStats s;
   s.runs = runs_.load();
   s.memory_hits = memory_hits_.load();
   s.disk_hits = disk_hits_.load();
@@ -367,7 +356,7 @@ void Gemm::stats(kjit_gemm_stats* out) const {
     s.plans = lru_.size();
   }
   s.workspace_bytes = ws_bytes_.load();
-  std::memcpy(out, &s, std::min<size_t>(out->struct_size, sizeof s));
+  return s;
 }
 
 Gemm::PlanPtr Gemm::build_plan(const Problem& p) const {

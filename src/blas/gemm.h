@@ -32,8 +32,16 @@ struct GemmOptions {
   uint64_t max_workspace = 32ull << 20;
 };
 
-// Options from the public struct (NULL = defaults). Throws KJIT_ERROR_INVALID_ARGUMENT.
+// Options from the public struct (NULL = defaults): a full-size struct, as the C shim
+// copies it (struct_size is not looked at). Throws KJIT_ERROR_INVALID_ARGUMENT.
 GemmOptions options_from(const kjit_gemm_options* opts);
+
+// Counters of a handle (the C shim turns them into kjit_gemm_stats).
+struct GemmStats {
+  uint64_t runs = 0, memory_hits = 0, disk_hits = 0, misses = 0, heuristic_queries = 0;
+  uint64_t autotunes = 0, disk_rejected = 0, disk_writes = 0, evictions = 0, plans = 0;
+  uint64_t workspace_bytes = 0;
+};
 
 // Device facts a plan depends on. Loads the driver (KJIT_ERROR_CUDA_UNAVAILABLE) and
 // then cuBLASLt (KJIT_ERROR_CUBLAS).
@@ -52,7 +60,7 @@ class Gemm {
   // primary context was reset: the workspaces and cuBLASLt state went with it.
   void run(const Problem& p, void* stream);
   void clear_plans();
-  void stats(kjit_gemm_stats* out) const;
+  GemmStats stats() const;
 
   const DeviceInfo& device() const { return dev_; }
   CUcontext context() const { return ctx_; }

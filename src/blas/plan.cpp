@@ -220,15 +220,6 @@ bool epilogue_has_bias(int32_t e) {
 Problem prepare(const kjit_gemm_desc* desc, const void* A, const void* B, const void* C,
                 const void* D, const void* bias) {
   if (!desc) invalid("desc is NULL");
-  if (desc->struct_size < sizeof(kjit_gemm_desc))
-    invalid("desc->struct_size (" + std::to_string(desc->struct_size) +
-            ") is smaller than kjit_gemm_desc (" + std::to_string(sizeof(kjit_gemm_desc)) +
-            "); initialise it with KJIT_GEMM_DESC_INIT or kjit_gemm_desc_init()");
-  if (desc->struct_size > sizeof(kjit_gemm_desc))
-    unsupported("desc->struct_size (" + std::to_string(desc->struct_size) +
-                ") is larger than this kjit's kjit_gemm_desc (" +
-                std::to_string(sizeof(kjit_gemm_desc)) +
-                "): the caller was built against a newer kjit");
   const kjit_gemm_desc& d = *desc;
   check_enum(d.order, KJIT_GEMM_COL_MAJOR, KJIT_GEMM_ROW_MAJOR, "order");
   check_enum(d.trans_a, KJIT_GEMM_OP_N, KJIT_GEMM_OP_T, "trans_a");

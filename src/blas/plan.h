@@ -39,7 +39,8 @@ struct Problem {
   bool swapped = false;  // the request was row-major
 };
 
-// Validates a request and builds its Problem. Throws kjit::Error with
+// Validates a request and builds its Problem. `desc` is a full-size struct, as the C shim
+// copies it (struct_size is not looked at). Throws kjit::Error with
 // KJIT_ERROR_INVALID_ARGUMENT or KJIT_ERROR_UNSUPPORTED naming the field.
 Problem prepare(const kjit_gemm_desc* desc, const void* A, const void* B, const void* C,
                 const void* D, const void* bias);

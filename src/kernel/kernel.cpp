@@ -77,12 +77,6 @@ std::string dims(const uint32_t d[3]) {
 
 constexpr size_t kInlineParams = 64;
 
-constexpr size_t kConfigBase = offsetof(kjit_launch_config, cluster);
-constexpr size_t kConfigWithCluster =
-    offsetof(kjit_launch_config, cluster) + sizeof(kjit_launch_config::cluster);
-constexpr size_t kConfigWithCooperative =
-    offsetof(kjit_launch_config, cooperative) + sizeof(kjit_launch_config::cooperative);
-
 }  // namespace
 
 // ---- creation ---------------------------------------------------------------------------
@@ -308,7 +302,7 @@ ParamInfo Kernel::param(size_t index) const {
   return params_[index];
 }
 
-kjit_kernel_attributes Kernel::attributes() {
+KernelAttributes Kernel::attributes() {
   const Loaded& l = fresh();
   cuda::ScopedContext scope(l.ctx);
   auto get = [&](CUfunction_attribute a, const char* what) {
@@ -316,8 +310,7 @@ kjit_kernel_attributes Kernel::attributes() {
     cuda::check(drv_->cuFuncGetAttribute(&v, a, l.fn), what);
     return v;
   };
-  kjit_kernel_attributes a{};
-  a.struct_size = sizeof a;
+  KernelAttributes a;
   a.num_regs = get(CU_FUNC_ATTRIBUTE_NUM_REGS, "cuFuncGetAttribute(NUM_REGS)");
   a.static_shared_bytes =
       get(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, "cuFuncGetAttribute(SHARED_SIZE_BYTES)");
@@ -369,11 +362,6 @@ void Kernel::suggest_block_size(size_t dynamic_shared, int* min_grid, int* block
 // ---- launch -----------------------------------------------------------------------------
 
 void Kernel::check_config(const kjit_launch_config& cfg) const {
-  if (cfg.struct_size < kConfigBase) {
-    fail(KJIT_ERROR_INVALID_ARGUMENT,
-         "launch config struct_size " + std::to_string(cfg.struct_size) +
-             " is too small; initialise it with KJIT_LAUNCH_CONFIG_INIT");
-  }
   if ((cfg.grid[0] == 0) | (cfg.grid[1] == 0) | (cfg.grid[2] == 0) | (cfg.block[0] == 0) |
       (cfg.block[1] == 0) | (cfg.block[2] == 0)) {
     fail(KJIT_ERROR_INVALID_ARGUMENT, "launch of kernel '" + symbol_ + "': grid " +
@@ -384,9 +372,8 @@ void Kernel::check_config(const kjit_launch_config& cfg) const {
 
 CUresult Kernel::enqueue(const Loaded& l, const kjit_launch_config& cfg, void** params,
                          void** extra) const {
-  const bool cluster = cfg.struct_size >= kConfigWithCluster &&
-                       (cfg.cluster[0] | cfg.cluster[1] | cfg.cluster[2]) != 0;
-  const bool cooperative = cfg.struct_size >= kConfigWithCooperative && cfg.cooperative != 0;
+  const bool cluster = (cfg.cluster[0] | cfg.cluster[1] | cfg.cluster[2]) != 0;
+  const bool cooperative = cfg.cooperative != 0;
   CUstream stream = static_cast<CUstream>(cfg.stream);
   if (!cluster && !cooperative) {
     return drv_->cuLaunchKernel(l.fn, cfg.grid[0], cfg.grid[1], cfg.grid[2], cfg.block[0],
@@ -443,14 +430,13 @@ void Kernel::launch_failed(CUresult r, const kjit_launch_config& cfg, CUcontext 
   std::string what = "launch of kernel '" + symbol_ + "' (grid " + dims(cfg.grid) + ", block " +
                      dims(cfg.block) + ", " + std::to_string(cfg.shared_bytes) +
                      " bytes dynamic shared memory";
-  if (cfg.struct_size >= kConfigWithCluster &&
-      (cfg.cluster[0] | cfg.cluster[1] | cfg.cluster[2]) != 0) {
+  if ((cfg.cluster[0] | cfg.cluster[1] | cfg.cluster[2]) != 0) {
     const uint32_t cluster[3] = {cfg.cluster[0] ? cfg.cluster[0] : 1,
                                  cfg.cluster[1] ? cfg.cluster[1] : 1,
                                  cfg.cluster[2] ? cfg.cluster[2] : 1};
     what += ", cluster " + dims(cluster);
   }
-  if (cfg.struct_size >= kConfigWithCooperative && cfg.cooperative) what += ", cooperative";
+  if (cfg.cooperative) what += ", cooperative";
   what += ")";
   // A stream of another context (another device, say) is the driver's to refuse; say
   // whose stream it was, since its error name alone does not.

@@ -21,6 +21,18 @@
 
 namespace kjit {
 
+// cuFuncGetAttribute values (the C shim turns them into kjit_kernel_attributes).
+struct KernelAttributes {
+  int num_regs = 0;
+  int static_shared_bytes = 0;
+  int const_bytes = 0;
+  int local_bytes = 0;
+  int max_threads_per_block = 0;
+  int max_dynamic_shared_bytes = 0;
+  int ptx_version = 0;
+  int binary_version = 0;
+};
+
 struct ParamInfo {
   size_t offset = 0;
   size_t size = 0;
@@ -60,12 +72,13 @@ class Kernel {
   ParamInfo param(size_t index) const;  // throws KJIT_ERROR_INVALID_ARGUMENT
   size_t param_buffer_size() const { return param_bytes_; }
 
-  kjit_kernel_attributes attributes();
+  KernelAttributes attributes();
   void set_max_dynamic_shared(int bytes);
   int occupancy(int block_size, size_t dynamic_shared);
   void suggest_block_size(size_t dynamic_shared, int* min_grid, int* block_size);
 
-  // Launches. Throw kjit::Error on failure (argument mismatch, stale handle with
+  // Launches. `cfg` is a full-size struct, as the C shim copies it (struct_size is not
+  // looked at). Throw kjit::Error on failure (argument mismatch, stale handle with
   // KJIT_KERNEL_NO_RELOAD, driver errors). No allocation, lock or string work unless a
   // failure is reported or the context has to be reloaded.
   void launch(const kjit_launch_config& cfg, void** args, size_t count);

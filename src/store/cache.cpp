@@ -785,10 +785,8 @@ void Cache::import_file(const std::string& path, uint64_t* imported, uint64_t* r
   *rejected = report.rejected;
 }
 
-void Cache::stats(kjit_cache_stats* out) {
-  kjit_cache_stats s;
-  std::memset(&s, 0, sizeof s);
-  s.struct_size = sizeof s;
+CacheStats Cache::stats() {
+  CacheStats s;
   s.disk_state = disk_state_;
   s.memory_hits = memory_hits_;
   s.disk_hits = disk_hits_;
@@ -862,13 +860,9 @@ void Cache::stats(kjit_cache_stats* out) {
   s.max_size_bytes = max_bytes_;
   {
     std::lock_guard<std::mutex> lock(state_mu_);
-    std::snprintf(s.message, sizeof s.message, "%s", message_.c_str());
+    s.message = message_;
   }
-  // Copy only as much as the caller's struct holds.
-  const size_t n = std::min<size_t>(out->struct_size, sizeof s);
-  const uint32_t caller_size = out->struct_size;
-  std::memcpy(out, &s, n);
-  out->struct_size = caller_size;
+  return s;
 }
 
 std::optional<std::string> Cache::get_meta(const std::string& name) {

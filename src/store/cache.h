@@ -31,6 +31,26 @@ struct CacheConfig {
 
 // Result of a compile as the cache sees it: OK with an entry, or a failure. A compile
 // error (KJIT_ERROR_COMPILE) still carries an entry holding only the log.
+// Counters and sizes of a cache handle (the C shim turns them into kjit_cache_stats).
+struct CacheStats {
+  int disk_state = 0;  // kjit_disk_state
+  uint64_t memory_hits = 0, disk_hits = 0, remote_hits = 0, misses = 0, compiles = 0;
+  uint64_t stores = 0, store_failures = 0, corrupt_entries = 0, evictions = 0, waits = 0;
+  double compile_ms_saved = 0;
+  uint64_t memory_entries = 0, memory_bytes = 0, disk_entries = 0, disk_bytes = 0;
+  uint64_t max_size_bytes = 0;
+  uint64_t remote_errors = 0, remote_timeouts = 0;
+  std::string message;  // why the disk tier is not OK, or ""
+  uint64_t total_memory_hits = 0, total_disk_hits = 0, total_remote_hits = 0;
+  uint64_t total_misses = 0, total_compiles = 0, total_corrupt_entries = 0;
+  uint64_t total_evictions = 0, total_remote_errors = 0, total_remote_timeouts = 0;
+  double total_compile_ms_saved = 0;
+  int remote_state = 0;  // kjit_remote_state
+  uint64_t not_stored = 0, pch_created = 0, pch_used = 0, pch_failed = 0;
+  uint64_t total_not_stored = 0, total_pch_created = 0, total_pch_used = 0;
+  uint64_t total_pch_failed = 0;
+};
+
 struct Outcome {
   kjit_status status = KJIT_OK;
   std::string message;
@@ -89,7 +109,7 @@ class Cache {
   uint64_t export_file(const std::string& path);
   void import_file(const std::string& path, uint64_t* imported, uint64_t* rejected);
 
-  void stats(kjit_cache_stats* out);
+  CacheStats stats();
 
   // Small persistent facts (toolchain ids...). No-ops / nullopt without a disk tier.
   std::optional<std::string> get_meta(const std::string& name);

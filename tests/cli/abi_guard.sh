@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Proves that the ABI guard scripts catch what they are meant to catch: small libraries
-# built here (with src/kjit.map) are checked by tools/check_symbols.sh and
+# built here (with version scripts written like src/kjit.map) are checked by tools/check_symbols.sh and
 # tools/check_abi.sh against a baseline made by tools/update_abi_baseline.sh.
 #   tests/cli/abi_guard.sh [CC]
 set -eu
@@ -45,7 +45,12 @@ build() {
   "$CC" -g -shared -fPIC -fvisibility=hidden -I"$hdr" -o "$TMP/$name.so" "$TMP/$name.c" \
     -Wl,-soname,"$soname" "$@"
 }
-MAP=-Wl,--version-script=$ROOT/src/kjit.map
+# Version scripts in the style of src/kjit.map: every symbol listed under its release.
+printf 'KJIT_0.1 {\n  global:\n    kjit_alpha;\n    kjit_beta;\n  local:\n    *;\n};\n' >"$TMP/mini.map"
+{ cat "$TMP/mini.map"; printf 'KJIT_0.2 {\n  global:\n    kjit_gamma;\n} KJIT_0.1;\n'; } >"$TMP/mini2.map"
+printf 'KJIT_0.1 { global: kjit_*; local: *; };\n' >"$TMP/wild.map"
+MAP=-Wl,--version-script=$TMP/mini.map
+MAP2=-Wl,--version-script=$TMP/mini2.map
 
 build base v1 '' libkjit.so.0 "$MAP"
 KJIT_PUBLIC_HEADERS_DIR=$TMP/h-v1 "$ROOT/tools/update_abi_baseline.sh" "$TMP/base.so" "$TMP/base.abi" >/dev/null ||
@@ -53,7 +58,9 @@ KJIT_PUBLIC_HEADERS_DIR=$TMP/h-v1 "$ROOT/tools/update_abi_baseline.sh" "$TMP/bas
 grep -q "soname='libkjit.so.0'" "$TMP/base.abi" || fail "the baseline does not record the soname"
 
 # ---- check_symbols.sh ----
-sym() { KJIT_PUBLIC_HEADERS_DIR=$TMP/h-v1 "$ROOT/tools/check_symbols.sh" "$TMP/$1.so" >"$TMP/out" 2>&1; }
+sym() {  # sym LIB [MAP]
+  KJIT_PUBLIC_HEADERS_DIR=$TMP/h-v1 "$ROOT/tools/check_symbols.sh" "$TMP/$1.so" "${2:-$TMP/mini.map}" >"$TMP/out" 2>&1
+}
 sym base || { fail "check_symbols rejected a clean library"; cat "$TMP/out" >&2; }
 build leak v1 'int helper_leak(void) { return 2; }' libkjit.so.0 -fvisibility=default
 if sym leak; then fail "check_symbols accepted a library exporting helper_leak without versions"; fi
@@ -62,6 +69,19 @@ grep -q 'not versioned' "$TMP/out" || fail "check_symbols did not report unversi
 echo 'KJIT_9 { global: kjit_*; local: *; };' >"$TMP/other.map"
 build othernode v1 '' libkjit.so.0 -Wl,--version-script="$TMP/other.map"
 if sym othernode; then fail "check_symbols accepted symbols of another version node"; fi
+# A kjit_* function exported without being listed (here: by a pattern) is refused.
+build unlisted v1 'KJIT_EXPORT int kjit_gamma(void); int kjit_gamma(void) { return 3; }' libkjit.so.0 \
+  -Wl,--version-script="$TMP/wild.map"
+if sym unlisted; then fail "check_symbols accepted kjit_gamma, which the map does not list"; fi
+grep -q 'kjit_gamma' "$TMP/out" || fail "check_symbols did not name the unlisted kjit_gamma"
+# Listed under the next release's node, it is accepted; listed under the wrong node, not.
+build gamma v1 'KJIT_EXPORT int kjit_gamma(void); int kjit_gamma(void) { return 3; }' libkjit.so.0 "$MAP2"
+sym gamma "$TMP/mini2.map" || { fail "check_symbols rejected kjit_gamma listed under KJIT_0.2"; cat "$TMP/out" >&2; }
+sed 's/kjit_beta;/kjit_beta;\n    kjit_gamma;/; /^KJIT_0.2/,$d' "$TMP/mini2.map" >"$TMP/wrongnode.map"
+if sym gamma "$TMP/wrongnode.map"; then fail "check_symbols accepted kjit_gamma@KJIT_0.2 listed under KJIT_0.1"; fi
+grep -q 'listed under KJIT_0.1' "$TMP/out" || fail "check_symbols did not report the version mismatch"
+# A map that exports by pattern is refused even when the library matches it.
+if sym base "$TMP/wild.map"; then fail "check_symbols accepted a map with a pattern"; fi
 build nosoname v1 '' libkjit.so "$MAP"
 if sym nosoname; then fail "check_symbols accepted the soname libkjit.so"; fi
 build base v1 '' libkjit.so.0 "$MAP"
@@ -79,7 +99,7 @@ expect_abi() {  # expect_abi pass|fail LIB WHAT
 }
 build base v1 '' libkjit.so.0 "$MAP"
 expect_abi pass base "the baseline library itself"
-build added v1 'KJIT_EXPORT int kjit_gamma(void); int kjit_gamma(void) { return 3; }' libkjit.so.0 "$MAP"
+build added v1 'KJIT_EXPORT int kjit_gamma(void); int kjit_gamma(void) { return 3; }' libkjit.so.0 "$MAP2"
 expect_abi pass added "an added function"
 grep -q 'functions were added' "$TMP/out" || fail "check_abi did not note the added function"
 build append append '' libkjit.so.0 "$MAP"

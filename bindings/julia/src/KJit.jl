@@ -976,21 +976,19 @@ function launch_raw(k::Kernel, ptrs::Vector{Ptr{Cvoid}}; grid=1, block=1, shared
     return nothing
 end
 
-# The library's *_init functions write its own (possibly newer, larger) struct: give them
-# room and read back the fields these bindings know.
+# The library's defaults for a struct, written by its *_init_sized function within the
+# struct these bindings know (struct_size = sizeof(T)).
 function _library_init(f, ::Type{T}) where {T}
-    buf = zeros(UInt64, 128)  # 1 KiB, 8-byte aligned
-    return GC.@preserve buf begin
-        f(Ptr{T}(pointer(buf)))
-        unsafe_load(Ptr{T}(pointer(buf)))
-    end
+    r = Ref{T}()
+    check(f(r, sizeof(T)))
+    return r[]
 end
 
 "The library's default launch configuration (`kjit_launch_config_init`)."
-default_launch_config() = _library_init(LibKJit.kjit_launch_config_init, LibKJit.kjit_launch_config)
+default_launch_config() = _library_init(LibKJit.kjit_launch_config_init_sized, LibKJit.kjit_launch_config)
 
 "The library's default cache options (`kjit_cache_options_init`)."
-default_cache_options() = _library_init(LibKJit.kjit_cache_options_init, LibKJit.kjit_cache_options)
+default_cache_options() = _library_init(LibKJit.kjit_cache_options_init_sized, LibKJit.kjit_cache_options)
 
 # ---- GEMM (cuBLASLt) ----------------------------------------------------------------------
 
@@ -1002,7 +1000,7 @@ A GEMM problem: the library's defaults (`kjit_gemm_desc_init`) with the given fi
 """
 function gemm_desc(; kwargs...)
     T = LibKJit.kjit_gemm_desc
-    d = _library_init(LibKJit.kjit_gemm_desc_init, T)
+    d = _library_init(LibKJit.kjit_gemm_desc_init_sized, T)
     d = T(UInt32(sizeof(T)), Base.tail(ntuple(i -> getfield(d, i), fieldcount(T)))...)
     for k in keys(kwargs)
         k in fieldnames(T) || throw(ArgumentError("kjit_gemm_desc has no field $k"))

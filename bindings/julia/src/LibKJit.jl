@@ -64,7 +64,7 @@ end
 
 "C struct `kjit_worker_info` (compile.h)."
 struct kjit_worker_info
-    struct_size::Csize_t
+    struct_size::UInt32
     running::Cint
     pch_in_use::Cint
     pid::Int64
@@ -443,11 +443,23 @@ kjit_compute_key(source, opts, out_hex) =
 
 # ---- cache.h ---------------------------------------------------------------
 
-"`void kjit_cache_options_init(kjit_cache_options* opts)`"
+"`void kjit_cache_options_init(kjit_cache_options* opts)` (the 0.1.0 function)"
 kjit_cache_options_init(opts) =
     ccall((:kjit_cache_options_init, libkjit), Cvoid,
           (Ptr{kjit_cache_options},),
           opts)
+
+"`kjit_status kjit_cache_options_init_sized(kjit_cache_options* opts, size_t size)` (since 0.2)"
+kjit_cache_options_init_sized(opts, size) =
+    ccall((:kjit_cache_options_init_sized, libkjit), Cint,
+          (Ptr{kjit_cache_options}, Csize_t),
+          opts, size)
+
+"`kjit_status kjit_cache_stats_init_sized(kjit_cache_stats* stats, size_t size)` (since 0.2)"
+kjit_cache_stats_init_sized(stats, size) =
+    ccall((:kjit_cache_stats_init_sized, libkjit), Cint,
+          (Ptr{kjit_cache_stats}, Csize_t),
+          stats, size)
 
 "`kjit_status kjit_cache_open(const kjit_cache_options* opts, kjit_cache** out)`"
 kjit_cache_open(opts, out) =
@@ -616,11 +628,29 @@ kjit_kernel_suggest_block_size(kernel, dynamic_shared, min_grid, block_size) =
           (Ptr{Cvoid}, Csize_t, Ptr{Cint}, Ptr{Cint}),
           kernel, dynamic_shared, min_grid, block_size)
 
-"`void kjit_launch_config_init(kjit_launch_config* cfg)`"
+"`void kjit_launch_config_init(kjit_launch_config* cfg)` (the 0.1.0 function)"
 kjit_launch_config_init(cfg) =
     ccall((:kjit_launch_config_init, libkjit), Cvoid,
           (Ptr{kjit_launch_config},),
           cfg)
+
+"`kjit_status kjit_launch_config_init_sized(kjit_launch_config* cfg, size_t size)` (since 0.2)"
+kjit_launch_config_init_sized(cfg, size) =
+    ccall((:kjit_launch_config_init_sized, libkjit), Cint,
+          (Ptr{kjit_launch_config}, Csize_t),
+          cfg, size)
+
+"`kjit_status kjit_worker_info_init_sized(kjit_worker_info* info, size_t size)` (since 0.2)"
+kjit_worker_info_init_sized(info, size) =
+    ccall((:kjit_worker_info_init_sized, libkjit), Cint,
+          (Ptr{kjit_worker_info}, Csize_t),
+          info, size)
+
+"`kjit_status kjit_kernel_attributes_init_sized(kjit_kernel_attributes* attrs, size_t size)` (since 0.2)"
+kjit_kernel_attributes_init_sized(attrs, size) =
+    ccall((:kjit_kernel_attributes_init_sized, libkjit), Cint,
+          (Ptr{kjit_kernel_attributes}, Csize_t),
+          attrs, size)
 
 "`kjit_status kjit_kernel_launch(kjit_kernel* kernel, const kjit_launch_config* cfg, void** args, size_t count)`"
 kjit_kernel_launch(kernel, cfg, args, count) =
@@ -648,11 +678,29 @@ kjit_gemm_desc_init(desc) =
           (Ptr{kjit_gemm_desc},),
           desc)
 
-"`void kjit_gemm_options_init(kjit_gemm_options* opts)`"
+"`void kjit_gemm_options_init(kjit_gemm_options* opts)` (the 0.1.0 function)"
 kjit_gemm_options_init(opts) =
     ccall((:kjit_gemm_options_init, libkjit), Cvoid,
           (Ptr{kjit_gemm_options},),
           opts)
+
+"`kjit_status kjit_gemm_desc_init_sized(kjit_gemm_desc* desc, size_t size)` (since 0.2)"
+kjit_gemm_desc_init_sized(desc, size) =
+    ccall((:kjit_gemm_desc_init_sized, libkjit), Cint,
+          (Ptr{kjit_gemm_desc}, Csize_t),
+          desc, size)
+
+"`kjit_status kjit_gemm_options_init_sized(kjit_gemm_options* opts, size_t size)` (since 0.2)"
+kjit_gemm_options_init_sized(opts, size) =
+    ccall((:kjit_gemm_options_init_sized, libkjit), Cint,
+          (Ptr{kjit_gemm_options}, Csize_t),
+          opts, size)
+
+"`kjit_status kjit_gemm_stats_init_sized(kjit_gemm_stats* stats, size_t size)` (since 0.2)"
+kjit_gemm_stats_init_sized(stats, size) =
+    ccall((:kjit_gemm_stats_init_sized, libkjit), Cint,
+          (Ptr{kjit_gemm_stats}, Csize_t),
+          stats, size)
 
 "`kjit_status kjit_gemm_create(kjit_cache* cache, int device, const kjit_gemm_options* options, kjit_gemm** out)`"
 kjit_gemm_create(cache, device, options, out) =

@@ -144,7 +144,8 @@ class Cache(Handle):
                  remote_url: Optional[str] = None, remote_read_only: bool = False) -> None:
         self._users = Users()
         o = _lib.CacheOptionsStruct()
-        o.struct_size = ctypes.sizeof(o)
+        # The library's defaults, written within the struct these bindings know.
+        check(_lib.lib().kjit_cache_options_init_sized(ctypes.byref(o), ctypes.sizeof(o)))
         if directory is not None:
             o.directory = cstr(directory, "directory", path=True, allow_empty=False)
         o.max_size_bytes = as_int(max_size_bytes, "max_size_bytes", 0, _U64)

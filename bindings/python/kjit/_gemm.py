@@ -291,7 +291,7 @@ class Gemm(Handle):
         ch = _cache_handle(cache, "Gemm")
         d = as_int(device, "device", 0, 2**31 - 1)
         o = _lib.GemmOptionsStruct()
-        o.struct_size = ctypes.sizeof(o)
+        check(_lib.lib().kjit_gemm_options_init_sized(ctypes.byref(o), ctypes.sizeof(o)))
         o.plan_capacity = as_int(plan_capacity, "plan_capacity", 0, 2**32 - 1)
         o.autotune = as_bool(autotune, "autotune")
         o.autotune_candidates = as_int(autotune_candidates, "autotune_candidates", 0,

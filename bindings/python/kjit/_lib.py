@@ -49,7 +49,7 @@ class CacheOptionsStruct(ctypes.Structure):
 class WorkerInfoStruct(ctypes.Structure):
     """``kjit_worker_info`` (compile.h, since 0.2): the compile worker's state."""
     _fields_ = [
-        ("struct_size", c_size_t),
+        ("struct_size", c_uint32),
         ("running", c_int),
         ("pch_in_use", c_int),
         ("pid", c_int64),
@@ -286,6 +286,8 @@ PROTOTYPES = {
     "kjit_compute_key": (_st, [c_char_p, _p, c_char_p]),
     # cache.h
     "kjit_cache_options_init": (None, [POINTER(CacheOptionsStruct)]),
+    "kjit_cache_options_init_sized": (_st, [POINTER(CacheOptionsStruct), c_size_t]),
+    "kjit_cache_stats_init_sized": (_st, [POINTER(CacheStatsStruct), c_size_t]),
     "kjit_cache_open": (_st, [POINTER(CacheOptionsStruct), _pp]),
     "kjit_cache_close": (None, [_p]),
     "kjit_cache_directory": (c_char_p, [_p]),
@@ -318,12 +320,18 @@ PROTOTYPES = {
     "kjit_kernel_occupancy": (_st, [_p, c_int, c_size_t, POINTER(c_int)]),
     "kjit_kernel_suggest_block_size": (_st, [_p, c_size_t, POINTER(c_int), POINTER(c_int)]),
     "kjit_launch_config_init": (None, [POINTER(LaunchConfigStruct)]),
+    "kjit_launch_config_init_sized": (_st, [POINTER(LaunchConfigStruct), c_size_t]),
+    "kjit_kernel_attributes_init_sized": (_st, [POINTER(KernelAttributesStruct), c_size_t]),
+    "kjit_worker_info_init_sized": (_st, [POINTER(WorkerInfoStruct), c_size_t]),
     # The launch config and the parameter buffer are passed as c_void_p so that a bytes
     # object goes through without a copy (the C side only reads them).
     "kjit_kernel_launch_packed": (_st, [_p, c_void_p, c_void_p, c_size_t]),
     # gemm.h
     "kjit_gemm_desc_init": (None, [POINTER(GemmDescStruct)]),
     "kjit_gemm_options_init": (None, [POINTER(GemmOptionsStruct)]),
+    "kjit_gemm_desc_init_sized": (_st, [POINTER(GemmDescStruct), c_size_t]),
+    "kjit_gemm_options_init_sized": (_st, [POINTER(GemmOptionsStruct), c_size_t]),
+    "kjit_gemm_stats_init_sized": (_st, [POINTER(GemmStatsStruct), c_size_t]),
     "kjit_gemm_create": (_st, [_p, c_int, POINTER(GemmOptionsStruct), _pp]),
     "kjit_gemm_destroy": (None, [_p]),
     "kjit_gemm_check": (_st, [POINTER(GemmDescStruct), _p, _p, _p, _p, _p]),

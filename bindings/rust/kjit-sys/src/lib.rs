@@ -484,7 +484,14 @@ extern "C" {
     ) -> kjit_status;
 
     // cache.h
+    /// The 0.1.0 function: writes the 0.1.0 struct. Prefer `kjit_cache_options_init_sized`.
     pub fn kjit_cache_options_init(opts: *mut kjit_cache_options);
+    /// Since 0.2: writes the defaults within `size` bytes only (pass `size_of` of ours).
+    pub fn kjit_cache_options_init_sized(opts: *mut kjit_cache_options, size: usize)
+        -> kjit_status;
+    /// Since 0.2.
+    pub fn kjit_cache_stats_init_sized(stats: *mut kjit_cache_stats, size: usize)
+        -> kjit_status;
     pub fn kjit_cache_open(
         opts: *const kjit_cache_options,
         out: *mut *mut kjit_cache,
@@ -591,7 +598,16 @@ extern "C" {
     ) -> kjit_status;
 
     // kernel.h: launch
+    /// The 0.1.0 function: writes the 0.1.0 struct. Prefer `kjit_launch_config_init_sized`.
     pub fn kjit_launch_config_init(cfg: *mut kjit_launch_config);
+    /// Since 0.2: writes the defaults within `size` bytes only.
+    pub fn kjit_launch_config_init_sized(cfg: *mut kjit_launch_config, size: usize)
+        -> kjit_status;
+    /// Since 0.2.
+    pub fn kjit_kernel_attributes_init_sized(
+        attrs: *mut kjit_kernel_attributes,
+        size: usize,
+    ) -> kjit_status;
     pub fn kjit_kernel_launch(
         kernel: *mut kjit_kernel,
         cfg: *const kjit_launch_config,
@@ -612,8 +628,14 @@ extern "C" {
         size: usize,
     ) -> kjit_status;
     // gemm.h
+    /// The 0.1.0 functions: they write the 0.1.0 structs. Prefer the `_sized` ones.
     pub fn kjit_gemm_desc_init(desc: *mut kjit_gemm_desc);
     pub fn kjit_gemm_options_init(opts: *mut kjit_gemm_options);
+    /// Since 0.2: write the defaults within `size` bytes only.
+    pub fn kjit_gemm_desc_init_sized(desc: *mut kjit_gemm_desc, size: usize) -> kjit_status;
+    pub fn kjit_gemm_options_init_sized(opts: *mut kjit_gemm_options, size: usize)
+        -> kjit_status;
+    pub fn kjit_gemm_stats_init_sized(stats: *mut kjit_gemm_stats, size: usize) -> kjit_status;
     pub fn kjit_gemm_create(
         cache: *mut kjit_cache,
         device: c_int,
@@ -694,17 +716,33 @@ mod tests {
         assert_eq!(size_of::<kjit_gemm_stats>(), 96);
     }
 
-    // The *_init functions write the library's struct, which may be newer and larger than
-    // ours: give them a large buffer and compare the fields we know.
+    // The sized init functions write our struct, and nothing past it: each struct sits in
+    // front of a canary, which must survive.
     #[repr(C, align(8))]
-    struct Big([u8; 1024]);
+    struct Guarded<T: Copy> {
+        value: T,
+        canary: [u8; 64],
+    }
+
+    fn init_sized<T: Copy>(init: unsafe extern "C" fn(*mut T, usize) -> kjit_status) -> T {
+        let mut g: Guarded<T> = unsafe { std::mem::zeroed() };
+        unsafe {
+            std::ptr::write_bytes(&mut g as *mut Guarded<T> as *mut u8, 0xAB, size_of::<Guarded<T>>())
+        };
+        let status = unsafe { init(&mut g.value, size_of::<T>()) };
+        assert_eq!(status, KJIT_OK);
+        // Bytes past our struct (padding up to the canary included) are the caller's.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(&g as *const Guarded<T> as *const u8, size_of::<Guarded<T>>())
+        };
+        assert!(bytes[size_of::<T>()..].iter().all(|&b| b == 0xAB), "wrote past the struct");
+        g.value
+    }
 
     #[test]
     fn launch_config_init_matches_the_library() {
-        let mut big = Big([0xAB; 1024]);
-        unsafe { kjit_launch_config_init(big.0.as_mut_ptr() as *mut kjit_launch_config) };
-        let c = unsafe { *(big.0.as_ptr() as *const kjit_launch_config) };
-        assert!(c.struct_size >= kjit_launch_config::INIT.struct_size);
+        let c = init_sized(kjit_launch_config_init_sized);
+        assert_eq!(c.struct_size as usize, size_of::<kjit_launch_config>());
         assert_eq!(c.grid, [1, 1, 1]);
         assert_eq!(c.block, [1, 1, 1]);
         assert_eq!(c.shared_bytes, 0);
@@ -715,10 +753,8 @@ mod tests {
 
     #[test]
     fn cache_options_init_matches_the_library() {
-        let mut big = Big([0xAB; 1024]);
-        unsafe { kjit_cache_options_init(big.0.as_mut_ptr() as *mut kjit_cache_options) };
-        let o = unsafe { *(big.0.as_ptr() as *const kjit_cache_options) };
-        assert!(o.struct_size as usize >= size_of::<kjit_cache_options>());
+        let o = init_sized(kjit_cache_options_init_sized);
+        assert_eq!(o.struct_size as usize, size_of::<kjit_cache_options>());
         assert!(o.directory.is_null() && o.remote_url.is_null());
         assert_eq!(o.remote_read_only, 0);
         assert_eq!(
@@ -734,18 +770,29 @@ mod tests {
 
     #[test]
     fn gemm_inits_match_the_library() {
-        let mut big = Big([0xAB; 1024]);
-        unsafe { kjit_gemm_desc_init(big.0.as_mut_ptr() as *mut kjit_gemm_desc) };
-        let mut d = unsafe { *(big.0.as_ptr() as *const kjit_gemm_desc) };
-        assert!(d.struct_size >= kjit_gemm_desc::INIT.struct_size);
-        d.struct_size = kjit_gemm_desc::INIT.struct_size;
-        assert_eq!(d, kjit_gemm_desc::INIT);
-        let mut big = Big([0xAB; 1024]);
-        unsafe { kjit_gemm_options_init(big.0.as_mut_ptr() as *mut kjit_gemm_options) };
-        let mut o = unsafe { *(big.0.as_ptr() as *const kjit_gemm_options) };
-        assert!(o.struct_size >= kjit_gemm_options::INIT.struct_size);
-        o.struct_size = kjit_gemm_options::INIT.struct_size;
-        assert_eq!(o, kjit_gemm_options::INIT);
+        assert_eq!(init_sized(kjit_gemm_desc_init_sized), kjit_gemm_desc::INIT);
+        assert_eq!(init_sized(kjit_gemm_options_init_sized), kjit_gemm_options::INIT);
+        let s = init_sized(kjit_gemm_stats_init_sized);
+        assert_eq!((s.struct_size as usize, s.runs), (size_of::<kjit_gemm_stats>(), 0));
+    }
+
+    #[test]
+    fn stats_and_attribute_inits_zero_our_struct() {
+        let s = init_sized(kjit_cache_stats_init_sized);
+        assert_eq!(s.struct_size as usize, size_of::<kjit_cache_stats>());
+        assert_eq!((s.misses, s.total_pch_failed, s.message[0]), (0, 0, 0));
+        let a = init_sized(kjit_kernel_attributes_init_sized);
+        assert_eq!(a.struct_size as usize, size_of::<kjit_kernel_attributes>());
+        assert_eq!(a.num_regs, 0);
+    }
+
+    #[test]
+    fn a_size_below_the_first_release_is_refused() {
+        let mut c = kjit_launch_config::INIT;
+        let status = unsafe { kjit_launch_config_init_sized(&mut c, 8) };
+        assert_eq!(status, KJIT_ERROR_INVALID_ARGUMENT);
+        // Nothing was written.
+        assert_eq!(c.struct_size, kjit_launch_config::INIT.struct_size);
     }
 
     #[test]

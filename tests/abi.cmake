@@ -1,0 +1,14 @@
+# The versioned-struct policy from C: the 0.1.0 init symbols reached with dlvsym() write
+# only the 0.1.0 structs, the sized ones carry KJIT_0.2, and the init macros compile in C.
+# (tests/test_abi.cpp covers every entry point, under the sanitizers too.) An instrumented
+# library cannot be loaded by this uninstrumented program, hence not in sanitizer builds.
+if(NOT KJIT_SANITIZE)
+  add_executable(abi_old_symbols ${CMAKE_CURRENT_SOURCE_DIR}/abi/old_symbols.c)
+  target_include_directories(abi_old_symbols PRIVATE ${PROJECT_SOURCE_DIR}/include)
+  target_link_libraries(abi_old_symbols PRIVATE kjit ${CMAKE_DL_LIBS})
+  set_target_properties(abi_old_symbols PROPERTIES C_STANDARD 99 C_EXTENSIONS ON)
+  target_compile_options(abi_old_symbols PRIVATE -Wall -Wextra -Werror)
+  add_test(NAME abi_old_init_symbols
+    COMMAND abi_old_symbols $<TARGET_FILE:kjit>)
+  set_tests_properties(abi_old_init_symbols PROPERTIES LABELS abi)
+endif()
