@@ -46,6 +46,10 @@ for f in "$build"/tests/test_* "$build"/bench/bench_* "$build"/src/cli/kjit; do
   if [ -f "$f" ] && [ -x "$f" ]; then cp "$f" "$out/bin/"; fi
 done
 for f in "$build"/libkjit.so*; do cp -P "$f" "$out/bin/"; done
+# The compile worker, where the library and the test programs look for it (relative to
+# their own directory: ../libexec/kjit/) and where run_gpu.sh points $KJIT_WORKER.
+mkdir -p "$out/libexec/kjit"
+cp "$build/libexec/kjit/kjit-worker" "$out/libexec/kjit/"
 cp "$root"/bench/*.py "$out/bench/"
 # The Python binding is pure Python: copied as it is, run by the GPU host's python3.
 mkdir -p "$out/python/lib"
@@ -53,6 +57,8 @@ mkdir -p "$out/python/lib"
   tar --exclude=__pycache__ --exclude='*.egg-info' --exclude=./build -cf - .) |
   tar -C "$out/python" -xf -
 for f in "$build"/libkjit.so*; do cp -P "$f" "$out/python/lib/"; done
+mkdir -p "$out/python/libexec/kjit"
+cp "$build/libexec/kjit/kjit-worker" "$out/python/libexec/kjit/"
 
 # Shared libraries that are not part of the base system or of the CUDA installation on
 # the GPU host: glibc, the GCC runtime, the driver and the CUDA toolkit stay where they are.
@@ -140,6 +146,7 @@ else
 fi
 mkdir -p "$results"
 export TMPDIR=${TMPDIR:-/tmp}
+export KJIT_WORKER=${KJIT_WORKER:-$here/libexec/kjit/kjit-worker}
 # A hung program must not take the whole run with it.
 limit() {
   local seconds=$1

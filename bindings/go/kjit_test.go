@@ -147,6 +147,28 @@ func TestCompileErrorCarriesLog(t *testing.T) {
 	}
 }
 
+// NVRTC 13.0 dies with SIGSEGV on this source with this name expression
+// (fuzz/nvrtc-crash/): the compile worker, the default mode, turns that into a status for
+// this compile, and this process lives on.
+func TestNvrtcCrashIsAStatusNotADeadProcess(t *testing.T) {
+	c := newCompiler(t, nil)
+	o := testOptions(t)
+	if err := o.SetTarget("sm_90"); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.AddNameExpression("t<int>"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Compile("template <typename ~> __global__ void t(T* p) { *p = T(1); }\n", o)
+	wantStatus(t, err, StatusNVRTC)
+	if !strings.Contains(err.Error(), "crashed") {
+		t.Fatal(err)
+	}
+	if _, err := c.Compile(saxpySource, testOptions(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestBadInputsAreReported(t *testing.T) {
 	c := newCompiler(t, nil)
 	_, err := c.Compile("", testOptions(t))

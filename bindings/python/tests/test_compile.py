@@ -40,6 +40,16 @@ class CompileTest(unittest.TestCase):
         self.assertEqual(b.key, kjit.compute_key(SAXPY, arch=ARCH))
         self.assertIn(b.key[:12], repr(b))
 
+    def test_nvrtc_crash_is_a_status_not_a_dead_process(self):
+        """NVRTC 13.0 dies with SIGSEGV on this source with this name expression
+        (fuzz/nvrtc-crash/): the compile worker, the default mode, turns that into an
+        NvrtcError for this compile, and this process lives on."""
+        with self.assertRaises(kjit.NvrtcError) as cm:
+            self.compile("template <typename ~> __global__ void t(T* p) { *p = T(1); }\n",
+                         arch="sm_90", name_expressions=["t<int>"])
+        self.assertIn("crashed", str(cm.exception))
+        self.assertEqual(self.compile().tier, kjit.Tier.COMPILED)
+
     def test_memory_then_disk_hit_then_other_process(self):
         first = self.compile()
         again = self.compile()

@@ -88,6 +88,25 @@ fn compile_error_carries_status_message_and_log() {
     assert!(!as_std.to_string().is_empty());
 }
 
+/// NVRTC 13.0 dies with SIGSEGV on this source with this name expression
+/// (fuzz/nvrtc-crash/): the compile worker, the default mode, turns that into a status for
+/// this compile, and this process lives on.
+#[test]
+fn nvrtc_crash_is_a_status_not_a_dead_process() {
+    let compiler = Compiler::new(None, 0).unwrap();
+    let mut o = Options::new().unwrap();
+    o.target("sm_90").unwrap().name_expression("t<int>").unwrap();
+    let e = compiler
+        .compile(
+            "template <typename ~> __global__ void t(T* p) { *p = T(1); }\n",
+            Some(&o),
+        )
+        .unwrap_err();
+    assert_eq!(e.status(), Status::Nvrtc, "{e}");
+    assert!(e.message().contains("crashed"), "{e}");
+    assert!(compiler.compile(SAXPY, Some(&opts())).is_ok());
+}
+
 #[test]
 fn bad_inputs_are_reported_not_crashed() {
     let compiler = Compiler::new(None, 0).unwrap();
