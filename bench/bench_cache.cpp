@@ -16,41 +16,18 @@
 #include <thread>
 #include <vector>
 
+#include "bench_common.h"
 #include "kjit/kjit.h"
 
 namespace {
 
-const char* kSaxpy = R"(
-extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = a * x[i] + y[i];
-}
-)";
-
-const char* kCub = R"(
-#include <cub/block/block_reduce.cuh>
-extern "C" __global__ void block_sum(const float* in, float* out, int n) {
-  using BlockReduce = cub::BlockReduce<float, 256>;
-  __shared__ typename BlockReduce::TempStorage temp;
-  int i = blockIdx.x * 256 + threadIdx.x;
-  float v = i < n ? in[i] : 0.0f;
-  float sum = BlockReduce(temp).Sum(v);
-  if (threadIdx.x == 0) out[blockIdx.x] = sum;
-}
-)";
+using kjit_bench::kCub;
+using kjit_bench::kSaxpy;
+using kjit_bench::median;
+using kjit_bench::now_us;
 
 std::string g_self;
 const std::string kCubInclude = std::string("-I") + KJIT_CUDA_INCLUDE_DIR + "/cccl";
-
-double now_us() {
-  using namespace std::chrono;
-  return duration<double, std::micro>(steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 struct Kernel {
   const char* name;
@@ -185,8 +162,9 @@ int main(int argc, char** argv) {
     return fresh_hit(argv[2], std::atoi(argv[3]));
   }
   if (argc >= 6 && std::strcmp(argv[1], "--hits") == 0) {
-    std::printf("%.1f\n", hit_rate(argv[2], kernels[std::atoi(argv[3])], std::atoi(argv[4]),
-                                   std::atoi(argv[5]), argc > 6 ? std::strtoull(argv[6], nullptr, 10) : 0));
+    std::printf("%.1f\n",
+                hit_rate(argv[2], kernels[std::atoi(argv[3])], std::atoi(argv[4]),
+                         std::atoi(argv[5]), argc > 6 ? std::strtoull(argv[6], nullptr, 10) : 0));
     return 0;
   }
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
@@ -233,8 +211,9 @@ int main(int argc, char** argv) {
     for (int r = 0; r < (quick ? 5 : 21); ++r) {
       fresh.push_back(run_children("--fresh-hit " + dir + " " + std::to_string(which), 1));
     }
-    std::printf("| %s | warm hit, fresh process incl. cache open (us) | %.0f | | target <= 1000 us |\n",
-                k.name, median(fresh));
+    std::printf(
+        "| %s | warm hit, fresh process incl. cache open (us) | %.0f | | target <= 1000 us |\n",
+        k.name, median(fresh));
     const int n = quick ? 2000 : 20000;
     for (int threads : {1, 2, 8}) {
       std::printf("| %s | memory-tier hits/s, %d thread%s | %.0f | | |\n", k.name, threads,

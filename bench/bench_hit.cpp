@@ -21,43 +21,19 @@
 #include <string>
 #include <vector>
 
+#include "bench_common.h"
 #include "kjit/kjit.h"
 #include "store/disk_store.h"
 #include "util/fs.h"
 
 namespace {
 
-const char* kSaxpy = R"(
-extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = a * x[i] + y[i];
-}
-)";
-
-const char* kCub = R"(
-#include <cub/block/block_reduce.cuh>
-extern "C" __global__ void block_sum(const float* in, float* out, int n) {
-  using BlockReduce = cub::BlockReduce<float, 256>;
-  __shared__ typename BlockReduce::TempStorage temp;
-  int i = blockIdx.x * 256 + threadIdx.x;
-  float v = i < n ? in[i] : 0.0f;
-  float sum = BlockReduce(temp).Sum(v);
-  if (threadIdx.x == 0) out[blockIdx.x] = sum;
-}
-)";
+using kjit_bench::kCub;
+using kjit_bench::kSaxpy;
+using kjit_bench::median;
+using kjit_bench::now_us;
 
 std::string g_self;
-
-double now_us() {
-  using namespace std::chrono;
-  return duration<double, std::micro>(steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 void check(kjit_status s, const char* what) {
   if (s != KJIT_OK) {
@@ -110,9 +86,9 @@ void fill(const std::string& dir, int n) {
 }
 
 // Child: a fresh process reaching one disk hit. Prints "total open=.. compiler=.. hit=..
-// close=.." in microseconds (the total up to the hit, without closing); exits 2 if the compile was not a disk hit. With `leave`, the
-// process exits without closing the cache (as a killed process, or one that never calls
-// kjit_cache_close, does).
+// close=.." in microseconds (the total up to the hit, without closing); exits 2 if the compile was
+// not a disk hit. With `leave`, the process exits without closing the cache (as a killed process,
+// or one that never calls kjit_cache_close, does).
 int child(const std::string& dir, int which, bool leave) {
   const double t0 = now_us();
   kjit_cache* cache = open_cache(dir);
@@ -317,10 +293,10 @@ int main(int argc, char** argv) {
       for (int r = 0; r < reps; ++r) {
         runs.push_back(spawn("--child " + dirs[0] + " " + std::to_string(which) + " close"));
       }
-      std::printf("| fresh process to a disk hit, %d entries, a compile worker alive (us) | %s | "
-                  "%.0f | %s |\n",
-                  sizes[0], which == 0 ? "saxpy" : "CUB BlockReduce", total(runs),
-                  medians(runs).c_str());
+      std::printf(
+          "| fresh process to a disk hit, %d entries, a compile worker alive (us) | %s | "
+          "%.0f | %s |\n",
+          sizes[0], which == 0 ? "saxpy" : "CUB BlockReduce", total(runs), medians(runs).c_str());
     }
   }
 
@@ -331,15 +307,17 @@ int main(int argc, char** argv) {
   const int n = quick ? 2000 : 20000;
   {
     kjit_options* o = options_for(0);
-    std::printf("| in-process hit, %zu B source, no includes (us) | saxpy | %.2f | target <= 1 us |\n",
-                std::strlen(kSaxpy), hit_us(c, kSaxpy, o, n));
+    std::printf(
+        "| in-process hit, %zu B source, no includes (us) | saxpy | %.2f | target <= 1 us |\n",
+        std::strlen(kSaxpy), hit_us(c, kSaxpy, o, n));
     std::string big_src = kSaxpy;
     for (int i = 0; big_src.size() < 65536 - 64; ++i) {
       big_src += "// padding line " + std::to_string(i) + " of a large generated kernel\n";
     }
-    std::printf("| in-process hit, %zu B source, no includes (us) | saxpy + comments | %.2f | "
-                "target <= 1 us |\n",
-                big_src.size(), hit_us(c, big_src, o, n / 10));
+    std::printf(
+        "| in-process hit, %zu B source, no includes (us) | saxpy + comments | %.2f | "
+        "target <= 1 us |\n",
+        big_src.size(), hit_us(c, big_src, o, n / 10));
     kjit_options_destroy(o);
   }
   const std::string inc = root + "/include";
@@ -348,8 +326,8 @@ int main(int argc, char** argv) {
     std::string src;
     for (int h = 0; h < headers; ++h) {
       const std::string name = "h" + std::to_string(headers) + "_" + std::to_string(h) + ".h";
-      write(inc + "/" + name, "#pragma once\n#define V" + std::to_string(h) + " " +
-                                  std::to_string(h) + "\n");
+      write(inc + "/" + name,
+            "#pragma once\n#define V" + std::to_string(h) + " " + std::to_string(h) + "\n");
       src += "#include \"" + name + "\"\n";
     }
     src += kSaxpy;
@@ -357,8 +335,9 @@ int main(int argc, char** argv) {
     sleep(3);
     kjit_options* o = options_for(0, inc);
     const double us = hit_us(c, src, o, n);
-    std::printf("| in-process hit, %d user headers via -I (us) | saxpy | %.2f | target <= %.1f us |\n",
-                headers, us, 1.0 + 0.5 * headers);
+    std::printf(
+        "| in-process hit, %d user headers via -I (us) | saxpy | %.2f | target <= %.1f us |\n",
+        headers, us, 1.0 + 0.5 * headers);
     // An edit of the same size within the same second is seen at once.
     const std::string first = inc + "/h" + std::to_string(headers) + "_0.h";
     const std::string before = ptx_of(c, src, o);

@@ -24,18 +24,16 @@
 #include <thread>
 #include <vector>
 
+#include "bench_common.h"
 #include "kjit/kjit.h"
 
 namespace {
 
+using kjit_bench::median;
+
 double now_ms() {
   using namespace std::chrono;
   return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 std::vector<std::string> toolkit_includes() {

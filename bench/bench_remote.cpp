@@ -13,40 +13,21 @@
 #include <thread>
 #include <vector>
 
+#include "bench_common.h"
 #include "compile/compiler.h"
 #include "store/cache.h"
 #include "util/fs.h"
 
 namespace {
 
-const char* kSaxpy = R"(
-extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = a * x[i] + y[i];
-}
-)";
-
-const char* kCub = R"(
-#include <cub/block/block_reduce.cuh>
-extern "C" __global__ void block_sum(const float* in, float* out, int n) {
-  using BlockReduce = cub::BlockReduce<float, 256>;
-  __shared__ typename BlockReduce::TempStorage temp;
-  int i = blockIdx.x * 256 + threadIdx.x;
-  float v = i < n ? in[i] : 0.0f;
-  float sum = BlockReduce(temp).Sum(v);
-  if (threadIdx.x == 0) out[blockIdx.x] = sum;
-}
-)";
+using kjit_bench::kCub;
+using kjit_bench::kSaxpy;
+using kjit_bench::median;
 
 std::string temp_dir() {
   char tmpl[] = "/tmp/kjit-bench-remote-XXXXXX";
   if (!mkdtemp(tmpl)) std::exit(1);
   return tmpl;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // Time to a ready result on a fresh node (new cache handle, new directory unless `dir`).
@@ -85,7 +66,9 @@ int main() {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   const std::string url = "unix://" + sock;
-  std::printf("| kernel | cold compile (ms) | local SQLite hit, new handle (ms) | from Redis on node B (ms) |\n");
+  std::printf(
+      "| kernel | cold compile (ms) | local SQLite hit, new handle (ms) | from Redis on node B "
+      "(ms) |\n");
   std::printf("| --- | --- | --- | --- |\n");
   struct K {
     const char* name;
