@@ -253,26 +253,28 @@ void line_pass(const std::string& t, Directives* out) {
 // one timestamp tick (same size, same mtime) would otherwise look unchanged.
 constexpr int64_t kRacySeconds = 2;
 
-struct Stamp {
-  dev_t dev = 0;
-  ino_t ino = 0;
-  off_t size = 0;
-  int64_t mtime_ns = 0, ctime_ns = 0;
-  bool operator==(const Stamp& o) const {
-    return dev == o.dev && ino == o.ino && size == o.size && mtime_ns == o.mtime_ns &&
-           ctime_ns == o.ctime_ns;
-  }
-};
-
-bool stamp_of(const std::string& path, Stamp* s) {
+// The stamp of `path` without its name; false when stat() failed for another reason than
+// the path's absence.
+bool stat_stamp(const char* path, PathStamp* out) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
-  s->dev = st.st_dev;
-  s->ino = st.st_ino;
-  s->size = st.st_size;
-  s->mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  s->ctime_ns = int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+  if (::stat(path, &st) != 0) {
+    out->kind = 0;
+    out->dev = out->ino = out->size = 0;
+    out->mtime_ns = out->ctime_ns = 0;
+    return errno == ENOENT || errno == ENOTDIR;
+  }
+  out->kind = S_ISREG(st.st_mode) ? 1 : S_ISDIR(st.st_mode) ? 2 : 3;
+  out->dev = uint64_t(st.st_dev);
+  out->ino = uint64_t(st.st_ino);
+  out->size = out->kind == 2 ? 0 : uint64_t(st.st_size);
+  out->mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  out->ctime_ns = int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
   return true;
+}
+
+// The stamp of a regular file; false for anything else.
+bool file_stamp(const std::string& path, PathStamp* s) {
+  return stat_stamp(path.c_str(), s) && s->kind == 1;
 }
 
 int64_t now_ns() {
@@ -281,8 +283,13 @@ int64_t now_ns() {
   return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+bool same_stamp(const PathStamp& a, const PathStamp& b) {
+  return a.kind == b.kind && a.dev == b.dev && a.ino == b.ino && a.size == b.size &&
+         a.mtime_ns == b.mtime_ns && a.ctime_ns == b.ctime_ns;
+}
+
 struct FileInfo {
-  Stamp stamp;
+  PathStamp stamp;       // without its path
   bool settled = false;  // last modified well before it was read: the memo may be trusted
   std::shared_ptr<const std::string> content;
   std::string digest;  // SHA-256 of the content
@@ -297,12 +304,12 @@ std::unordered_map<std::string, FilePtr> g_memo;
 // The file at `path` as read now (or remembered), nullptr when it is not a readable
 // regular file.
 FilePtr load(const std::string& path) {
-  Stamp before;
-  if (!stamp_of(path, &before)) return nullptr;
+  PathStamp before;
+  if (!file_stamp(path, &before)) return nullptr;
   {
     std::lock_guard<std::mutex> lock(g_memo_mu);
     auto it = g_memo.find(path);
-    if (it != g_memo.end() && it->second->settled && it->second->stamp == before) {
+    if (it != g_memo.end() && it->second->settled && same_stamp(it->second->stamp, before)) {
       return it->second;
     }
   }
@@ -316,14 +323,13 @@ FilePtr load(const std::string& path) {
   h.update(*content);
   info->digest = to_hex(h.finish());
   info->content = std::make_shared<const std::string>(std::move(*content));
-  Stamp after;
-  const bool same = stamp_of(path, &after) && after == before;
+  PathStamp after;
+  const bool same = file_stamp(path, &after) && same_stamp(after, before);
   // On a network file system stat() answers from an attribute cache that can be seconds
   // behind another host's edit, while reading revalidates: such files are always read.
-  info->settled = same &&
-                  read_at - std::max(before.mtime_ns, before.ctime_ns) >=
-                      kRacySeconds * 1000000000 &&
-                  network_fs_type(path).empty();
+  info->settled =
+      same && read_at - std::max(before.mtime_ns, before.ctime_ns) >= kRacySeconds * 1000000000 &&
+      network_fs_type(path).empty();
   if (same) {
     std::lock_guard<std::mutex> lock(g_memo_mu);
     if (g_memo.size() > 4096) g_memo.clear();
@@ -576,8 +582,8 @@ class Scanner {
         }
         if (!list_tree(real, depth + 1, budget)) whole = false;
       } else {
-        Stamp st;
-        const uint64_t size = stamp_of(p, &st) ? uint64_t(st.size) : 0;
+        PathStamp st;
+        const uint64_t size = file_stamp(p, &st) ? st.size : 0;
         if (budget->files == 0 || size > budget->bytes) return false;
         --budget->files;
         budget->bytes -= size;
@@ -633,29 +639,6 @@ class Scanner {
 
 }  // namespace
 
-namespace {
-
-// The stamp of `path` without its name; false when stat() failed for another reason than
-// the path's absence.
-bool stat_stamp(const char* path, PathStamp* out) {
-  struct stat st;
-  if (::stat(path, &st) != 0) {
-    out->kind = 0;
-    out->dev = out->ino = out->size = 0;
-    out->mtime_ns = out->ctime_ns = 0;
-    return errno == ENOENT || errno == ENOTDIR;
-  }
-  out->kind = S_ISREG(st.st_mode) ? 1 : S_ISDIR(st.st_mode) ? 2 : 3;
-  out->dev = uint64_t(st.st_dev);
-  out->ino = uint64_t(st.st_ino);
-  out->size = out->kind == 2 ? 0 : uint64_t(st.st_size);
-  out->mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  out->ctime_ns = int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
-  return true;
-}
-
-}  // namespace
-
 bool stamp_path(const std::string& path, PathStamp* out) {
   out->path = path;
   return stat_stamp(path.c_str(), out);
@@ -682,7 +665,9 @@ bool stamp_settled(const PathStamp& s, int64_t now) {
   return now - std::max(s.mtime_ns, s.ctime_ns) >= kRacySeconds * 1000000000;
 }
 
-int64_t realtime_ns() { return now_ns(); }
+int64_t realtime_ns() {
+  return now_ns();
+}
 
 bool IncludeScan::reads_files() const {
   return !files.empty() || !absent.empty() || computed;
