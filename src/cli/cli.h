@@ -12,14 +12,14 @@ struct cJSON;
 
 namespace kjit_cli {
 
-// Exit statuses (documented in `kjit --help` and kjit(1)).
+// Exit statuses (documented in `kjit --help`, each command's --help and kjit(1)).
 enum Exit : int {
   kExitOk = 0,        // success
   kExitCompile = 1,   // a compile failed (log printed); `warm`: one or more kernels failed
   kExitUsage = 2,     // bad command line: unknown command/option, missing or bad argument
-  kExitError = 3,     // any other error: file I/O, cache unusable, malformed manifest...
+  kExitError = 3,     // any other error: file I/O, no or unusable cache, malformed input...
   kExitNotFound = 4,  // `cache show|rm KEY`: no such entry
-  kExitCorrupt = 5,   // `cache verify|import`: corrupt entries found (and removed/rejected)
+  kExitCorrupt = 5,   // `cache show|verify|import`: corrupt entries found (and removed/rejected)
 };
 
 // Thrown to stop a command with a message and an exit status. main() prints
@@ -143,14 +143,38 @@ double wait_ms_of(bool waited, int tier, double elapsed_ms, double compile_ms);
 // " after waiting 1.2 s for another process", or "" for no wait.
 std::string waited_text(double wait_ms);
 
-// Opens the cache selected by --cache-dir (or the default). Fails with kExitError when the
-// library cannot open it at all. Commands that only read open it read-write all the same,
-// so that a cache nobody has used yet reads as empty (the library falls back to read-only
-// by itself when the directory is not writable).
-kjit_cache* open_cache(const Global& g, bool read_only);
+// The cache directory --cache-dir (or the default) names, found as kjit_cache_open() finds
+// it (--cache-dir, else $KJIT_CACHE_DIR, $XDG_CACHE_HOME/kjit, $HOME/.cache/kjit,
+// <tmpdir>/kjit-<uid>), without opening or creating anything.
+std::string cache_location(const Global& g);
+// The database file of the cache in `dir`.
+std::string cache_database(const std::string& dir);
+// True when KJIT_CACHE_DISABLE turns the disk tier off (as the library reads it).
+bool disk_disabled_by_environment();
+
+// Opens the cache selected by --cache-dir (or the default), creating its directory and
+// database when they do not exist: for commands that write (compile, warm, cache rm, prune,
+// clear, import). Fails with kExitError when the library cannot open it at all.
+kjit_cache* open_cache(const Global& g);
+// For commands that only read: opens the cache when its database exists (or the disk tier
+// is disabled, which touches no file), and returns nullptr without creating anything when
+// it does not. *dir is set to the cache directory either way.
+kjit_cache* open_cache_if_present(const Global& g, std::string* dir);
+// open_cache_if_present() that fails with kExitError "no cache at DIR" when there is none.
+kjit_cache* open_existing_cache(const Global& g);
 // Fails with kExitError when the disk tier of `cache` is unusable for a command that needs
 // it (`cmd` names the command, `need_write` also rejects a read-only tier).
 void require_disk(kjit_cache* cache, const std::string& cmd, bool need_write);
+// "" when the disk tier of a cache in state `disk_state` can be used (ok or read-only), else
+// why not ("the disk cache is disabled (KJIT_CACHE_DISABLE is set)", "cache DIR cannot be
+// used: REASON").
+std::string disk_problem(int disk_state, const std::string& dir, const char* message);
+// The statistics of `cache`; fails with kExitError when they cannot be read.
+kjit_cache_stats read_cache_stats(kjit_cache* cache);
+
+// The known name closest to `name` (edit distance, letters swapped count once) when it is
+// close enough to be a likely typo, else "".
+std::string closest_name(const std::string& name, const std::vector<std::string>& known);
 
 // RAII holders for kjit handles.
 struct CacheHolder {
@@ -174,11 +198,26 @@ struct JsonHolder {
   ~JsonHolder();
 };
 
-// Prints a JSON value (pretty) followed by a newline to stdout.
-void print_json(const cJSON* value);
+// ---- JSON output ----------------------------------------------------------------------
+// Every JSON document the tool prints is an object whose first field is
+// "schema": {"name": NAME, "version": kJsonSchemaVersion}; the fields of each NAME are
+// documented in kjit(1) (JSON OUTPUT) and only ever added to within a version.
+constexpr int kJsonSchemaVersion = 1;
+// A new document (an object holding only its "schema") for schema `name`, e.g.
+// "kjit.cache.stats".
+cJSON* new_document(const char* name);
+// Prints a JSON document (pretty) followed by a newline to stdout. Numbers that are not
+// whole (times in ms or s) are rounded to 3 decimal places first.
+void print_json(cJSON* document);
+// Adds to `obj` what the library's metadata of `binary` (kjit_binary_metadata_json) says:
+// "target", "compile_ms", "sizes" {ptx, cubin, ltoir}, "kernels" [...], "names"
+// {expression: lowered}, "log"; and with `with_metadata`, the metadata object itself as
+// "metadata" (null when it cannot be parsed).
+void add_binary_json(cJSON* obj, const kjit_binary* binary, bool with_metadata);
 
 // The compile worker that serves `cache`: one line of text ("not running" or its state),
-// and the same as a JSON object added to `parent` under "worker".
+// and the same as a JSON object added to `parent` under "worker". A null `cache` (none
+// exists yet) has no worker.
 std::string worker_text(kjit_cache* cache);
 void add_worker_json(cJSON* parent, kjit_cache* cache);
 

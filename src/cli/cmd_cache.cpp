@@ -85,15 +85,6 @@ std::vector<Row> list_rows(kjit_cache* cache) {
   return rows;
 }
 
-kjit_cache_stats read_stats(kjit_cache* cache) {
-  kjit_cache_stats s;
-  std::memset(&s, 0, sizeof s);
-  s.struct_size = sizeof s;
-  const kjit_status st = kjit_cache_stats_get(cache, &s);
-  if (st != KJIT_OK) fail_status(st, "cannot read the cache statistics");
-  return s;
-}
-
 bool is_hex(const std::string& s) {
   if (s.empty()) return false;
   for (char c : s) {
@@ -147,28 +138,27 @@ void add_u64(cJSON* obj, const char* name, uint64_t v) {
 
 int sub_path(const Parsed& p, Global& g) {
   if (!p.positional.empty()) usage_error("cache path", "unexpected argument '" + p.positional[0] + "'");
+  // Only reads: a cache that does not exist yet is not created.
+  std::string dir;
   CacheHolder c;
-  c.p = open_cache(g, false);
-  const std::string dir = kjit_cache_directory(c.p);
-  const kjit_cache_stats s = read_stats(c.p);
-  const std::string db = dir.empty() ? std::string() : join_path(dir, "kjit.db");
+  c.p = open_cache_if_present(g, &dir);
+  const kjit_cache_stats s = c.p ? read_cache_stats(c.p) : kjit_cache_stats{};
+  const std::string db = dir.empty() ? std::string() : cache_database(dir);
   struct stat st;
   const bool exists = !db.empty() && ::stat(db.c_str(), &st) == 0;
+  const std::string problem = c.p ? disk_problem(s.disk_state, dir, s.message) : std::string();
   if (g.json) {
     JsonHolder j;
-    j.p = cJSON_CreateObject();
+    j.p = new_document("kjit.cache.path");
     cJSON_AddStringToObject(j.p, "directory", dir.c_str());
     cJSON_AddStringToObject(j.p, "database", db.c_str());
     cJSON_AddBoolToObject(j.p, "exists", exists);
-    cJSON_AddStringToObject(j.p, "state", disk_state_name(s.disk_state));
+    cJSON_AddStringToObject(j.p, "state", c.p ? disk_state_name(s.disk_state) : "absent");
     print_json(j.p);
-    return kExitOk;
+  } else if (!dir.empty()) {
+    std::printf("%s\n", dir.c_str());
   }
-  if (dir.empty()) {
-    fail(kExitError, std::string("no disk cache: ") +
-                         (s.message[0] ? s.message : "the disk tier is disabled (KJIT_CACHE_DISABLE)"));
-  }
-  std::printf("%s\n", dir.c_str());
+  if (!problem.empty()) fail(kExitError, "no usable disk cache: " + problem);
   return kExitOk;
 }
 
@@ -181,83 +171,90 @@ const char* remote_state_name(int state) {
   }
 }
 
-int sub_stats(const Parsed& p, Global& g) {
-  if (!p.positional.empty()) usage_error("cache stats", "unexpected argument '" + p.positional[0] + "'");
-  // Opened read-write so that the state reported is the cache's, not this handle's choice
-  // (the library falls back to read-only by itself when the directory is not writable).
-  CacheHolder c;
-  c.p = open_cache(g, false);
-  const kjit_cache_stats s = read_stats(c.p);
-  std::vector<Row> rows;
-  if (s.disk_state == KJIT_DISK_OK || s.disk_state == KJIT_DISK_READ_ONLY) rows = list_rows(c.p);
+// What `cache stats` reports beyond the library's statistics, from the listing.
+struct Summary {
   double stored_ms = 0;
   int64_t oldest = 0, newest = 0;
   std::map<std::string, std::pair<uint64_t, uint64_t>> per_target;  // entries, bytes
+};
+
+Summary summarize(const std::vector<Row>& rows) {
+  Summary m;
   for (const Row& r : rows) {
-    stored_ms += r.compile_ms;
-    if (r.created > 0 && (oldest == 0 || r.created < oldest)) oldest = r.created;
-    if (r.last_used > newest) newest = r.last_used;
-    auto& t = per_target[r.target];
+    m.stored_ms += r.compile_ms;
+    if (r.created > 0 && (m.oldest == 0 || r.created < m.oldest)) m.oldest = r.created;
+    if (r.last_used > m.newest) m.newest = r.last_used;
+    auto& t = m.per_target[r.target];
     t.first += 1;
     t.second += r.bytes;
   }
-  const std::string dir = kjit_cache_directory(c.p);
-  if (g.json) {
-    JsonHolder j;
-    j.p = cJSON_CreateObject();
-    cJSON_AddStringToObject(j.p, "directory", dir.c_str());
-    cJSON_AddStringToObject(j.p, "state", disk_state_name(s.disk_state));
-    cJSON_AddStringToObject(j.p, "message", s.message);
-    add_u64(j.p, "entries", s.disk_entries);
-    add_u64(j.p, "bytes", s.disk_bytes);
-    add_u64(j.p, "max_size_bytes", s.max_size_bytes);
-    cJSON_AddNumberToObject(j.p, "stored_compile_ms", stored_ms);
-    cJSON_AddNumberToObject(j.p, "oldest_created", static_cast<double>(oldest));
-    cJSON_AddNumberToObject(j.p, "last_used", static_cast<double>(newest));
-    cJSON* targets = cJSON_AddObjectToObject(j.p, "targets");
-    for (const auto& [target, v] : per_target) {
-      cJSON* t = cJSON_AddObjectToObject(targets, target.c_str());
-      add_u64(t, "entries", v.first);
-      add_u64(t, "bytes", v.second);
-    }
-    // Totals recorded by every process that used this database.
-    cJSON* tot = cJSON_AddObjectToObject(j.p, "totals");
-    add_u64(tot, "memory_hits", s.total_memory_hits);
-    add_u64(tot, "disk_hits", s.total_disk_hits);
-    add_u64(tot, "remote_hits", s.total_remote_hits);
-    add_u64(tot, "misses", s.total_misses);
-    add_u64(tot, "compiles", s.total_compiles);
-    add_u64(tot, "corrupt_entries", s.total_corrupt_entries);
-    add_u64(tot, "evictions", s.total_evictions);
-    add_u64(tot, "remote_errors", s.total_remote_errors);
-    add_u64(tot, "remote_timeouts", s.total_remote_timeouts);
-    cJSON_AddNumberToObject(tot, "compile_ms_saved", s.total_compile_ms_saved);
-    add_u64(tot, "not_stored", s.total_not_stored);
-    add_u64(tot, "pch_created", s.total_pch_created);
-    add_u64(tot, "pch_used", s.total_pch_used);
-    add_u64(tot, "pch_failed", s.total_pch_failed);
-    cJSON_AddStringToObject(j.p, "remote", remote_state_name(s.remote_state));
-    // Counters of the handle this command opened (the library counts per handle).
-    cJSON* proc = cJSON_AddObjectToObject(j.p, "this_process");
-    add_u64(proc, "memory_hits", s.memory_hits);
-    add_u64(proc, "disk_hits", s.disk_hits);
-    add_u64(proc, "remote_hits", s.remote_hits);
-    add_u64(proc, "misses", s.misses);
-    add_u64(proc, "compiles", s.compiles);
-    add_u64(proc, "stores", s.stores);
-    add_u64(proc, "store_failures", s.store_failures);
-    add_u64(proc, "corrupt_entries", s.corrupt_entries);
-    add_u64(proc, "evictions", s.evictions);
-    add_u64(proc, "waits", s.waits);
-    add_u64(proc, "memory_entries", s.memory_entries);
-    add_u64(proc, "memory_bytes", s.memory_bytes);
-    add_u64(proc, "remote_errors", s.remote_errors);
-    add_u64(proc, "remote_timeouts", s.remote_timeouts);
-    cJSON_AddNumberToObject(proc, "compile_ms_saved", s.compile_ms_saved);
-    add_worker_json(j.p, c.p);
-    print_json(j.p);
-    return kExitOk;
+  return m;
+}
+
+// The counters of kjit_cache_stats that the JSON document names, in its order.
+void add_totals_json(cJSON* doc, const kjit_cache_stats& s) {
+  // Totals recorded by every process that used this database.
+  cJSON* tot = cJSON_AddObjectToObject(doc, "totals");
+  add_u64(tot, "memory_hits", s.total_memory_hits);
+  add_u64(tot, "disk_hits", s.total_disk_hits);
+  add_u64(tot, "remote_hits", s.total_remote_hits);
+  add_u64(tot, "misses", s.total_misses);
+  add_u64(tot, "compiles", s.total_compiles);
+  add_u64(tot, "corrupt_entries", s.total_corrupt_entries);
+  add_u64(tot, "evictions", s.total_evictions);
+  add_u64(tot, "remote_errors", s.total_remote_errors);
+  add_u64(tot, "remote_timeouts", s.total_remote_timeouts);
+  cJSON_AddNumberToObject(tot, "compile_ms_saved", s.total_compile_ms_saved);
+  add_u64(tot, "not_stored", s.total_not_stored);
+  add_u64(tot, "pch_created", s.total_pch_created);
+  add_u64(tot, "pch_used", s.total_pch_used);
+  add_u64(tot, "pch_failed", s.total_pch_failed);
+  cJSON_AddStringToObject(doc, "remote", remote_state_name(s.remote_state));
+  // Counters of the handle this command opened (the library counts per handle).
+  cJSON* proc = cJSON_AddObjectToObject(doc, "this_process");
+  add_u64(proc, "memory_hits", s.memory_hits);
+  add_u64(proc, "disk_hits", s.disk_hits);
+  add_u64(proc, "remote_hits", s.remote_hits);
+  add_u64(proc, "misses", s.misses);
+  add_u64(proc, "compiles", s.compiles);
+  add_u64(proc, "stores", s.stores);
+  add_u64(proc, "store_failures", s.store_failures);
+  add_u64(proc, "corrupt_entries", s.corrupt_entries);
+  add_u64(proc, "evictions", s.evictions);
+  add_u64(proc, "waits", s.waits);
+  add_u64(proc, "memory_entries", s.memory_entries);
+  add_u64(proc, "memory_bytes", s.memory_bytes);
+  add_u64(proc, "remote_errors", s.remote_errors);
+  add_u64(proc, "remote_timeouts", s.remote_timeouts);
+  cJSON_AddNumberToObject(proc, "compile_ms_saved", s.compile_ms_saved);
+}
+
+void print_stats_json(kjit_cache* cache, const kjit_cache_stats& s, const Summary& m) {
+  JsonHolder j;
+  j.p = new_document("kjit.cache.stats");
+  cJSON_AddStringToObject(j.p, "directory", kjit_cache_directory(cache));
+  cJSON_AddStringToObject(j.p, "state", disk_state_name(s.disk_state));
+  cJSON_AddStringToObject(j.p, "message", s.message);
+  add_u64(j.p, "entries", s.disk_entries);
+  add_u64(j.p, "bytes", s.disk_bytes);
+  add_u64(j.p, "max_size_bytes", s.max_size_bytes);
+  cJSON_AddNumberToObject(j.p, "stored_compile_ms", m.stored_ms);
+  cJSON_AddNumberToObject(j.p, "oldest_created", static_cast<double>(m.oldest));
+  cJSON_AddNumberToObject(j.p, "last_used", static_cast<double>(m.newest));
+  cJSON* targets = cJSON_AddObjectToObject(j.p, "targets");
+  for (const auto& [target, v] : m.per_target) {
+    cJSON* t = cJSON_AddObjectToObject(targets, target.c_str());
+    add_u64(t, "entries", v.first);
+    add_u64(t, "bytes", v.second);
   }
+  add_totals_json(j.p, s);
+  add_worker_json(j.p, cache);
+  print_json(j.p);
+}
+
+void print_stats_text(kjit_cache* cache, const kjit_cache_stats& s, const Summary& m) {
+  const std::string dir = kjit_cache_directory(cache);
+  using ull = unsigned long long;
   std::printf("cache directory     %s\n", dir.empty() ? "(none)" : dir.c_str());
   std::printf("disk tier           %s%s%s\n", disk_state_name(s.disk_state),
               s.message[0] ? ": " : "", s.message);
@@ -265,55 +262,71 @@ int sub_stats(const Parsed& p, Global& g) {
                          ? 100.0 * static_cast<double>(s.disk_bytes) /
                                static_cast<double>(s.max_size_bytes)
                          : 0.0;
-  std::printf("entries             %llu\n", static_cast<unsigned long long>(s.disk_entries));
+  std::printf("entries             %llu\n", static_cast<ull>(s.disk_entries));
   std::printf("size                %s of %s (%.1f%%)\n", human_bytes(s.disk_bytes).c_str(),
               human_bytes(s.max_size_bytes).c_str(), pct);
   std::printf("stored compile time %s (what one hit on each entry saves)\n",
-              human_ms(stored_ms).c_str());
+              human_ms(m.stored_ms).c_str());
   const uint64_t hits = s.total_memory_hits + s.total_disk_hits + s.total_remote_hits;
   const uint64_t lookups = hits + s.total_misses;
   std::printf("hits                %llu (memory %llu, disk %llu, remote %llu)%s\n",
-              static_cast<unsigned long long>(hits),
-              static_cast<unsigned long long>(s.total_memory_hits),
-              static_cast<unsigned long long>(s.total_disk_hits),
-              static_cast<unsigned long long>(s.total_remote_hits),
+              static_cast<ull>(hits), static_cast<ull>(s.total_memory_hits),
+              static_cast<ull>(s.total_disk_hits), static_cast<ull>(s.total_remote_hits),
               lookups ? (" = " + std::to_string(100 * hits / lookups) + "% of lookups").c_str() : "");
-  std::printf("misses              %llu (%llu compiles)\n",
-              static_cast<unsigned long long>(s.total_misses),
-              static_cast<unsigned long long>(s.total_compiles));
+  std::printf("misses              %llu (%llu compiles)\n", static_cast<ull>(s.total_misses),
+              static_cast<ull>(s.total_compiles));
   std::printf("compile time saved  %s\n", human_ms(s.total_compile_ms_saved).c_str());
   std::printf("not stored          %llu (NVRTC read a file the key does not cover)\n",
-              static_cast<unsigned long long>(s.total_not_stored));
+              static_cast<ull>(s.total_not_stored));
   std::printf("precompiled headers %llu created, %llu used, %llu failed\n",
-              static_cast<unsigned long long>(s.total_pch_created),
-              static_cast<unsigned long long>(s.total_pch_used),
-              static_cast<unsigned long long>(s.total_pch_failed));
-  std::printf("corrupt / evicted   %llu / %llu\n",
-              static_cast<unsigned long long>(s.total_corrupt_entries),
-              static_cast<unsigned long long>(s.total_evictions));
+              static_cast<ull>(s.total_pch_created), static_cast<ull>(s.total_pch_used),
+              static_cast<ull>(s.total_pch_failed));
+  std::printf("corrupt / evicted   %llu / %llu\n", static_cast<ull>(s.total_corrupt_entries),
+              static_cast<ull>(s.total_evictions));
   std::printf("remote tier         %s (errors %llu, timeouts %llu)\n",
-              remote_state_name(s.remote_state),
-              static_cast<unsigned long long>(s.total_remote_errors),
-              static_cast<unsigned long long>(s.total_remote_timeouts));
-  std::printf("compile worker      %s\n", worker_text(c.p).c_str());
-  std::printf("oldest entry        %s\n", format_time(oldest).c_str());
-  std::printf("last use            %s\n", format_time(newest).c_str());
-  for (const auto& [target, v] : per_target) {
+              remote_state_name(s.remote_state), static_cast<ull>(s.total_remote_errors),
+              static_cast<ull>(s.total_remote_timeouts));
+  std::printf("compile worker      %s\n", worker_text(cache).c_str());
+  std::printf("oldest entry        %s\n", format_time(m.oldest).c_str());
+  std::printf("last use            %s\n", format_time(m.newest).c_str());
+  for (const auto& [target, v] : m.per_target) {
     std::printf("  %-17s %llu entries, %s\n", target.empty() ? "(none)" : target.c_str(),
-                static_cast<unsigned long long>(v.first), human_bytes(v.second).c_str());
+                static_cast<ull>(v.first), human_bytes(v.second).c_str());
   }
+}
+
+int sub_stats(const Parsed& p, Global& g) {
+  if (!p.positional.empty()) usage_error("cache stats", "unexpected argument '" + p.positional[0] + "'");
+  // Only reads: a cache that does not exist is reported, not created. An existing one is
+  // opened read-write so that the state reported is the cache's, not this handle's choice
+  // (the library falls back to read-only by itself when the directory is not writable).
+  CacheHolder c;
+  c.p = open_existing_cache(g);
+  const kjit_cache_stats s = read_cache_stats(c.p);
+  std::vector<Row> rows;
+  if (s.disk_state == KJIT_DISK_OK || s.disk_state == KJIT_DISK_READ_ONLY) rows = list_rows(c.p);
+  const Summary m = summarize(rows);
+  if (g.json) {
+    print_stats_json(c.p, s, m);
+  } else {
+    print_stats_text(c.p, s, m);
+  }
+  // The report says what is wrong with the disk tier; the status says that it is unusable.
+  const std::string problem = disk_problem(s.disk_state, kjit_cache_directory(c.p), s.message);
+  if (!problem.empty()) fail(kExitError, problem);
   return kExitOk;
 }
 
 int sub_ls(const Parsed& p, Global& g) {
   if (!p.positional.empty()) usage_error("cache ls", "unexpected argument '" + p.positional[0] + "'");
   CacheHolder c;
-  c.p = open_cache(g, false);
+  c.p = open_existing_cache(g);
   require_disk(c.p, "cache ls", false);
   const std::vector<Row> rows = list_rows(c.p);
   if (g.json) {
     JsonHolder j;
-    j.p = cJSON_CreateArray();
+    j.p = new_document("kjit.cache.ls");
+    cJSON* entries = cJSON_AddArrayToObject(j.p, "entries");
     for (const Row& r : rows) {
       cJSON* o = cJSON_CreateObject();
       cJSON_AddStringToObject(o, "key", r.key.c_str());
@@ -332,7 +345,7 @@ int sub_ls(const Parsed& p, Global& g) {
       cJSON_AddNumberToObject(o, "created", static_cast<double>(r.created));
       cJSON_AddNumberToObject(o, "last_used", static_cast<double>(r.last_used));
       cJSON_AddNumberToObject(o, "compile_ms", r.compile_ms);
-      cJSON_AddItemToArray(j.p, o);
+      cJSON_AddItemToArray(entries, o);
     }
     print_json(j.p);
     return kExitOk;
@@ -353,18 +366,72 @@ int sub_ls(const Parsed& p, Global& g) {
   return kExitOk;
 }
 
+// `cache show KEY --ptx|--cubin|--ltoir|-o FILE`: writes one output of the entry.
+int write_entry_output(const Parsed& p, Global& g, const std::string& key, kjit_binary* b) {
+  const std::string out = p.get("output");
+  const int kind = p.has("ptx") ? KJIT_OUTPUT_PTX : p.has("ltoir") ? KJIT_OUTPUT_LTOIR : KJIT_OUTPUT_CUBIN;
+  const char* kname = kind == KJIT_OUTPUT_PTX ? "PTX" : kind == KJIT_OUTPUT_LTOIR ? "LTO-IR" : "CUBIN";
+  size_t size = 0;
+  const void* data = kjit_binary_data(b, kind, &size);
+  if (!data) fail(kExitError, "entry " + key + " holds no " + kname);
+  std::string err;
+  if (!write_file(out.empty() ? "-" : out, data, size, &err)) {
+    fail(kExitError, "cannot write '" + (out.empty() ? std::string("stdout") : out) + "': " + err);
+  }
+  if (!out.empty() && !g.quiet && !g.json) {
+    std::fprintf(stderr, "wrote %s (%s) of %.16s to %s\n", kname, human_bytes(size).c_str(),
+                 key.c_str(), out.c_str());
+  }
+  return kExitOk;
+}
+
+void print_entry_text(const std::string& key, kjit_binary* b) {
+  size_t ptx = 0, cubin = 0, ltoir = 0;
+  kjit_binary_data(b, KJIT_OUTPUT_PTX, &ptx);
+  kjit_binary_data(b, KJIT_OUTPUT_CUBIN, &cubin);
+  kjit_binary_data(b, KJIT_OUTPUT_LTOIR, &ltoir);
+  std::printf("key          %s\n", key.c_str());
+  std::printf("target       %s\n", kjit_binary_target(b));
+  std::printf("outputs      ");
+  bool any = false;
+  if (ptx) { std::printf("PTX %s", human_bytes(ptx).c_str()); any = true; }
+  if (cubin) { std::printf("%sCUBIN %s", any ? ", " : "", human_bytes(cubin).c_str()); any = true; }
+  if (ltoir) { std::printf("%sLTO-IR %s", any ? ", " : "", human_bytes(ltoir).c_str()); any = true; }
+  std::printf("%s\n", any ? "" : "(none)");
+  std::printf("compile time %s\n", human_ms(kjit_binary_compile_ms(b)).c_str());
+  std::printf("kernels     ");
+  for (size_t i = 0; i < kjit_binary_kernel_count(b); ++i) {
+    std::printf(" %s", kjit_binary_kernel_name(b, i));
+  }
+  std::printf("\n");
+  for (size_t i = 0; i < kjit_binary_name_count(b); ++i) {
+    const char* lowered = kjit_binary_lowered_name_at(b, i);
+    std::printf("name         %s -> %s\n", kjit_binary_name_expression(b, i),
+                lowered ? lowered : "(none)");
+  }
+  const char* meta = kjit_binary_metadata_json(b);
+  JsonHolder m;
+  m.p = meta && *meta ? cJSON_Parse(meta) : nullptr;
+  char* text = m.p ? cJSON_Print(m.p) : nullptr;
+  if (text) {
+    std::printf("metadata\n%s\n", text);
+    cJSON_free(text);
+  }
+  const char* log = kjit_binary_log(b);
+  if (log && *log) std::printf("log\n%s%s", log, log[std::strlen(log) - 1] == '\n' ? "" : "\n");
+}
+
 int sub_show(const Parsed& p, Global& g) {
   const std::string cmd = "cache show";
   if (p.positional.empty()) usage_error(cmd, "missing KEY");
   if (p.positional.size() > 1) usage_error(cmd, "one KEY at a time");
   const int kinds = (p.has("ptx") ? 1 : 0) + (p.has("cubin") ? 1 : 0) + (p.has("ltoir") ? 1 : 0);
   if (kinds > 1) usage_error(cmd, "--ptx, --cubin and --ltoir are exclusive");
-  const std::string out = p.get("output");
-  if (kinds == 1 && out.empty() && !p.has("ptx")) {
+  if (kinds == 1 && p.get("output").empty() && !p.has("ptx")) {
     usage_error(cmd, "--cubin and --ltoir need -o FILE");
   }
   CacheHolder c;
-  c.p = open_cache(g, false);
+  c.p = open_existing_cache(g);
   require_disk(c.p, cmd, false);
   const std::string key = resolve_key(c.p, cmd, p.positional[0]);
   if (key.empty()) fail(kExitNotFound, "no entry with key '" + p.positional[0] + "' in " + cache_label(c.p));
@@ -376,91 +443,16 @@ int sub_show(const Parsed& p, Global& g) {
                 "entry " + key + " failed verification (removed, unless the cache is read-only)");
   }
   if (st != KJIT_OK) fail_status(st, "cannot read entry " + key);
-
-  if (kinds == 1 || !out.empty()) {
-    const int kind = p.has("ptx") ? KJIT_OUTPUT_PTX : p.has("ltoir") ? KJIT_OUTPUT_LTOIR : KJIT_OUTPUT_CUBIN;
-    const char* kname = kind == KJIT_OUTPUT_PTX ? "PTX" : kind == KJIT_OUTPUT_LTOIR ? "LTO-IR" : "CUBIN";
-    size_t size = 0;
-    const void* data = kjit_binary_data(b.p, kind, &size);
-    if (!data) fail(kExitError, "entry " + key + " holds no " + kname);
-    std::string err;
-    if (!write_file(out.empty() ? "-" : out, data, size, &err)) {
-      fail(kExitError, "cannot write '" + (out.empty() ? std::string("stdout") : out) + "': " + err);
-    }
-    if (!out.empty() && !g.quiet && !g.json) {
-      std::fprintf(stderr, "wrote %s (%s) of %.16s to %s\n", kname, human_bytes(size).c_str(),
-                   key.c_str(), out.c_str());
-    }
-    return kExitOk;
-  }
-
-  size_t ptx = 0, cubin = 0, ltoir = 0;
-  kjit_binary_data(b.p, KJIT_OUTPUT_PTX, &ptx);
-  kjit_binary_data(b.p, KJIT_OUTPUT_CUBIN, &cubin);
-  kjit_binary_data(b.p, KJIT_OUTPUT_LTOIR, &ltoir);
-  const char* meta = kjit_binary_metadata_json(b.p);
-  const char* log = kjit_binary_log(b.p);
+  if (kinds == 1 || !p.get("output").empty()) return write_entry_output(p, g, key, b.p);
   if (g.json) {
     JsonHolder j;
-    j.p = cJSON_CreateObject();
+    j.p = new_document("kjit.cache.show");
     cJSON_AddStringToObject(j.p, "key", key.c_str());
-    cJSON_AddStringToObject(j.p, "target", kjit_binary_target(b.p));
-    cJSON* sizes = cJSON_AddObjectToObject(j.p, "sizes");
-    add_u64(sizes, "ptx", ptx);
-    add_u64(sizes, "cubin", cubin);
-    add_u64(sizes, "ltoir", ltoir);
-    cJSON_AddNumberToObject(j.p, "compile_ms", kjit_binary_compile_ms(b.p));
-    cJSON* kernels = cJSON_AddArrayToObject(j.p, "kernels");
-    for (size_t i = 0; i < kjit_binary_kernel_count(b.p); ++i) {
-      cJSON_AddItemToArray(kernels, cJSON_CreateString(kjit_binary_kernel_name(b.p, i)));
-    }
-    cJSON* names = cJSON_AddObjectToObject(j.p, "names");
-    for (size_t i = 0; i < kjit_binary_name_count(b.p); ++i) {
-      const char* lowered = kjit_binary_lowered_name_at(b.p, i);
-      cJSON_AddStringToObject(names, kjit_binary_name_expression(b.p, i), lowered ? lowered : "");
-    }
-    cJSON_AddStringToObject(j.p, "log", log ? log : "");
-    cJSON* m = meta ? cJSON_Parse(meta) : nullptr;
-    if (m) {
-      cJSON_AddItemToObject(j.p, "metadata", m);
-    } else {
-      cJSON_AddNullToObject(j.p, "metadata");
-    }
+    add_binary_json(j.p, b.p, true);
     print_json(j.p);
-    return kExitOk;
+  } else {
+    print_entry_text(key, b.p);
   }
-  std::printf("key          %s\n", key.c_str());
-  std::printf("target       %s\n", kjit_binary_target(b.p));
-  std::printf("outputs      ");
-  bool any = false;
-  if (ptx) { std::printf("PTX %s", human_bytes(ptx).c_str()); any = true; }
-  if (cubin) { std::printf("%sCUBIN %s", any ? ", " : "", human_bytes(cubin).c_str()); any = true; }
-  if (ltoir) { std::printf("%sLTO-IR %s", any ? ", " : "", human_bytes(ltoir).c_str()); any = true; }
-  std::printf("%s\n", any ? "" : "(none)");
-  std::printf("compile time %s\n", human_ms(kjit_binary_compile_ms(b.p)).c_str());
-  std::printf("kernels     ");
-  for (size_t i = 0; i < kjit_binary_kernel_count(b.p); ++i) {
-    std::printf(" %s", kjit_binary_kernel_name(b.p, i));
-  }
-  std::printf("\n");
-  for (size_t i = 0; i < kjit_binary_name_count(b.p); ++i) {
-    const char* lowered = kjit_binary_lowered_name_at(b.p, i);
-    std::printf("name         %s -> %s\n", kjit_binary_name_expression(b.p, i),
-                lowered ? lowered : "(none)");
-  }
-  if (meta && *meta) {
-    JsonHolder m;
-    m.p = cJSON_Parse(meta);
-    if (m.p) {
-      std::printf("metadata\n");
-      char* text = cJSON_Print(m.p);
-      if (text) {
-        std::printf("%s\n", text);
-        cJSON_free(text);
-      }
-    }
-  }
-  if (log && *log) std::printf("log\n%s%s", log, log[std::strlen(log) - 1] == '\n' ? "" : "\n");
   return kExitOk;
 }
 
@@ -468,13 +460,17 @@ int sub_rm(const Parsed& p, Global& g) {
   const std::string cmd = "cache rm";
   if (p.positional.empty()) usage_error(cmd, "missing KEY");
   CacheHolder c;
-  c.p = open_cache(g, false);
+  c.p = open_cache(g);
   require_disk(c.p, cmd, true);
   std::vector<std::pair<std::string, std::string>> keys;  // as given, resolved
   for (const std::string& k : p.positional) keys.emplace_back(k, resolve_key(c.p, cmd, k));
   int rc = kExitOk;
   JsonHolder j;
-  if (g.json) j.p = cJSON_CreateArray();
+  cJSON* results = nullptr;
+  if (g.json) {
+    j.p = new_document("kjit.cache.rm");
+    results = cJSON_AddArrayToObject(j.p, "results");
+  }
   for (const auto& [given, key] : keys) {
     kjit_status st = key.empty() ? KJIT_ERROR_NOT_FOUND : kjit_cache_remove(c.p, key.c_str());
     const bool removed = st == KJIT_OK;
@@ -491,7 +487,7 @@ int sub_rm(const Parsed& p, Global& g) {
       cJSON* o = cJSON_CreateObject();
       cJSON_AddStringToObject(o, "key", key.empty() ? given.c_str() : key.c_str());
       cJSON_AddBoolToObject(o, "removed", removed);
-      cJSON_AddItemToArray(j.p, o);
+      cJSON_AddItemToArray(results, o);
     }
   }
   if (j.p) print_json(j.p);
@@ -504,16 +500,16 @@ int sub_prune(const Parsed& p, Global& g) {
   if (!p.has("max-size")) usage_error(cmd, "missing --max-size SIZE");
   const uint64_t max = size_option(cmd, "--max-size", p.get("max-size"));
   CacheHolder c;
-  c.p = open_cache(g, false);
+  c.p = open_cache(g);
   require_disk(c.p, cmd, true);
-  const kjit_cache_stats before = read_stats(c.p);
+  const kjit_cache_stats before = read_cache_stats(c.p);
   uint64_t removed = 0;
   const kjit_status st = kjit_cache_prune(c.p, max, &removed);
   if (st != KJIT_OK) fail_status(st, "cannot prune " + cache_label(c.p));
-  const kjit_cache_stats after = read_stats(c.p);
+  const kjit_cache_stats after = read_cache_stats(c.p);
   if (g.json) {
     JsonHolder j;
-    j.p = cJSON_CreateObject();
+    j.p = new_document("kjit.cache.prune");
     add_u64(j.p, "max_size_bytes", max);
     add_u64(j.p, "removed", removed);
     add_u64(j.p, "entries_before", before.disk_entries);
@@ -534,14 +530,14 @@ int sub_clear(const Parsed& p, Global& g) {
   const std::string cmd = "cache clear";
   if (!p.positional.empty()) usage_error(cmd, "unexpected argument '" + p.positional[0] + "'");
   CacheHolder c;
-  c.p = open_cache(g, false);
+  c.p = open_cache(g);
   require_disk(c.p, cmd, true);
-  const kjit_cache_stats before = read_stats(c.p);
+  const kjit_cache_stats before = read_cache_stats(c.p);
   const kjit_status st = kjit_cache_clear(c.p);
   if (st != KJIT_OK) fail_status(st, "cannot clear " + cache_label(c.p));
   if (g.json) {
     JsonHolder j;
-    j.p = cJSON_CreateObject();
+    j.p = new_document("kjit.cache.clear");
     add_u64(j.p, "removed", before.disk_entries);
     add_u64(j.p, "bytes_freed", before.disk_bytes);
     print_json(j.p);
@@ -557,11 +553,11 @@ int sub_verify(const Parsed& p, Global& g) {
   const std::string cmd = "cache verify";
   if (!p.positional.empty()) usage_error(cmd, "unexpected argument '" + p.positional[0] + "'");
   CacheHolder c;
-  c.p = open_cache(g, false);
+  c.p = open_existing_cache(g);
   require_disk(c.p, cmd, false);
   // A cache that cannot be written (directory or database not writable, KJIT_CACHE_READONLY)
   // is verified all the same; what is bad is reported and left in place.
-  const bool read_only = read_stats(c.p).disk_state == KJIT_DISK_READ_ONLY;
+  const bool read_only = read_cache_stats(c.p).disk_state == KJIT_DISK_READ_ONLY;
   const std::vector<Row> before = list_rows(c.p);
   uint64_t checked = 0, bad = 0;
   const kjit_status st = kjit_cache_verify(c.p, &checked, &bad);
@@ -588,7 +584,7 @@ int sub_verify(const Parsed& p, Global& g) {
   }
   if (g.json) {
     JsonHolder j;
-    j.p = cJSON_CreateObject();
+    j.p = new_document("kjit.cache.verify");
     add_u64(j.p, "checked", checked);
     add_u64(j.p, "corrupt", bad);
     cJSON_AddBoolToObject(j.p, "read_only", read_only);
@@ -622,7 +618,7 @@ int sub_export(const Parsed& p, Global& g) {
   if (p.positional.size() != 1) usage_error(cmd, "expected one FILE");
   const std::string file = p.positional[0];
   CacheHolder c;
-  c.p = open_cache(g, false);
+  c.p = open_existing_cache(g);
   require_disk(c.p, cmd, false);
   uint64_t count = 0;
   const kjit_status st = kjit_cache_export(c.p, file.c_str(), &count);
@@ -632,7 +628,7 @@ int sub_export(const Parsed& p, Global& g) {
   const bool is_signed = export_key_set();  // the library signs exactly then
   if (g.json) {
     JsonHolder j;
-    j.p = cJSON_CreateObject();
+    j.p = new_document("kjit.cache.export");
     cJSON_AddStringToObject(j.p, "file", file.c_str());
     add_u64(j.p, "exported", count);
     add_u64(j.p, "bytes", size);
@@ -654,7 +650,7 @@ int sub_import(const Parsed& p, Global& g) {
   std::string why;
   if (!check_regular_file(file, &why)) fail(kExitError, "cannot read '" + file + "': " + why);
   CacheHolder c;
-  c.p = open_cache(g, false);
+  c.p = open_cache(g);
   require_disk(c.p, cmd, true);
   uint64_t imported = 0, rejected = 0;
   // The library says what the import found (rejections, an unsigned file) in its log.
@@ -668,9 +664,16 @@ int sub_import(const Parsed& p, Global& g) {
   if (st != KJIT_OK && !damaged) {
     fail_status(st, "cannot import '" + file + "' into " + cache_label(c.p));
   }
+  // Not one record read: the file is not an export this kjit can read (another kind of
+  // file, another format version, or cut before its first record). That is bad input, not
+  // corrupt entries.
+  if (damaged && imported == 0 && rejected == 0) {
+    fail(kExitError, "cannot import '" + file + "': " +
+                         (detail.empty() ? std::string("not a kjit export file") : detail));
+  }
   if (g.json) {
     JsonHolder j;
-    j.p = cJSON_CreateObject();
+    j.p = new_document("kjit.cache.import");
     cJSON_AddStringToObject(j.p, "file", file.c_str());
     add_u64(j.p, "imported", imported);
     add_u64(j.p, "rejected", rejected);

@@ -69,96 +69,110 @@ const char* const kHelp =
     "text; 2 usage, unknown NVRTC option or unsupported target; 3 other error (unreadable\n"
     "FILE, unwritable OUT, no GPU for --arch auto, ...).\n";
 
-}  // namespace
+// What to compile and where the output goes, from the command line.
+struct Request {
+  std::string file;     // FILE as given, "-" for standard input
+  std::string arch;     // --arch
+  int kind = KJIT_OUTPUT_CUBIN;
+  const char* ext = ".cubin";
+  std::string out_path;
+};
 
-int cmd_compile(const std::vector<std::string>& args, Global& g) {
+// The result of a compile that succeeded, for the report.
+struct Result {
+  size_t size = 0;            // bytes written
+  int tier = KJIT_TIER_COMPILED;
+  double elapsed_ms = 0;      // wall time of the call
+  double compile_ms = 0;      // NVRTC's time for this entry (on a hit: when first compiled)
+  double wait_ms = 0;         // waiting for another process's compile of the same key
+};
+
+Parsed parse_compile_args(const std::vector<std::string>& args, Global& g) {
+  return parse_args("compile", args,
+                    {{"arch", 'a', true},
+                     {"ptx", 0, false},
+                     {"cubin", 0, false},
+                     {"ltoir", 0, false},
+                     {"output", 'o', true, Arg::kPath},
+                     {"include-path", 'I', true, Arg::kPath},
+                     {"define", 'D', true},
+                     {"name-expression", 'n', true},
+                     {"program-name", 0, true},
+                     {"toolkit", 0, true, Arg::kPath},
+                     {"no-toolkit", 0, false},
+                     {"no-pch", 0, false}},
+                    g);
+}
+
+Request make_request(const Parsed& p, const Global& g) {
   const std::string cmd = "compile";
-  Parsed p = parse_args(cmd, args,
-                        {{"arch", 'a', true},
-                         {"ptx", 0, false},
-                         {"cubin", 0, false},
-                         {"ltoir", 0, false},
-                         {"output", 'o', true, Arg::kPath},
-                         {"include-path", 'I', true, Arg::kPath},
-                         {"define", 'D', true},
-                         {"name-expression", 'n', true},
-                         {"program-name", 0, true},
-                         {"toolkit", 0, true, Arg::kPath},
-                         {"no-toolkit", 0, false},
-                         {"no-pch", 0, false}},
-                        g);
-  if (p.help) {
-    std::fputs(kHelp, stdout);
-    return kExitOk;
-  }
   if (p.positional.empty()) usage_error(cmd, "missing FILE.cu");
   if (p.positional.size() > 1) usage_error(cmd, "more than one input file given");
-  const std::string file = p.positional[0];
-
+  Request r;
+  r.file = p.positional[0];
   const int kinds = (p.has("ptx") ? 1 : 0) + (p.has("cubin") ? 1 : 0) + (p.has("ltoir") ? 1 : 0);
   if (kinds > 1) usage_error(cmd, "--ptx, --cubin and --ltoir are exclusive");
-  const std::string arch = p.get("arch", "auto");
-  if (arch.empty()) usage_error(cmd, "--arch needs a target such as sm_90");
-  const bool compute_target = arch.rfind("compute_", 0) == 0;
-  int kind = KJIT_OUTPUT_CUBIN;
+  r.arch = p.get("arch", "auto");
+  if (r.arch.empty()) usage_error(cmd, "--arch needs a target such as sm_90");
+  const bool compute_target = r.arch.rfind("compute_", 0) == 0;
   if (p.has("ptx") || (compute_target && !p.has("cubin") && !p.has("ltoir"))) {
-    kind = KJIT_OUTPUT_PTX;
+    r.kind = KJIT_OUTPUT_PTX;
   }
-  if (p.has("ltoir")) kind = KJIT_OUTPUT_LTOIR;
-  if (kind == KJIT_OUTPUT_CUBIN && compute_target) {
-    usage_error(cmd, "--cubin needs an sm_ target, not " + arch);
+  if (p.has("ltoir")) r.kind = KJIT_OUTPUT_LTOIR;
+  if (r.kind == KJIT_OUTPUT_CUBIN && compute_target) {
+    usage_error(cmd, "--cubin needs an sm_ target, not " + r.arch);
   }
-  const char* ext = kind == KJIT_OUTPUT_PTX ? ".ptx" : kind == KJIT_OUTPUT_CUBIN ? ".cubin" : ".ltoir";
-
-  std::string out_path = p.get("output");
-  if (out_path.empty()) {
-    std::string base = file == "-" ? std::string("stdin.cu") : basename_of(file);
+  r.ext = r.kind == KJIT_OUTPUT_PTX ? ".ptx" : r.kind == KJIT_OUTPUT_CUBIN ? ".cubin" : ".ltoir";
+  r.out_path = p.get("output");
+  if (r.out_path.empty()) {
+    std::string base = r.file == "-" ? std::string("stdin.cu") : basename_of(r.file);
     const size_t dot = base.rfind('.');
     if (dot != std::string::npos && dot > 0) base.resize(dot);
-    out_path = base + ext;
+    r.out_path = base + r.ext;
   }
-  if (g.json && out_path == "-") usage_error(cmd, "--json cannot be combined with -o -");
-
-  std::string source, err;
-  if (!read_bounded_file(file, kMaxSourceBytes, "a source", true, &source, &err)) {
-    const std::string what = file == "-" ? "standard input" : "'" + file + "'";
-    fail(kExitError, "cannot read " + what + ": " + err);
+  if (g.json && r.out_path == "-") usage_error(cmd, "--json cannot be combined with -o -");
+  if (p.has("toolkit") && p.has("no-toolkit")) {
+    usage_error(cmd, "--toolkit and --no-toolkit contradict each other");
   }
+  return r;
+}
 
-  // A compile that fails, or a source refused before compiling: the message on stderr (and
-  // the JSON object on stdout), exit status by the library status.
-  auto report_failure = [&](kjit_status st, const std::string& detail, const std::string& log) {
-    if (g.json) {
-      JsonHolder j;
-      j.p = cJSON_CreateObject();
-      cJSON_AddStringToObject(j.p, "file", file.c_str());
-      cJSON_AddStringToObject(j.p, "target", arch.c_str());
-      cJSON_AddBoolToObject(j.p, "ok", 0);
-      cJSON_AddNumberToObject(j.p, "status", st);
-      cJSON_AddStringToObject(j.p, "status_name", status_name(st).c_str());
-      cJSON_AddStringToObject(j.p, "message", detail.c_str());
-      cJSON_AddStringToObject(j.p, "log", log.c_str());
-      print_json(j.p);
-    }
-    std::string msg = "'" + file + "' (" + arch + "): ";
-    if (st == KJIT_ERROR_COMPILE) {
-      msg += "compilation failed";
-    } else {
-      msg += (detail.empty() ? std::string(kjit_status_string(st)) : detail) + " [" +
-             status_name(st) + "]";
-    }
-    if (!log.empty()) {
-      msg += "\n" + log;
-      if (msg.back() == '\n') msg.pop_back();
-    } else if (st == KJIT_ERROR_CUDA_UNAVAILABLE && arch == "auto") {
-      msg += "\n(no GPU here: pass an explicit target, e.g. --arch sm_90)";
-    }
-    fail(exit_code_for_compile_status(st), msg);
-  };
+// A compile that fails, or a source refused before compiling: the message on stderr (and
+// the JSON document on stdout), exit status by the library status.
+[[noreturn]] void report_failure(const Global& g, const Request& r, kjit_status st,
+                                 const std::string& detail, const std::string& log) {
+  if (g.json) {
+    JsonHolder j;
+    j.p = new_document("kjit.compile");
+    cJSON_AddStringToObject(j.p, "file", r.file.c_str());
+    cJSON_AddStringToObject(j.p, "target", r.arch.c_str());
+    cJSON_AddBoolToObject(j.p, "ok", 0);
+    cJSON_AddNumberToObject(j.p, "status", st);
+    cJSON_AddStringToObject(j.p, "status_name", status_name(st).c_str());
+    cJSON_AddStringToObject(j.p, "message", detail.c_str());
+    cJSON_AddStringToObject(j.p, "log", log.c_str());
+    print_json(j.p);
+  }
+  std::string msg = "'" + r.file + "' (" + r.arch + "): ";
+  if (st == KJIT_ERROR_COMPILE) {
+    msg += "compilation failed";
+  } else {
+    msg += (detail.empty() ? std::string(kjit_status_string(st)) : detail) + " [" +
+           status_name(st) + "]";
+  }
+  if (!log.empty()) {
+    msg += "\n" + log;
+    if (msg.back() == '\n') msg.pop_back();
+  } else if (st == KJIT_ERROR_CUDA_UNAVAILABLE && r.arch == "auto") {
+    msg += "\n(no GPU here: pass an explicit target, e.g. --arch sm_90)";
+  }
+  fail(exit_code_for_compile_status(st), msg);
+}
 
-  OptionsHolder opts;
-  kjit_status st = kjit_options_create(&opts.p);
-  if (st != KJIT_OK) fail_status(st, "cannot create options");
+// The options of the command line as a kjit_options. An argument the library refuses is a
+// usage error.
+void build_compile_options(const Parsed& p, const Request& r, kjit_options* opts) {
+  const std::string cmd = "compile";
   auto check = [&](kjit_status s, const std::string& what) {
     if (s == KJIT_OK) return;
     if (s == KJIT_ERROR_INVALID_ARGUMENT) {
@@ -170,47 +184,107 @@ int cmd_compile(const std::vector<std::string>& args, Global& g) {
     fail_status(s, what);
   };
   const std::string program = p.has("program-name") ? p.get("program-name")
-                              : file == "-"           ? std::string("stdin.cu")
-                                                      : file;
-  check(kjit_options_set_name(opts.p, program.c_str()), "bad program name '" + program + "'");
-  check(kjit_options_set_target(opts.p, arch.c_str()), "bad target '" + arch + "'");
-  if (kind == KJIT_OUTPUT_LTOIR) {
-    check(kjit_options_set_outputs(opts.p, KJIT_OUTPUT_LTOIR), "cannot ask for LTO-IR");
+                              : r.file == "-"         ? std::string("stdin.cu")
+                                                      : r.file;
+  check(kjit_options_set_name(opts, program.c_str()), "bad program name '" + program + "'");
+  check(kjit_options_set_target(opts, r.arch.c_str()), "bad target '" + r.arch + "'");
+  if (r.kind == KJIT_OUTPUT_LTOIR) {
+    check(kjit_options_set_outputs(opts, KJIT_OUTPUT_LTOIR), "cannot ask for LTO-IR");
   }
-  if (p.has("toolkit") && p.has("no-toolkit")) {
-    usage_error(cmd, "--toolkit and --no-toolkit contradict each other");
-  }
-  if (p.has("toolkit")) {
-    check(kjit_options_set_toolkit(opts.p, p.get("toolkit").c_str()), "bad toolkit");
-  }
-  if (p.has("no-toolkit")) check(kjit_options_set_toolkit(opts.p, ""), "bad toolkit");
-  if (p.has("no-pch")) check(kjit_options_set_pch(opts.p, 0), "cannot turn PCH off");
+  if (p.has("toolkit")) check(kjit_options_set_toolkit(opts, p.get("toolkit").c_str()), "bad toolkit");
+  if (p.has("no-toolkit")) check(kjit_options_set_toolkit(opts, ""), "bad toolkit");
+  if (p.has("no-pch")) check(kjit_options_set_pch(opts, 0), "cannot turn PCH off");
   for (const std::string& dir : p.all("include-path")) {
-    check(kjit_options_add_include_path(opts.p, dir.c_str()), "bad include path '" + dir + "'");
+    check(kjit_options_add_include_path(opts, dir.c_str()), "bad include path '" + dir + "'");
   }
   for (const std::string& d : p.all("define")) {
     const size_t eq = d.find('=');
     const std::string name = d.substr(0, eq);
     if (name.empty()) usage_error(cmd, "bad -D '" + d + "': empty macro name");
     const std::string value = eq == std::string::npos ? std::string() : d.substr(eq + 1);
-    check(kjit_options_add_define(opts.p, name.c_str(),
+    check(kjit_options_add_define(opts, name.c_str(),
                                   eq == std::string::npos ? nullptr : value.c_str()),
           "bad -D '" + d + "'");
   }
   for (const std::string& e : p.all("name-expression")) {
-    check(kjit_options_add_name_expression(opts.p, e.c_str()), "bad name expression '" + e + "'");
+    check(kjit_options_add_name_expression(opts, e.c_str()), "bad name expression '" + e + "'");
   }
   for (const std::string& o : p.after_dashdash) {
-    check(kjit_options_add(opts.p, o.c_str()), "bad NVRTC option '" + o + "'");
+    check(kjit_options_add(opts, o.c_str()), "bad NVRTC option '" + o + "'");
   }
+}
 
+void print_result_json(const Request& r, const Result& res, kjit_binary* bin) {
+  JsonHolder j;
+  j.p = new_document("kjit.compile");
+  cJSON_AddStringToObject(j.p, "file", r.file.c_str());
+  cJSON_AddBoolToObject(j.p, "ok", 1);
+  cJSON_AddStringToObject(j.p, "output", r.out_path.c_str());
+  cJSON_AddStringToObject(j.p, "kind", r.ext + 1);
+  cJSON_AddNumberToObject(j.p, "bytes", static_cast<double>(res.size));
+  cJSON_AddStringToObject(j.p, "key", kjit_binary_key(bin));
+  cJSON_AddStringToObject(j.p, "tier", tier_name(res.tier));
+  cJSON_AddBoolToObject(j.p, "hit", res.tier != KJIT_TIER_COMPILED);
+  cJSON_AddNumberToObject(j.p, "elapsed_ms", res.elapsed_ms);
+  cJSON_AddNumberToObject(j.p, "wait_ms", res.wait_ms);
+  add_binary_json(j.p, bin, false);  // target, compile_ms, sizes, kernels, names, log
+  print_json(j.p);
+}
+
+// The status line (and the log, and the lowered names) on stderr, so that `-o -` keeps
+// stdout for the binary.
+void print_result_text(const Request& r, const Result& res, kjit_binary* bin) {
+  const std::string log = kjit_binary_log(bin);
+  if (!log.empty()) std::fprintf(stderr, "%s%s", log.c_str(), log.back() == '\n' ? "" : "\n");
+  const std::string key = kjit_binary_key(bin);
+  const char* target = kjit_binary_target(bin);
+  const std::string size = human_bytes(res.size);
+  if (res.tier == KJIT_TIER_COMPILED) {
+    std::fprintf(stderr, "%s -> %s (%s, %s): cache miss, compiled in %s%s [key %.16s]\n",
+                 r.file.c_str(), r.out_path.c_str(), target, size.c_str(),
+                 human_ms(res.compile_ms).c_str(), waited_text(res.wait_ms).c_str(), key.c_str());
+  } else if (res.wait_ms > 0) {
+    std::fprintf(
+        stderr, "%s -> %s (%s, %s): cache hit (%s)%s to compile it, compile took %s [key %.16s]\n",
+        r.file.c_str(), r.out_path.c_str(), target, size.c_str(), tier_name(res.tier),
+        waited_text(res.wait_ms).c_str(), human_ms(res.compile_ms).c_str(), key.c_str());
+  } else {
+    std::fprintf(stderr, "%s -> %s (%s, %s): cache hit (%s) in %s, compile took %s [key %.16s]\n",
+                 r.file.c_str(), r.out_path.c_str(), target, size.c_str(), tier_name(res.tier),
+                 human_ms(res.elapsed_ms).c_str(), human_ms(res.compile_ms).c_str(), key.c_str());
+  }
+  for (size_t i = 0; i < kjit_binary_name_count(bin); ++i) {
+    const char* lowered = kjit_binary_lowered_name_at(bin, i);
+    std::fprintf(stderr, "  %s -> %s\n", kjit_binary_name_expression(bin, i),
+                 lowered ? lowered : "(none)");
+  }
+}
+
+}  // namespace
+
+int cmd_compile(const std::vector<std::string>& args, Global& g) {
+  const Parsed p = parse_compile_args(args, g);
+  if (p.help) {
+    std::fputs(kHelp, stdout);
+    return kExitOk;
+  }
+  const Request r = make_request(p, g);
+  std::string source, err;
+  if (!read_bounded_file(r.file, kMaxSourceBytes, "a source", true, &source, &err)) {
+    const std::string what = r.file == "-" ? "standard input" : "'" + r.file + "'";
+    fail(kExitError, "cannot read " + what + ": " + err);
+  }
+  OptionsHolder opts;
+  kjit_status st = kjit_options_create(&opts.p);
+  if (st != KJIT_OK) fail_status(st, "cannot create options");
+  build_compile_options(p, r, opts.p);
   // NVRTC takes the source as a C string, which a NUL byte would end: refused like invalid
   // UTF-8, which the library reports as KJIT_ERROR_INVALID_SOURCE.
   const std::string nul = nul_byte_problem(source);
-  if (!nul.empty()) report_failure(KJIT_ERROR_INVALID_SOURCE, "source " + nul, "");
+  if (!nul.empty()) report_failure(g, r, KJIT_ERROR_INVALID_SOURCE, "source " + nul, "");
 
   CacheHolder cache;
-  cache.p = open_cache(g, false);
+  cache.p = open_cache(g);
   CompilerHolder compiler;
   st = kjit_compiler_create(cache.p, 1, &compiler.p);
   if (st != KJIT_OK) fail_status(st, "cannot create a compiler");
@@ -219,88 +293,30 @@ int cmd_compile(const std::vector<std::string>& args, Global& g) {
   // same key; the cache counts such waits, so the wait is reported apart from the compile.
   const uint64_t waits_before = cache_waits(cache.p);
   BinaryHolder bin;
+  Result res;
   const double t0 = now_ms();
   st = kjit_compile(compiler.p, source.c_str(), opts.p, &bin.p);
-  const double elapsed = now_ms() - t0;
+  res.elapsed_ms = now_ms() - t0;
   if (st != KJIT_OK) {
-    report_failure(st, kjit_last_error() ? kjit_last_error() : "",
+    report_failure(g, r, st, kjit_last_error() ? kjit_last_error() : "",
                    bin.p ? kjit_binary_log(bin.p) : "");
   }
   const bool waited = cache_waits(cache.p) > waits_before;
-
-  size_t size = 0;
-  const void* data = kjit_binary_data(bin.p, kind, &size);
+  const void* data = kjit_binary_data(bin.p, r.kind, &res.size);
   if (!data) {
-    fail(kExitError, std::string("'") + file + "': the compile produced no " + (ext + 1) +
+    fail(kExitError, std::string("'") + r.file + "': the compile produced no " + (r.ext + 1) +
                          " output for " + kjit_binary_target(bin.p));
   }
-  if (!write_file(out_path, data, size, &err)) {
-    fail(kExitError, "cannot write '" + out_path + "': " + err);
+  if (!write_file(r.out_path, data, res.size, &err)) {
+    fail(kExitError, "cannot write '" + r.out_path + "': " + err);
   }
-
-  const int tier = kjit_binary_tier(bin.p);
-  const std::string log = kjit_binary_log(bin.p);
-  // compile_ms: NVRTC's time for this entry (here on a miss, where it was first compiled on
-  // a hit); wait_ms: time spent waiting for another process's compile of the same key.
-  const double compile_ms = kjit_binary_compile_ms(bin.p);
-  const double wait_ms = wait_ms_of(waited, tier, elapsed, compile_ms);
+  res.tier = kjit_binary_tier(bin.p);
+  res.compile_ms = kjit_binary_compile_ms(bin.p);
+  res.wait_ms = wait_ms_of(waited, res.tier, res.elapsed_ms, res.compile_ms);
   if (g.json) {
-    JsonHolder j;
-    j.p = cJSON_CreateObject();
-    cJSON_AddStringToObject(j.p, "file", file.c_str());
-    cJSON_AddBoolToObject(j.p, "ok", 1);
-    cJSON_AddStringToObject(j.p, "output", out_path.c_str());
-    cJSON_AddStringToObject(j.p, "kind", ext + 1);
-    cJSON_AddNumberToObject(j.p, "bytes", static_cast<double>(size));
-    cJSON_AddStringToObject(j.p, "target", kjit_binary_target(bin.p));
-    cJSON_AddStringToObject(j.p, "key", kjit_binary_key(bin.p));
-    cJSON_AddStringToObject(j.p, "tier", tier_name(tier));
-    cJSON_AddBoolToObject(j.p, "hit", tier != KJIT_TIER_COMPILED);
-    cJSON_AddNumberToObject(j.p, "elapsed_ms", elapsed);
-    cJSON_AddNumberToObject(j.p, "compile_ms", compile_ms);
-    cJSON_AddNumberToObject(j.p, "wait_ms", wait_ms);
-    cJSON* kernels = cJSON_AddArrayToObject(j.p, "kernels");
-    for (size_t i = 0; i < kjit_binary_kernel_count(bin.p); ++i) {
-      cJSON_AddItemToArray(kernels, cJSON_CreateString(kjit_binary_kernel_name(bin.p, i)));
-    }
-    cJSON* names = cJSON_AddObjectToObject(j.p, "names");
-    for (size_t i = 0; i < kjit_binary_name_count(bin.p); ++i) {
-      const char* lowered = kjit_binary_lowered_name_at(bin.p, i);
-      cJSON_AddStringToObject(names, kjit_binary_name_expression(bin.p, i),
-                              lowered ? lowered : "");
-    }
-    cJSON_AddStringToObject(j.p, "log", log.c_str());
-    print_json(j.p);
-    return kExitOk;
-  }
-  if (!log.empty() && !g.quiet) {
-    std::fprintf(stderr, "%s%s", log.c_str(), log.back() == '\n' ? "" : "\n");
-  }
-  if (!g.quiet) {
-    // Status goes to stderr so that `-o -` keeps stdout for the binary.
-    const std::string key = kjit_binary_key(bin.p);
-    if (tier == KJIT_TIER_COMPILED) {
-      std::fprintf(stderr, "%s -> %s (%s, %s): cache miss, compiled in %s%s [key %.16s]\n",
-                   file.c_str(), out_path.c_str(), kjit_binary_target(bin.p),
-                   human_bytes(size).c_str(), human_ms(compile_ms).c_str(),
-                   waited_text(wait_ms).c_str(), key.c_str());
-    } else if (wait_ms > 0) {
-      std::fprintf(
-          stderr,
-          "%s -> %s (%s, %s): cache hit (%s)%s to compile it, compile took %s [key %.16s]\n",
-          file.c_str(), out_path.c_str(), kjit_binary_target(bin.p), human_bytes(size).c_str(),
-          tier_name(tier), waited_text(wait_ms).c_str(), human_ms(compile_ms).c_str(), key.c_str());
-    } else {
-      std::fprintf(stderr, "%s -> %s (%s, %s): cache hit (%s) in %s, compile took %s [key %.16s]\n",
-                   file.c_str(), out_path.c_str(), kjit_binary_target(bin.p),
-                   human_bytes(size).c_str(), tier_name(tier), human_ms(elapsed).c_str(),
-                   human_ms(compile_ms).c_str(), key.c_str());
-    }
-    for (size_t i = 0; i < kjit_binary_name_count(bin.p); ++i) {
-      const char* lowered = kjit_binary_lowered_name_at(bin.p, i);
-      std::fprintf(stderr, "  %s -> %s\n", kjit_binary_name_expression(bin.p, i),
-                   lowered ? lowered : "(none)");
-    }
+    print_result_json(r, res, bin.p);
+  } else if (!g.quiet) {
+    print_result_text(r, res, bin.p);
   }
   return kExitOk;
 }

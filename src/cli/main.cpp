@@ -58,29 +58,75 @@ const char* const kHelp =
     "\n"
     "See kjit(1) for details.\n";
 
+// The commands, in the order of the help text. A new command is one line here, one
+// declaration in cli.h and its section in the help text and kjit(1).
+struct Command {
+  const char* name;
+  int (*run)(const std::vector<std::string>& args, kjit_cli::Global& g);
+};
+const Command kCommands[] = {
+    {"compile", kjit_cli::cmd_compile},
+    {"cache", kjit_cli::cmd_cache},
+    {"warm", kjit_cli::cmd_warm},
+    {"info", kjit_cli::cmd_info},
+};
+
 int dispatch(const std::string& cmd, const std::vector<std::string>& rest,
              kjit_cli::Global& g) {
   using namespace kjit_cli;
-  if (cmd == "compile") return cmd_compile(rest, g);
-  if (cmd == "cache") return cmd_cache(rest, g);
-  if (cmd == "warm") return cmd_warm(rest, g);
-  if (cmd == "info") return cmd_info(rest, g);
+  for (const Command& c : kCommands) {
+    if (cmd == c.name) return c.run(rest, g);
+  }
   if (cmd == "help") {
-    if (rest.empty()) {
+    if (rest.empty() || rest.front() == "help") {
       std::fputs(kHelp, stdout);
       return kExitOk;
     }
-    std::vector<std::string> h(rest.begin(), rest.end());
-    const std::string sub = h.front();
-    h.erase(h.begin());
+    std::vector<std::string> h(rest.begin() + 1, rest.end());
     h.push_back("--help");
-    if (sub == "help") {
-      std::fputs(kHelp, stdout);
-      return kExitOk;
-    }
-    return dispatch(sub, h, g);
+    return dispatch(rest.front(), h, g);
   }
   fail(kExitUsage, "unknown command '" + cmd + "' (see 'kjit --help')");
+}
+
+// Reads the global options before the command; returns the index of the command, or
+// args.size() when there is none. Sets *exit_now (and returns) for --help and --version.
+size_t parse_globals(const std::vector<std::string>& args, kjit_cli::Global& g, int* exit_now) {
+  using namespace kjit_cli;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(kHelp, stdout);
+      *exit_now = kExitOk;
+      return i;
+    }
+    if (a == "--version") {
+      std::printf("kjit %s\n", kjit_version_string());
+      *exit_now = kExitOk;
+      return i;
+    }
+    if (a == "--json") {
+      g.json = true;
+    } else if (a == "-q" || a == "--quiet") {
+      g.quiet = true;
+    } else if (a == "--cache-dir" || a.rfind("--cache-dir=", 0) == 0) {
+      std::string v;
+      if (a == "--cache-dir") {
+        if (i + 1 >= args.size()) fail(kExitUsage, "option '--cache-dir' needs a value");
+        v = args[++i];
+      } else {
+        v = a.substr(std::strlen("--cache-dir="));
+      }
+      require_path("", "--cache-dir", v);
+      g.cache_dir = v;
+    } else if (!a.empty() && a[0] == '-') {
+      fail(kExitUsage, "unknown option '" + a + "' (see 'kjit --help')");
+    } else {
+      break;
+    }
+  }
+  return i;
 }
 
 }  // namespace
@@ -91,37 +137,9 @@ int main(int argc, char** argv) {
   Global g;
   std::string cmd;
   try {
-    size_t i = 0;
-    for (; i < args.size(); ++i) {
-      const std::string& a = args[i];
-      if (a == "-h" || a == "--help") {
-        std::fputs(kHelp, stdout);
-        return kExitOk;
-      }
-      if (a == "--version") {
-        std::printf("kjit %s\n", kjit_version_string());
-        return kExitOk;
-      }
-      if (a == "--json") {
-        g.json = true;
-      } else if (a == "-q" || a == "--quiet") {
-        g.quiet = true;
-      } else if (a == "--cache-dir" || a.rfind("--cache-dir=", 0) == 0) {
-        std::string v;
-        if (a == "--cache-dir") {
-          if (i + 1 >= args.size()) fail(kExitUsage, "option '--cache-dir' needs a value");
-          v = args[++i];
-        } else {
-          v = a.substr(std::strlen("--cache-dir="));
-        }
-        require_path("", "--cache-dir", v);
-        g.cache_dir = v;
-      } else if (!a.empty() && a[0] == '-') {
-        fail(kExitUsage, "unknown option '" + a + "' (see 'kjit --help')");
-      } else {
-        break;
-      }
-    }
+    int exit_now = -1;
+    const size_t i = parse_globals(args, g, &exit_now);
+    if (exit_now >= 0) return exit_now;
     if (i >= args.size()) {
       std::fputs(kHelp, stderr);
       return kExitUsage;

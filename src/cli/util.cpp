@@ -10,6 +10,8 @@
 #include <cstring>
 #include <ctime>
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -561,11 +563,30 @@ std::string waited_text(double wait_ms) {
   return " after waiting " + human_ms(wait_ms) + " for another process";
 }
 
-kjit_cache* open_cache(const Global& g, bool read_only) {
+std::string cache_location(const Global& g) {
+  if (!g.cache_dir.empty()) return g.cache_dir;
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v ? std::string(v) : std::string();
+  };
+  if (!env("KJIT_CACHE_DIR").empty()) return env("KJIT_CACHE_DIR");
+  if (!env("XDG_CACHE_HOME").empty()) return join_path(env("XDG_CACHE_HOME"), "kjit");
+  if (!env("HOME").empty()) return join_path(env("HOME"), ".cache/kjit");
+  const std::string tmp = env("TMPDIR").empty() ? std::string("/tmp") : env("TMPDIR");
+  return join_path(tmp, "kjit-" + std::to_string(::getuid()));
+}
+
+std::string cache_database(const std::string& dir) { return join_path(dir, "kjit.db"); }
+
+bool disk_disabled_by_environment() {
+  const char* v = std::getenv("KJIT_CACHE_DISABLE");
+  return v && *v && std::strcmp(v, "0") != 0 && std::strcmp(v, "false") != 0;
+}
+
+kjit_cache* open_cache(const Global& g) {
   kjit_cache_options o;
   kjit_cache_options_init(&o);
   if (!g.cache_dir.empty()) o.directory = g.cache_dir.c_str();
-  o.read_only = read_only ? 1 : 0;
   kjit_cache* c = nullptr;
   const kjit_status st = kjit_cache_open(&o, &c);
   if (st != KJIT_OK) {
@@ -575,38 +596,93 @@ kjit_cache* open_cache(const Global& g, bool read_only) {
   return c;
 }
 
-void require_disk(kjit_cache* cache, const std::string& cmd, bool need_write) {
+kjit_cache* open_cache_if_present(const Global& g, std::string* dir) {
+  *dir = cache_location(g);
+  if (disk_disabled_by_environment()) {
+    kjit_cache* c = open_cache(g);
+    *dir = kjit_cache_directory(c);
+    return c;
+  }
+  struct stat st;
+  if (::stat(cache_database(*dir).c_str(), &st) != 0) return nullptr;
+  return open_cache(g);
+}
+
+kjit_cache* open_existing_cache(const Global& g) {
+  std::string dir;
+  kjit_cache* c = open_cache_if_present(g, &dir);
+  if (!c) {
+    fail(kExitError, "no cache at '" + dir + "' (no " + basename_of(cache_database(dir)) +
+                         " there: nothing has been stored in it yet)");
+  }
+  return c;
+}
+
+kjit_cache_stats read_cache_stats(kjit_cache* cache) {
   kjit_cache_stats s;
   std::memset(&s, 0, sizeof s);
   s.struct_size = sizeof s;
   const kjit_status st = kjit_cache_stats_get(cache, &s);
   if (st != KJIT_OK) fail_status(st, "cannot read the cache state");
-  const std::string dir = kjit_cache_directory(cache);
+  return s;
+}
+
+std::string disk_problem(int disk_state, const std::string& dir, const char* message) {
   const std::string where = dir.empty() ? std::string("the cache") : "cache '" + dir + "'";
+  if (disk_state == KJIT_DISK_DISABLED) {
+    return "the disk cache is disabled (KJIT_CACHE_DISABLE is set)";
+  }
+  if (disk_state == KJIT_DISK_UNAVAILABLE) {
+    return where + " cannot be used: " + (message && *message ? message : "unknown reason");
+  }
+  return std::string();
+}
+
+void require_disk(kjit_cache* cache, const std::string& cmd, bool need_write) {
+  const kjit_cache_stats s = read_cache_stats(cache);
+  const std::string dir = kjit_cache_directory(cache);
   if (s.disk_state == KJIT_DISK_DISABLED) {
     fail(kExitError, "kjit " + cmd + " needs the disk cache, but it is disabled" +
                          " (KJIT_CACHE_DISABLE is set)");
   }
-  if (s.disk_state == KJIT_DISK_UNAVAILABLE) {
-    fail(kExitError, where + " cannot be used: " +
-                         (s.message[0] ? std::string(s.message) : "unknown reason"));
-  }
+  const std::string problem = disk_problem(s.disk_state, dir, s.message);
+  if (!problem.empty()) fail(kExitError, problem);
   if (need_write && s.disk_state == KJIT_DISK_READ_ONLY) {
-    fail(kExitError, where + " is read-only" +
+    fail(kExitError, "cache '" + dir + "' is read-only" +
                          (s.message[0] ? ": " + std::string(s.message) : std::string()));
   }
 }
 
-// ---- JSON -----------------------------------------------------------------------------
-
-JsonHolder::~JsonHolder() { cJSON_Delete(p); }
-
-void print_json(const cJSON* value) {
-  char* text = cJSON_Print(value);
-  if (!text) fail(kExitError, "out of memory while printing JSON");
-  std::fputs(text, stdout);
-  std::fputc('\n', stdout);
-  cJSON_free(text);
+std::string closest_name(const std::string& name, const std::vector<std::string>& known) {
+  // Optimal string alignment distance: insertions, deletions, substitutions and swaps of
+  // two neighbouring letters each cost 1.
+  auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+    for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+    for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      for (size_t j = 1; j <= b.size(); ++j) {
+        const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+        d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+        if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+          d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        }
+      }
+    }
+    return d[a.size()][b.size()];
+  };
+  std::string best;
+  size_t best_d = 0;
+  for (const std::string& k : known) {
+    const size_t d = distance(name, k);
+    if (best.empty() || d < best_d) {
+      best = k;
+      best_d = d;
+    }
+  }
+  // A third of the name's letters (at least one, at most three) may be wrong.
+  const size_t limit = std::min<size_t>(3, std::max<size_t>(1, name.size() / 3));
+  return !best.empty() && best_d <= limit ? best : std::string();
 }
 
 int exit_code_for_compile_status(kjit_status st) {
@@ -638,6 +714,7 @@ bool read_worker(kjit_cache* cache, kjit_worker_info* w, std::string* error) {
 }  // namespace
 
 std::string worker_text(kjit_cache* cache) {
+  if (!cache) return "not running (no cache yet)";
   kjit_worker_info w;
   std::string error;
   if (!read_worker(cache, &w, &error)) return "unknown: " + error;
@@ -663,6 +740,10 @@ void add_worker_json(cJSON* parent, kjit_cache* cache) {
   kjit_worker_info w;
   std::string error;
   cJSON* o = cJSON_AddObjectToObject(parent, "worker");
+  if (!cache) {
+    cJSON_AddBoolToObject(o, "running", false);
+    return;
+  }
   if (!read_worker(cache, &w, &error)) {
     cJSON_AddStringToObject(o, "error", error.c_str());
     return;

@@ -25,12 +25,12 @@ expect_rc 0 "$KJIT" cache path
 # ls: three entries, most recently used first.
 expect_rc 0 "$KJIT" --cache-dir "$A" cache ls --json
 cp "$TMP/out" "$TMP/ls.json"
-json_check "$TMP/ls.json" 'len(j) == 3 and all(len(e["key"]) == 64 and e["kernels"] == ["saxpy"] and e["bytes"] > 0 for e in j)'
-json_check "$TMP/ls.json" 'sorted(e["target"] for e in j) == ["sm_80", "sm_90", "sm_90"]'
+json_check "$TMP/ls.json" 'len(j["entries"]) == 3 and all(len(e["key"]) == 64 and e["kernels"] == ["saxpy"] and e["bytes"] > 0 for e in j["entries"])'
+json_check "$TMP/ls.json" 'sorted(e["target"] for e in j["entries"]) == ["sm_80", "sm_90", "sm_90"]'
 expect_rc 0 "$KJIT" --cache-dir "$A" cache ls
 [ "$(wc -l <"$TMP/out")" = 4 ] || fail "cache ls printed $(wc -l <"$TMP/out") lines, expected a header and 3 rows"
 expect_grep '^KEY ' "$TMP/out" "cache ls header"
-KEY=$(json_get "$TMP/ls.json" '[e["key"] for e in j if e["target"] == "sm_80"][0]')
+KEY=$(json_get "$TMP/ls.json" '[e["key"] for e in j["entries"] if e["target"] == "sm_80"][0]')
 
 # show: by full key and by prefix; outputs; missing and malformed keys.
 expect_rc 0 "$KJIT" --cache-dir "$A" cache show "$KEY" --json
@@ -55,8 +55,8 @@ json_check "$TMP/out" 'j["imported"] == 3 and j["rejected"] == 0 and not j["dama
 expect_rc 0 "$KJIT" --cache-dir "$B" cache ls --json
 python3 - "$TMP/ls.json" "$TMP/out" <<'PY' || fail "keys differ after export/import"
 import json, sys
-a = sorted(e["key"] for e in json.load(open(sys.argv[1])))
-b = sorted(e["key"] for e in json.load(open(sys.argv[2])))
+a = sorted(e["key"] for e in json.load(open(sys.argv[1]))["entries"])
+b = sorted(e["key"] for e in json.load(open(sys.argv[2]))["entries"])
 sys.exit(0 if a == b else 1)
 PY
 expect_rc 0 "$KJIT" --cache-dir "$B" compile "$TMP/saxpy.cu" --arch sm_80 -o /dev/null --json
@@ -189,7 +189,7 @@ expect_rc 5 env KJIT_CACHE_READONLY=1 "$KJIT" --cache-dir "$R" cache verify
 expect_grep 'checked 3 entries: 2 corrupt (not removed: the cache is read-only)' "$TMP/out" "read-only verify"
 expect_grep '^corrupt, not removed (read-only): ' "$TMP/out" "read-only verify names the entries"
 expect_rc 0 "$KJIT" --cache-dir "$R" cache ls --json
-json_check "$TMP/out" 'len(j) == 3'
+json_check "$TMP/out" 'len(j["entries"]) == 3'
 # A directory this user cannot write (root writes anywhere: run as nobody then).
 U=$TMP/u
 cp -r "$R" "$U"
@@ -209,7 +209,7 @@ if [ -n "$U" ]; then
   expect_rc 5 "${as_user[@]}" "$KJIT" --cache-dir "$U" cache verify --json
   json_check "$TMP/out" 'j["read_only"] and j["checked"] == 3 and j["corrupt"] == 2 and j["removed"] == []'
   expect_rc 0 "${as_user[@]}" "$KJIT" --cache-dir "$U" cache ls --json
-  json_check "$TMP/out" 'len(j) == 3'
+  json_check "$TMP/out" 'len(j["entries"]) == 3'
   chmod 0700 "$U"
 fi
 # Read-write, the same two are found and removed; the third stays.
@@ -224,11 +224,11 @@ sleep 1.1
 expect_rc 0 "$KJIT" --cache-dir "$TMP/p" compile "$TMP/saxpy.cu" --arch sm_90 -o /dev/null --json
 NEWEST=$(json_get "$TMP/out" 'j["key"]')
 expect_rc 0 "$KJIT" --cache-dir "$TMP/p" cache ls --json
-ONE=$(json_get "$TMP/out" '[e["bytes"] for e in j if e["key"] == "'"$NEWEST"'"][0]')
+ONE=$(json_get "$TMP/out" '[e["bytes"] for e in j["entries"] if e["key"] == "'"$NEWEST"'"][0]')
 expect_rc 0 "$KJIT" --cache-dir "$TMP/p" cache prune --max-size "$ONE" --json
 json_check "$TMP/out" 'j["removed"] == 1 and j["entries"] == 1 and j["bytes"] <= '"$ONE"
 expect_rc 0 "$KJIT" --cache-dir "$TMP/p" cache ls --json
-json_check "$TMP/out" '[e["key"] for e in j] == ["'"$NEWEST"'"]'
+json_check "$TMP/out" '[e["key"] for e in j["entries"]] == ["'"$NEWEST"'"]'
 expect_rc 0 "$KJIT" --cache-dir "$TMP/p" cache prune --max-size 1G
 expect_grep 'removed 0 entries' "$TMP/out" "prune below the limit"
 expect_rc 2 "$KJIT" --cache-dir "$TMP/p" cache prune --max-size 12X
@@ -241,13 +241,15 @@ json_check "$TMP/out" 'j["entries"] == 0'
 expect_rc 0 "$KJIT" --cache-dir "$B" cache clear --json
 json_check "$TMP/out" 'j["removed"] == 2'
 expect_rc 0 "$KJIT" --cache-dir "$B" cache ls --json
-json_check "$TMP/out" 'j == []'
+json_check "$TMP/out" 'j["entries"] == []'
 
-# A cache nobody has used yet reads as empty.
-expect_rc 0 "$KJIT" --cache-dir "$TMP/fresh1" cache ls --json
-json_check "$TMP/out" 'j == []'
-expect_rc 4 "$KJIT" --cache-dir "$TMP/fresh2" cache show abcdef
-expect_rc 0 "$KJIT" --cache-dir "$TMP/fresh3" cache export "$TMP/empty.kjit" --json
+# A cache nobody has used yet is not there to read: the commands that only read say so
+# (exit 3) and create nothing (tests/cli/exit_status.sh checks every one of them).
+expect_rc 3 "$KJIT" --cache-dir "$TMP/fresh1" cache ls --json
+expect_grep "no cache at '$TMP/fresh1'" "$TMP/err" "cache ls of a cache that does not exist"
+[ ! -e "$TMP/fresh1" ] || fail "cache ls created $TMP/fresh1"
+# An empty cache (one whose only entries were removed) exports an empty file.
+expect_rc 0 "$KJIT" --cache-dir "$B" cache export "$TMP/empty.kjit" --json
 json_check "$TMP/out" 'j["exported"] == 0'
 
 # A disabled disk tier is an error for commands that need it, with the reason.

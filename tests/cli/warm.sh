@@ -75,7 +75,7 @@ expect_rc 0 "$KJIT" --cache-dir "$C" warm "$M/good.json" --dry-run
 expect_grep '^[0-9a-f]\{64\}  cached  saxpy (sm_80)$' "$TMP/out" "warm --dry-run"
 expect_grep '^[0-9a-f]\{64\}  missing saxpy (sm_90)$' "$TMP/out" "warm --dry-run"
 expect_rc 0 "$KJIT" --cache-dir "$C" warm "$M/good.json" --dry-run --json
-json_check "$TMP/out" '[(r["target"], r["cached"]) for r in j] == [("sm_80", True), ("sm_90", False)]'
+json_check "$TMP/out" '[(r["target"], r["cached"]) for r in j["results"]] == [("sm_80", True), ("sm_90", False)]'
 
 # --arch replaces the manifest's targets; a good manifest exits 0.
 expect_rc 0 "$KJIT" --cache-dir "$C" warm "$M/good.json" --arch sm_90 -q
@@ -184,6 +184,6 @@ expect_rc 2 "$KJIT" --cache-dir "$C" warm
 # The example manifest in examples/ is valid (dry run: keys only).
 EXAMPLES=$(cd "$(dirname "$0")/../../examples" && pwd)
 expect_rc 0 "$KJIT" --cache-dir "$C" warm "$EXAMPLES/warm-manifest.json" --dry-run --json
-json_check "$TMP/out" 'len(j) == 5 and all(r["ok"] for r in j)'
+json_check "$TMP/out" 'len(j["results"]) == 5 and all(r["ok"] for r in j["results"])'
 
 finish
