@@ -50,11 +50,16 @@ const char* const kHelp =
     "own), or signed exports: set KJIT_EXPORT_KEY to the same secret (16 bytes or more)\n"
     "on the exporting and importing machines.\n"
     "\n"
+    "The subcommands that only read (path, stats, ls, show, verify, export) never create\n"
+    "the cache: where it has no database yet, path says so and the others fail (3).\n"
+    "\n"
     "Environment: KJIT_EXPORT_KEY signs exports and makes imports require signatures;\n"
     "KJIT_CACHE_READONLY=1 opens the cache read-only.\n"
     "\n"
-    "Exit status: 0 ok; 2 usage; 3 error (cache unusable, file unreadable, ...);\n"
-    "4 no entry with that KEY; 5 verify/import found corrupt entries.\n";
+    "Exit status: 0 ok; 2 usage; 3 error (no cache at DIR, disk cache disabled or\n"
+    "unusable -- stats and path print their report first --, file unreadable, import\n"
+    "FILE not a kjit export, ...); 4 no entry with that KEY (show, rm); 5 corrupt\n"
+    "entries found (show, verify, import).\n";
 
 struct Row {
   std::string key, target, kernels;

@@ -67,7 +67,7 @@ const char* const kHelp =
     "\n"
     "Exit status: 0 ok; 1 compile error (NVRTC log printed on stderr) or FILE not UTF-8\n"
     "text; 2 usage, unknown NVRTC option or unsupported target; 3 other error (unreadable\n"
-    "FILE, unwritable OUT, no GPU for --arch auto, ...).\n";
+    "FILE, unwritable OUT, no GPU for --arch auto, the compiler crashed on FILE, ...).\n";
 
 // What to compile and where the output goes, from the command line.
 struct Request {

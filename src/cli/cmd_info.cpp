@@ -21,11 +21,12 @@ const char* const kHelp =
     "Print the kjit library version and file, the NVRTC version (with its build), the CUDA\n"
     "driver version, the cuBLASLt version when the library reports it, every CUDA device\n"
     "with its architecture, and the cache location and state. Parts that are unavailable\n"
-    "(no driver, no GPU) are reported as such; that is not an error. The compile worker\n"
-    "that serves the cache is shown (pid, uptime, compiles, crashes survived, PCH) when one\n"
-    "runs; this command never starts one.\n"
+    "(no driver, no GPU, no cache yet, an unusable cache) are reported as such; that is\n"
+    "not an error. The compile worker that serves the cache is shown (pid, uptime,\n"
+    "compiles, crashes survived, PCH) when one runs; this command never starts one, and\n"
+    "never creates the cache.\n"
     "\n"
-    "Exit status: 0 ok; 2 usage; 3 the cache cannot be opened.\n";
+    "Exit status: 0 ok, whatever it finds; 2 usage; 3 other error (output not written).\n";
 
 std::string last_error_or(const char* fallback) {
   const char* e = kjit_last_error();

@@ -37,7 +37,7 @@ const char* const kHelp =
     "  -a, --arch TARGET  compile every kernel for TARGET only (e.g. auto on a GPU host),\n"
     "                     instead of the targets the manifest names\n"
     "      --dry-run      print each kernel's cache key and whether it is cached, and\n"
-    "                     compile nothing\n"
+    "                     compile nothing (a cache that does not exist is not created)\n"
     "      --no-progress  plain lines even on a terminal\n"
     "      --json         print the results as JSON on stdout\n"
     "  -q, --quiet        print only failures and the summary\n"
@@ -62,10 +62,12 @@ const char* const kHelp =
     "The manifest and every source file it names must be regular files of at most 64 MiB\n"
     "(a source that is not fails that kernel). Sources and headers must be UTF-8 text: a\n"
     "NUL byte in one (\\u0000 in JSON) fails that kernel like invalid UTF-8; a NUL\n"
-    "anywhere else makes the manifest malformed.\n"
+    "anywhere else makes the manifest malformed. An unknown field is an error that names\n"
+    "the closest known field.\n"
     "\n"
     "Exit status: 0 every kernel compiled or was cached; 1 one or more kernels failed;\n"
-    "2 usage; 3 the manifest cannot be read or is malformed, or the cache is unusable.\n";
+    "2 usage; 3 the manifest cannot be read or is malformed, or the disk cache is\n"
+    "disabled or unusable.\n";
 
 struct Job {
   const KernelSpec* spec = nullptr;
