@@ -135,26 +135,7 @@ json_check "$TMP/out" 'j["entries"] == 2'
 # verify: a clean cache, then one with a damaged blob.
 expect_rc 0 "$KJIT" --cache-dir "$A" cache verify --json
 json_check "$TMP/out" 'j["checked"] == 3 and j["corrupt"] == 0 and j["removed"] == []'
-python3 - "$A/kjit.db" <<'PY' || fail "could not damage the database for the verify test"
-# Flip one byte in the middle of the largest blob value of any table, whatever the schema.
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-best = None
-for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'"):
-    cols = [r[1] for r in db.execute(f'PRAGMA table_info("{table}")')]
-    for col in cols:
-        row = db.execute(f'SELECT rowid, length("{col}") FROM "{table}" WHERE typeof("{col}")=\'blob\' '
-                         f'ORDER BY length("{col}") DESC LIMIT 1').fetchone()
-        if row and (best is None or row[1] > best[3]):
-            best = (table, col, row[0], row[1])
-if best is None:
-    sys.exit(1)
-table, col, rowid, _ = best
-data = bytearray(db.execute(f'SELECT "{col}" FROM "{table}" WHERE rowid=?', (rowid,)).fetchone()[0])
-data[len(data) // 2] ^= 0xFF
-db.execute(f'UPDATE "{table}" SET "{col}"=? WHERE rowid=?', (bytes(data), rowid))
-db.commit()
-PY
+damage_largest_blob "$A/kjit.db"
 expect_rc 5 "$KJIT" --cache-dir "$A" cache verify --json
 json_check "$TMP/out" 'j["checked"] == 3 and j["corrupt"] == 1 and len(j["removed"]) == 1'
 expect_rc 0 "$KJIT" --cache-dir "$A" cache verify

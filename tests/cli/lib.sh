@@ -75,6 +75,31 @@ bounded() {
   (ulimit -v 2097152 && exec timeout 60 "$@")
 }
 
+# damage_largest_blob DB : flips one byte in the middle of the largest blob value of any
+# table of the SQLite database DB, whatever the schema (the entry holding it then fails
+# verification).
+damage_largest_blob() {
+  python3 - "$1" <<'PY' || fail "could not damage the database $1"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+best = None
+for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'"):
+    cols = [r[1] for r in db.execute(f'PRAGMA table_info("{table}")')]
+    for col in cols:
+        row = db.execute(f'SELECT rowid, length("{col}") FROM "{table}" WHERE typeof("{col}")=\'blob\' '
+                         f'ORDER BY length("{col}") DESC LIMIT 1').fetchone()
+        if row and (best is None or row[1] > best[3]):
+            best = (table, col, row[0], row[1])
+if best is None:
+    sys.exit(1)
+table, col, rowid, _ = best
+data = bytearray(db.execute(f'SELECT "{col}" FROM "{table}" WHERE rowid=?', (rowid,)).fetchone()[0])
+data[len(data) // 2] ^= 0xFF
+db.execute(f'UPDATE "{table}" SET "{col}"=? WHERE rowid=?', (bytes(data), rowid))
+db.commit()
+PY
+}
+
 finish() {
   if [ "$FAILURES" -ne 0 ]; then
     echo "$FAILURES check(s) failed" >&2
