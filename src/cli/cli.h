@@ -124,7 +124,7 @@ std::string dirname_of(const std::string& path);
 std::string basename_of(const std::string& path);
 std::string join_path(const std::string& dir, const std::string& name);
 std::string current_directory();  // getcwd(), or "." when it cannot be read
-double now_ms();  // monotonic
+double now_ms();                  // monotonic
 
 const char* tier_name(int tier);
 // "KJIT_ERROR_COMPILE" for KJIT_ERROR_COMPILE (the part of kjit_status_string before ':').

@@ -1,6 +1,5 @@
 // kjit cache: inspect and manage the on-disk cache through the public cache API.
 #include <cjson/cJSON.h>
-
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -85,8 +84,8 @@ int collect_row(const kjit_cache_entry_info* info, void* user) {
 std::vector<Row> list_rows(kjit_cache* cache) {
   std::vector<Row> rows;
   const kjit_status st = kjit_cache_list(cache, collect_row, &rows);
-  if (st != KJIT_OK) fail_status(st, std::string("cannot list cache '") +
-                                         kjit_cache_directory(cache) + "'");
+  if (st != KJIT_OK)
+    fail_status(st, std::string("cannot list cache '") + kjit_cache_directory(cache) + "'");
   return rows;
 }
 
@@ -105,8 +104,9 @@ std::string resolve_key(kjit_cache* cache, const std::string& cmd, std::string k
   if (!is_hex(key) || key.size() > 64) {
     usage_error(cmd, "'" + key + "' is not a cache key (hex digits, as 'kjit cache ls' shows)");
   }
-  std::transform(key.begin(), key.end(), key.begin(),
-                 [](char c) { return static_cast<char>(c >= 'A' && c <= 'F' ? c - 'A' + 'a' : c); });
+  std::transform(key.begin(), key.end(), key.begin(), [](char c) {
+    return static_cast<char>(c >= 'A' && c <= 'F' ? c - 'A' + 'a' : c);
+  });
   if (key.size() == 64) return key;
   std::vector<std::string> matches;
   for (const Row& r : list_rows(cache)) {
@@ -142,7 +142,8 @@ void add_u64(cJSON* obj, const char* name, uint64_t v) {
 // ---- subcommands ----------------------------------------------------------------------
 
 int sub_path(const Parsed& p, Global& g) {
-  if (!p.positional.empty()) usage_error("cache path", "unexpected argument '" + p.positional[0] + "'");
+  if (!p.positional.empty())
+    usage_error("cache path", "unexpected argument '" + p.positional[0] + "'");
   // Only reads: a cache that does not exist yet is not created.
   std::string dir;
   CacheHolder c;
@@ -169,10 +170,14 @@ int sub_path(const Parsed& p, Global& g) {
 
 const char* remote_state_name(int state) {
   switch (state) {
-    case KJIT_REMOTE_OK: return "connected or not yet tried";
-    case KJIT_REMOTE_BACKOFF: return "unavailable, retrying after a cooldown";
-    case KJIT_REMOTE_NOT_BUILT: return "configured, but not built into this kjit";
-    default: return "none";
+    case KJIT_REMOTE_OK:
+      return "connected or not yet tried";
+    case KJIT_REMOTE_BACKOFF:
+      return "unavailable, retrying after a cooldown";
+    case KJIT_REMOTE_NOT_BUILT:
+      return "configured, but not built into this kjit";
+    default:
+      return "none";
   }
 }
 
@@ -263,10 +268,9 @@ void print_stats_text(kjit_cache* cache, const kjit_cache_stats& s, const Summar
   std::printf("cache directory     %s\n", dir.empty() ? "(none)" : dir.c_str());
   std::printf("disk tier           %s%s%s\n", disk_state_name(s.disk_state),
               s.message[0] ? ": " : "", s.message);
-  const double pct = s.max_size_bytes
-                         ? 100.0 * static_cast<double>(s.disk_bytes) /
-                               static_cast<double>(s.max_size_bytes)
-                         : 0.0;
+  const double pct = s.max_size_bytes ? 100.0 * static_cast<double>(s.disk_bytes) /
+                                            static_cast<double>(s.max_size_bytes)
+                                      : 0.0;
   std::printf("entries             %llu\n", static_cast<ull>(s.disk_entries));
   std::printf("size                %s of %s (%.1f%%)\n", human_bytes(s.disk_bytes).c_str(),
               human_bytes(s.max_size_bytes).c_str(), pct);
@@ -274,10 +278,11 @@ void print_stats_text(kjit_cache* cache, const kjit_cache_stats& s, const Summar
               human_ms(m.stored_ms).c_str());
   const uint64_t hits = s.total_memory_hits + s.total_disk_hits + s.total_remote_hits;
   const uint64_t lookups = hits + s.total_misses;
-  std::printf("hits                %llu (memory %llu, disk %llu, remote %llu)%s\n",
-              static_cast<ull>(hits), static_cast<ull>(s.total_memory_hits),
-              static_cast<ull>(s.total_disk_hits), static_cast<ull>(s.total_remote_hits),
-              lookups ? (" = " + std::to_string(100 * hits / lookups) + "% of lookups").c_str() : "");
+  std::printf(
+      "hits                %llu (memory %llu, disk %llu, remote %llu)%s\n", static_cast<ull>(hits),
+      static_cast<ull>(s.total_memory_hits), static_cast<ull>(s.total_disk_hits),
+      static_cast<ull>(s.total_remote_hits),
+      lookups ? (" = " + std::to_string(100 * hits / lookups) + "% of lookups").c_str() : "");
   std::printf("misses              %llu (%llu compiles)\n", static_cast<ull>(s.total_misses),
               static_cast<ull>(s.total_compiles));
   std::printf("compile time saved  %s\n", human_ms(s.total_compile_ms_saved).c_str());
@@ -301,7 +306,8 @@ void print_stats_text(kjit_cache* cache, const kjit_cache_stats& s, const Summar
 }
 
 int sub_stats(const Parsed& p, Global& g) {
-  if (!p.positional.empty()) usage_error("cache stats", "unexpected argument '" + p.positional[0] + "'");
+  if (!p.positional.empty())
+    usage_error("cache stats", "unexpected argument '" + p.positional[0] + "'");
   // Only reads: a cache that does not exist is reported, not created. An existing one is
   // opened read-write so that the state reported is the cache's, not this handle's choice
   // (the library falls back to read-only by itself when the directory is not writable).
@@ -323,7 +329,8 @@ int sub_stats(const Parsed& p, Global& g) {
 }
 
 int sub_ls(const Parsed& p, Global& g) {
-  if (!p.positional.empty()) usage_error("cache ls", "unexpected argument '" + p.positional[0] + "'");
+  if (!p.positional.empty())
+    usage_error("cache ls", "unexpected argument '" + p.positional[0] + "'");
   CacheHolder c;
   c.p = open_existing_cache(g);
   require_disk(c.p, "cache ls", false);
@@ -342,7 +349,8 @@ int sub_ls(const Parsed& p, Global& g) {
         size_t comma = r.kernels.find(',', start);
         if (comma == std::string::npos) comma = r.kernels.size();
         if (comma > start) {
-          cJSON_AddItemToArray(k, cJSON_CreateString(r.kernels.substr(start, comma - start).c_str()));
+          cJSON_AddItemToArray(k,
+                               cJSON_CreateString(r.kernels.substr(start, comma - start).c_str()));
         }
         start = comma + 1;
       }
@@ -374,8 +382,12 @@ int sub_ls(const Parsed& p, Global& g) {
 // `cache show KEY --ptx|--cubin|--ltoir|-o FILE`: writes one output of the entry.
 int write_entry_output(const Parsed& p, Global& g, const std::string& key, kjit_binary* b) {
   const std::string out = p.get("output");
-  const int kind = p.has("ptx") ? KJIT_OUTPUT_PTX : p.has("ltoir") ? KJIT_OUTPUT_LTOIR : KJIT_OUTPUT_CUBIN;
-  const char* kname = kind == KJIT_OUTPUT_PTX ? "PTX" : kind == KJIT_OUTPUT_LTOIR ? "LTO-IR" : "CUBIN";
+  const int kind = p.has("ptx")     ? KJIT_OUTPUT_PTX
+                   : p.has("ltoir") ? KJIT_OUTPUT_LTOIR
+                                    : KJIT_OUTPUT_CUBIN;
+  const char* kname = kind == KJIT_OUTPUT_PTX     ? "PTX"
+                      : kind == KJIT_OUTPUT_LTOIR ? "LTO-IR"
+                                                  : "CUBIN";
   size_t size = 0;
   const void* data = kjit_binary_data(b, kind, &size);
   if (!data) fail(kExitError, "entry " + key + " holds no " + kname);
@@ -399,9 +411,18 @@ void print_entry_text(const std::string& key, kjit_binary* b) {
   std::printf("target       %s\n", kjit_binary_target(b));
   std::printf("outputs      ");
   bool any = false;
-  if (ptx) { std::printf("PTX %s", human_bytes(ptx).c_str()); any = true; }
-  if (cubin) { std::printf("%sCUBIN %s", any ? ", " : "", human_bytes(cubin).c_str()); any = true; }
-  if (ltoir) { std::printf("%sLTO-IR %s", any ? ", " : "", human_bytes(ltoir).c_str()); any = true; }
+  if (ptx) {
+    std::printf("PTX %s", human_bytes(ptx).c_str());
+    any = true;
+  }
+  if (cubin) {
+    std::printf("%sCUBIN %s", any ? ", " : "", human_bytes(cubin).c_str());
+    any = true;
+  }
+  if (ltoir) {
+    std::printf("%sLTO-IR %s", any ? ", " : "", human_bytes(ltoir).c_str());
+    any = true;
+  }
   std::printf("%s\n", any ? "" : "(none)");
   std::printf("compile time %s\n", human_ms(kjit_binary_compile_ms(b)).c_str());
   std::printf("kernels     ");
@@ -439,10 +460,12 @@ int sub_show(const Parsed& p, Global& g) {
   c.p = open_existing_cache(g);
   require_disk(c.p, cmd, false);
   const std::string key = resolve_key(c.p, cmd, p.positional[0]);
-  if (key.empty()) fail(kExitNotFound, "no entry with key '" + p.positional[0] + "' in " + cache_label(c.p));
+  if (key.empty())
+    fail(kExitNotFound, "no entry with key '" + p.positional[0] + "' in " + cache_label(c.p));
   BinaryHolder b;
   const kjit_status st = kjit_cache_get(c.p, key.c_str(), &b.p);
-  if (st == KJIT_ERROR_NOT_FOUND) fail(kExitNotFound, "no entry with key '" + key + "' in " + cache_label(c.p));
+  if (st == KJIT_ERROR_NOT_FOUND)
+    fail(kExitNotFound, "no entry with key '" + key + "' in " + cache_label(c.p));
   if (st == KJIT_ERROR_CACHE_CORRUPT) {
     fail_status(st,
                 "entry " + key + " failed verification (removed, unless the cache is read-only)");
@@ -547,8 +570,7 @@ int sub_clear(const Parsed& p, Global& g) {
     add_u64(j.p, "bytes_freed", before.disk_bytes);
     print_json(j.p);
   } else if (!g.quiet) {
-    std::printf("removed %llu entries (%s)\n",
-                static_cast<unsigned long long>(before.disk_entries),
+    std::printf("removed %llu entries (%s)\n", static_cast<unsigned long long>(before.disk_entries),
                 human_bytes(before.disk_bytes).c_str());
   }
   return kExitOk;
@@ -640,10 +662,10 @@ int sub_export(const Parsed& p, Global& g) {
     cJSON_AddBoolToObject(j.p, "signed", is_signed);
     print_json(j.p);
   } else if (!g.quiet) {
-    std::printf("exported %llu entries to %s (%s), %s\n", static_cast<unsigned long long>(count),
-                file.c_str(), human_bytes(size).c_str(),
-                is_signed ? "signed with KJIT_EXPORT_KEY"
-                          : "unsigned (KJIT_EXPORT_KEY is not set)");
+    std::printf(
+        "exported %llu entries to %s (%s), %s\n", static_cast<unsigned long long>(count),
+        file.c_str(), human_bytes(size).c_str(),
+        is_signed ? "signed with KJIT_EXPORT_KEY" : "unsigned (KJIT_EXPORT_KEY is not set)");
   }
   return kExitOk;
 }
@@ -673,8 +695,8 @@ int sub_import(const Parsed& p, Global& g) {
   // file, another format version, or cut before its first record). That is bad input, not
   // corrupt entries.
   if (damaged && imported == 0 && rejected == 0) {
-    fail(kExitError, "cannot import '" + file + "': " +
-                         (detail.empty() ? std::string("not a kjit export file") : detail));
+    fail(kExitError, "cannot import '" + file +
+                         "': " + (detail.empty() ? std::string("not a kjit export file") : detail));
   }
   if (g.json) {
     JsonHolder j;
@@ -747,7 +769,12 @@ int cmd_cache(const std::vector<std::string>& args, Global& g) {
       {"path", {}, sub_path},
       {"stats", {}, sub_stats},
       {"ls", {{"long", 'l', false}}, sub_ls},
-      {"show", {{"ptx", 0, false}, {"cubin", 0, false}, {"ltoir", 0, false}, {"output", 'o', true, Arg::kPath}}, sub_show},
+      {"show",
+       {{"ptx", 0, false},
+        {"cubin", 0, false},
+        {"ltoir", 0, false},
+        {"output", 'o', true, Arg::kPath}},
+       sub_show},
       {"rm", {}, sub_rm},
       {"prune", {{"max-size", 0, true}}, sub_prune},
       {"clear", {}, sub_clear},

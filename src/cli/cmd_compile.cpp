@@ -71,8 +71,8 @@ const char* const kHelp =
 
 // What to compile and where the output goes, from the command line.
 struct Request {
-  std::string file;     // FILE as given, "-" for standard input
-  std::string arch;     // --arch
+  std::string file;  // FILE as given, "-" for standard input
+  std::string arch;  // --arch
   int kind = KJIT_OUTPUT_CUBIN;
   const char* ext = ".cubin";
   std::string out_path;
@@ -80,11 +80,11 @@ struct Request {
 
 // The result of a compile that succeeded, for the report.
 struct Result {
-  size_t size = 0;            // bytes written
+  size_t size = 0;  // bytes written
   int tier = KJIT_TIER_COMPILED;
-  double elapsed_ms = 0;      // wall time of the call
-  double compile_ms = 0;      // NVRTC's time for this entry (on a hit: when first compiled)
-  double wait_ms = 0;         // waiting for another process's compile of the same key
+  double elapsed_ms = 0;  // wall time of the call
+  double compile_ms = 0;  // NVRTC's time for this entry (on a hit: when first compiled)
+  double wait_ms = 0;     // waiting for another process's compile of the same key
 };
 
 Parsed parse_compile_args(const std::vector<std::string>& args, Global& g) {
@@ -184,14 +184,15 @@ void build_compile_options(const Parsed& p, const Request& r, kjit_options* opts
     fail_status(s, what);
   };
   const std::string program = p.has("program-name") ? p.get("program-name")
-                              : r.file == "-"         ? std::string("stdin.cu")
-                                                      : r.file;
+                              : r.file == "-"       ? std::string("stdin.cu")
+                                                    : r.file;
   check(kjit_options_set_name(opts, program.c_str()), "bad program name '" + program + "'");
   check(kjit_options_set_target(opts, r.arch.c_str()), "bad target '" + r.arch + "'");
   if (r.kind == KJIT_OUTPUT_LTOIR) {
     check(kjit_options_set_outputs(opts, KJIT_OUTPUT_LTOIR), "cannot ask for LTO-IR");
   }
-  if (p.has("toolkit")) check(kjit_options_set_toolkit(opts, p.get("toolkit").c_str()), "bad toolkit");
+  if (p.has("toolkit"))
+    check(kjit_options_set_toolkit(opts, p.get("toolkit").c_str()), "bad toolkit");
   if (p.has("no-toolkit")) check(kjit_options_set_toolkit(opts, ""), "bad toolkit");
   if (p.has("no-pch")) check(kjit_options_set_pch(opts, 0), "cannot turn PCH off");
   for (const std::string& dir : p.all("include-path")) {
@@ -244,10 +245,10 @@ void print_result_text(const Request& r, const Result& res, kjit_binary* bin) {
                  r.file.c_str(), r.out_path.c_str(), target, size.c_str(),
                  human_ms(res.compile_ms).c_str(), waited_text(res.wait_ms).c_str(), key.c_str());
   } else if (res.wait_ms > 0) {
-    std::fprintf(
-        stderr, "%s -> %s (%s, %s): cache hit (%s)%s to compile it, compile took %s [key %.16s]\n",
-        r.file.c_str(), r.out_path.c_str(), target, size.c_str(), tier_name(res.tier),
-        waited_text(res.wait_ms).c_str(), human_ms(res.compile_ms).c_str(), key.c_str());
+    std::fprintf(stderr,
+                 "%s -> %s (%s, %s): cache hit (%s)%s to compile it, compile took %s [key %.16s]\n",
+                 r.file.c_str(), r.out_path.c_str(), target, size.c_str(), tier_name(res.tier),
+                 waited_text(res.wait_ms).c_str(), human_ms(res.compile_ms).c_str(), key.c_str());
   } else {
     std::fprintf(stderr, "%s -> %s (%s, %s): cache hit (%s) in %s, compile took %s [key %.16s]\n",
                  r.file.c_str(), r.out_path.c_str(), target, size.c_str(), tier_name(res.tier),

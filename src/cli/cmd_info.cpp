@@ -1,6 +1,5 @@
 // kjit info: library, NVRTC, driver and cuBLASLt versions, devices, cache location and state.
 #include <cjson/cJSON.h>
-
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -42,11 +41,11 @@ std::string driver_text(int v) {
 // What `kjit info` reports, gathered before anything is printed.
 struct Info {
   std::string version, lib_path = "?";
-  std::string nvrtc;                 // version, or "unavailable: why"
+  std::string nvrtc;  // version, or "unavailable: why"
   kjit_status driver_status = KJIT_OK;
   int driver = 0;
   std::string driver_error;
-  std::string cublaslt;              // version, or why not
+  std::string cublaslt;  // version, or why not
   struct Device {
     std::string name, arch;
   };
@@ -54,7 +53,7 @@ struct Info {
   kjit_status devices_status = KJIT_OK;
   std::string devices_error;
   std::string cache_dir;
-  bool cache_exists = false;         // false: no database yet (nothing is created)
+  bool cache_exists = false;  // false: no database yet (nothing is created)
   kjit_cache_stats stats{};
 };
 
@@ -73,8 +72,8 @@ std::string cublaslt_text() {
   const kjit_status st = kjit_cublaslt_version(&blas);
   if (st != KJIT_OK) return "unavailable: " + last_error_or(kjit_status_string(st));
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%zu.%zu.%zu (%zu)", blas / 10000, (blas / 100) % 100,
-                blas % 100, blas);
+  std::snprintf(buf, sizeof buf, "%zu.%zu.%zu (%zu)", blas / 10000, (blas / 100) % 100, blas % 100,
+                blas);
   return buf;
 #else
   return "not reported by this kjit version";
@@ -100,8 +99,12 @@ void gather_toolchain(Info* in) {
   for (int d = 0; in->devices_status == KJIT_OK && d < count; ++d) {
     Info::Device dev;
     char buf[256];
-    dev.name = kjit_device_name(d, buf, sizeof buf) == KJIT_OK ? buf : "? (" + last_error_or("error") + ")";
-    dev.arch = kjit_device_arch(d, buf, sizeof buf) == KJIT_OK ? buf : "? (" + last_error_or("error") + ")";
+    dev.name = kjit_device_name(d, buf, sizeof buf) == KJIT_OK
+                   ? buf
+                   : "? (" + last_error_or("error") + ")";
+    dev.arch = kjit_device_arch(d, buf, sizeof buf) == KJIT_OK
+                   ? buf
+                   : "? (" + last_error_or("error") + ")";
     in->devices.push_back(dev);
   }
 }
@@ -133,7 +136,8 @@ void print_info_json(const Info& in, kjit_cache* cache) {
     cJSON_AddStringToObject(o, "arch", in.devices[i].arch.c_str());
     cJSON_AddItemToArray(devs, o);
   }
-  if (!in.devices_error.empty()) cJSON_AddStringToObject(j.p, "devices_error", in.devices_error.c_str());
+  if (!in.devices_error.empty())
+    cJSON_AddStringToObject(j.p, "devices_error", in.devices_error.c_str());
   const kjit_cache_stats& s = in.stats;
   cJSON* c = cJSON_AddObjectToObject(j.p, "cache");
   cJSON_AddStringToObject(c, "directory", in.cache_dir.c_str());
@@ -154,8 +158,8 @@ void print_info_text(const Info& in, kjit_cache* cache) {
   }
   std::printf("NVRTC       %s\n", in.nvrtc.c_str());
   const std::string toolkit = kjit_toolkit_include_path();
-  std::printf("toolkit     %s\n", toolkit.empty() ? "no headers found (set KJIT_CUDA_HOME)"
-                                                   : toolkit.c_str());
+  std::printf("toolkit     %s\n",
+              toolkit.empty() ? "no headers found (set KJIT_CUDA_HOME)" : toolkit.c_str());
   std::printf("CUDA driver %s\n", in.driver_status == KJIT_OK
                                       ? driver_text(in.driver).c_str()
                                       : ("unavailable: " + in.driver_error).c_str());
@@ -166,7 +170,8 @@ void print_info_text(const Info& in, kjit_cache* cache) {
     std::printf("devices     none\n");
   } else {
     for (size_t i = 0; i < in.devices.size(); ++i) {
-      std::printf("device %-4zu %s, %s\n", i, in.devices[i].name.c_str(), in.devices[i].arch.c_str());
+      std::printf("device %-4zu %s, %s\n", i, in.devices[i].name.c_str(),
+                  in.devices[i].arch.c_str());
     }
   }
   std::printf("cache       %s\n", in.cache_dir.empty() ? "(no disk tier)" : in.cache_dir.c_str());
@@ -176,8 +181,8 @@ void print_info_text(const Info& in, kjit_cache* cache) {
   } else {
     std::printf("            %s%s%s; %llu entries, %s of %s\n", disk_state_name(s.disk_state),
                 s.message[0] ? ": " : "", s.message,
-                static_cast<unsigned long long>(s.disk_entries),
-                human_bytes(s.disk_bytes).c_str(), human_bytes(s.max_size_bytes).c_str());
+                static_cast<unsigned long long>(s.disk_entries), human_bytes(s.disk_bytes).c_str(),
+                human_bytes(s.max_size_bytes).c_str());
   }
   std::printf("worker      %s\n", worker_text(cache).c_str());
 }

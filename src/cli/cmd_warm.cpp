@@ -1,7 +1,6 @@
 // kjit warm: compile the kernels a manifest lists into the cache, in parallel, with a
 // progress bar on a terminal and plain lines otherwise.
 #include <cjson/cJSON.h>
-
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -92,8 +91,8 @@ bool build_options(const Job& job, OptionsHolder& o, std::string* why) {
     return false;
   };
   if (!ok(kjit_options_create(&o.p), "cannot create options")) return false;
-  if (!k.program_name.empty() &&
-      !ok(kjit_options_set_name(o.p, k.program_name.c_str()), "bad program_name '" + k.program_name + "'")) {
+  if (!k.program_name.empty() && !ok(kjit_options_set_name(o.p, k.program_name.c_str()),
+                                     "bad program_name '" + k.program_name + "'")) {
     return false;
   }
   if (!ok(kjit_options_set_target(o.p, job.target.c_str()), "bad target '" + job.target + "'")) {
@@ -101,11 +100,14 @@ bool build_options(const Job& job, OptionsHolder& o, std::string* why) {
   }
   unsigned outputs = 0;
   for (const auto& out : k.outputs) {
-    outputs |= out == "ptx" ? KJIT_OUTPUT_PTX : out == "cubin" ? KJIT_OUTPUT_CUBIN : KJIT_OUTPUT_LTOIR;
+    outputs |= out == "ptx"     ? KJIT_OUTPUT_PTX
+               : out == "cubin" ? KJIT_OUTPUT_CUBIN
+                                : KJIT_OUTPUT_LTOIR;
   }
   if (outputs && !ok(kjit_options_set_outputs(o.p, outputs), "bad outputs")) return false;
   for (const auto& dir : k.include_paths) {
-    if (!ok(kjit_options_add_include_path(o.p, dir.c_str()), "bad include path '" + dir + "'")) return false;
+    if (!ok(kjit_options_add_include_path(o.p, dir.c_str()), "bad include path '" + dir + "'"))
+      return false;
   }
   for (const auto& [name, value] : k.defines) {
     if (!ok(kjit_options_add_define(o.p, name.c_str(), value == kNoValue ? nullptr : value.c_str()),
@@ -114,7 +116,8 @@ bool build_options(const Job& job, OptionsHolder& o, std::string* why) {
     }
   }
   for (const auto& [name, contents] : k.headers) {
-    if (!ok(kjit_options_add_header(o.p, name.c_str(), contents.c_str()), "bad header '" + name + "'")) {
+    if (!ok(kjit_options_add_header(o.p, name.c_str(), contents.c_str()),
+            "bad header '" + name + "'")) {
       return false;
     }
   }
@@ -169,10 +172,10 @@ class Progress {
     }
     const int width = terminal_width();
     const int bar_width = std::max(10, std::min(30, width / 4));
-    const int filled = total_ ? static_cast<int>(static_cast<double>(bar_width) *
-                                                 static_cast<double>(done) /
-                                                 static_cast<double>(total_))
-                              : bar_width;
+    const int filled =
+        total_ ? static_cast<int>(static_cast<double>(bar_width) * static_cast<double>(done) /
+                                  static_cast<double>(total_))
+               : bar_width;
     std::string line = "[" + std::string(static_cast<size_t>(filled), '#') +
                        std::string(static_cast<size_t>(bar_width - filled), '.') + "] " + head;
     if (!current.empty()) line += "  " + current;
@@ -206,9 +209,11 @@ std::string indent_log(const std::string& log, size_t max_lines) {
     size_t nl = log.find('\n', start);
     if (nl == std::string::npos) nl = log.size();
     if (lines == max_lines) {
-      out += "      ... (" + std::to_string(std::count(log.begin() + static_cast<std::ptrdiff_t>(start),
-                                                          log.end(), '\n') + 1) +
-             " more lines; --json has the full log)\n";
+      out +=
+          "      ... (" +
+          std::to_string(
+              std::count(log.begin() + static_cast<std::ptrdiff_t>(start), log.end(), '\n') + 1) +
+          " more lines; --json has the full log)\n";
       break;
     }
     const std::string text = log.substr(start, nl - start);
@@ -255,7 +260,8 @@ WarmArgs make_warm_args(const Parsed& p) {
 std::vector<Job> plan_jobs(const std::vector<KernelSpec>& specs, const std::string& arch) {
   std::vector<Job> jobs;
   for (const KernelSpec& s : specs) {
-    const std::vector<std::string> targets = arch.empty() ? s.targets : std::vector<std::string>{arch};
+    const std::vector<std::string> targets =
+        arch.empty() ? s.targets : std::vector<std::string>{arch};
     for (const std::string& t : targets) {
       Job j;
       j.spec = &s;
@@ -277,7 +283,8 @@ std::string enter_manifest_directory(const std::string& manifest, Global& g) {
   if (!dir.empty() && dir[0] != '/') g.cache_dir = join_path(cwd, dir);
   const std::string base = join_path(cwd, dirname_of(manifest));
   if (::chdir(base.c_str()) != 0) {
-    fail(kExitError, "cannot enter the manifest's directory '" + base + "': " + std::strerror(errno));
+    fail(kExitError,
+         "cannot enter the manifest's directory '" + base + "': " + std::strerror(errno));
   }
   return base;
 }
@@ -357,8 +364,14 @@ class Runner {
  public:
   Runner(std::vector<Job>& jobs, kjit_cache* cache, kjit_compiler* compiler, unsigned jobs_n,
          bool bar, bool lines, const Global& g)
-      : jobs_(jobs), cache_(cache), compiler_(compiler), jobs_n_(jobs_n), bar_(bar),
-        lines_(lines), g_(g), progress_(bar, jobs.size()) {}
+      : jobs_(jobs),
+        cache_(cache),
+        compiler_(compiler),
+        jobs_n_(jobs_n),
+        bar_(bar),
+        lines_(lines),
+        g_(g),
+        progress_(bar, jobs.size()) {}
 
   void run() {
     std::vector<const Job*> current;
@@ -561,10 +574,10 @@ void print_warm_json(const WarmArgs& w, const std::vector<Job>& jobs, kjit_cache
 void print_warm_text(const WarmArgs& w, const std::vector<Job>& jobs, double total_ms) {
   const Counts c = count_results(jobs);
   const double rate = total_ms > 0 ? 1000.0 * static_cast<double>(jobs.size()) / total_ms : 0;
-  std::printf("warmed %zu kernels in %s (%.1f/s, -j %u): %zu compiled, %zu already cached, "
-              "%zu failed\n",
-              jobs.size(), human_ms(total_ms).c_str(), rate, w.jobs, c.compiled, c.cached,
-              c.failed);
+  std::printf(
+      "warmed %zu kernels in %s (%.1f/s, -j %u): %zu compiled, %zu already cached, "
+      "%zu failed\n",
+      jobs.size(), human_ms(total_ms).c_str(), rate, w.jobs, c.compiled, c.cached, c.failed);
   if (!c.failed) return;
   std::printf("failures:\n");
   for (const Job& job : jobs) {
@@ -578,10 +591,10 @@ void print_warm_text(const WarmArgs& w, const std::vector<Job>& jobs, double tot
 
 int cmd_warm(const std::vector<std::string>& args, Global& g) {
   const std::string cmd = "warm";
-  const Parsed p = parse_args(cmd, args,
-                              {{"jobs", 'j', true}, {"arch", 'a', true}, {"dry-run", 0, false},
-                               {"no-progress", 0, false}},
-                              g);
+  const Parsed p = parse_args(
+      cmd, args,
+      {{"jobs", 'j', true}, {"arch", 'a', true}, {"dry-run", 0, false}, {"no-progress", 0, false}},
+      g);
   if (p.help) {
     std::fputs(kHelp, stdout);
     return kExitOk;

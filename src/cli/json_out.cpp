@@ -9,7 +9,9 @@
 
 namespace kjit_cli {
 
-JsonHolder::~JsonHolder() { cJSON_Delete(p); }
+JsonHolder::~JsonHolder() {
+  cJSON_Delete(p);
+}
 
 cJSON* new_document(const char* name) {
   cJSON* doc = cJSON_CreateObject();

@@ -76,8 +76,7 @@ const Command kCommands[] = {
     {"info", kjit_cli::cmd_info},
 };
 
-int dispatch(const std::string& cmd, const std::vector<std::string>& rest,
-             kjit_cli::Global& g) {
+int dispatch(const std::string& cmd, const std::vector<std::string>& rest, kjit_cli::Global& g) {
   using namespace kjit_cli;
   for (const Command& c : kCommands) {
     if (cmd == c.name) return c.run(rest, g);

@@ -21,9 +21,9 @@ namespace {
 // The fields a manifest knows, where it knows them.
 const std::vector<std::string> kTopFields = {"version", "defaults", "kernels"};
 const std::vector<std::string> kKernelOnlyFields = {"name", "file", "source"};
-const std::vector<std::string> kSharedFields = {
-    "program_name", "targets", "target", "options", "defines",
-    "include_paths", "headers", "name_expressions", "outputs"};
+const std::vector<std::string> kSharedFields = {"program_name", "targets",          "target",
+                                                "options",      "defines",          "include_paths",
+                                                "headers",      "name_expressions", "outputs"};
 
 [[noreturn]] void bad_manifest(const std::string& file, const std::string& where,
                                const std::string& what) {
@@ -38,7 +38,8 @@ std::vector<std::string> string_list(const cJSON* v, const std::string& file,
     return out;
   }
   if (!cJSON_IsArray(v)) {
-    bad_manifest(file, where, std::string("'") + field + "' must be a string or an array of strings");
+    bad_manifest(file, where,
+                 std::string("'") + field + "' must be a string or an array of strings");
   }
   const cJSON* item = nullptr;
   cJSON_ArrayForEach(item, v) {
@@ -162,15 +163,17 @@ void apply_defines(const cJSON* f, KernelSpec& k, const FieldContext& at) {
     } else if (cJSON_IsNull(d) || cJSON_IsTrue(d)) {
       value = kNoValue;
     } else {
-      bad_manifest(at.file, at.where, std::string("define '") + d->string +
-                                          "' must be a string, a number, true or null");
+      bad_manifest(
+          at.file, at.where,
+          std::string("define '") + d->string + "' must be a string, a number, true or null");
     }
     k.defines.emplace_back(d->string, value);
   }
 }
 
 void apply_headers(const cJSON* f, KernelSpec& k, const FieldContext& at) {
-  if (!cJSON_IsObject(f)) bad_manifest(at.file, at.where, "'headers' must be an object name -> contents");
+  if (!cJSON_IsObject(f))
+    bad_manifest(at.file, at.where, "'headers' must be an object name -> contents");
   const cJSON* h = nullptr;
   cJSON_ArrayForEach(h, f) {
     if (!cJSON_IsString(h)) {

@@ -17,8 +17,8 @@ extern const char kNoValue[];
 // One manifest kernel, with the defaults merged in.
 struct KernelSpec {
   std::string name;
-  std::string source;       // inline source, or the file's contents once read
-  std::string file;         // path as written, "" for inline sources
+  std::string source;  // inline source, or the file's contents once read
+  std::string file;    // path as written, "" for inline sources
   std::string program_name;
   std::vector<std::string> targets, options, include_paths, name_expressions, outputs;
   std::vector<std::pair<std::string, std::string>> defines;  // value kNoValue = no value

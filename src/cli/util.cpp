@@ -1,6 +1,10 @@
 // The kjit command-line tool: argument parsing, sizes, files, cache opening, JSON output.
 #include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -10,17 +14,13 @@
 #include <cstring>
 #include <ctime>
 
-#include <algorithm>
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include "cli.h"
 
 namespace kjit_cli {
 
-void fail(int code, std::string message) { throw Failure{code, std::move(message)}; }
+void fail(int code, std::string message) {
+  throw Failure{code, std::move(message)};
+}
 
 void fail_status(kjit_status st, const std::string& what) {
   const std::string msg = what + ": " + error_text(st) + " [" + status_name(st) + "]";
@@ -158,11 +158,24 @@ bool parse_size(const std::string& text, uint64_t* out) {
   unsigned shift = 0;
   if (digits + 1 == text.size()) {
     switch (text[digits]) {
-      case 'K': case 'k': shift = 10; break;
-      case 'M': case 'm': shift = 20; break;
-      case 'G': case 'g': shift = 30; break;
-      case 'T': case 't': shift = 40; break;
-      default: return false;
+      case 'K':
+      case 'k':
+        shift = 10;
+        break;
+      case 'M':
+      case 'm':
+        shift = 20;
+        break;
+      case 'G':
+      case 'g':
+        shift = 30;
+        break;
+      case 'T':
+      case 't':
+        shift = 40;
+        break;
+      default:
+        return false;
     }
   } else if (digits != text.size()) {
     return false;
@@ -525,21 +538,31 @@ std::string current_directory() {
 
 const char* tier_name(int tier) {
   switch (tier) {
-    case KJIT_TIER_COMPILED: return "compiled";
-    case KJIT_TIER_MEMORY: return "memory";
-    case KJIT_TIER_DISK: return "disk";
-    case KJIT_TIER_REMOTE: return "remote";
-    default: return "unknown";
+    case KJIT_TIER_COMPILED:
+      return "compiled";
+    case KJIT_TIER_MEMORY:
+      return "memory";
+    case KJIT_TIER_DISK:
+      return "disk";
+    case KJIT_TIER_REMOTE:
+      return "remote";
+    default:
+      return "unknown";
   }
 }
 
 const char* disk_state_name(int state) {
   switch (state) {
-    case KJIT_DISK_OK: return "ok";
-    case KJIT_DISK_READ_ONLY: return "read-only";
-    case KJIT_DISK_DISABLED: return "disabled";
-    case KJIT_DISK_UNAVAILABLE: return "unavailable";
-    default: return "unknown";
+    case KJIT_DISK_OK:
+      return "ok";
+    case KJIT_DISK_READ_ONLY:
+      return "read-only";
+    case KJIT_DISK_DISABLED:
+      return "disabled";
+    case KJIT_DISK_UNAVAILABLE:
+      return "unavailable";
+    default:
+      return "unknown";
   }
 }
 
@@ -576,7 +599,9 @@ std::string cache_location(const Global& g) {
   return join_path(tmp, "kjit-" + std::to_string(::getuid()));
 }
 
-std::string cache_database(const std::string& dir) { return join_path(dir, "kjit.db"); }
+std::string cache_database(const std::string& dir) {
+  return join_path(dir, "kjit.db");
+}
 
 bool disk_disabled_by_environment() {
   const char* v = std::getenv("KJIT_CACHE_DISABLE");
@@ -720,19 +745,18 @@ std::string worker_text(kjit_cache* cache) {
   if (!read_worker(cache, &w, &error)) return "unknown: " + error;
   if (!w.running) return "not running (started by the next compile that misses)";
   char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "running: pid %lld, up %s, %llu compiles (%llu failed, %llu timed out), %llu in "
-                "flight, PCH %s (%llu created, %llu used), %s resident, exits after %llu s idle; "
-                "%llu earlier worker%s crashed",
-                static_cast<long long>(w.pid), human_ms(w.uptime_s * 1000.0).c_str(),
-                static_cast<unsigned long long>(w.compiles),
-                static_cast<unsigned long long>(w.failures),
-                static_cast<unsigned long long>(w.timeouts),
-                static_cast<unsigned long long>(w.in_flight), w.pch_in_use ? "warm" : "none yet",
-                static_cast<unsigned long long>(w.pch_created),
-                static_cast<unsigned long long>(w.pch_used), human_bytes(w.rss_bytes).c_str(),
-                static_cast<unsigned long long>(w.idle_limit_s),
-                static_cast<unsigned long long>(w.crashes), w.crashes == 1 ? "" : "s");
+  std::snprintf(
+      buf, sizeof buf,
+      "running: pid %lld, up %s, %llu compiles (%llu failed, %llu timed out), %llu in "
+      "flight, PCH %s (%llu created, %llu used), %s resident, exits after %llu s idle; "
+      "%llu earlier worker%s crashed",
+      static_cast<long long>(w.pid), human_ms(w.uptime_s * 1000.0).c_str(),
+      static_cast<unsigned long long>(w.compiles), static_cast<unsigned long long>(w.failures),
+      static_cast<unsigned long long>(w.timeouts), static_cast<unsigned long long>(w.in_flight),
+      w.pch_in_use ? "warm" : "none yet", static_cast<unsigned long long>(w.pch_created),
+      static_cast<unsigned long long>(w.pch_used), human_bytes(w.rss_bytes).c_str(),
+      static_cast<unsigned long long>(w.idle_limit_s), static_cast<unsigned long long>(w.crashes),
+      w.crashes == 1 ? "" : "s");
   return buf;
 }
 
