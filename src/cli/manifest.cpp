@@ -116,7 +116,8 @@ void find_nul_strings(const cJSON* node, const cJSON* parent, bool in_kernel,
 [[noreturn]] void unknown_field(const std::string& file, const std::string& where,
                                 const std::string& field, const std::vector<std::string>& known) {
   const std::string near = closest_name(field, known);
-  std::string what = "unknown field '" + field + "'";
+  const std::string shown = field.size() > 80 ? field.substr(0, 77) + "..." : field;
+  std::string what = "unknown field '" + shown + "'";
   if (!near.empty()) {
     what += "; did you mean '" + near + "'?";
   } else {

@@ -679,6 +679,8 @@ void require_disk(kjit_cache* cache, const std::string& cmd, bool need_write) {
 }
 
 std::string closest_name(const std::string& name, const std::vector<std::string>& known) {
+  // A name this long is no typo of a known one (and the table below would be large).
+  if (name.size() > 64) return std::string();
   // Optimal string alignment distance: insertions, deletions, substitutions and swaps of
   // two neighbouring letters each cost 1.
   auto distance = [](const std::string& a, const std::string& b) {
