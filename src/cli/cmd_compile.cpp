@@ -299,8 +299,9 @@ int cmd_compile(const std::vector<std::string>& args, Global& g) {
   st = kjit_compile(compiler.p, source.c_str(), opts.p, &bin.p);
   res.elapsed_ms = now_ms() - t0;
   if (st != KJIT_OK) {
-    report_failure(g, r, st, kjit_last_error() ? kjit_last_error() : "",
-                   bin.p ? kjit_binary_log(bin.p) : "");
+    // The library's message first, before another call can replace it.
+    const std::string detail = kjit_last_error() ? kjit_last_error() : "";
+    report_failure(g, r, st, detail, bin.p ? kjit_binary_log(bin.p) : "");
   }
   const bool waited = cache_waits(cache.p) > waits_before;
   const void* data = kjit_binary_data(bin.p, r.kind, &res.size);

@@ -456,6 +456,9 @@ class Runner {
     BinaryHolder b;
     j.status = kjit_future_wait(r.future, 0, &b.p);
     j.elapsed_ms = now_ms() - r.started;
+    // The library's message first, before any other call can replace it.
+    const std::string detail =
+        j.status != KJIT_OK && kjit_last_error() ? kjit_last_error() : std::string();
     if (b.p) {
       const char* log = kjit_binary_log(b.p);
       j.log = log ? log : "";
@@ -470,7 +473,6 @@ class Runner {
     } else if (j.status == KJIT_ERROR_COMPILE) {
       j.message = "compilation failed";
     } else {
-      const std::string detail = kjit_last_error() ? kjit_last_error() : "";
       j.message = (detail.empty() ? std::string(kjit_status_string(j.status)) : detail) + " [" +
                   status_name(j.status) + "]";
     }
