@@ -93,6 +93,31 @@ pub const KJIT_TIER_MEMORY: c_int = 1;
 pub const KJIT_TIER_DISK: c_int = 2;
 pub const KJIT_TIER_REMOTE: c_int = 3;
 
+pub const KJIT_COMPILE_MODE_AUTO: c_int = 0;
+pub const KJIT_COMPILE_MODE_WORKER: c_int = 1;
+pub const KJIT_COMPILE_MODE_INPROCESS: c_int = 2;
+
+/// Since 0.2: state of the compile worker that serves a cache (`kjit_worker_info_get`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct kjit_worker_info {
+    pub struct_size: u32,
+    pub running: c_int,
+    pub pch_in_use: c_int,
+    pub pid: i64,
+    pub uptime_s: c_double,
+    pub idle_s: c_double,
+    pub compiles: u64,
+    pub failures: u64,
+    pub timeouts: u64,
+    pub in_flight: u64,
+    pub crashes: u64,
+    pub pch_created: u64,
+    pub pch_used: u64,
+    pub idle_limit_s: u64,
+    pub rss_bytes: u64,
+}
+
 // ---- cache.h -----------------------------------------------------------------------------
 
 #[repr(C)]
@@ -437,6 +462,19 @@ extern "C" {
     pub fn kjit_future_ready(future: *const kjit_future) -> c_int;
     pub fn kjit_future_cancel(future: *mut kjit_future) -> kjit_status;
     pub fn kjit_future_destroy(future: *mut kjit_future);
+    /// Since 0.2.
+    pub fn kjit_compiler_set_compile_mode(compiler: *mut kjit_compiler, mode: c_int)
+        -> kjit_status;
+    /// Since 0.2.
+    pub fn kjit_compiler_get_compile_mode(
+        compiler: *const kjit_compiler,
+        mode: *mut c_int,
+    ) -> kjit_status;
+    /// Since 0.2.
+    pub fn kjit_worker_info_init_sized(info: *mut kjit_worker_info, size: usize) -> kjit_status;
+    /// Since 0.2.
+    pub fn kjit_worker_info_get(cache: *mut kjit_cache, info: *mut kjit_worker_info)
+        -> kjit_status;
     pub fn kjit_compile_many(
         compiler: *mut kjit_compiler,
         count: usize,
@@ -669,52 +707,10 @@ extern "C" {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::mem::{size_of, MaybeUninit};
+    use std::mem::size_of;
 
-    // offset_of! without needing Rust 1.77.
-    macro_rules! offset_of {
-        ($t:ty, $f:ident) => {{
-            let u = MaybeUninit::<$t>::uninit();
-            let base = u.as_ptr();
-            unsafe {
-                (std::ptr::addr_of!((*base).$f) as *const u8).offset_from(base as *const u8)
-                    as usize
-            }
-        }};
-    }
-
-    // Layouts of the C structs on LP64 (x86_64, aarch64), computed from the headers.
-    #[test]
-    #[cfg(target_pointer_width = "64")]
-    fn struct_layouts_match_the_c_headers() {
-        assert_eq!(size_of::<kjit_launch_config>(), 56);
-        assert_eq!(offset_of!(kjit_launch_config, shared_bytes), 28);
-        assert_eq!(offset_of!(kjit_launch_config, stream), 32);
-        assert_eq!(offset_of!(kjit_launch_config, cluster), 40);
-        assert_eq!(offset_of!(kjit_launch_config, cooperative), 52);
-        assert_eq!(size_of::<kjit_cache_options>(), 56);
-        assert_eq!(offset_of!(kjit_cache_options, memory_only), 36);
-        assert_eq!(offset_of!(kjit_cache_options, remote_url), 40);
-        assert_eq!(offset_of!(kjit_cache_options, remote_read_only), 48);
-        assert_eq!(size_of::<kjit_cache_stats>(), 560);
-        assert_eq!(offset_of!(kjit_cache_stats, pch_created), 504);
-        assert_eq!(offset_of!(kjit_cache_stats, total_pch_failed), 552);
-        assert_eq!(offset_of!(kjit_cache_stats, total_memory_hits), 408);
-        assert_eq!(offset_of!(kjit_cache_stats, remote_state), 488);
-        assert_eq!(offset_of!(kjit_cache_stats, not_stored), 496);
-        assert_eq!(offset_of!(kjit_cache_stats, compile_ms_saved), 88);
-        assert_eq!(offset_of!(kjit_cache_stats, message), 152);
-        assert_eq!(size_of::<kjit_cache_entry_info>(), 64);
-        assert_eq!(size_of::<kjit_kernel_attributes>(), 36);
-        assert_eq!(size_of::<kjit_gemm_desc>(), 192);
-        assert_eq!(offset_of!(kjit_gemm_desc, m), 16);
-        assert_eq!(offset_of!(kjit_gemm_desc, a_type), 72);
-        assert_eq!(offset_of!(kjit_gemm_desc, batch_count), 104);
-        assert_eq!(offset_of!(kjit_gemm_desc, alpha), 152);
-        assert_eq!(offset_of!(kjit_gemm_desc, d_scale), 184);
-        assert_eq!(size_of::<kjit_gemm_options>(), 32);
-        assert_eq!(size_of::<kjit_gemm_stats>(), 96);
-    }
+    // Sizes and offsets are checked against the C compiler's view of the headers in
+    // tests/layout.rs.
 
     // The sized init functions write our struct, and nothing past it: each struct sits in
     // front of a canary, which must survive.
