@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"reflect"
 	"runtime"
 	"unsafe"
 )
@@ -250,108 +251,67 @@ func (k *Kernel) Pack(args ...any) ([]byte, error) {
 	return buf, nil
 }
 
+// packer writes one argument type: its size in the parameter buffer and how its bytes
+// are laid out there (little-endian, as on every GPU host kjit supports).
+type packer struct {
+	size int
+	put  func(dst []byte, v any)
+}
+
+func typeOf[T any]() reflect.Type { return reflect.TypeOf((*T)(nil)).Elem() }
+
+// typed adapts a put function of one concrete type to the table's signature.
+func typed[T any](size int, put func(dst []byte, v T)) packer {
+	return packer{size, func(dst []byte, v any) { put(dst, v.(T)) }}
+}
+
+var le = binary.LittleEndian
+
+// packers is the table of the argument types Pack accepts (besides []byte, whose size is
+// its length). A type not listed here is refused with StatusArgumentMismatch.
+var packers = map[reflect.Type]packer{
+	typeOf[int8]():  typed(1, func(d []byte, v int8) { d[0] = byte(v) }),
+	typeOf[uint8](): typed(1, func(d []byte, v uint8) { d[0] = v }),
+	typeOf[bool](): typed(1, func(d []byte, v bool) {
+		d[0] = 0
+		if v {
+			d[0] = 1
+		}
+	}),
+	typeOf[int16]():     typed(2, func(d []byte, v int16) { le.PutUint16(d, uint16(v)) }),
+	typeOf[uint16]():    typed(2, func(d []byte, v uint16) { le.PutUint16(d, v) }),
+	typeOf[int32]():     typed(4, func(d []byte, v int32) { le.PutUint32(d, uint32(v)) }),
+	typeOf[uint32]():    typed(4, func(d []byte, v uint32) { le.PutUint32(d, v) }),
+	typeOf[float32]():   typed(4, func(d []byte, v float32) { le.PutUint32(d, math.Float32bits(v)) }),
+	typeOf[int64]():     typed(8, func(d []byte, v int64) { le.PutUint64(d, uint64(v)) }),
+	typeOf[uint64]():    typed(8, func(d []byte, v uint64) { le.PutUint64(d, v) }),
+	typeOf[int]():       typed(8, func(d []byte, v int) { le.PutUint64(d, uint64(v)) }),
+	typeOf[uint]():      typed(8, func(d []byte, v uint) { le.PutUint64(d, uint64(v)) }),
+	typeOf[uintptr]():   typed(8, func(d []byte, v uintptr) { le.PutUint64(d, uint64(v)) }),
+	typeOf[DevicePtr](): typed(8, func(d []byte, v DevicePtr) { le.PutUint64(d, uint64(v)) }),
+	typeOf[float64]():   typed(8, func(d []byte, v float64) { le.PutUint64(d, math.Float64bits(v)) }),
+}
+
 func (k *Kernel) pack(buf []byte, args []any) error {
 	if len(args) != len(k.params) {
 		return &Error{Status: StatusArgumentMismatch,
 			Message: fmt.Sprintf("kernel %s has %d parameters, %d arguments given", k.Symbol(), len(k.params), len(args))}
 	}
-	le := binary.LittleEndian
 	for i, a := range args {
 		p := k.params[i]
 		dst := buf[p.Offset : p.Offset+p.Size]
-		size := -1
-		switch v := a.(type) {
-		case int8:
-			size = 1
-			if p.Size == size {
-				dst[0] = byte(v)
-			}
-		case uint8:
-			size = 1
-			if p.Size == size {
-				dst[0] = v
-			}
-		case bool:
-			size = 1
-			if p.Size == size {
-				dst[0] = 0
-				if v {
-					dst[0] = 1
-				}
-			}
-		case int16:
-			size = 2
-			if p.Size == size {
-				le.PutUint16(dst, uint16(v))
-			}
-		case uint16:
-			size = 2
-			if p.Size == size {
-				le.PutUint16(dst, v)
-			}
-		case int32:
-			size = 4
-			if p.Size == size {
-				le.PutUint32(dst, uint32(v))
-			}
-		case uint32:
-			size = 4
-			if p.Size == size {
-				le.PutUint32(dst, v)
-			}
-		case float32:
-			size = 4
-			if p.Size == size {
-				le.PutUint32(dst, math.Float32bits(v))
-			}
-		case int64:
-			size = 8
-			if p.Size == size {
-				le.PutUint64(dst, uint64(v))
-			}
-		case uint64:
-			size = 8
-			if p.Size == size {
-				le.PutUint64(dst, v)
-			}
-		case int:
-			size = 8
-			if p.Size == size {
-				le.PutUint64(dst, uint64(v))
-			}
-		case uint:
-			size = 8
-			if p.Size == size {
-				le.PutUint64(dst, uint64(v))
-			}
-		case uintptr:
-			size = 8
-			if p.Size == size {
-				le.PutUint64(dst, uint64(v))
-			}
-		case DevicePtr:
-			size = 8
-			if p.Size == size {
-				le.PutUint64(dst, uint64(v))
-			}
-		case float64:
-			size = 8
-			if p.Size == size {
-				le.PutUint64(dst, math.Float64bits(v))
-			}
-		case []byte:
-			size = len(v)
-			if p.Size == size {
-				copy(dst, v)
-			}
-		default:
+		var pk packer
+		if raw, ok := a.([]byte); ok {
+			pk = packer{len(raw), func(d []byte, _ any) { copy(d, raw) }}
+		} else if pk, ok = packers[reflect.TypeOf(a)]; !ok {
 			return &Error{Status: StatusArgumentMismatch,
 				Message: fmt.Sprintf("argument %d: unsupported type %T", i, a)}
 		}
-		if size != p.Size {
+		if pk.size != p.Size {
 			return &Error{Status: StatusArgumentMismatch,
-				Message: fmt.Sprintf("argument %d: kernel expects %d bytes, %T has %d", i, p.Size, a, size)}
+				Message: fmt.Sprintf("argument %d: kernel expects %d bytes, %T has %d", i, p.Size, a, pk.size)}
 		}
+		pk.put(dst, a)
 	}
 	return nil
 }

@@ -1,9 +1,11 @@
 package kjit
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"math"
+	"reflect"
 	"testing"
 )
 
@@ -58,5 +60,74 @@ func TestLaunchConfigZeroValueIsOneThread(t *testing.T) {
 	fe := ForElements(1000, 256)
 	if fe.Grid != [3]uint32{4, 1, 1} || fe.Block != [3]uint32{256, 1, 1} {
 		t.Fatal(fe)
+	}
+}
+
+// Every type of the packing table, with the bytes it must produce; a type added to the
+// table without a case here fails TestPackCoversEveryTableType.
+var packCases = []struct {
+	v    any
+	want []byte
+}{
+	{int8(-2), []byte{0xfe}},
+	{uint8(0xab), []byte{0xab}},
+	{true, []byte{1}},
+	{false, []byte{0}},
+	{int16(-2), []byte{0xfe, 0xff}},
+	{uint16(0x1234), []byte{0x34, 0x12}},
+	{int32(-2), []byte{0xfe, 0xff, 0xff, 0xff}},
+	{uint32(0x12345678), []byte{0x78, 0x56, 0x34, 0x12}},
+	{float32(1), []byte{0, 0, 0x80, 0x3f}},
+	{int64(-2), []byte{0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
+	{uint64(0x0102030405060708), []byte{8, 7, 6, 5, 4, 3, 2, 1}},
+	{int(-1), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
+	{uint(0x0102030405060708), []byte{8, 7, 6, 5, 4, 3, 2, 1}},
+	{uintptr(0x10), []byte{0x10, 0, 0, 0, 0, 0, 0, 0}},
+	{DevicePtr(0x0102030405060708), []byte{8, 7, 6, 5, 4, 3, 2, 1}},
+	{float64(1), []byte{0, 0, 0, 0, 0, 0, 0xf0, 0x3f}},
+	{[]byte{9, 8, 7}, []byte{9, 8, 7}},
+}
+
+func TestPackEveryType(t *testing.T) {
+	for _, c := range packCases {
+		n := len(c.want)
+		// The value sits at offset 8, behind a 4-byte parameter, in a buffer with slack:
+		// only its own bytes may change.
+		k := &Kernel{params: []Param{{0, 4}, {8, n}}, bufSize: 8 + n + 8}
+		buf, err := k.Pack(int32(7), c.v)
+		if err != nil {
+			t.Fatalf("%T: %v", c.v, err)
+		}
+		want := make([]byte, k.bufSize)
+		want[0] = 7
+		copy(want[8:], c.want)
+		if !bytes.Equal(buf, want) {
+			t.Errorf("%T %v: got % x, want % x", c.v, c.v, buf, want)
+		}
+		// One byte more or less than the value's size is refused.
+		for _, size := range []int{n - 1, n + 1} {
+			if size == 0 {
+				continue
+			}
+			k := &Kernel{params: []Param{{0, size}}, bufSize: size}
+			if _, err := k.Pack(c.v); !errors.Is(err, StatusArgumentMismatch) {
+				t.Errorf("%T in a %d-byte parameter: want argument mismatch, got %v", c.v, size, err)
+			}
+		}
+	}
+}
+
+func TestPackCoversEveryTableType(t *testing.T) {
+	tested := map[reflect.Type]bool{}
+	for _, c := range packCases {
+		tested[reflect.TypeOf(c.v)] = true
+	}
+	for typ, p := range packers {
+		if !tested[typ] {
+			t.Errorf("packing table type %v (%d bytes) has no case in packCases", typ, p.size)
+		}
+	}
+	if _, err := (&Kernel{params: []Param{{0, 8}}, bufSize: 8}).Pack(nil); !errors.Is(err, StatusArgumentMismatch) {
+		t.Errorf("nil: want argument mismatch, got %v", err)
 	}
 }
