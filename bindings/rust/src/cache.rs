@@ -5,6 +5,7 @@ use std::fmt;
 use std::os::raw::{c_int, c_void};
 use std::path::{Path, PathBuf};
 use std::ptr;
+use std::sync::Arc;
 
 use crate::binary::Binary;
 use crate::error::{check, Result};
@@ -156,6 +157,13 @@ impl Cache {
         let mut raw = ptr::null_mut();
         check(unsafe { sys::kjit_cache_open(&c, &mut raw) })?;
         Ok(Cache { raw })
+    }
+
+    /// [`open`](Cache::open) into an [`Arc`], for owned handles that share the cache:
+    /// [`Compiler::with_cache`](crate::Compiler::with_cache) and
+    /// [`Gemm::with_cache`](crate::Gemm::with_cache).
+    pub fn open_shared(opts: &CacheOptions) -> Result<Arc<Cache>> {
+        Cache::open(opts).map(Arc::new)
     }
 
     /// The raw handle (still owned by `self`).

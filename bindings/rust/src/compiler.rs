@@ -4,6 +4,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::os::raw::{c_char, c_int};
 use std::ptr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::binary::Binary;
@@ -17,9 +18,16 @@ use crate::util::{code_cstring, cstr_or_empty, cstring};
 /// NVRTC front end (`kjit_compiler`). With a cache, every compile goes through it; the
 /// borrow makes sure the cache outlives the compiler.
 pub struct Compiler<'c> {
-    pub(crate) raw: *mut sys::kjit_compiler,
+    raw: *mut sys::kjit_compiler,
     _cache: PhantomData<&'c Cache>,
+    /// The cache of an owned compiler ([`Compiler::with_cache`]), dropped after the
+    /// compiler is destroyed.
+    _shared: Option<Arc<Cache>>,
 }
+
+/// A compiler that owns a share of its cache: `'static`, so it can move into
+/// `std::thread::spawn` or live in a struct beside the cache. See [`Compiler::with_cache`].
+pub type OwnedCompiler = Compiler<'static>;
 
 // The C API: "a compiler may be used from any number of threads at once".
 unsafe impl Send for Compiler<'_> {}
@@ -48,7 +56,13 @@ impl<'c> Compiler<'c> {
         Ok(Compiler {
             raw,
             _cache: PhantomData,
+            _shared: None,
         })
+    }
+
+    /// The cache this compiler was created with, when it holds a share of it.
+    pub fn cache(&self) -> Option<&Arc<Cache>> {
+        self._shared.as_ref()
     }
 
     pub fn as_raw(&self) -> *mut sys::kjit_compiler {
@@ -187,6 +201,35 @@ impl<'c> Compiler<'c> {
             err.log = Binary { raw: log }.log().to_string();
         }
         Err(err)
+    }
+}
+
+impl Compiler<'static> {
+    /// A compiler that keeps `cache` alive through an [`Arc`] (as cudarc's handles share
+    /// their context) instead of borrowing it: the result is `'static` and `Send`, so it
+    /// can move into `std::thread::spawn`, be stored next to the cache in a struct, or be
+    /// cloned around through an `Arc<Compiler>`. `threads` as in [`Compiler::new`].
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use kjit::{Cache, CacheOptions, Compiler};
+    /// # fn main() -> kjit::Result<()> {
+    /// let cache = Cache::open_shared(&CacheOptions::default())?;
+    /// let compiler = Compiler::with_cache(Arc::clone(&cache), 0)?;
+    /// let worker = std::thread::spawn(move || {
+    ///     compiler.compile(r#"extern "C" __global__ void k() {}"#, None).map(|b| b.key().to_string())
+    /// });
+    /// let key = worker.join().unwrap()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_cache(cache: Arc<Cache>, threads: u32) -> Result<OwnedCompiler> {
+        let mut raw = ptr::null_mut();
+        check(unsafe { sys::kjit_compiler_create(cache.raw, threads, &mut raw) })?;
+        Ok(Compiler {
+            raw,
+            _cache: PhantomData,
+            _shared: Some(cache),
+        })
     }
 }
 

@@ -166,13 +166,16 @@ impl Error {
     }
 }
 
+/// `{}` prints the status and the message; `{:#}` (alternate) adds NVRTC's log on the
+/// lines after it, which [`Error::log`] also gives. So printing an error and then its log
+/// shows the log once.
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.status)?;
         if !self.message.is_empty() {
             write!(f, ": {}", self.message)?;
         }
-        if !self.log.is_empty() {
+        if f.alternate() && !self.log.is_empty() {
             write!(f, "\n{}", self.log.trim_end())?;
         }
         Ok(())

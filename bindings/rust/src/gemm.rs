@@ -4,6 +4,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::os::raw::{c_int, c_void};
 use std::ptr;
+use std::sync::Arc;
 
 use crate::cache::Cache;
 use crate::error::{check, Result};
@@ -74,6 +75,8 @@ pub fn cublaslt_version() -> Result<usize> {
 pub struct Gemm<'c> {
     raw: *mut sys::kjit_gemm,
     _cache: PhantomData<&'c Cache>,
+    /// The cache of an owned handle ([`Gemm::with_cache`]), dropped after the handle.
+    _shared: Option<Arc<Cache>>,
 }
 
 // The C API: the handle may be shared by threads and any number of them may run on it at
@@ -84,6 +87,15 @@ unsafe impl Sync for Gemm<'_> {}
 impl<'c> Gemm<'c> {
     /// Creates a handle for `device`; `Status::CudaUnavailable` without a driver or device.
     pub fn new(cache: Option<&'c Cache>, device: i32, opts: &GemmOptions) -> Result<Gemm<'c>> {
+        Gemm::create(cache.map_or(ptr::null_mut(), |c| c.raw), device, opts, None)
+    }
+
+    fn create(
+        cache: *mut sys::kjit_cache,
+        device: i32,
+        opts: &GemmOptions,
+        shared: Option<Arc<Cache>>,
+    ) -> Result<Gemm<'c>> {
         let o = sys::kjit_gemm_options {
             struct_size: std::mem::size_of::<sys::kjit_gemm_options>() as u32,
             plan_capacity: opts.plan_capacity,
@@ -94,11 +106,11 @@ impl<'c> Gemm<'c> {
             max_workspace_bytes: opts.max_workspace_bytes,
         };
         let mut raw = ptr::null_mut();
-        let c = cache.map_or(ptr::null_mut(), |c| c.raw);
-        check(unsafe { sys::kjit_gemm_create(c, device, &o, &mut raw) })?;
+        check(unsafe { sys::kjit_gemm_create(cache, device, &o, &mut raw) })?;
         Ok(Gemm {
             raw,
             _cache: PhantomData,
+            _shared: shared,
         })
     }
 
@@ -147,6 +159,15 @@ impl<'c> Gemm<'c> {
         };
         check(unsafe { sys::kjit_gemm_stats_get(self.raw, &mut s) })?;
         Ok(s)
+    }
+}
+
+impl Gemm<'static> {
+    /// A handle that keeps `cache` alive through an [`Arc`] instead of borrowing it, so it
+    /// is `'static` (see [`Compiler::with_cache`](crate::Compiler::with_cache)).
+    pub fn with_cache(cache: Arc<Cache>, device: i32, opts: &GemmOptions) -> Result<Gemm<'static>> {
+        let raw = cache.raw;
+        Gemm::create(raw, device, opts, Some(cache))
     }
 }
 

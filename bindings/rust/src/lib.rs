@@ -50,7 +50,7 @@ mod util;
 
 pub use binary::{Binary, Tier};
 pub use cache::{Cache, CacheEntry, CacheOptions, CacheStats, DiskState};
-pub use compiler::{Compiler, PendingCompile};
+pub use compiler::{Compiler, OwnedCompiler, PendingCompile};
 pub use device::{device_arch, device_count, device_name, driver_version};
 pub use error::{Error, Result, Status};
 pub use gemm::{cublaslt_version, gemm_check, gemm_desc, Gemm, GemmDesc, GemmOptions, GemmStats};
@@ -103,7 +103,11 @@ mod tests {
         assert_send_sync::<Kernel>();
         assert_send_sync::<Error>();
         assert_send_sync::<Gemm<'static>>();
+        assert_send_static::<OwnedCompiler>();
+        assert_send_static::<Gemm<'static>>();
     }
+
+    fn assert_send_static<T: Send + 'static>() {}
 
     #[test]
     fn status_codes_round_trip() {

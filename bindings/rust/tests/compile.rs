@@ -4,6 +4,7 @@ mod common;
 
 use common::{TempDir, SAXPY};
 use kjit::{Cache, CacheOptions, Compiler, Options, Outputs, Status, Tier};
+use std::sync::Arc;
 
 const TARGET: &str = "sm_80";
 
@@ -80,12 +81,98 @@ fn compile_error_carries_status_message_and_log() {
         .unwrap_err();
     assert_eq!(err.status(), Status::Compile);
     assert!(err.log().contains("undefined_thing"), "log: {}", err.log());
+    // `{}` is the status and the message only: printing the error and then its log shows
+    // the log once. `{:#}` adds the log.
+    // (The library's message names the program and quotes the log's first lines.)
+    let plain = err.to_string();
+    assert_eq!(plain, format!("{}: {}", Status::Compile, err.message()));
     assert!(
-        err.to_string().contains("undefined_thing"),
-        "display: {err}"
+        !plain.contains(err.log().trim_end()),
+        "display repeats the log: {plain}"
     );
+    let alt = format!("{err:#}");
+    assert!(alt.starts_with(&plain), "alternate: {alt}");
+    assert!(alt.contains("undefined_thing"), "alternate: {alt}");
+    assert_eq!(alt, format!("{plain}\n{}", err.log().trim_end()));
     let as_std: &dyn std::error::Error = &err;
-    assert!(!as_std.to_string().is_empty());
+    assert_eq!(as_std.to_string(), plain);
+}
+
+#[test]
+fn errors_without_a_log_print_the_same_either_way() {
+    let cache = Cache::open(&CacheOptions {
+        memory_only: true,
+        ..Default::default()
+    })
+    .unwrap();
+    let err = cache.get("not a key").unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument);
+    assert_eq!(err.log(), "");
+    assert_eq!(format!("{err:#}"), err.to_string());
+    assert!(err.to_string().contains(err.message()), "{err}");
+}
+
+#[test]
+fn an_owned_compiler_moves_into_a_thread_and_outlives_the_callers_cache() {
+    let dir = TempDir::new("owned");
+    let cache = Cache::open_shared(&CacheOptions::in_dir(dir.path())).unwrap();
+    let compiler: kjit::OwnedCompiler = Compiler::with_cache(Arc::clone(&cache), 2).unwrap();
+    assert!(Arc::ptr_eq(compiler.cache().unwrap(), &cache));
+    let want_dir = cache.directory().to_string();
+    // The caller lets go of its cache: the compiler's share keeps it open.
+    drop(cache);
+    let worker = std::thread::spawn(move || {
+        let bin = compiler.compile(SAXPY, Some(&opts())).unwrap();
+        assert_eq!(bin.tier(), Tier::Compiled);
+        let cache = compiler.cache().unwrap();
+        assert_eq!(cache.directory(), want_dir);
+        assert_eq!(cache.stats().unwrap().compiles, 1);
+        (compiler, bin.key().to_string())
+    });
+    let (compiler, key) = worker.join().unwrap();
+    // Back on this thread, the same compiler hits its cache.
+    let again = compiler.compile(SAXPY, Some(&opts())).unwrap();
+    assert_eq!((again.key(), again.tier()), (key.as_str(), Tier::Memory));
+}
+
+#[test]
+fn owned_handles_live_in_a_struct_beside_their_cache() {
+    struct Jit {
+        cache: Arc<Cache>,
+        compiler: kjit::OwnedCompiler,
+    }
+    impl Jit {
+        fn new(dir: &std::path::Path) -> kjit::Result<Jit> {
+            let cache = Cache::open_shared(&CacheOptions::in_dir(dir))?;
+            let compiler = Compiler::with_cache(Arc::clone(&cache), 0)?;
+            Ok(Jit { cache, compiler })
+        }
+    }
+    let dir = TempDir::new("owned-struct");
+    let jit = Arc::new(Jit::new(dir.path()).unwrap());
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let jit = Arc::clone(&jit);
+            std::thread::spawn(move || {
+                jit.compiler
+                    .compile(SAXPY, Some(&opts()))
+                    .unwrap()
+                    .key()
+                    .to_string()
+            })
+        })
+        .collect();
+    let keys: Vec<String> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    assert!(keys.windows(2).all(|w| w[0] == w[1]));
+    // Single flight: four threads, one compile.
+    assert_eq!(jit.cache.stats().unwrap().compiles, 1);
+    // A struct that drops its cache field first is still sound: the compiler holds a share.
+    let Jit { cache, compiler } = Arc::try_unwrap(jit).ok().unwrap();
+    drop(cache);
+    assert_eq!(
+        compiler.compile(SAXPY, Some(&opts())).unwrap().tier(),
+        Tier::Memory
+    );
 }
 
 /// NVRTC 13.0 dies with SIGSEGV on this source with this name expression

@@ -39,6 +39,17 @@ fn gemm_handle_needs_a_device() {
             assert_eq!(g.stats().unwrap().runs, 0);
         }
     }
+    // The owned form keeps a share of the cache while it lives and gives it back after.
+    let shared = std::sync::Arc::new(cache);
+    match Gemm::with_cache(std::sync::Arc::clone(&shared), 0, &GemmOptions::default()) {
+        Err(e) => assert_eq!(e.status(), Status::CudaUnavailable, "{e}"),
+        Ok(g) => {
+            assert_eq!(std::sync::Arc::strong_count(&shared), 2);
+            let g = std::thread::spawn(move || g.stats().map(|s| s.runs)).join().unwrap();
+            assert_eq!(g.unwrap(), 0);
+        }
+    }
+    assert_eq!(std::sync::Arc::strong_count(&shared), 1);
     match kjit::cublaslt_version() {
         Ok(v) => assert!(v > 0),
         Err(e) => assert_eq!(e.status(), Status::Cublas, "{e}"),
