@@ -8,6 +8,7 @@ import "C"
 
 import (
 	"runtime"
+	"strconv"
 	"unsafe"
 )
 
@@ -33,7 +34,7 @@ func (t Tier) String() string {
 	case TierRemote:
 		return "remote"
 	}
-	return "invalid"
+	return "Tier(" + strconv.Itoa(int(t)) + ")"
 }
 
 // Binary is a compiled result. Immutable and safe for concurrent use; Close it when done.

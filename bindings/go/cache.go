@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/cgo"
+	"strconv"
 	"sync/atomic"
 	"unsafe"
 )
@@ -50,6 +51,22 @@ const (
 	DiskDisabled    DiskState = 2
 	DiskUnavailable DiskState = 3
 )
+
+// String names the state as `kjit cache stats` does: "ok", "read-only", "disabled",
+// "unavailable" (DiskState(N) for a value this version does not know).
+func (d DiskState) String() string {
+	switch d {
+	case DiskOK:
+		return "ok"
+	case DiskReadOnly:
+		return "read-only"
+	case DiskDisabled:
+		return "disabled"
+	case DiskUnavailable:
+		return "unavailable"
+	}
+	return "DiskState(" + strconv.Itoa(int(d)) + ")"
+}
 
 // CacheStats are the counters and sizes of a cache handle.
 type CacheStats struct {

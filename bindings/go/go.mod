@@ -1,3 +1,3 @@
-module kjit
+module github.com/kjit-dev/kjit/bindings/go
 
 go 1.19

@@ -11,6 +11,8 @@ import (
 	"math"
 	"reflect"
 	"runtime"
+	"strconv"
+	"strings"
 	"unsafe"
 )
 
@@ -35,6 +37,41 @@ const (
 	LoadCUBIN LoadPath = 0
 	LoadPTX   LoadPath = 1
 )
+
+// String is "cubin" or "ptx" (LoadPath(N) for a value this version does not know).
+func (p LoadPath) String() string {
+	switch p {
+	case LoadCUBIN:
+		return "cubin"
+	case LoadPTX:
+		return "ptx"
+	}
+	return "LoadPath(" + strconv.Itoa(int(p)) + ")"
+}
+
+// String lists the flags, e.g. "no-reload|force-ptx"; "default" for none.
+func (f KernelFlags) String() string {
+	return flagString(uint32(f), "default", []string{"no-reload", "force-ptx"})
+}
+
+// flagString joins the names of the bits set in v (names[i] is bit i); bits without a
+// name are shown in hex.
+func flagString(v uint32, none string, names []string) string {
+	if v == 0 {
+		return none
+	}
+	var parts []string
+	for i, n := range names {
+		if v&(1<<i) != 0 {
+			parts = append(parts, n)
+			v &^= 1 << i
+		}
+	}
+	if v != 0 {
+		parts = append(parts, "0x"+strconv.FormatUint(uint64(v), 16))
+	}
+	return strings.Join(parts, "|")
+}
 
 // DevicePtr is a device address (CUdeviceptr) passed as a kernel argument.
 type DevicePtr uint64

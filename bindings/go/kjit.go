@@ -18,6 +18,7 @@ package kjit
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -70,6 +71,7 @@ type Error struct {
 	Status  Status
 	Message string // what failed, with which input, and why (may be empty)
 	Log     string // NVRTC's log for compile errors, else ""
+	cause   error  // the context's error when a context ended the call (CompileContext)
 }
 
 func (e *Error) Error() string {
@@ -86,8 +88,12 @@ func (e *Error) Error() string {
 // Unwrap returns the Status, so errors.Is(err, kjit.StatusCompile) works.
 func (e *Error) Unwrap() error { return e.Status }
 
-// Is reports whether target is an *Error with the same status.
+// Is reports whether target is an *Error with the same status, or the error of the
+// context that ended the call (context.Canceled, context.DeadlineExceeded).
 func (e *Error) Is(target error) bool {
+	if e.cause != nil && errors.Is(e.cause, target) {
+		return true
+	}
 	t, ok := target.(*Error)
 	return ok && t.Status == e.Status
 }
@@ -109,6 +115,10 @@ func call(f func() C.kjit_status) error {
 	runtime.UnlockOSThread()
 	return err
 }
+
+// ModulePath is this module's import path: what `go get` resolves once the repository is
+// public, and what a `replace` directive maps to a checkout (see README.md).
+const ModulePath = "github.com/kjit-dev/kjit/bindings/go"
 
 // Version is the run-time library version, major*10000 + minor*100 + patch.
 func Version() int { return int(C.kjit_version()) }

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"kjit/internal/cudadrv"
+	"github.com/kjit-dev/kjit/bindings/go/internal/cudadrv"
 )
 
 const launchN = 1000

@@ -9,7 +9,10 @@ static void kjitgo_set_log(int on) {
 */
 import "C"
 
-import "sync/atomic"
+import (
+	"strconv"
+	"sync/atomic"
+)
 
 // LogLevel is the severity of a log message.
 type LogLevel int
@@ -21,6 +24,21 @@ const (
 	LogWarn  LogLevel = 2
 	LogError LogLevel = 3
 )
+
+// String is "debug", "info", "warn" or "error" (LogLevel(N) otherwise).
+func (l LogLevel) String() string {
+	switch l {
+	case LogDebug:
+		return "debug"
+	case LogInfo:
+		return "info"
+	case LogWarn:
+		return "warn"
+	case LogError:
+		return "error"
+	}
+	return "LogLevel(" + strconv.Itoa(int(l)) + ")"
+}
 
 type logHolder struct{ f func(LogLevel, string) }
 

@@ -7,7 +7,7 @@ import (
 	"runtime"
 	"testing"
 
-	"kjit/internal/cudadrv"
+	"github.com/kjit-dev/kjit/bindings/go/internal/cudadrv"
 )
 
 func TestTwoDevicesCompileOnceLaunchOnBoth(t *testing.T) {

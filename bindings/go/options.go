@@ -22,6 +22,11 @@ const (
 	OutputLTOIR   Outputs = 4
 )
 
+// String lists the outputs, e.g. "ptx|cubin"; "default" for none.
+func (o Outputs) String() string {
+	return flagString(uint32(o), "default", []string{"ptx", "cubin", "ltoir"})
+}
+
 // Options is a compile options builder. Any number of concurrent compiles may use one
 // Options, but it must not be changed while they run.
 type Options struct {

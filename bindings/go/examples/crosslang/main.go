@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"os"
 
-	"kjit"
+	kjit "github.com/kjit-dev/kjit/bindings/go"
 )
 
 func run(dir, sourceFile, ptxOut string) (kjit.Tier, error) {

@@ -14,8 +14,8 @@ import (
 	"os"
 	"time"
 
-	"kjit"
-	"kjit/internal/cudadrv"
+	kjit "github.com/kjit-dev/kjit/bindings/go"
+	"github.com/kjit-dev/kjit/bindings/go/internal/cudadrv"
 )
 
 const saxpy = `extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {
