@@ -12,6 +12,16 @@
 //    headers is called by at least one ccall.
 // 3. Every C struct in the headers has a Julia `struct` of the same name with the same
 //    fields, in the same order, with compatible types (same layout).
+// 4. GC safety (blocking.json): every ccall of a function that can block is written
+//    `@gcsafe ccall(...)`, the `@gcsafe` macro brackets the call with jl_gc_safe_enter /
+//    jl_gc_safe_leave, and no function that runs Julia callbacks on the calling thread is
+//    called GC-safe. The only other ccalls allowed are of the few runtime functions in
+//    RUNTIME_CCALLS.
+// 5. Foreign threads: the @cfunction handed to kjit_set_log_callback only queues the
+//    message and wakes a Julia task with uv_async_send (no strings, no user code, no
+//    exceptions on kjit's threads).
+// 6. Streams: the package declares CUDA.jl as a weak dependency with an extension (whose
+//    file exists), so that `launch` without `stream=` uses CUDA.jl's task-local stream.
 //
 // Exit status 0 when everything holds, 1 with a list of problems otherwise.
 'use strict';
@@ -37,6 +47,11 @@ function usage() {
   console.error('usage: node check.js --headers <include/kjit> --lib <libkjit.so> --src <bindings/julia>');
   process.exit(2);
 }
+
+// ccalls of the Julia runtime and libc that the package may make besides libkjit's.
+const RUNTIME_CCALLS = new Set(['jl_gc_safe_enter', 'jl_gc_safe_leave', 'uv_async_send', 'strlen']);
+const BLOCKING = JSON.parse(fs.readFileSync(path.join(__dirname, 'blocking.json'), 'utf8'));
+const CUDA_UUID = '052768ef-5323-5732-b1bb-66c8b64840ba';
 
 const problems = [];
 function problem(msg) {
@@ -193,6 +208,158 @@ function where(file, node) {
 
 const norm = (s) => s.replace(/\s+/g, '');
 
+// True when a ccall node is the argument of `@gcsafe`.
+function isGcSafe(node) {
+  const list = node.parent;
+  const mc = list && list.parent;
+  if (!list || list.type !== 'macro_argument_list' || !mc || mc.type !== 'macrocall_expression') return false;
+  const id = mc.namedChildren.find((c) => c.type === 'macro_identifier');
+  return !!id && id.text === '@gcsafe' && list.namedChildren[0] && list.namedChildren[0].id === node.id;
+}
+
+function definitionName(node) {
+  // function_definition / macro_definition: signature -> call_expression -> identifier;
+  // short form: assignment whose left side is a call_expression.
+  const sig = node.type === 'assignment' ? node : node.namedChildren.find((c) => c.type === 'signature');
+  if (!sig) return null;
+  let call = node.type === 'assignment' ? node.namedChildren[0] : sig.namedChildren[0];
+  while (call && call.type === 'typed_expression') call = call.namedChildren[0];
+  if (!call || call.type !== 'call_expression') return null;
+  const id = call.namedChildren[0];
+  return id && id.type === 'identifier' ? id.text : null;
+}
+
+function definitions(trees, types) {
+  const out = [];
+  for (const { file, tree } of trees) {
+    for (const n of walk(tree.rootNode)) {
+      if (!types.includes(n.type)) continue;
+      if (n.type === 'assignment' && (!n.namedChildren[0] || n.namedChildren[0].type !== 'call_expression' ||
+          n.parent.type !== 'source_file' && n.parent.type !== 'module_definition')) continue;
+      const name = definitionName(n);
+      if (name) out.push({ file, node: n, name });
+    }
+  }
+  return out;
+}
+
+function checkGcsafeMacro(trees, used) {
+  const macros = definitions(trees, ['macro_definition']).filter((d) => d.name === 'gcsafe');
+  if (macros.length === 0) {
+    if (used > 0) problem('@gcsafe is used but no `macro gcsafe` is defined');
+    return;
+  }
+  for (const { file, node } of macros) {
+    const calls = [...walk(node)].filter((c) => c.type === 'call_expression' && c.namedChildren[0] &&
+      c.namedChildren[0].text === 'ccall');
+    const names = calls.map((c) => {
+      const a = c.namedChildren.find((x) => x.type === 'argument_list');
+      return a && a.namedChildren[0] ? a.namedChildren[0].text : '';
+    });
+    const enter = names.indexOf(':jl_gc_safe_enter');
+    const leave = names.indexOf(':jl_gc_safe_leave');
+    if (enter < 0 || leave < 0 || leave < enter) {
+      problem(`${where(file, node)}: macro gcsafe must call jl_gc_safe_enter before the C call and ` +
+        'jl_gc_safe_leave after it');
+    }
+    if (!/GC\.@preserve/.test(node.text)) {
+      problem(`${where(file, node)}: macro gcsafe must root the converted arguments (GC.@preserve)`);
+    }
+  }
+}
+
+// Calls inside a function body that must never run on kjit's threads.
+const TRAMPOLINE_FORBIDDEN = [
+  [/\btry\b/, 'try/catch'],
+  [/\b(unsafe_string|_str|String|string)\(/, 'string construction (allocates)'],
+  [/\b(println|print|show|push!|append!)\(/, 'I/O or allocation'],
+  [/@(info|warn|error|debug|async|spawn)\b/, 'logging or task creation'],
+  [/\[\]\s*\(/, 'a call of a stored Julia function'],
+];
+
+function checkLogTrampoline(trees) {
+  const defs = definitions(trees, ['function_definition', 'assignment']);
+  const setters = defs.filter((d) => /\bkjit_set_log_callback\s*\(/.test(d.node.text) &&
+    d.name !== 'kjit_set_log_callback');
+  let checked = 0;
+  for (const s of setters) {
+    for (const n of walk(s.node)) {
+      if (n.type !== 'macrocall_expression') continue;
+      const id = n.namedChildren.find((c) => c.type === 'macro_identifier');
+      if (!id || id.text !== '@cfunction') continue;
+      const args = n.namedChildren.find((c) => c.type === 'argument_list' || c.type === 'macro_argument_list');
+      const target = args && args.namedChildren[0] ? args.namedChildren[0].text : '';
+      const def = defs.find((d) => d.name === target && d.node.type === 'function_definition');
+      const at = where(s.file, n);
+      if (!def) {
+        problem(`${at}: the log callback @cfunction names ${target || '?'}, whose definition was not found`);
+        continue;
+      }
+      checked += 1;
+      const body = def.node.text;
+      if (!/uv_async_send/.test(body)) {
+        problem(`${where(def.file, def.node)}: log callback ${target} runs on kjit's threads: it must only ` +
+          'queue the message and wake a Julia task with uv_async_send');
+      }
+      for (const [re, what] of TRAMPOLINE_FORBIDDEN) {
+        if (re.test(body)) {
+          problem(`${where(def.file, def.node)}: log callback ${target} runs on kjit's threads and ` +
+            `must not use ${what}; deliver the message on a Julia task instead`);
+        }
+      }
+    }
+  }
+  if (setters.length === 0) problem('no function calls kjit_set_log_callback');
+  console.log(`log callback: ${checked} trampoline(s) checked`);
+}
+
+// A tiny TOML reader: enough for Project.toml's [section] / key = "value" lines.
+function readToml(file) {
+  const out = {};
+  let sec = '';
+  for (const raw of fs.readFileSync(file, 'utf8').split('\n')) {
+    const line = raw.replace(/#.*$/, '').trim();
+    if (!line) continue;
+    const m = line.match(/^\[([^\]]+)\]$/);
+    if (m) {
+      sec = m[1].trim();
+      out[sec] = out[sec] || {};
+      continue;
+    }
+    const kv = line.match(/^([A-Za-z0-9_]+)\s*=\s*(.*)$/);
+    if (kv) (out[sec] = out[sec] || {})[kv[1]] = kv[2].replace(/^"(.*)"$/, '$1');
+  }
+  return out;
+}
+
+function checkCudaExtension(src) {
+  const projectFile = path.join(src, 'Project.toml');
+  if (!fs.existsSync(projectFile)) {
+    problem(`${projectFile} does not exist`);
+    return;
+  }
+  const project = readToml(projectFile);
+  const weak = project.weakdeps || {};
+  const exts = project.extensions || {};
+  if (weak.CUDA !== CUDA_UUID) {
+    problem(`${projectFile}: CUDA.jl (${CUDA_UUID}) is not a weak dependency: without an extension, ` +
+      'launch without stream= runs on the legacy NULL stream instead of CUDA.jl\'s task-local stream');
+  }
+  const cudaExts = Object.keys(exts).filter((k) => exts[k] === 'CUDA' || /"CUDA"/.test(exts[k]));
+  if (cudaExts.length === 0) problem(`${projectFile}: no [extensions] entry loads with CUDA`);
+  for (const name of Object.keys(exts)) {
+    const f1 = path.join(src, 'ext', `${name}.jl`);
+    const f2 = path.join(src, 'ext', name, `${name}.jl`);
+    const f = fs.existsSync(f1) ? f1 : fs.existsSync(f2) ? f2 : null;
+    if (!f) {
+      problem(`${projectFile}: extension ${name} has no file ext/${name}.jl`);
+    } else if (!new RegExp(`\\bmodule\\s+${name}\\b`).test(fs.readFileSync(f, 'utf8'))) {
+      problem(`${f}: does not define module ${name}`);
+    }
+  }
+  console.log(`extensions: ${Object.keys(exts).length} checked`);
+}
+
 function main() {
   const args = parseArgs(process.argv);
   const parser = new Parser();
@@ -238,7 +405,9 @@ function main() {
 
   // 3. ccalls.
   const called = new Map();
+  const runtimeCalls = [];
   let ccalls = 0;
+  let gcsafeCalls = 0;
   for (const { file, text, tree } of trees) {
     for (const n of walk(tree.rootNode)) {
       if (n.type !== 'call_expression') continue;
@@ -253,6 +422,10 @@ function main() {
         continue;
       }
       const spec = a[0];
+      if (spec.type === 'quote_expression' && RUNTIME_CCALLS.has(spec.text.replace(/^:/, ''))) {
+        runtimeCalls.push({ file, node: n, sym: spec.text.replace(/^:/, '') });
+        continue;
+      }
       if (spec.type !== 'tuple_expression' || spec.namedChildren.length !== 2 ||
           spec.namedChildren[0].type !== 'quote_expression') {
         problem(`${at}: ccall must name its function as (:symbol, libkjit), got ${spec.text}`);
@@ -262,6 +435,15 @@ function main() {
       const lib = spec.namedChildren[1].text;
       if (lib !== 'libkjit') problem(`${at}: ccall of ${sym} uses library "${lib}", not libkjit`);
       called.set(sym, (called.get(sym) || 0) + 1);
+      const safe = isGcSafe(n);
+      if (BLOCKING.gcsafe[sym] && !safe) {
+        problem(`${at}: ${sym} can block (${BLOCKING.gcsafe[sym]}) but its ccall is not GC-safe: ` +
+          'write it as @gcsafe ccall(...) so that garbage collection on other threads goes on');
+      }
+      if (BLOCKING.calls_back[sym] && safe) {
+        problem(`${at}: ${sym} ${BLOCKING.calls_back[sym]}: it must be a plain ccall, not @gcsafe`);
+      }
+      if (safe) gcsafeCalls += 1;
       if (!exported.has(sym)) problem(`${at}: ccall names ${sym}, which ${args.lib} does not export`);
       const fn = funcs.get(sym);
       if (!fn) {
@@ -308,6 +490,18 @@ function main() {
   console.log(`ccall: ${ccalls} ccall(s) checked; ${funcs.size - missing} of ${funcs.size} public ` +
     `functions wrapped; ${exported.size} kjit symbols exported`);
 
+  // GC safety.
+  for (const name of [...Object.keys(BLOCKING.gcsafe), ...Object.keys(BLOCKING.calls_back)]) {
+    if (!funcs.has(name)) problem(`blocking.json names ${name}, which no public header declares`);
+  }
+  checkGcsafeMacro(trees, gcsafeCalls);
+  console.log(`gc-safe: ${gcsafeCalls} GC-safe ccall(s); ${Object.keys(BLOCKING.gcsafe).length} ` +
+    `blocking functions listed; ${runtimeCalls.length} runtime ccall(s)`);
+
+  // Foreign threads and streams.
+  checkLogTrampoline(trees);
+  checkCudaExtension(args.src);
+
   // 4. Structs.
   const jlStructs = new Map();
   for (const { file, tree } of trees) {
@@ -350,7 +544,7 @@ function main() {
     console.log(`julia-check: 0 passed, ${problems.length} failed`);
     process.exit(1);
   }
-  console.log('julia-check: 4 passed, 0 failed');
+  console.log('julia-check: 7 passed, 0 failed');
 }
 
 try {

@@ -7,6 +7,7 @@ Run it after a public header changes; check.js then verifies the result against 
 headers and libkjit.so. The Julia API in KJit.jl is written by hand and may need the new
 function too.
 """
+import json
 import os
 import re
 import sys
@@ -15,6 +16,9 @@ here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(os.path.dirname(here))
 hdr_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "include", "kjit")
 out_path = sys.argv[2] if len(sys.argv) > 2 else os.path.join(root, "bindings", "julia", "src", "LibKJit.jl")
+# Functions that can block: emitted as `@gcsafe ccall(...)` (see blocking.json).
+with open(os.path.join(here, "blocking.json")) as fh:
+    gcsafe = set(json.load(fh)["gcsafe"])
 order = ["common.h", "compile.h", "cache.h", "kernel.h"]
 files = [f for f in order if os.path.exists(os.path.join(hdr_dir, f))]
 files += sorted(f for f in os.listdir(hdr_dir) if f.endswith(".h") and f not in order and f != "kjit.h")
@@ -84,6 +88,47 @@ def jtype(ctype, name=None, fn=None, is_ret=False, arr=None):
     inner = scalar[base]
     return "Ptr{%s}" % inner if depth == 1 else "Ptr{Ptr{%s}}" % inner
 
+GCSAFE_MACRO = '''
+"""
+    @gcsafe ccall((:name, libkjit), Ret, (T1, ...), args...)
+
+A `ccall` during which the garbage collector may run on Julia's other threads. The
+arguments are converted and rooted first; then the thread is marked GC-safe
+(`jl_gc_safe_enter`) for exactly the C call, and marked back (`jl_gc_safe_leave`, which
+waits for a collection in progress) before anything touches Julia objects again. Used for
+every C function that can block (tools/julia_check/blocking.json lists them and why), the
+way CUDA.jl calls the blocking driver functions, so that a thread parked in a compile or a
+wait never stops garbage collection everywhere else. The C function must not run Julia
+code that allocates on this thread (`kjit_cache_list` stays a plain `ccall`).
+"""
+macro gcsafe(ex)
+    Meta.isexpr(ex, :call) && ex.args[1] === :ccall && length(ex.args) >= 4 ||
+        throw(ArgumentError("@gcsafe expects ccall((:name, lib), Ret, (Types...,), args...)"))
+    target, rettype, types = ex.args[2], ex.args[3], ex.args[4]
+    Meta.isexpr(types, :tuple) ||
+        throw(ArgumentError("@gcsafe: the argument types must be a literal tuple"))
+    args = ex.args[5:end]
+    length(args) == length(types.args) ||
+        throw(ArgumentError("@gcsafe: $(length(types.args)) argument types, $(length(args)) values"))
+    roots = [gensym("root") for _ in args]
+    raws = [gensym("raw") for _ in args]
+    converts = [:($r = Base.cconvert($(esc(T)), $(esc(a)))) for (r, T, a) in zip(roots, types.args, args)]
+    unboxes = [:($p = Base.unsafe_convert($(esc(T)), $r)) for (p, T, r) in zip(raws, types.args, roots)]
+    # The C call itself, on the already converted values (built as an Expr: the static
+    # check reads every literal ccall as a call of libkjit).
+    inner = Expr(:call, :ccall, esc(target), esc(rettype), esc(types), raws...)
+    return quote
+        $(converts...)
+        GC.@preserve $(roots...) begin
+            $(unboxes...)
+            local gc_state = ccall(:jl_gc_safe_enter, Int8, ())
+            local result = $inner
+            ccall(:jl_gc_safe_leave, Cvoid, (Int8,), gc_state)
+            result
+        end
+    end
+end'''
+
 out = []
 out.append("# Raw ccall layer: one Julia function per public C function, named and typed as in")
 out.append("# include/kjit/*.h, and the C structs with identical layouts. Generated from the headers")
@@ -92,6 +137,7 @@ out.append("module LibKJit")
 out.append("")
 out.append('"Library name passed to every ccall. KJit.__init__ loads ENV[\\"KJIT_LIB\\"] first when set."')
 out.append('const libkjit = "libkjit.so.0"')
+out.append(GCSAFE_MACRO)
 for f, sname, fields in structs:
     out.append("")
     out.append("\"C struct `%s` (%s).\"" % (sname, f))
@@ -119,13 +165,14 @@ for f, ret, name, ps in funcs:
     out.append("")
     out.append("\"`%s`\"" % proto.replace("\"", "\\\""))
     tup = "(" + ", ".join(types) + ("," if len(types) == 1 else "") + ")"
-    call = "ccall((:%s, libkjit), %s, %s%s)" % (name, rt, tup, "".join(", " + n for n in names))
+    safe = "@gcsafe " if name in gcsafe else ""
+    call = "%sccall((:%s, libkjit), %s, %s%s)" % (safe, name, rt, tup, "".join(", " + n for n in names))
     line = "%s(%s) = %s" % (name, ", ".join(names), call)
     if len(line) <= 100:
         out.append(line)
     else:
         out.append("%s(%s) =" % (name, ", ".join(names)))
-        out.append("    ccall((:%s, libkjit), %s," % (name, rt))
+        out.append("    %sccall((:%s, libkjit), %s," % (safe, name, rt))
         out.append("          %s," % tup)
         out.append("          %s)" % ", ".join(names) if names else "")
 out.append("")

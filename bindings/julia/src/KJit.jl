@@ -158,34 +158,169 @@ function nvrtc_version()
     return _str(out[])
 end
 
-const _log_callback = Ref{Any}(nothing)
+# ---- log messages ---------------------------------------------------------------------------
+#
+# kjit calls its log callback on whichever thread logs, its worker threads included, and
+# sometimes while the calling thread is inside a GC-safe ccall. No user code runs there:
+# the C callback (`_log_enqueue`) copies the message into a preallocated queue under a spin
+# lock held only for the copy, allocates nothing, throws nothing, and wakes a Julia task
+# with `uv_async_send` on a `Base.AsyncCondition` (the pattern the Julia manual gives for
+# callbacks from foreign threads). That task (`_log_pump`) calls the user's function.
 
-function _log_trampoline(level::Cint, message::Ptr{UInt8}, user::Ptr{Cvoid})::Cvoid
-    f = _log_callback[]
-    if f !== nothing
-        try
-            f(Int(level), _str(message))
-        catch
-        end
+const _LOG_SLOTS = 256        # messages held between two deliveries; more are counted, dropped
+const _LOG_SLOT_BYTES = 1024  # a longer message is cut there (and marked " [...]")
+
+mutable struct _LogQueue
+    lock::Threads.Atomic{Int} # 0 free, 1 held: a spin lock with no safepoint and no finalizers
+    bytes::Vector{UInt8}      # _LOG_SLOTS slots of _LOG_SLOT_BYTES
+    lens::Vector{Int}         # bytes used in each slot
+    levels::Vector{Cint}
+    cut::Vector{Bool}         # the message was longer than a slot
+    head::Int                 # slot (0-based) of the oldest queued message
+    count::Int                # queued messages
+    dropped::Int              # messages that found the queue full
+    async::Ptr{Cvoid}         # uv_async_t* of the delivery task's AsyncCondition, or C_NULL
+    # The delivery task's copies, filled under the lock (no allocation while it is held).
+    out_bytes::Vector{UInt8}
+    out_lens::Vector{Int}
+    out_levels::Vector{Cint}
+    out_cut::Vector{Bool}
+end
+
+_LogQueue() = _LogQueue(Threads.Atomic{Int}(0), zeros(UInt8, _LOG_SLOTS * _LOG_SLOT_BYTES),
+                        zeros(Int, _LOG_SLOTS), zeros(Cint, _LOG_SLOTS), fill(false, _LOG_SLOTS),
+                        0, 0, 0, C_NULL, zeros(UInt8, _LOG_SLOTS * _LOG_SLOT_BYTES),
+                        zeros(Int, _LOG_SLOTS), zeros(Cint, _LOG_SLOTS), fill(false, _LOG_SLOTS))
+
+const _log_queue = _LogQueue()
+
+@inline function _spin_lock(a::Threads.Atomic{Int})
+    while Threads.atomic_cas!(a, 0, 1) != 0
     end
     return nothing
+end
+
+@inline _spin_unlock(a::Threads.Atomic{Int}) = (Threads.atomic_xchg!(a, 0); nothing)
+
+# The C log callback: runs on kjit's threads. Copies and wakes, nothing else.
+function _log_enqueue(level::Cint, message::Ptr{UInt8}, user::Ptr{Cvoid})::Cvoid
+    q = _log_queue
+    n = message == C_NULL ? 0 : Int(ccall(:strlen, Csize_t, (Ptr{UInt8},), message))
+    _spin_lock(q.lock)
+    if q.count == _LOG_SLOTS
+        q.dropped += 1
+    else
+        slot = (q.head + q.count) % _LOG_SLOTS
+        m = min(n, _LOG_SLOT_BYTES)
+        m > 0 && unsafe_copyto!(pointer(q.bytes, slot * _LOG_SLOT_BYTES + 1), message, m)
+        @inbounds q.lens[slot+1] = m
+        @inbounds q.levels[slot+1] = level
+        @inbounds q.cut[slot+1] = n > m
+        q.count += 1
+    end
+    # Sent under the lock: set_log_callback(nothing) clears q.async under it before it
+    # closes the condition, so no send can reach a closed handle.
+    q.async == C_NULL || ccall(:uv_async_send, Cint, (Ptr{Cvoid},), q.async)
+    _spin_unlock(q.lock)
+    return nothing
+end
+
+# Takes the queued messages (on the delivery task): copies under the lock, builds strings after.
+function _log_take!()
+    q = _log_queue
+    _spin_lock(q.lock)
+    n, dropped = q.count, q.dropped
+    for i in 0:n-1
+        slot = (q.head + i) % _LOG_SLOTS
+        m = @inbounds q.lens[slot+1]
+        m > 0 && unsafe_copyto!(pointer(q.out_bytes, i * _LOG_SLOT_BYTES + 1),
+                                pointer(q.bytes, slot * _LOG_SLOT_BYTES + 1), m)
+        @inbounds q.out_lens[i+1] = m
+        @inbounds q.out_levels[i+1] = q.levels[slot+1]
+        @inbounds q.out_cut[i+1] = q.cut[slot+1]
+    end
+    q.head, q.count, q.dropped = 0, 0, 0
+    _spin_unlock(q.lock)
+    msgs = Vector{Tuple{Int,String}}(undef, n)
+    for i in 1:n
+        text = GC.@preserve q unsafe_string(pointer(q.out_bytes, (i - 1) * _LOG_SLOT_BYTES + 1),
+                                            q.out_lens[i])
+        msgs[i] = (Int(q.out_levels[i]), q.out_cut[i] ? text * " [...]" : text)
+    end
+    dropped > 0 && push!(msgs, (2, "kjit: $dropped log message(s) dropped (more than " *
+                                   "$_LOG_SLOTS between two deliveries)"))
+    return msgs
+end
+
+const _log_callback = Ref{Any}(nothing)
+const _log_async = Ref{Any}(nothing)      # the delivery task's AsyncCondition
+const _log_setup = ReentrantLock()
+
+function _log_deliver()
+    for (level, message) in _log_take!()
+        f = _log_callback[]
+        f === nothing && continue
+        try
+            f(level, message)
+        catch e
+            @error "KJit log callback threw" exception = (e, catch_backtrace())
+        end
+    end
+end
+
+# The delivery task: waits for uv_async_send, delivers, until the condition is closed.
+function _log_pump(cond::Base.AsyncCondition)
+    while isopen(cond)
+        try
+            wait(cond)
+        catch e
+            e isa EOFError || rethrow()
+        end
+        _log_deliver()
+    end
 end
 
 """
     set_log_callback(f)
 
 Route the library's diagnostics to `f(level::Int, message::String)` (level 0 debug ...
-3 error); `nothing` restores the default (stderr when `KJIT_LOG` is set). `f` may be
-called from the library's worker threads (needs Julia 1.9+ foreign-thread support) and
-must not call kjit.
+3 error); `nothing` restores the default (stderr when `KJIT_LOG` is set).
+
+`f` never runs on kjit's threads: the library's callback only queues the message (up to
+$_LOG_SLOTS between deliveries, each cut at $_LOG_SLOT_BYTES bytes; more are counted and
+reported as dropped) and wakes a Julia task that calls `f`. So `f` may allocate, print and
+log, but it runs a little after the event, and a message logged just before the process
+exits may not be delivered. `f` must not call kjit functions that block while it waits.
 """
 function set_log_callback(f)
-    _log_callback[] = f
-    if f === nothing
-        LibKJit.kjit_set_log_callback(C_NULL, C_NULL)
-    else
-        cb = @cfunction(_log_trampoline, Cvoid, (Cint, Ptr{UInt8}, Ptr{Cvoid}))
-        LibKJit.kjit_set_log_callback(cb, C_NULL)
+    lock(_log_setup) do
+        q = _log_queue
+        if f === nothing
+            LibKJit.kjit_set_log_callback(C_NULL, C_NULL)
+            cond = _log_async[]
+            if cond !== nothing
+                _spin_lock(q.lock)
+                q.async = C_NULL
+                _spin_unlock(q.lock)
+                _log_deliver()               # what was queued goes to the old callback
+                _log_callback[] = nothing
+                close(cond)
+                _log_async[] = nothing
+            end
+            _log_callback[] = nothing
+        else
+            _log_callback[] = f
+            if _log_async[] === nothing
+                cond = Base.AsyncCondition()
+                _log_async[] = cond
+                _spin_lock(q.lock)
+                q.async = Base.unsafe_convert(Ptr{Cvoid}, cond)  # its uv_async_t*
+                _spin_unlock(q.lock)
+                errormonitor(Threads.@spawn _log_pump(cond))
+            end
+            cb = @cfunction(_log_enqueue, Cvoid, (Cint, Ptr{UInt8}, Ptr{Cvoid}))
+            LibKJit.kjit_set_log_callback(cb, C_NULL)
+        end
     end
     return nothing
 end
@@ -875,7 +1010,25 @@ _dim3(x::NTuple{1,Integer}) = (UInt32(x[1]), UInt32(1), UInt32(1))
 _dim3(x::NTuple{2,Integer}) = (UInt32(x[1]), UInt32(x[2]), UInt32(1))
 _dim3(x::NTuple{3,Integer}) = (UInt32(x[1]), UInt32(x[2]), UInt32(x[3]))
 
-_stream(::Nothing) = C_NULL
+# ---- streams ------------------------------------------------------------------------------
+#
+# `stream=nothing`, the default of every launch and of gemm_run!, is CUDA.jl's task-local
+# stream (`CUDA.stream()`) when CUDA.jl is loaded: the package extension KJitCUDAExt sets
+# `_default_stream`. Without CUDA.jl it is the legacy NULL stream, which serialises with
+# every other blocking stream of the context; the first such launch warns. `stream=C_NULL`
+# asks for the legacy stream explicitly (no warning).
+
+"Set by the CUDA.jl extension: a function returning the task-local stream's handle."
+const _default_stream = Ref{Any}(nothing)
+
+function _stream(::Nothing)
+    f = _default_stream[]
+    f === nothing || return Ptr{Cvoid}(f())
+    @warn "KJit: launching on the legacy NULL stream (CUDA.jl is not loaded). Load CUDA.jl " *
+          "to launch on its task-local stream, or pass stream= (C_NULL for this one) " *
+          "to choose." maxlog = 1
+    return C_NULL
+end
 _stream(s::Ptr) = Ptr{Cvoid}(s)
 _stream(s::Integer) = Ptr{Cvoid}(UInt(s))
 
@@ -916,8 +1069,15 @@ end
                   cluster=nothing, cooperative=false)
 
 Launch with a packed parameter buffer (see [`pack_params`](@ref)); its length must equal
-the kernel's parameter buffer size. Asynchronous on `stream` (a `Ptr` or integer handle,
-`nothing` = the legacy default stream; with CUDA.jl pass `stream.handle`).
+the kernel's parameter buffer size. Asynchronous on `stream`: a `Ptr` or integer handle
+(`stream.handle` of a CUDA.jl `CuStream`, or the `CuStream` itself with CUDA.jl loaded).
+
+!!! warning "The default stream"
+    `stream=nothing` (the default) is CUDA.jl's task-local stream, `CUDA.stream()`, when
+    CUDA.jl is loaded, and otherwise the **legacy NULL stream**, which synchronises with
+    all other work on the device (a warning says so once). Pass `stream=C_NULL` to choose
+    the legacy stream explicitly. The kernel's device must be CUDA.jl's current device
+    when the task-local stream is used.
 """
 function launch_packed(k::Kernel, buffer::Vector{UInt8}; grid=1, block=1, shared_bytes::Integer=0,
                        stream=nothing, cluster=nothing, cooperative::Bool=false)
@@ -1055,7 +1215,9 @@ function Base.close(g::Gemm)
     return nothing
 end
 
-"Enqueue D = epilogue(alpha * op(A) * op(B) + beta * C) on `stream`."
+"Enqueue D = epilogue(alpha * op(A) * op(B) + beta * C) on `stream` (`nothing`: as for
+[`launch_packed`](@ref), CUDA.jl's task-local stream when CUDA.jl is loaded, else the legacy
+NULL stream)."
 function gemm_run!(g::Gemm, desc::LibKJit.kjit_gemm_desc, A, B, C, D; bias=nothing, stream=nothing)
     check(LibKJit.kjit_gemm_run(g, Ref(desc), _dptr(A), _dptr(B), _dptr(C), _dptr(D), _dptr(bias),
                                 _stream(stream)))

@@ -6,6 +6,46 @@ module LibKJit
 "Library name passed to every ccall. KJit.__init__ loads ENV[\"KJIT_LIB\"] first when set."
 const libkjit = "libkjit.so.0"
 
+"""
+    @gcsafe ccall((:name, libkjit), Ret, (T1, ...), args...)
+
+A `ccall` during which the garbage collector may run on Julia's other threads. The
+arguments are converted and rooted first; then the thread is marked GC-safe
+(`jl_gc_safe_enter`) for exactly the C call, and marked back (`jl_gc_safe_leave`, which
+waits for a collection in progress) before anything touches Julia objects again. Used for
+every C function that can block (tools/julia_check/blocking.json lists them and why), the
+way CUDA.jl calls the blocking driver functions, so that a thread parked in a compile or a
+wait never stops garbage collection everywhere else. The C function must not run Julia
+code that allocates on this thread (`kjit_cache_list` stays a plain `ccall`).
+"""
+macro gcsafe(ex)
+    Meta.isexpr(ex, :call) && ex.args[1] === :ccall && length(ex.args) >= 4 ||
+        throw(ArgumentError("@gcsafe expects ccall((:name, lib), Ret, (Types...,), args...)"))
+    target, rettype, types = ex.args[2], ex.args[3], ex.args[4]
+    Meta.isexpr(types, :tuple) ||
+        throw(ArgumentError("@gcsafe: the argument types must be a literal tuple"))
+    args = ex.args[5:end]
+    length(args) == length(types.args) ||
+        throw(ArgumentError("@gcsafe: $(length(types.args)) argument types, $(length(args)) values"))
+    roots = [gensym("root") for _ in args]
+    raws = [gensym("raw") for _ in args]
+    converts = [:($r = Base.cconvert($(esc(T)), $(esc(a)))) for (r, T, a) in zip(roots, types.args, args)]
+    unboxes = [:($p = Base.unsafe_convert($(esc(T)), $r)) for (p, T, r) in zip(raws, types.args, roots)]
+    # The C call itself, on the already converted values (built as an Expr: the static
+    # check reads every literal ccall as a call of libkjit).
+    inner = Expr(:call, :ccall, esc(target), esc(rettype), esc(types), raws...)
+    return quote
+        $(converts...)
+        GC.@preserve $(roots...) begin
+            $(unboxes...)
+            local gc_state = ccall(:jl_gc_safe_enter, Int8, ())
+            local result = $inner
+            ccall(:jl_gc_safe_leave, Cvoid, (Int8,), gc_state)
+            result
+        end
+    end
+end
+
 "C struct `kjit_cache_options` (cache.h)."
 struct kjit_cache_options
     struct_size::UInt32
@@ -193,7 +233,7 @@ kjit_status_string(status) = ccall((:kjit_status_string, libkjit), Ptr{UInt8}, (
 kjit_last_error() = ccall((:kjit_last_error, libkjit), Ptr{UInt8}, ())
 
 "`kjit_status kjit_nvrtc_version(const char** out)`"
-kjit_nvrtc_version(out) = ccall((:kjit_nvrtc_version, libkjit), Cint, (Ptr{Ptr{UInt8}},), out)
+kjit_nvrtc_version(out) = @gcsafe ccall((:kjit_nvrtc_version, libkjit), Cint, (Ptr{Ptr{UInt8}},), out)
 
 "`void kjit_set_log_callback(kjit_log_fn fn, void* user)`"
 kjit_set_log_callback(fn, user) =
@@ -305,19 +345,19 @@ kjit_compiler_get_compile_mode(compiler, mode) =
 
 "`kjit_status kjit_worker_info_get(kjit_cache* cache, kjit_worker_info* info)`"
 kjit_worker_info_get(cache, info) =
-    ccall((:kjit_worker_info_get, libkjit), Cint,
+    @gcsafe ccall((:kjit_worker_info_get, libkjit), Cint,
           (Ptr{Cvoid}, Ptr{kjit_worker_info}),
           cache, info)
 
 "`void kjit_compiler_destroy(kjit_compiler* compiler)`"
 kjit_compiler_destroy(compiler) =
-    ccall((:kjit_compiler_destroy, libkjit), Cvoid,
+    @gcsafe ccall((:kjit_compiler_destroy, libkjit), Cvoid,
           (Ptr{Cvoid},),
           compiler)
 
 "`kjit_status kjit_compile(kjit_compiler* compiler, const char* source, const kjit_options* opts, kjit_binary** out)`"
 kjit_compile(compiler, source, opts, out) =
-    ccall((:kjit_compile, libkjit), Cint,
+    @gcsafe ccall((:kjit_compile, libkjit), Cint,
           (Ptr{Cvoid}, Cstring, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
           compiler, source, opts, out)
 
@@ -329,7 +369,7 @@ kjit_compile_async(compiler, source, opts, out) =
 
 "`kjit_status kjit_future_wait(kjit_future* future, int64_t timeout_ms, kjit_binary** out)`"
 kjit_future_wait(future, timeout_ms, out) =
-    ccall((:kjit_future_wait, libkjit), Cint,
+    @gcsafe ccall((:kjit_future_wait, libkjit), Cint,
           (Ptr{Cvoid}, Int64, Ptr{Ptr{Cvoid}}),
           future, timeout_ms, out)
 
@@ -344,7 +384,7 @@ kjit_future_destroy(future) = ccall((:kjit_future_destroy, libkjit), Cvoid, (Ptr
 
 "`kjit_status kjit_compile_many(kjit_compiler* compiler, size_t count, const char* const* sources, const kjit_options* const* opts, kjit_binary** outs, kjit_status* statuses)`"
 kjit_compile_many(compiler, count, sources, opts, outs, statuses) =
-    ccall((:kjit_compile_many, libkjit), Cint,
+    @gcsafe ccall((:kjit_compile_many, libkjit), Cint,
           (Ptr{Cvoid}, Csize_t, Ptr{Ptr{UInt8}}, Ptr{Ptr{Cvoid}}, Ptr{Ptr{Cvoid}}, Ptr{Cint}),
           compiler, count, sources, opts, outs, statuses)
 
@@ -437,7 +477,7 @@ kjit_hash_options(options, count, out_hex) =
 
 "`kjit_status kjit_compute_key(const char* source, const kjit_options* opts, char out_hex[65])`"
 kjit_compute_key(source, opts, out_hex) =
-    ccall((:kjit_compute_key, libkjit), Cint,
+    @gcsafe ccall((:kjit_compute_key, libkjit), Cint,
           (Cstring, Ptr{Cvoid}, Ptr{UInt8}),
           source, opts, out_hex)
 
@@ -463,12 +503,12 @@ kjit_cache_stats_init_sized(stats, size) =
 
 "`kjit_status kjit_cache_open(const kjit_cache_options* opts, kjit_cache** out)`"
 kjit_cache_open(opts, out) =
-    ccall((:kjit_cache_open, libkjit), Cint,
+    @gcsafe ccall((:kjit_cache_open, libkjit), Cint,
           (Ptr{kjit_cache_options}, Ptr{Ptr{Cvoid}}),
           opts, out)
 
 "`void kjit_cache_close(kjit_cache* cache)`"
-kjit_cache_close(cache) = ccall((:kjit_cache_close, libkjit), Cvoid, (Ptr{Cvoid},), cache)
+kjit_cache_close(cache) = @gcsafe ccall((:kjit_cache_close, libkjit), Cvoid, (Ptr{Cvoid},), cache)
 
 "`const char* kjit_cache_directory(const kjit_cache* cache)`"
 kjit_cache_directory(cache) =
@@ -478,7 +518,7 @@ kjit_cache_directory(cache) =
 
 "`kjit_status kjit_cache_stats_get(kjit_cache* cache, kjit_cache_stats* stats)`"
 kjit_cache_stats_get(cache, stats) =
-    ccall((:kjit_cache_stats_get, libkjit), Cint,
+    @gcsafe ccall((:kjit_cache_stats_get, libkjit), Cint,
           (Ptr{Cvoid}, Ptr{kjit_cache_stats}),
           cache, stats)
 
@@ -489,23 +529,23 @@ kjit_cache_clear_memory(cache) =
           cache)
 
 "`kjit_status kjit_cache_clear(kjit_cache* cache)`"
-kjit_cache_clear(cache) = ccall((:kjit_cache_clear, libkjit), Cint, (Ptr{Cvoid},), cache)
+kjit_cache_clear(cache) = @gcsafe ccall((:kjit_cache_clear, libkjit), Cint, (Ptr{Cvoid},), cache)
 
 "`kjit_status kjit_cache_get(kjit_cache* cache, const char* key_hex, kjit_binary** out)`"
 kjit_cache_get(cache, key_hex, out) =
-    ccall((:kjit_cache_get, libkjit), Cint,
+    @gcsafe ccall((:kjit_cache_get, libkjit), Cint,
           (Ptr{Cvoid}, Cstring, Ptr{Ptr{Cvoid}}),
           cache, key_hex, out)
 
 "`kjit_status kjit_cache_put(kjit_cache* cache, const kjit_binary* binary)`"
 kjit_cache_put(cache, binary) =
-    ccall((:kjit_cache_put, libkjit), Cint,
+    @gcsafe ccall((:kjit_cache_put, libkjit), Cint,
           (Ptr{Cvoid}, Ptr{Cvoid}),
           cache, binary)
 
 "`kjit_status kjit_cache_remove(kjit_cache* cache, const char* key_hex)`"
 kjit_cache_remove(cache, key_hex) =
-    ccall((:kjit_cache_remove, libkjit), Cint,
+    @gcsafe ccall((:kjit_cache_remove, libkjit), Cint,
           (Ptr{Cvoid}, Cstring),
           cache, key_hex)
 
@@ -517,62 +557,62 @@ kjit_cache_list(cache, fn, user) =
 
 "`kjit_status kjit_cache_verify(kjit_cache* cache, uint64_t* checked, uint64_t* bad)`"
 kjit_cache_verify(cache, checked, bad) =
-    ccall((:kjit_cache_verify, libkjit), Cint,
+    @gcsafe ccall((:kjit_cache_verify, libkjit), Cint,
           (Ptr{Cvoid}, Ptr{UInt64}, Ptr{UInt64}),
           cache, checked, bad)
 
 "`kjit_status kjit_cache_prune(kjit_cache* cache, uint64_t max_bytes, uint64_t* removed)`"
 kjit_cache_prune(cache, max_bytes, removed) =
-    ccall((:kjit_cache_prune, libkjit), Cint,
+    @gcsafe ccall((:kjit_cache_prune, libkjit), Cint,
           (Ptr{Cvoid}, UInt64, Ptr{UInt64}),
           cache, max_bytes, removed)
 
 "`kjit_status kjit_cache_export(kjit_cache* cache, const char* path, uint64_t* count)`"
 kjit_cache_export(cache, path, count) =
-    ccall((:kjit_cache_export, libkjit), Cint,
+    @gcsafe ccall((:kjit_cache_export, libkjit), Cint,
           (Ptr{Cvoid}, Cstring, Ptr{UInt64}),
           cache, path, count)
 
 "`kjit_status kjit_cache_import(kjit_cache* cache, const char* path, uint64_t* imported, uint64_t* rejected)`"
 kjit_cache_import(cache, path, imported, rejected) =
-    ccall((:kjit_cache_import, libkjit), Cint,
+    @gcsafe ccall((:kjit_cache_import, libkjit), Cint,
           (Ptr{Cvoid}, Cstring, Ptr{UInt64}, Ptr{UInt64}),
           cache, path, imported, rejected)
 
 # ---- kernel.h --------------------------------------------------------------
 
 "`kjit_status kjit_device_count(int* count)`"
-kjit_device_count(count) = ccall((:kjit_device_count, libkjit), Cint, (Ptr{Cint},), count)
+kjit_device_count(count) = @gcsafe ccall((:kjit_device_count, libkjit), Cint, (Ptr{Cint},), count)
 
 "`kjit_status kjit_device_arch(int device, char* out, size_t size)`"
 kjit_device_arch(device, out, size) =
-    ccall((:kjit_device_arch, libkjit), Cint,
+    @gcsafe ccall((:kjit_device_arch, libkjit), Cint,
           (Cint, Ptr{UInt8}, Csize_t),
           device, out, size)
 
 "`kjit_status kjit_device_name(int device, char* out, size_t size)`"
 kjit_device_name(device, out, size) =
-    ccall((:kjit_device_name, libkjit), Cint,
+    @gcsafe ccall((:kjit_device_name, libkjit), Cint,
           (Cint, Ptr{UInt8}, Csize_t),
           device, out, size)
 
 "`kjit_status kjit_driver_version(int* version)`"
-kjit_driver_version(version) = ccall((:kjit_driver_version, libkjit), Cint, (Ptr{Cint},), version)
+kjit_driver_version(version) = @gcsafe ccall((:kjit_driver_version, libkjit), Cint, (Ptr{Cint},), version)
 
 "`kjit_status kjit_kernel_create(kjit_compiler* compiler, const char* source, const char* name, const kjit_options* opts, int device, unsigned flags, kjit_kernel** out, kjit_binary** log_out)`"
 kjit_kernel_create(compiler, source, name, opts, device, flags, out, log_out) =
-    ccall((:kjit_kernel_create, libkjit), Cint,
+    @gcsafe ccall((:kjit_kernel_create, libkjit), Cint,
           (Ptr{Cvoid}, Cstring, Cstring, Ptr{Cvoid}, Cint, Cuint, Ptr{Ptr{Cvoid}}, Ptr{Ptr{Cvoid}}),
           compiler, source, name, opts, device, flags, out, log_out)
 
 "`kjit_status kjit_kernel_from_binary(const kjit_binary* binary, const char* name, int device, unsigned flags, kjit_kernel** out)`"
 kjit_kernel_from_binary(binary, name, device, flags, out) =
-    ccall((:kjit_kernel_from_binary, libkjit), Cint,
+    @gcsafe ccall((:kjit_kernel_from_binary, libkjit), Cint,
           (Ptr{Cvoid}, Cstring, Cint, Cuint, Ptr{Ptr{Cvoid}}),
           binary, name, device, flags, out)
 
 "`void kjit_kernel_destroy(kjit_kernel* kernel)`"
-kjit_kernel_destroy(kernel) = ccall((:kjit_kernel_destroy, libkjit), Cvoid, (Ptr{Cvoid},), kernel)
+kjit_kernel_destroy(kernel) = @gcsafe ccall((:kjit_kernel_destroy, libkjit), Cvoid, (Ptr{Cvoid},), kernel)
 
 "`int kjit_kernel_load_path(const kjit_kernel* kernel)`"
 kjit_kernel_load_path(kernel) =
@@ -654,19 +694,19 @@ kjit_kernel_attributes_init_sized(attrs, size) =
 
 "`kjit_status kjit_kernel_launch(kjit_kernel* kernel, const kjit_launch_config* cfg, void** args, size_t count)`"
 kjit_kernel_launch(kernel, cfg, args, count) =
-    ccall((:kjit_kernel_launch, libkjit), Cint,
+    @gcsafe ccall((:kjit_kernel_launch, libkjit), Cint,
           (Ptr{Cvoid}, Ptr{kjit_launch_config}, Ptr{Ptr{Cvoid}}, Csize_t),
           kernel, cfg, args, count)
 
 "`kjit_status kjit_kernel_launch_sized(kjit_kernel* kernel, const kjit_launch_config* cfg, void** args, const size_t* sizes, size_t count)`"
 kjit_kernel_launch_sized(kernel, cfg, args, sizes, count) =
-    ccall((:kjit_kernel_launch_sized, libkjit), Cint,
+    @gcsafe ccall((:kjit_kernel_launch_sized, libkjit), Cint,
           (Ptr{Cvoid}, Ptr{kjit_launch_config}, Ptr{Ptr{Cvoid}}, Ptr{Csize_t}, Csize_t),
           kernel, cfg, args, sizes, count)
 
 "`kjit_status kjit_kernel_launch_packed(kjit_kernel* kernel, const kjit_launch_config* cfg, const void* buffer, size_t size)`"
 kjit_kernel_launch_packed(kernel, cfg, buffer, size) =
-    ccall((:kjit_kernel_launch_packed, libkjit), Cint,
+    @gcsafe ccall((:kjit_kernel_launch_packed, libkjit), Cint,
           (Ptr{Cvoid}, Ptr{kjit_launch_config}, Ptr{Cvoid}, Csize_t),
           kernel, cfg, buffer, size)
 
@@ -704,12 +744,12 @@ kjit_gemm_stats_init_sized(stats, size) =
 
 "`kjit_status kjit_gemm_create(kjit_cache* cache, int device, const kjit_gemm_options* options, kjit_gemm** out)`"
 kjit_gemm_create(cache, device, options, out) =
-    ccall((:kjit_gemm_create, libkjit), Cint,
+    @gcsafe ccall((:kjit_gemm_create, libkjit), Cint,
           (Ptr{Cvoid}, Cint, Ptr{kjit_gemm_options}, Ptr{Ptr{Cvoid}}),
           cache, device, options, out)
 
 "`void kjit_gemm_destroy(kjit_gemm* gemm)`"
-kjit_gemm_destroy(gemm) = ccall((:kjit_gemm_destroy, libkjit), Cvoid, (Ptr{Cvoid},), gemm)
+kjit_gemm_destroy(gemm) = @gcsafe ccall((:kjit_gemm_destroy, libkjit), Cvoid, (Ptr{Cvoid},), gemm)
 
 "`kjit_status kjit_gemm_check(const kjit_gemm_desc* desc, const void* A, const void* B, const void* C, const void* D, const void* bias)`"
 kjit_gemm_check(desc, A, B, C, D, bias) =
@@ -719,7 +759,7 @@ kjit_gemm_check(desc, A, B, C, D, bias) =
 
 "`kjit_status kjit_gemm_run(kjit_gemm* gemm, const kjit_gemm_desc* desc, const void* A, const void* B, const void* C, void* D, const void* bias, void* stream)`"
 kjit_gemm_run(gemm, desc, A, B, C, D, bias, stream) =
-    ccall((:kjit_gemm_run, libkjit), Cint,
+    @gcsafe ccall((:kjit_gemm_run, libkjit), Cint,
           (Ptr{Cvoid}, Ptr{kjit_gemm_desc}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}),
           gemm, desc, A, B, C, D, bias, stream)
 
@@ -733,6 +773,6 @@ kjit_gemm_stats_get(gemm, stats) =
           gemm, stats)
 
 "`kjit_status kjit_cublaslt_version(size_t* out)`"
-kjit_cublaslt_version(out) = ccall((:kjit_cublaslt_version, libkjit), Cint, (Ptr{Csize_t},), out)
+kjit_cublaslt_version(out) = @gcsafe ccall((:kjit_cublaslt_version, libkjit), Cint, (Ptr{Csize_t},), out)
 
 end # module LibKJit

@@ -6,6 +6,7 @@
 using Test
 using KJit
 using KJit: LibKJit
+using KJit.LibKJit: libkjit
 
 const SAXPY = """
 extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {
@@ -306,5 +307,53 @@ end
         @test d.m == 4 && d.alpha == 1.0 && d.batch_count == 1
         @test KJit.gemm_check(d, UInt64(256), UInt64(512), nothing, UInt64(1024)) === nothing
         @test status_of(() -> KJit.gemm_check(d, nothing, UInt64(512), nothing, UInt64(1024))) == KJit.KJIT_ERROR_INVALID_ARGUMENT
+    end
+    @testset "blocking calls are GC-safe" begin
+        ex = @macroexpand LibKJit.@gcsafe ccall((:kjit_version, libkjit), Cint, ())
+        @test occursin("jl_gc_safe_enter", string(ex)) && occursin("jl_gc_safe_leave", string(ex))
+        @test LibKJit.@gcsafe(ccall((:kjit_version, libkjit), Cint, ())) == KJit.version()
+        # A thread parked in kjit_future_wait must not stop a collection on this one.
+        if Threads.nthreads() > 1
+            src = join(["extern \"C\" __global__ void slow$i(float* p) { float a = p[0];\n" *
+                        "#pragma unroll\n for (int j = 0; j < 2000; ++j) a = a * p[j % 7] + __sinf(a + j);\n" *
+                        " p[1] = a + $(rand(UInt32)); }\n" for i in 1:3])
+            f = compile_async(Compiler(), src; options=opts())
+            waiter = Threads.@spawn wait(f)
+            GC.gc()         # with a plain ccall this waited for the compile (or deadlocked)
+            @test fetch(waiter) isa Binary
+        else
+            @info "SKIPPED GC-while-waiting test: start julia with --threads=2"
+        end
+    end
+
+    @testset "log messages are delivered on a Julia task" begin
+        got = Channel{Tuple{Int,String,Task}}(16)
+        set_log_callback((level, msg) -> put!(got, (level, msg, current_task())))
+        try
+            c = Cache(directory="/proc/kjit-no-such-dir")   # logs why the disk tier is off
+            close(c)
+            @test timedwait(() -> isready(got), 30) == :ok
+            level, msg, task = take!(got)
+            @test level in 0:3 && !isempty(msg)
+            @test task !== current_task()                    # the delivery task, not a caller
+        finally
+            set_log_callback(nothing)
+        end
+    end
+
+    @testset "default stream" begin
+        if KJit._default_stream[] === nothing               # CUDA.jl not loaded
+            @test_logs (:warn, r"legacy NULL stream") KJit._stream(nothing)
+        end
+        @test KJit._stream(C_NULL) == C_NULL                 # explicit: no warning
+        @test_logs KJit._stream(C_NULL)
+        old = KJit._default_stream[]
+        KJit._default_stream[] = () -> Ptr{Cvoid}(UInt(0x1234))
+        try
+            @test KJit._stream(nothing) == Ptr{Cvoid}(UInt(0x1234))
+            @test KJit._stream(UInt(0x10)) == Ptr{Cvoid}(UInt(0x10))
+        finally
+            KJit._default_stream[] = old
+        end
     end
 end
