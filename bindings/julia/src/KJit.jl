@@ -256,8 +256,12 @@ const _log_callback = Ref{Any}(nothing)
 const _log_async = Ref{Any}(nothing)      # the delivery task's AsyncCondition
 const _log_setup = ReentrantLock()
 
+# One taker at a time: the delivery task and set_log_callback(nothing) share the copies.
+const _log_drain = ReentrantLock()
+
 function _log_deliver()
-    for (level, message) in _log_take!()
+    msgs = lock(_log_take!, _log_drain)
+    for (level, message) in msgs
         f = _log_callback[]
         f === nothing && continue
         try
@@ -1024,9 +1028,9 @@ const _default_stream = Ref{Any}(nothing)
 function _stream(::Nothing)
     f = _default_stream[]
     f === nothing || return Ptr{Cvoid}(f())
-    @warn "KJit: launching on the legacy NULL stream (CUDA.jl is not loaded). Load CUDA.jl " *
+    @warn("KJit: launching on the legacy NULL stream (CUDA.jl is not loaded). Load CUDA.jl " *
           "to launch on its task-local stream, or pass stream= (C_NULL for this one) " *
-          "to choose." maxlog = 1
+          "to choose.", maxlog = 1)
     return C_NULL
 end
 _stream(s::Ptr) = Ptr{Cvoid}(s)

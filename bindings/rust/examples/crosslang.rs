@@ -33,7 +33,7 @@ fn main() {
     let tier = match run() {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("rust: {e}");
+            eprintln!("rust: {e:#}");
             std::process::exit(1);
         }
     };
