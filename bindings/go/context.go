@@ -61,6 +61,15 @@ func (f *Future) WaitContext(ctx context.Context) (*Binary, error) {
 		if !errors.Is(err, StatusTimeout) || slice < 0 {
 			return bin, err
 		}
+		// StatusTimeout means "not done yet", or the compile's own result when it ran past
+		// its time limit (worker mode). A ready future tells them apart: its result is
+		// still there only in the first case ("result already taken" in the second).
+		if f.Ready() {
+			if bin, again := f.Wait(0); !errors.Is(again, StatusInvalidArgument) {
+				return bin, again
+			}
+			return nil, err
+		}
 		if cerr := ctx.Err(); cerr != nil {
 			_ = f.Cancel()
 			return nil, contextError(cerr, "the compile was cancelled")

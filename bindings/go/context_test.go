@@ -89,6 +89,26 @@ func TestCompileContextDeadlineCancelsTheCompile(t *testing.T) {
 	}
 }
 
+// A compile that runs past its own time limit (worker mode) fails with StatusTimeout: that
+// is the compile's result, not the context's deadline, which has not passed.
+func TestCompileContextReportsTheCompilesOwnTimeLimit(t *testing.T) {
+	t.Setenv("KJIT_COMPILE_TIMEOUT_S", "0.3") // read when the compiler is created
+	t.Setenv("KJIT_COMPILE_MODE", "worker")
+	c := newCompiler(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	bin, err := c.CompileContext(ctx, slowSource(3), testOptions(t))
+	if bin != nil || !errors.Is(err, StatusTimeout) {
+		t.Fatalf("want the compile's time limit, got %v, %v", bin, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		t.Fatalf("the context's deadline was blamed: %v", err)
+	}
+	if !strings.Contains(err.Error(), "KJIT_COMPILE_TIMEOUT_S") {
+		t.Fatalf("the message does not name the limit: %v", err)
+	}
+}
+
 func TestWaitContextCancelsAndLeavesTheFutureToTheCaller(t *testing.T) {
 	c := newCompiler(t, nil)
 	f, err := c.CompileAsync(slowSource(2), testOptions(t))
