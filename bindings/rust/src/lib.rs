@@ -60,8 +60,11 @@ pub use launch::{DevicePtr, KernelArg, LaunchConfig};
 pub use log::{set_log_callback, LogFn, LogLevel};
 pub use options::{Options, Outputs};
 
-use error::check;
-use util::cstr_or_empty;
+// The helpers every module uses, also reachable as `crate::check`, `crate::cstring`, ...
+#[allow(unused_imports)]
+pub(crate) use error::check;
+#[allow(unused_imports)]
+pub(crate) use util::{code_cstring, cstr_opt, cstr_or_empty, cstring, path_cstring};
 
 // ---- library-wide functions --------------------------------------------------------------
 
