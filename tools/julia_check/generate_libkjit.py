@@ -116,7 +116,8 @@ macro gcsafe(ex)
     unboxes = [:($p = Base.unsafe_convert($(esc(T)), $r)) for (p, T, r) in zip(raws, types.args, roots)]
     # The C call itself, on the already converted values (built as an Expr: the static
     # check reads every literal ccall as a call of libkjit).
-    inner = Expr(:call, :ccall, esc(target), esc(rettype), esc(types), raws...)
+    inner = Expr(:call, :ccall, esc(target), esc(rettype),
+                 Expr(:tuple, map(esc, types.args)...), raws...)
     return quote
         $(converts...)
         GC.@preserve $(roots...) begin
