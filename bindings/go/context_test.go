@@ -191,6 +191,10 @@ func TestModuleResolvesThroughReplace(t *testing.T) {
 	here, err := os.Getwd()
 	must(t, err)
 	mod, err := os.ReadFile("go.mod")
+	if errors.Is(err, os.ErrNotExist) {
+		// go test runs in the package directory; a copied test binary may not.
+		t.Skip("not run from the module's directory:", here)
+	}
 	must(t, err)
 	if !strings.HasPrefix(string(mod), "module "+ModulePath+"\n") {
 		t.Fatalf("go.mod does not declare %s:\n%s", ModulePath, mod)
