@@ -292,9 +292,9 @@ Route the library's diagnostics to `f(level::Int, message::String)` (level 0 deb
 
 `f` never runs on kjit's threads: the library's callback only queues the message (up to
 $_LOG_SLOTS between deliveries, each cut at $_LOG_SLOT_BYTES bytes; more are counted and
-reported as dropped) and wakes a Julia task that calls `f`. So `f` may allocate, print and
-log, but it runs a little after the event, and a message logged just before the process
-exits may not be delivered. `f` must not call kjit functions that block while it waits.
+reported as dropped) and wakes a Julia task that calls `f`. So `f` may allocate, print,
+log and even call kjit, but it runs a little after the event, and a message logged just
+before the process exits may not be delivered.
 """
 function set_log_callback(f)
     lock(_log_setup) do
