@@ -29,7 +29,9 @@ using kjit::test::write_file;
 
 // Files last changed more than kRacySeconds (2 s) ago, as most headers are: only those
 // are trusted by their stamps.
-void let_settle() { std::this_thread::sleep_for(std::chrono::milliseconds(2200)); }
+void let_settle() {
+  std::this_thread::sleep_for(std::chrono::milliseconds(2200));
+}
 
 kjit::IncludeScan scan(const std::string& source, const kjit::CompileOptions& o) {
   return kjit::scan_for(source, o, kjit::normalise(o));
@@ -62,7 +64,9 @@ kjit::CompileOptions with_include(const std::string& dir, const std::string& nam
   return o;
 }
 
-void run(const std::string& cmd) { ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd; }
+void run(const std::string& cmd) {
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
 
 TEST(KeyMemo, EveryChangeItTrustsStampsForIsSeen) {
   TempDir d;
@@ -113,7 +117,8 @@ TEST(KeyMemo, EveryChangeItTrustsStampsForIsSeen) {
   ASSERT_EQ(::chmod((d.file("chmod") + "/inc/h.h").c_str(), 0600), 0);
   EXPECT_FALSE(chmod.found()) << "its change time moved";
 
-  Remembered linked("#include \"sub/h.h\"\n", with_include(d.file("top"), d.file("same") + "/prog/k.cu"));
+  Remembered linked("#include \"sub/h.h\"\n",
+                    with_include(d.file("top"), d.file("same") + "/prog/k.cu"));
   ASSERT_TRUE(linked.found());
   run("ln -sfn ../v2 " + d.file("top/sub.new") + " && mv -T " + d.file("top/sub.new") + " " +
       d.file("top/sub"));
@@ -160,6 +165,105 @@ TEST(KeyMemo, WorkingDirectoryAndRecentFilesAndListingsAreNotTrusted) {
   Remembered computed("#include HEADER\n", with_include(d.file("inc")));
   EXPECT_FALSE(computed.remembered);
   EXPECT_FALSE(computed.found());
+}
+
+// Large sources are bucketed by a sample of their bytes: ones that differ only between
+// the samples, or only in their size, still get their own keys.
+TEST(KeyMemo, LargeSourcesThatDifferAnywhereAreDifferentRequests) {
+  kjit::KeyMemo memo;
+  kjit::CompileOptions o;
+  o.target = "sm_90";
+  const kjit::IncludeScan nothing_read;  // a source without includes reads no file
+  std::string base(65000, 'x');
+  std::vector<std::string> sources;
+  for (size_t at : {size_t(1500), size_t(2100), size_t(33333), size_t(63000)}) {
+    std::string s = base;
+    s[at] = 'y';
+    sources.push_back(s);
+  }
+  sources.push_back(base + "x");
+  sources.push_back(base);
+  for (size_t i = 0; i < sources.size(); ++i) {
+    memo.remember(sources[i], o, "k" + std::to_string(i), nothing_read);
+  }
+  for (size_t i = 0; i < sources.size(); ++i) {
+    std::string key;
+    ASSERT_TRUE(memo.find(sources[i], o, &key)) << i;
+    EXPECT_EQ(key, "k" + std::to_string(i));
+  }
+  std::string key;
+  std::string unseen = base;
+  unseen[40000] = 'z';
+  EXPECT_FALSE(memo.find(unseen, o, &key));
+}
+
+// A name probed and not found is covered by one stamp of its directory (with the
+// directory's times) when the directory had settled; otherwise by its own absence. Either
+// way a file made there later is seen.
+TEST(KeyMemo, AbsentNamesAreCoveredByTheirDirectoryOnlyWhenItHadSettled) {
+  TempDir d;
+  run("mkdir -p " + d.file("old/prog") + " " + d.file("old/inc") + " " + d.file("new/prog") + " " +
+      d.file("new/inc"));
+  for (const char* c : {"old", "new"}) {
+    write_file(d.file(c) + "/inc/a.h", "#pragma once\n#define A 1\n");
+    write_file(d.file(c) + "/inc/b.h", "#pragma once\n#define B 1\n");
+  }
+  let_settle();
+  write_file(d.file("new/prog/unrelated.txt"), "made just now\n");  // prog's times are recent
+
+  const std::string src = "#include \"a.h\"\n#include \"b.h\"\n__global__ void k() {}\n";
+  auto in = [&](const char* c) {
+    return with_include(d.file(c) + "/inc", d.file(c) + "/prog/kernel.cu");
+  };
+  auto absent_stamps = [](const kjit::IncludeScan& s) {
+    int n = 0;
+    for (const kjit::PathStamp& p : s.looked) n += p.kind == 0;
+    return n;
+  };
+  auto covers = [](const kjit::IncludeScan& s, const std::string& dir) {
+    for (const kjit::PathStamp& p : s.looked) {
+      if (p.path == dir && p.kind == 2 && p.listing) return true;
+    }
+    return false;
+  };
+
+  const kjit::IncludeScan settled = scan(src, in("old"));
+  EXPECT_EQ(absent_stamps(settled), 0) << "prog/a.h and prog/b.h: covered by prog";
+  EXPECT_TRUE(covers(settled, d.file("old/prog")));
+  const kjit::IncludeScan recent = scan(src, in("new"));
+  EXPECT_EQ(absent_stamps(recent), 2) << "a directory changed just now vouches for nothing";
+  EXPECT_FALSE(covers(recent, d.file("new/prog")));
+
+  for (const char* c : {"old", "new"}) {
+    Remembered r(src, in(c));
+    ASSERT_TRUE(r.remembered) << c;
+    ASSERT_TRUE(r.found()) << c;
+    write_file(d.file(c) + "/prog/b.h", "#define B 2\n");  // shadows inc/b.h at once
+    EXPECT_FALSE(r.found()) << c << ": a file made in a directory searched first";
+  }
+  // The working directory, searched first for a program without a directory, vouches
+  // the same way (checked through "." while the process stays in it).
+  char cwd[4096];
+  ASSERT_NE(getcwd(cwd, sizeof cwd), nullptr);
+  ASSERT_EQ(chdir(d.file("old/inc").c_str()), 0);
+  run("mkdir -p " + d.file("old/work"));
+  let_settle();
+  ASSERT_EQ(chdir(d.file("old/work").c_str()), 0);
+  Remembered here(src, with_include(d.file("old/inc")));
+  const bool here_remembered = here.remembered, here_found = here.found();
+  write_file(d.file("old/work/a.h"), "#define A 2\n");
+  const bool found_after_shadow = here.found();
+  ASSERT_EQ(chdir(cwd), 0);
+  EXPECT_TRUE(here_remembered);
+  EXPECT_TRUE(here_found);
+  EXPECT_FALSE(found_after_shadow) << "a file made in the working directory";
+
+  // Removing a name again is a change of the directory too.
+  let_settle();
+  Remembered again(src, in("old"));
+  ASSERT_TRUE(again.remembered);
+  run("rm " + d.file("old/prog/b.h"));
+  EXPECT_FALSE(again.found()) << "an entry removed from a covering directory";
 }
 
 // Through the C API: the memo serves hits, and an edit of the same size in the same
@@ -282,7 +386,8 @@ TEST(ToolkitRecord, UsedWhileWhatItLookedAtIsUnchangedAndOnlyThen) {
   // Each thing it read, changed, makes it discover again (and get the right answer).
   const std::string cccl = root + "/include/cccl/cuda/std/__cccl/version.h";
   const std::vector<std::pair<std::string, std::function<void()>>> changes = {
-      {"version.json edited", [&] { write_file(root + "/version.json", "{\"cuda\": \"13.0.2\"}\n"); }},
+      {"version.json edited",
+       [&] { write_file(root + "/version.json", "{\"cuda\": \"13.0.2\"}\n"); }},
       {"CCCL version edited", [&] { write_file(cccl, "#define CCCL 4\n"); }},
       {"a wheel's dist-info added", [&] { run("mkdir -p " + root + "/dist-info/nvcc-13.0.3"); }},
       {"version.txt added", [&] { write_file(root + "/version.txt", "CUDA Version 13.0.3\n"); }},

@@ -510,12 +510,44 @@ class Scanner {
     if (!found) out_.outside = true;
   }
 
-  // Records what stat() says about `path` (once per path) for the scan's memo.
+  // Records what stat() says about `path` (once per path) for the scan's memo. A path
+  // that does not exist is covered by its directory instead where that is sound: making
+  // any entry in a directory updates its modification and change times, so a directory
+  // unchanged since well before the scan (settled, on a local file system) still lacks
+  // every name it lacked then. One stat() of the directory then stands for all the names
+  // probed in it (the working directory and each include path are probed for every
+  // quoted include).
   void look(const std::string& path) {
     if (!looked_.insert(path).second) return;
     PathStamp s;
     if (!stamp_path(path, &s)) out_.stamped = false;
+    if (s.kind == 0 && cover_absent(path)) return;
     out_.looked.push_back(std::move(s));
+  }
+
+  // Records the stamp of `path`'s directory with its times in place of the absent
+  // `path`; false (nothing recorded) when the directory cannot vouch for the absence.
+  bool cover_absent(const std::string& path) {
+    const std::string dir = dirname_of(path);
+    if (dir.empty() || dir == path) return false;
+    auto known = dir_cover_.find(dir);
+    if (known == dir_cover_.end()) {
+      PathStamp d;
+      const bool vouches = stamp_path(dir, &d) && d.kind == 2 && stamp_settled(d, realtime_ns()) &&
+                           network_fs_type(dir).empty();
+      known = dir_cover_.emplace(dir, vouches).first;
+      if (vouches) {
+        d.listing = true;  // its times count: they change when an entry is made
+        if (looked_.insert(dir).second) {
+          out_.looked.push_back(std::move(d));
+        } else {
+          for (PathStamp& was : out_.looked) {
+            if (was.path == dir) was = d;  // recorded earlier without its times
+          }
+        }
+      }
+    }
+    return known->second;
   }
 
   // True when the candidate is a file (read now or before).
@@ -595,7 +627,16 @@ class Scanner {
 
   // The working directory, read when a relative path first needs it.
   const std::string& cwd() {
-    if (cwd_.empty()) out_.cwd = cwd_ = current_directory();
+    if (cwd_.empty()) {
+      out_.cwd = cwd_ = current_directory();
+      PathStamp here;
+      if (stat_stamp(".", &here) && here.kind == 2) {
+        out_.cwd_dev = here.dev;
+        out_.cwd_ino = here.ino;
+      } else {
+        out_.stamped = false;
+      }
+    }
     return cwd_;
   }
 
@@ -628,9 +669,10 @@ class Scanner {
   std::vector<Computed> computed_;
   std::set<std::string> resolved_;  // computed includes already followed
   std::set<std::string> scanned_memory_;
-  std::set<std::string> visited_;       // file + directory it was reached from
-  std::set<std::string> looked_;        // paths in out_.looked
-  std::set<std::string> files_seen_;    // real paths already in out_.files
+  std::set<std::string> visited_;          // file + directory it was reached from
+  std::set<std::string> looked_;           // paths in out_.looked
+  std::map<std::string, bool> dir_cover_;  // directory -> it vouches for absent names in it
+  std::set<std::string> files_seen_;       // real paths already in out_.files
   std::set<std::string> searched_;      // includer directories quoted includes were looked for in
   std::set<std::string> listed_tried_;  // real directories already listed for computed includes
   std::deque<Item> queue_;
@@ -644,11 +686,20 @@ bool stamp_path(const std::string& path, PathStamp* out) {
   return stat_stamp(path.c_str(), out);
 }
 
-bool paths_unchanged(const std::vector<PathStamp>& looked) {
+bool paths_unchanged(const std::vector<PathStamp>& looked, const std::string& cwd,
+                     const PathStamp* cwd_now) {
   PathStamp now;
   for (const PathStamp& was : looked) {
-    if (!stat_stamp(was.path.c_str(), &now) || now.kind != was.kind || now.dev != was.dev ||
-        now.ino != was.ino || now.size != was.size) {
+    const bool is_cwd = cwd_now && !cwd.empty() &&
+                        (was.path == cwd || (was.path.size() == cwd.size() + 2 &&
+                                             was.path.compare(0, cwd.size(), cwd) == 0 &&
+                                             was.path.compare(cwd.size(), 2, "/.") == 0));
+    if (is_cwd) {
+      now = *cwd_now;
+    } else if (!stat_stamp(was.path.c_str(), &now)) {
+      return false;
+    }
+    if (now.kind != was.kind || now.dev != was.dev || now.ino != was.ino || now.size != was.size) {
       return false;
     }
     // A directory's times change with every file made in it: they count only where its

@@ -40,7 +40,7 @@ struct IncludeScanInput {
 // anything, that looking again would find the same thing.
 struct PathStamp {
   std::string path;
-  int kind = 0;  // 0: absent (ENOENT or ENOTDIR), 1: regular file, 2: directory, 3: other
+  int kind = 0;          // 0: absent (ENOENT or ENOTDIR), 1: regular file, 2: directory, 3: other
   bool listing = false;  // a directory whose entries were read: its times count too
   uint64_t dev = 0, ino = 0, size = 0;
   int64_t mtime_ns = 0, ctime_ns = 0;
@@ -52,11 +52,16 @@ bool stamp_path(const std::string& path, PathStamp* out);
 
 // True when every path still stats as it did (a file: same device, inode, size,
 // modification and change times; a directory: same device and inode, and the times too
-// when its listing was read; absent: still absent). A file is only trusted this way when it had not been modified for
-// kRacySeconds when it was read (IncludeScan::settled), so an edit within the same
-// timestamp tick is seen; renames, hard links and permission changes update the change
-// time, and replacing a file changes its inode.
-bool paths_unchanged(const std::vector<PathStamp>& looked);
+// when its listing was read; absent: still absent). A file is only trusted this way when it had not
+// been modified for kRacySeconds when it was read (IncludeScan::settled), so an edit within the
+// same timestamp tick is seen; renames, hard links and permission changes update the change time,
+// and replacing a file changes its inode.
+//
+// `cwd_now`, when given, is the stamp of "." taken now and known to be the directory
+// object `cwd` named when the stamps were taken (same device and inode): a stamp of `cwd`
+// (or `cwd`/.) is then checked against it instead of looking the path up again.
+bool paths_unchanged(const std::vector<PathStamp>& looked, const std::string& cwd = {},
+                     const PathStamp* cwd_now = nullptr);
 
 // True when the stamp's modification and change times are kRacySeconds or more before
 // `now_ns` (CLOCK_REALTIME): a change after `now_ns` then shows in the stamp.
@@ -83,8 +88,9 @@ struct IncludeScan {
   // files were searched relative to it, and the working directory when the scan used it.
   std::vector<PathStamp> looked;
   std::string cwd;
-  bool settled = true;  // every file read had been unmodified for kRacySeconds
-  bool stamped = true;  // every stat() of `looked` succeeded or found nothing
+  uint64_t cwd_dev = 0, cwd_ino = 0;  // the directory `cwd` named when it was read
+  bool settled = true;                // every file read had been unmodified for kRacySeconds
+  bool stamped = true;                // every stat() of `looked` succeeded or found nothing
   // True when `looked` (with `cwd`) decides the scan's result: paths_unchanged() then
   // means the same scan would give the same files with the same bytes.
   bool rememberable() const { return settled && stamped && complete && listed.empty(); }

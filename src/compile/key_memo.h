@@ -1,7 +1,8 @@
 // The compiler's memo of cache keys: a request (source bytes and options, compared whole)
 // seen before gets its key again without normalising, scanning or hashing, provided every
 // path its include scan looked at still stats the same (include_scan.h: PathStamp) and
-// the working directory is the same when the scan used it. A request whose scan cannot be
+// the working directory is the same directory (device and inode of ".") when the scan
+// used it. A request whose scan cannot be
 // decided by stat() alone (a file modified within kRacySeconds of being read, a directory
 // read whole for a computed include) is not remembered.
 #pragma once
@@ -34,7 +35,9 @@ class KeyMemo {
     std::string source;
     CompileOptions opts;
     std::string key;
-    std::string cwd;  // "" when the scan did not depend on it
+    uint64_t whole_hash = 0;  // table hash of all of `source` when it is over kWhole bytes
+    std::string cwd;          // "" when the scan did not depend on it
+    uint64_t cwd_dev = 0, cwd_ino = 0;  // the directory it named
     std::vector<PathStamp> looked;
   };
   static constexpr size_t kShards = 16;
