@@ -13,11 +13,11 @@
 
 #include "compile/file_audit.h"
 #include "compile/include_scan.h"
-#include "compile/pch.h"
 #include "compile/nvrtc_program.h"
+#include "compile/pch.h"
 #include "compile/thread_pool.h"
-#include "compile/toolkit.h"
 #include "compile/toolchain.h"
+#include "compile/toolkit.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -150,8 +150,9 @@ void report_uncovered(const std::string& program, const std::string& why) {
 void validate_text(const std::string& text, kjit_status status, const std::string& what) {
   const size_t bad = utf8_error(text);
   if (bad == std::string::npos) return;
-  fail(status, what + (text[bad] == '\0' ? " contains a NUL byte (byte " : " is not valid UTF-8 (byte ") +
-                   std::to_string(bad) + ")");
+  fail(status,
+       what + (text[bad] == '\0' ? " contains a NUL byte (byte " : " is not valid UTF-8 (byte ") +
+           std::to_string(bad) + ")");
 }
 
 // Everything of a request that reaches NVRTC as text is valid UTF-8.
@@ -291,8 +292,9 @@ void Compiler::find_toolkits(const CompileOptions& opts) {
 std::string Compiler::key(const std::string& source, const CompileOptions& opts) {
   validate_request(source, opts);
   find_toolkits(opts);
+  const std::string& tool = toolchain();  // first: normalising asks for its facts
   const NormalisedOptions norm = normalise(opts);
-  return compute_key(source, opts, norm, toolchain(), scan_for(source, opts, norm));
+  return compute_key(source, opts, norm, tool, scan_for(source, opts, norm));
 }
 
 Outcome Compiler::compile(std::string_view source_bytes, const CompileOptions& opts,
@@ -307,8 +309,8 @@ Outcome Compiler::compile(std::string_view source_bytes, const CompileOptions& o
   const std::string source(source_bytes);
   validate_request(source, opts);
   find_toolkits(opts);
+  const std::string& tool = toolchain();  // first: normalising asks for its facts
   const NormalisedOptions norm = normalise(opts);
-  const std::string& tool = toolchain();
   const IncludeScan scan = scan_for(source, opts, norm);
   const std::string key = compute_key(source, opts, norm, tool, scan);
   auto run = [&]() -> Outcome {
@@ -318,8 +320,8 @@ Outcome Compiler::compile(std::string_view source_bytes, const CompileOptions& o
     }
     // Header-heavy programs (their includes reach the toolkit) use precompiled headers.
     AuditRecord audit;
-    Outcome o = compile_audited(source, opts, norm, key, tool, cancel, norm.pch && scan.outside,
-                                &audit);
+    Outcome o =
+        compile_audited(source, opts, norm, key, tool, cancel, norm.pch && scan.outside, &audit);
     const std::string why = uncovered(scan, audit.available ? &audit : nullptr, opts.name, norm);
     if (!why.empty()) {
       o.cacheable = false;

@@ -18,7 +18,9 @@
 #include <cstring>
 #include <mutex>
 
+#include "compile/nvrtc_lib.h"
 #include "compile/toolchain.h"
+#include "util/error.h"
 #include "util/log.h"
 
 namespace kjit {
@@ -361,7 +363,12 @@ int patch_library(dl_phdr_info* info, size_t, void* data) {
 bool install() {
 #if defined(__x86_64__) || defined(__aarch64__)
   Install st;
-  st.library = nvrtc_library_path();
+  try {
+    st.library = nvrtc().library;  // opened now, so that its imports can be patched
+  } catch (const Error& e) {
+    log_warn(std::string("the files NVRTC reads cannot be audited: ") + e.what());
+    return false;
+  }
   if (st.library.empty()) {
     log_warn("cannot locate libnvrtc: the files it reads cannot be audited");
     return false;

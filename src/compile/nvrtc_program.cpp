@@ -4,6 +4,7 @@
 
 #include <exception>
 
+#include "compile/nvrtc_lib.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -15,7 +16,7 @@ namespace {
 class Program {
  public:
   ~Program() {
-    if (prog_) nvrtcDestroyProgram(&prog_);
+    if (prog_) nvrtc().nvrtcDestroyProgram(&prog_);
   }
   nvrtcProgram* out() { return &prog_; }
   nvrtcProgram get() const { return prog_; }
@@ -26,9 +27,9 @@ class Program {
 
 std::string program_log(nvrtcProgram prog) {
   size_t size = 0;
-  if (nvrtcGetProgramLogSize(prog, &size) != NVRTC_SUCCESS || size <= 1) return "";
+  if (nvrtc().nvrtcGetProgramLogSize(prog, &size) != NVRTC_SUCCESS || size <= 1) return "";
   std::string log(size, '\0');
-  if (nvrtcGetProgramLog(prog, log.data()) != NVRTC_SUCCESS) return "";
+  if (nvrtc().nvrtcGetProgramLog(prog, log.data()) != NVRTC_SUCCESS) return "";
   log.resize(size - 1);  // drop the terminating NUL
   return log;
 }
@@ -109,14 +110,14 @@ std::string fetch(nvrtcProgram prog, nvrtcResult (*size_fn)(nvrtcProgram, size_t
   nvrtcResult r = size_fn(prog, &size);
   if (r != NVRTC_SUCCESS) {
     fail(KJIT_ERROR_NVRTC, std::string("NVRTC could not report the ") + what +
-                               " size: " + nvrtcGetErrorString(r));
+                               " size: " + nvrtc().nvrtcGetErrorString(r));
   }
   std::string data(size, '\0');
   if (size) {
     r = get_fn(prog, data.data());
     if (r != NVRTC_SUCCESS) {
-      fail(KJIT_ERROR_NVRTC,
-           std::string("NVRTC could not return the ") + what + ": " + nvrtcGetErrorString(r));
+      fail(KJIT_ERROR_NVRTC, std::string("NVRTC could not return the ") + what + ": " +
+                                 nvrtc().nvrtcGetErrorString(r));
     }
   }
   return data;
@@ -126,11 +127,11 @@ std::string fetch(nvrtcProgram prog, nvrtcResult (*size_fn)(nvrtcProgram, size_t
 // its headers (e.g. <cmath>, which Thrust's <thrust/complex.h> includes).
 std::string std_library_hint(const std::string& log) {
   static const char* const kStd[] = {
-      "cmath",   "cstdlib", "cstdio",   "cstring", "vector",  "string",   "iostream",
-      "memory",  "algorithm", "map",    "complex", "cassert", "functional", "utility",
-      "limits",  "type_traits", "cstddef", "cstdint", "array", "tuple", "new", "exception",
-      "stdexcept", "iterator", "numeric", "atomic", "mutex", "thread", "chrono", "random",
-      "math.h",  "stdlib.h", "stdio.h", "string.h", "assert.h"};
+      "cmath",     "cstdlib",     "cstdio",   "cstring",  "vector",  "string",     "iostream",
+      "memory",    "algorithm",   "map",      "complex",  "cassert", "functional", "utility",
+      "limits",    "type_traits", "cstddef",  "cstdint",  "array",   "tuple",      "new",
+      "exception", "stdexcept",   "iterator", "numeric",  "atomic",  "mutex",      "thread",
+      "chrono",    "random",      "math.h",   "stdlib.h", "stdio.h", "string.h",   "assert.h"};
   const std::string marker = "open source file \"";  // "cannot ..." or "could not ..."
   const size_t at = log.find(marker);
   if (at == std::string::npos) return "";
@@ -163,28 +164,30 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
   std::string thrown;
   nvrtcResult r = nvrtc_call(
       [&] {
-        return nvrtcCreateProgram(prog.out(), source.c_str(), opts.name.c_str(),
-                                  int(header_names.size()), header_sources.data(),
-                                  header_names.data());
+        return nvrtc().nvrtcCreateProgram(prog.out(), source.c_str(), opts.name.c_str(),
+                                          int(header_names.size()), header_sources.data(),
+                                          header_names.data());
       },
       &thrown);
   if (!thrown.empty()) return nvrtc_threw("nvrtcCreateProgram", opts.name, thrown);
   if (r != NVRTC_SUCCESS) {
     return Outcome{r == NVRTC_ERROR_OUT_OF_MEMORY ? KJIT_ERROR_OUT_OF_MEMORY : KJIT_ERROR_NVRTC,
                    std::string("nvrtcCreateProgram failed for '") + opts.name +
-                       "': " + nvrtcGetErrorString(r),
+                       "': " + nvrtc().nvrtcGetErrorString(r),
                    nullptr, KJIT_TIER_COMPILED};
   }
   for (const std::string& expr : opts.name_expressions) {
-    r = nvrtc_call([&] { return nvrtcAddNameExpression(prog.get(), expr.c_str()); }, &thrown);
+    r = nvrtc_call([&] { return nvrtc().nvrtcAddNameExpression(prog.get(), expr.c_str()); },
+                   &thrown);
     if (!thrown.empty()) return nvrtc_threw("nvrtcAddNameExpression", opts.name, thrown);
     if (r != NVRTC_SUCCESS) {
-      return Outcome{KJIT_ERROR_NAME_NOT_FOUND,
-                     "nvrtcAddNameExpression('" + expr + "') failed: " + nvrtcGetErrorString(r),
-                     nullptr, KJIT_TIER_COMPILED};
+      return Outcome{
+          KJIT_ERROR_NAME_NOT_FOUND,
+          "nvrtcAddNameExpression('" + expr + "') failed: " + nvrtc().nvrtcGetErrorString(r),
+          nullptr, KJIT_TIER_COMPILED};
     }
   }
-  if (cancel) nvrtcSetFlowCallback(prog.get(), cancel_callback, cancel.get());
+  if (cancel) nvrtc().nvrtcSetFlowCallback(prog.get(), cancel_callback, cancel.get());
 
   std::vector<const char*> argv;
   for (const std::string& o : norm.nvrtc) argv.push_back(o.c_str());
@@ -193,8 +196,9 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
   }
   PchHeapShared heap(with_pch);
   const double t0 = monotonic_ms();
-  r = nvrtc_call([&] { return nvrtcCompileProgram(prog.get(), int(argv.size()), argv.data()); },
-                 &thrown);
+  r = nvrtc_call(
+      [&] { return nvrtc().nvrtcCompileProgram(prog.get(), int(argv.size()), argv.data()); },
+      &thrown);
   const double ms = monotonic_ms() - t0;
   heap.release();
   if (!thrown.empty()) {
@@ -213,10 +217,10 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
   if (with_pch) {
     bool used = false, created = false;
     entry->log = strip_pch_messages(entry->log, &used, &created);
-    const nvrtcResult status = nvrtcGetPCHCreateStatus(prog.get());
+    const nvrtcResult status = nvrtc().nvrtcGetPCHCreateStatus(prog.get());
     size_t required = 0;
     if (status == NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED) {
-      nvrtcGetPCHHeapSizeRequired(prog.get(), &required);
+      nvrtc().nvrtcGetPCHHeapSizeRequired(prog.get(), &required);
     }
     pch_outcome = int(pch->finish(int(status), required, used, created));
     // PCH trouble never fails a compile: anything but the program's own errors, or a
@@ -229,8 +233,9 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
                               entry->log.find("#error") == std::string::npos;
     if ((r != NVRTC_SUCCESS && r != NVRTC_ERROR_COMPILATION && r != NVRTC_ERROR_CANCELLED) ||
         catastrophic) {
-      log_info("NVRTC failed with precompiled headers (" + std::string(nvrtcGetErrorString(r)) +
-               "); compiling '" + opts.name + "' again without them");
+      log_info("NVRTC failed with precompiled headers (" +
+               std::string(nvrtc().nvrtcGetErrorString(r)) + "); compiling '" + opts.name +
+               "' again without them");
       Outcome again = run_nvrtc(source, opts, norm, key, toolchain, cancel, nullptr);
       again.pch = int(PchOutcome::Failed);
       return again;
@@ -241,10 +246,10 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
     // A name expression that names nothing is reported by NVRTC as compile errors in a
     // synthesized file "__nv_name_map"; when those are the only errors, say so.
     if (!opts.name_expressions.empty() && only_name_map_errors(entry->log)) {
-      return Outcome{KJIT_ERROR_NAME_NOT_FOUND,
-                     "a name expression does not name a kernel in '" + opts.name +
-                         "': " + head(entry->log, 2),
-                     nullptr, KJIT_TIER_COMPILED};
+      return Outcome{
+          KJIT_ERROR_NAME_NOT_FOUND,
+          "a name expression does not name a kernel in '" + opts.name + "': " + head(entry->log, 2),
+          nullptr, KJIT_TIER_COMPILED};
     }
     const std::string hint = std_library_hint(entry->log);
     if (!hint.empty()) entry->log += "kjit: note: " + hint + "\n";
@@ -257,8 +262,9 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
   }
   if (r == NVRTC_ERROR_INVALID_OPTION) {
     return Outcome{KJIT_ERROR_INVALID_OPTION,
-                   "NVRTC rejected an option for '" + opts.name + "': " +
-                       nvrtcGetErrorString(r) + (entry->log.empty() ? "" : ": " + head(entry->log, 4)),
+                   "NVRTC rejected an option for '" + opts.name +
+                       "': " + nvrtc().nvrtcGetErrorString(r) +
+                       (entry->log.empty() ? "" : ": " + head(entry->log, 4)),
                    nullptr, KJIT_TIER_COMPILED};
   }
   if (r == NVRTC_ERROR_CANCELLED) {
@@ -267,31 +273,32 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
   }
   if (r != NVRTC_SUCCESS) {
     return Outcome{KJIT_ERROR_NVRTC,
-                   "nvrtcCompileProgram failed for '" + opts.name + "': " +
-                       nvrtcGetErrorString(r) + (entry->log.empty() ? "" : ": " + head(entry->log, 4)),
+                   "nvrtcCompileProgram failed for '" + opts.name +
+                       "': " + nvrtc().nvrtcGetErrorString(r) +
+                       (entry->log.empty() ? "" : ": " + head(entry->log, 4)),
                    nullptr, KJIT_TIER_COMPILED};
   }
 
   if (norm.outputs & KJIT_OUTPUT_LTOIR) {
-    entry->ltoir = fetch(prog.get(), nvrtcGetLTOIRSize, nvrtcGetLTOIR, "LTO-IR");
+    entry->ltoir = fetch(prog.get(), nvrtc().nvrtcGetLTOIRSize, nvrtc().nvrtcGetLTOIR, "LTO-IR");
   } else {
-    entry->ptx = fetch(prog.get(), nvrtcGetPTXSize, nvrtcGetPTX, "PTX");
+    entry->ptx = fetch(prog.get(), nvrtc().nvrtcGetPTXSize, nvrtc().nvrtcGetPTX, "PTX");
     if (!entry->ptx.empty() && entry->ptx.back() == '\0') entry->ptx.pop_back();
     entry->kernels = ptx_entry_names(entry->ptx);
     if (norm.outputs & KJIT_OUTPUT_CUBIN) {
-      entry->cubin = fetch(prog.get(), nvrtcGetCUBINSize, nvrtcGetCUBIN, "CUBIN");
+      entry->cubin = fetch(prog.get(), nvrtc().nvrtcGetCUBINSize, nvrtc().nvrtcGetCUBIN, "CUBIN");
     }
     if (!(norm.outputs & KJIT_OUTPUT_PTX)) entry->ptx.clear();
   }
   for (const std::string& expr : opts.name_expressions) {
     const char* lowered = nullptr;
-    r = nvrtc_call([&] { return nvrtcGetLoweredName(prog.get(), expr.c_str(), &lowered); },
+    r = nvrtc_call([&] { return nvrtc().nvrtcGetLoweredName(prog.get(), expr.c_str(), &lowered); },
                    &thrown);
     if (!thrown.empty()) return nvrtc_threw("nvrtcGetLoweredName", opts.name, thrown);
     if (r != NVRTC_SUCCESS || !lowered) {
       return Outcome{KJIT_ERROR_NAME_NOT_FOUND,
                      "name expression '" + expr + "' has no lowered name in '" + opts.name +
-                         "': " + nvrtcGetErrorString(r),
+                         "': " + nvrtc().nvrtcGetErrorString(r),
                      nullptr, KJIT_TIER_COMPILED};
     }
     entry->names.emplace_back(expr, lowered);

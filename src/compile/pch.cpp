@@ -15,6 +15,7 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "compile/nvrtc_lib.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/sha256.h"
@@ -174,8 +175,8 @@ PchOutcome PchTicket::finish(int create_status, size_t heap_required, bool used,
     if (grow) {
       std::unique_lock<std::shared_mutex> exclusive(g_heap);
       size_t current = 0;
-      nvrtcGetPCHHeapSize(&current);
-      if (heap_required > current && nvrtcSetPCHHeapSize(heap_required) == NVRTC_SUCCESS) {
+      nvrtc().nvrtcGetPCHHeapSize(&current);
+      if (heap_required > current && nvrtc().nvrtcSetPCHHeapSize(heap_required) == NVRTC_SUCCESS) {
         log_debug("PCH heap grown from " + std::to_string(current) + " to " +
                   std::to_string(heap_required) + " bytes");
       }

@@ -1,7 +1,6 @@
 #include "compile/toolchain.h"
 
 #include <dlfcn.h>
-#include <nvrtc.h>
 
 #include <climits>
 #include <cstdlib>
@@ -9,6 +8,7 @@
 #include <regex>
 #include <vector>
 
+#include "compile/nvrtc_lib.h"
 #include "store/cache.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -17,43 +17,51 @@
 namespace kjit {
 namespace {
 
-const std::vector<int>& supported_archs() {
-  static const std::vector<int> archs = [] {
-    int n = 0;
-    std::vector<int> out;
-    if (nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0) {
-      out.resize(size_t(n));
-      if (nvrtcGetSupportedArchs(out.data()) != NVRTC_SUCCESS) out.clear();
-    }
-    return out;
-  }();
-  return archs;
+std::vector<int> archs_from_nvrtc() {
+  const Nvrtc& api = nvrtc();
+  int n = 0;
+  std::vector<int> out;
+  if (api.nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0) {
+    out.resize(size_t(n));
+    if (api.nvrtcGetSupportedArchs(out.data()) != NVRTC_SUCCESS) out.clear();
+  }
+  return out;
+}
+
+std::string version_from_nvrtc() {
+  int major = 0, minor = 0;
+  nvrtc().nvrtcVersion(&major, &minor);
+  return std::to_string(major) + "." + std::to_string(minor);
 }
 
 // Compiles a tiny program to PTX and reads the build number and compiler build id.
-std::string probe_toolchain() {
-  const char* src =
-      "__device__ unsigned kjit_build = __CUDACC_VER_BUILD__ + 1000000u;\n";
+ToolchainFacts probe_toolchain() {
+  const Nvrtc& api = nvrtc();
+  ToolchainFacts f;
+  f.version = version_from_nvrtc();
+  f.archs = archs_from_nvrtc();
+  const char* src = "__device__ unsigned kjit_build = __CUDACC_VER_BUILD__ + 1000000u;\n";
   nvrtcProgram prog;
-  nvrtcResult r = nvrtcCreateProgram(&prog, src, "kjit_probe.cu", 0, nullptr, nullptr);
+  nvrtcResult r = api.nvrtcCreateProgram(&prog, src, "kjit_probe.cu", 0, nullptr, nullptr);
   if (r != NVRTC_SUCCESS) {
-    fail(KJIT_ERROR_NVRTC, std::string("NVRTC probe: nvrtcCreateProgram failed: ") +
-                               nvrtcGetErrorString(r));
+    fail(KJIT_ERROR_NVRTC,
+         std::string("NVRTC probe: nvrtcCreateProgram failed: ") + api.nvrtcGetErrorString(r));
   }
-  const std::vector<int>& archs = supported_archs();
-  const std::string arch = "-arch=compute_" + std::to_string(archs.empty() ? 75 : archs.front());
+  const std::string arch =
+      "-arch=compute_" + std::to_string(f.archs.empty() ? 75 : f.archs.front());
   const char* opts[] = {arch.c_str()};
-  r = nvrtcCompileProgram(prog, 1, opts);
+  r = api.nvrtcCompileProgram(prog, 1, opts);
   std::string ptx;
   if (r == NVRTC_SUCCESS) {
     size_t size = 0;
-    nvrtcGetPTXSize(prog, &size);
+    api.nvrtcGetPTXSize(prog, &size);
     ptx.resize(size);
-    nvrtcGetPTX(prog, ptx.data());
+    api.nvrtcGetPTX(prog, ptx.data());
   }
-  nvrtcDestroyProgram(&prog);
+  api.nvrtcDestroyProgram(&prog);
   if (r != NVRTC_SUCCESS) {
-    fail(KJIT_ERROR_NVRTC, std::string("NVRTC probe compile failed: ") + nvrtcGetErrorString(r));
+    fail(KJIT_ERROR_NVRTC,
+         std::string("NVRTC probe compile failed: ") + api.nvrtcGetErrorString(r));
   }
   auto value = [&](const char* var) -> std::string {
     std::smatch m;
@@ -63,33 +71,78 @@ std::string probe_toolchain() {
   // The build number is stored offset so that it is never zero (zero-initialised
   // variables have no initialiser in PTX).
   const std::string build = value("kjit_build");
-  std::string id = "nvrtc " + nvrtc_version_short() + "." +
+  std::string id = "nvrtc " + f.version + "." +
                    (build == "?" ? build : std::to_string(std::stoul(build) - 1000000u));
   std::smatch m;
   if (std::regex_search(ptx, m, std::regex("Compiler Build ID: (CL-[0-9]+)"))) {
     id += " " + m[1].str();
   }
-  return id;
+  f.id = id;
+  return f;
+}
+
+// The record kept in the cache database: "kjit-toolchain-2", then the identity, the
+// version and the architectures, one per line.
+std::string encode(const ToolchainFacts& f) {
+  std::string out = "kjit-toolchain-2\n" + f.id + "\n" + f.version + "\n";
+  for (int a : f.archs) out += std::to_string(a) + " ";
+  return out;
+}
+
+bool decode(const std::string& text, ToolchainFacts* f) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1) {
+    lines.push_back(text.substr(start, nl - start));
+  }
+  lines.push_back(text.substr(start));
+  if (lines.size() != 4 || lines[0] != "kjit-toolchain-2" || lines[1].empty()) return false;
+  f->id = lines[1];
+  f->version = lines[2];
+  f->archs.clear();
+  const char* p = lines[3].c_str();
+  char* end = nullptr;
+  for (long a; (a = std::strtol(p, &end, 10)), end != p; p = end) {
+    if (a <= 0 || a > 10000) return false;
+    f->archs.push_back(int(a));
+  }
+  return !f->archs.empty();
+}
+
+std::mutex g_mu;
+bool g_known = false;
+ToolchainFacts g_facts;
+
+// The facts, read once per process: from `cache` when it holds a record for the library
+// file, else by opening NVRTC and probing it (then recorded in `cache`).
+const ToolchainFacts& facts(Cache* cache) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_known) return g_facts;
+  const std::string lib = nvrtc_library_path();
+  const std::string memo = "toolchain-2:" + lib + ":" + file_identity(lib);
+  if (cache && !lib.empty()) {
+    if (auto v = cache->get_meta(memo)) {
+      if (decode(*v, &g_facts)) {
+        g_known = true;
+        return g_facts;
+      }
+    }
+  }
+  g_facts = probe_toolchain();
+  g_known = true;
+  log_debug("NVRTC toolchain: " + g_facts.id + " (" + lib + ")");
+  if (cache && !lib.empty()) cache->set_meta(memo, encode(g_facts));
+  return g_facts;
 }
 
 }  // namespace
 
 std::string nvrtc_version_short() {
-  int major = 0, minor = 0;
-  nvrtcVersion(&major, &minor);
-  return std::to_string(major) + "." + std::to_string(minor);
+  return facts(nullptr).version;
 }
 
 std::string nvrtc_library_path() {
-  static const std::string path = [] {
-    Dl_info info{};
-    if (dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) == 0 || !info.dli_fname) {
-      return std::string();
-    }
-    char buf[PATH_MAX];
-    return std::string(realpath(info.dli_fname, buf) ? buf : info.dli_fname);
-  }();
-  return path;
+  return nvrtc_library_file();
 }
 
 std::string toolkit_root() {
@@ -105,26 +158,11 @@ std::string toolkit_root() {
 }
 
 std::string toolchain_id(Cache* cache) {
-  static std::mutex mu;
-  static std::string id;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!id.empty()) return id;
-  const std::string lib = nvrtc_library_path();
-  const std::string memo = "toolchain:" + lib + ":" + file_identity(lib);
-  if (cache && !lib.empty()) {
-    if (auto v = cache->get_meta(memo)) {
-      id = *v;
-      return id;
-    }
-  }
-  id = probe_toolchain();
-  log_debug("NVRTC toolchain: " + id + " (" + lib + ")");
-  if (cache && !lib.empty()) cache->set_meta(memo, id);
-  return id;
+  return facts(cache).id;
 }
 
 bool arch_supported(int arch) {
-  for (int a : supported_archs()) {
+  for (int a : facts(nullptr).archs) {
     if (a == arch) return true;
   }
   return false;
@@ -132,7 +170,7 @@ bool arch_supported(int arch) {
 
 std::string supported_archs_text() {
   std::string out;
-  for (int a : supported_archs()) out += (out.empty() ? "sm_" : ", sm_") + std::to_string(a);
+  for (int a : facts(nullptr).archs) out += (out.empty() ? "sm_" : ", sm_") + std::to_string(a);
   return out.empty() ? "(none reported by NVRTC)" : out;
 }
 
