@@ -3,11 +3,14 @@
 // entries of realistic size in the database, the two databases' children interleaved;
 // also after a process that exited without closing (its write-ahead log left behind);
 // (2) in-process hits: small source, 64 KB source, sources with 2 and 8 user headers from
-// an -I directory, each checked to see a header edit (same size, same second) at once.
+// an -I directory, each checked to see a header edit (same size, same second) at once;
+// (0) first, the cost of loading the shared library itself in a fresh process (dlopen of
+// libkjit.so.0 with its dependencies, RTLD_NOW), and whether that maps libnvrtc.
 //
 //   bench_hit [--quick] [--entries N] [--in-process]
 //
 // The GPU side of the first completed launch (module load, handle) is bench_launch's.
+#include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -83,6 +86,26 @@ void fill(const std::string& dir, int n) {
     e.created = e.last_used = 1700000000 + i;
     store.put(e, 0);
   }
+}
+
+// Child: loads `lib` and prints the microseconds dlopen() took and whether libnvrtc was
+// mapped by it.
+int load_child(const char* lib) {
+  // The installed name (found through $LD_LIBRARY_PATH, as in the GPU bundle), else the
+  // build tree's file.
+  const bool own = std::strcmp(lib, "libkjit.so.0") == 0;
+  const char* file = own && !std::getenv("LD_LIBRARY_PATH") ? KJIT_BENCH_LIBKJIT : lib;
+  const double t0 = now_us();
+  void* h = dlopen(file, RTLD_NOW | RTLD_LOCAL);
+  if (!h && own) h = dlopen(KJIT_BENCH_LIBKJIT, RTLD_NOW | RTLD_LOCAL);
+  const double t1 = now_us();
+  if (!h) {
+    std::fprintf(stderr, "bench_hit: %s\n", dlerror());
+    return 1;
+  }
+  void* nvrtc = dlopen(KJIT_BENCH_NVRTC_SONAME, RTLD_LAZY | RTLD_NOLOAD);
+  std::printf("%.1f nvrtc=%d\n", t1 - t0, nvrtc ? 1 : 0);
+  return 0;
 }
 
 // Child: a fresh process reaching one disk hit. Prints "total open=.. compiler=.. hit=..
@@ -209,6 +232,7 @@ int main(int argc, char** argv) {
   if (argc >= 5 && std::strcmp(argv[1], "--child") == 0) {
     return child(argv[2], std::atoi(argv[3]), std::strcmp(argv[4], "leave") == 0);
   }
+  if (argc >= 3 && std::strcmp(argv[1], "--load-child") == 0) return load_child(argv[2]);
   if (argc >= 4 && std::strcmp(argv[1], "--fill") == 0) {
     fill(argv[2], std::atoi(argv[3]));
     return 0;
@@ -228,6 +252,19 @@ int main(int argc, char** argv) {
   const int reps = quick ? 7 : 31;
 
   std::printf("| measure | kernel | kjit | note |\n| --- | --- | ---: | --- |\n");
+
+  // (0) loading the library, and NVRTC alone for scale (medians of fresh processes).
+  if (!in_process_only) {
+    for (const char* lib : {"libkjit.so.0", KJIT_BENCH_NVRTC_SONAME}) {
+      std::vector<Run> runs;
+      for (int r = 0; r < reps; ++r) runs.push_back(spawn(std::string("--load-child ") + lib));
+      std::printf("| fresh process: dlopen(%s), RTLD_NOW (us) | - | %.0f | %s |\n", lib,
+                  total(runs),
+                  std::string(lib) == KJIT_BENCH_NVRTC_SONAME ? "for scale"
+                  : runs[0].phases["nvrtc"] != 0.0            ? "maps libnvrtc"
+                                                              : "libnvrtc not mapped");
+    }
+  }
 
   // (1) fresh process, disk hit.
   if (!in_process_only) {
