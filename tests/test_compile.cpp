@@ -462,6 +462,36 @@ TEST(NameExpressions, ReusedOptionsSayWhichExpressionFailed) {
   kjit_options_destroy(own_opts);
 }
 
+// Another cache handle (as another process) is answered from the failure the first one
+// recorded, with the same log.
+TEST(NameExpressions, RecordedFailureKeepsTheLog) {
+  kjit::test::TempDir dir;
+  kjit_cache_options co = KJIT_CACHE_OPTIONS_INIT;
+  co.directory = dir.path().c_str();
+  kjit_cache* first_cache = nullptr;
+  kjit_cache* second_cache = nullptr;
+  ASSERT_EQ(kjit_cache_open(&co, &first_cache), KJIT_OK) << kjit_last_error();
+  ASSERT_EQ(kjit_cache_open(&co, &second_cache), KJIT_OK) << kjit_last_error();
+  Options o("sm_80");
+  ASSERT_EQ(kjit_options_add_name_expression(o.o, "scale<float, 4>"), KJIT_OK);
+  for (kjit_cache* cache : {first_cache, second_cache}) {
+    Compiler c(cache);
+    ASSERT_EQ(kjit_compiler_set_compile_mode(c.c, KJIT_COMPILE_MODE_INPROCESS), KJIT_OK);
+    Binary b;
+    ASSERT_EQ(kjit_compile(c.c, kSaxpySource, o.o, &b.b), KJIT_ERROR_NAME_NOT_FOUND);
+    ASSERT_NE(b.b, nullptr);
+    EXPECT_NE(
+        std::string(kjit_binary_log(b.b)).find("kjit: error: name expression 'scale<float, 4>'"),
+        std::string::npos)
+        << kjit_binary_log(b.b);
+  }
+  kjit_cache_stats stats = KJIT_CACHE_STATS_INIT;
+  ASSERT_EQ(kjit_cache_stats_get(second_cache, &stats), KJIT_OK);
+  EXPECT_EQ(stats.compiles, 0u) << "the second handle compiled instead of using the record";
+  kjit_cache_close(second_cache);
+  kjit_cache_close(first_cache);
+}
+
 // Async and batch compiles hand back the same binary for a name that names nothing.
 TEST(NameExpressions, AsyncAndManyGiveTheLogBinary) {
   Compiler c;
