@@ -56,6 +56,46 @@ std::string callers_spelling(const std::string& quoted, const std::vector<std::s
   return quoted;
 }
 
+// `identifier "X" is undefined` -> X, else "".
+std::string undefined_identifier(const std::string& why) {
+  const std::string head = "identifier \"", tail = "\" is undefined";
+  if (why.rfind(head, 0) != 0 || why.size() <= head.size() + tail.size() ||
+      why.compare(why.size() - tail.size(), tail.size(), tail) != 0) {
+    return "";
+  }
+  return why.substr(head.size(), why.size() - head.size() - tail.size());
+}
+
+bool has_word(const std::string& text, const std::string& word) {
+  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) {
+    const bool starts = at == 0 || !ident(text[at - 1]);
+    const bool ends = at + word.size() == text.size() || !ident(text[at + word.size()]);
+    if (starts && ends) return true;
+  }
+  return false;
+}
+
+// NVRTC says that an identifier is undefined only the first time it meets it; a later
+// expression that uses it gets a follow-on error ("type name is not allowed"). Give that
+// expression the root cause too.
+void share_undefined_identifiers(std::vector<std::pair<std::string, std::string>>* failed) {
+  std::vector<std::string> undefined;
+  for (const auto& f : *failed) {
+    const std::string id = undefined_identifier(f.second);
+    if (!id.empty()) undefined.push_back(id);
+  }
+  for (auto& f : *failed) {
+    if (!undefined_identifier(f.second).empty()) continue;
+    for (const std::string& id : undefined) {
+      if (has_word(f.first, id)) {
+        f.second = "identifier \"" + id + "\" is undefined";
+        break;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 NameMapReport explain_name_map(const std::string& log, const std::vector<std::string>& expressions,
@@ -92,6 +132,7 @@ NameMapReport explain_name_map(const std::string& log, const std::vector<std::st
     r.log = log;
     return r;
   }
+  share_undefined_identifiers(&r.failed);
   // NVRTC's "N errors detected" counts the name map's errors too: keep it only beside the
   // program's own errors.
   std::string rest;
