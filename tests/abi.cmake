@@ -12,3 +12,9 @@ if(NOT KJIT_SANITIZE)
     COMMAND abi_old_symbols $<TARGET_FILE:kjit>)
   set_tests_properties(abi_old_init_symbols PROPERTIES LABELS abi)
 endif()
+
+# Function-pointer types for dlopen users (include/kjit/kjit_typedefs.h): one per exported
+# function, each matching its prototype, and a KJIT_*_INIT macro for every versioned struct.
+add_test(NAME api_typedefs
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tools/check_typedefs.sh ${CMAKE_C_COMPILER})
+set_tests_properties(api_typedefs PROPERTIES LABELS abi)

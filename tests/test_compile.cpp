@@ -378,13 +378,147 @@ TEST(BadInput, UnknownTarget) {
 
 TEST(BadInput, MissingNameExpression) {
   Compiler c;
+  // In this process: the behaviour under test is this build's, whatever worker is running.
+  ASSERT_EQ(kjit_compiler_set_compile_mode(c.c, KJIT_COMPILE_MODE_INPROCESS), KJIT_OK);
   Options o;
   ASSERT_EQ(kjit_options_add_name_expression(o.o, "not_there<int>"), KJIT_OK);
-  kjit_binary* b = nullptr;
-  EXPECT_EQ(kjit_compile(c.c, kTemplateSource, o.o, &b), KJIT_ERROR_NAME_NOT_FOUND);
-  EXPECT_EQ(b, nullptr);
-  EXPECT_NE(std::string(kjit_last_error()).find("not_there"), std::string::npos)
+  Binary b;
+  EXPECT_EQ(kjit_compile(c.c, kTemplateSource, o.o, &b.b), KJIT_ERROR_NAME_NOT_FOUND);
+  const std::string message = kjit_last_error();
+  EXPECT_NE(message.find("name expression 'not_there<int>' names nothing in 'kernel.cu': "
+                         "identifier \"not_there\" is undefined"),
+            std::string::npos)
+      << message;
+  // The binary holds the same, so the detail can be read without kjit_last_error().
+  ASSERT_NE(b.b, nullptr);
+  EXPECT_EQ(kjit_binary_status(b.b), KJIT_ERROR_NAME_NOT_FOUND);
+  const std::string log = kjit_binary_log(b.b);
+  EXPECT_NE(log.find("kjit: error: name expression 'not_there<int>' names nothing in "
+                     "'kernel.cu': identifier \"not_there\" is undefined"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("__nv_name_map"), std::string::npos) << log;
+  EXPECT_TRUE(b.data(KJIT_OUTPUT_PTX).empty());
+  EXPECT_TRUE(b.data(KJIT_OUTPUT_CUBIN).empty());
+  EXPECT_EQ(kjit_binary_name_count(b.b), 0u);
+}
+
+// Name expressions belong to the options. Reusing one options object for a second program
+// that lacks the first one's kernels names the expression that failed and why, never the
+// internal file NVRTC reports it in; the binary holds that log.
+TEST(NameExpressions, ReusedOptionsSayWhichExpressionFailed) {
+  Compiler c;
+  // In this process: the behaviour under test is this build's, whatever worker is running.
+  ASSERT_EQ(kjit_compiler_set_compile_mode(c.c, KJIT_COMPILE_MODE_INPROCESS), KJIT_OK);
+  Options o("sm_80");
+  ASSERT_EQ(kjit_options_add_name_expression(o.o, "scale<float, 256>"), KJIT_OK);
+  ASSERT_EQ(kjit_options_add_name_expression(o.o, "&scale<int, 8>"), KJIT_OK);
+  {
+    Binary first;
+    ASSERT_EQ(kjit_compile(c.c, kTemplateSource, o.o, &first.b), KJIT_OK) << kjit_last_error();
+    EXPECT_EQ(kjit_binary_name_count(first.b), 2u);
+  }
+  Binary second;
+  ASSERT_EQ(kjit_compile(c.c, kSaxpySource, o.o, &second.b), KJIT_ERROR_NAME_NOT_FOUND);
+  const std::string message = kjit_last_error();
+  EXPECT_NE(message.find("name expression '"), std::string::npos) << message;
+  EXPECT_NE(message.find("1 more name expression; see the log"), std::string::npos) << message;
+  ASSERT_NE(second.b, nullptr);
+  const std::string log = kjit_binary_log(second.b);
+  EXPECT_EQ(log.find("__nv_name_map"), std::string::npos) << log;
+  EXPECT_EQ(log.find("errors detected"), std::string::npos) << log;
+  // One line per expression, in the caller's spelling, with the root cause (NVRTC itself
+  // says that an identifier is undefined only for the first expression that uses it).
+  for (const char* expr : {"scale<float, 256>", "&scale<int, 8>"}) {
+    const std::string line = std::string("kjit: error: name expression '") + expr +
+                             "' names nothing in 'kernel.cu': identifier \"scale\" is undefined\n";
+    EXPECT_NE(log.find(line), std::string::npos) << expr << "\n" << log;
+    EXPECT_EQ(log.find(line), log.rfind(line)) << expr << " named twice:\n" << log;
+  }
+  EXPECT_NE(log.find("kjit_options_clone()"), std::string::npos) << log;
+
+  // With errors of its own as well, the program's errors come first and keep their status.
+  Binary broken;
+  const std::string bad =
+      std::string(kSaxpySource) + "\n__global__ void oops() { undeclared_x = 1; }\n";
+  ASSERT_EQ(kjit_compile(c.c, bad.c_str(), o.o, &broken.b), KJIT_ERROR_COMPILE);
+  const std::string both = kjit_binary_log(broken.b);
+  const size_t own = both.find("identifier \"undeclared_x\" is undefined");
+  const size_t names = both.find("kjit: error: name expression 'scale<float, 256>'");
+  ASSERT_NE(own, std::string::npos) << both;
+  ASSERT_NE(names, std::string::npos) << both;
+  EXPECT_LT(own, names) << both;
+  EXPECT_EQ(both.find("__nv_name_map"), std::string::npos) << both;
+  EXPECT_NE(std::string(kjit_last_error()).find("undeclared_x"), std::string::npos)
       << kjit_last_error();
+
+  // Options of its own (a clone taken before the names were added) compile it cleanly.
+  Options base("sm_80");
+  kjit_options* own_opts = nullptr;
+  ASSERT_EQ(kjit_options_clone(base.o, &own_opts), KJIT_OK);
+  Binary clean;
+  EXPECT_EQ(kjit_compile(c.c, kSaxpySource, own_opts, &clean.b), KJIT_OK) << kjit_last_error();
+  kjit_options_destroy(own_opts);
+}
+
+// Another cache handle (as another process) is answered from the failure the first one
+// recorded, with the same log.
+TEST(NameExpressions, RecordedFailureKeepsTheLog) {
+  kjit::test::TempDir dir;
+  kjit_cache_options co = KJIT_CACHE_OPTIONS_INIT;
+  co.directory = dir.path().c_str();
+  kjit_cache* first_cache = nullptr;
+  kjit_cache* second_cache = nullptr;
+  ASSERT_EQ(kjit_cache_open(&co, &first_cache), KJIT_OK) << kjit_last_error();
+  ASSERT_EQ(kjit_cache_open(&co, &second_cache), KJIT_OK) << kjit_last_error();
+  Options o("sm_80");
+  ASSERT_EQ(kjit_options_add_name_expression(o.o, "scale<float, 4>"), KJIT_OK);
+  for (kjit_cache* cache : {first_cache, second_cache}) {
+    Compiler c(cache);
+    ASSERT_EQ(kjit_compiler_set_compile_mode(c.c, KJIT_COMPILE_MODE_INPROCESS), KJIT_OK);
+    Binary b;
+    ASSERT_EQ(kjit_compile(c.c, kSaxpySource, o.o, &b.b), KJIT_ERROR_NAME_NOT_FOUND);
+    ASSERT_NE(b.b, nullptr);
+    EXPECT_NE(
+        std::string(kjit_binary_log(b.b)).find("kjit: error: name expression 'scale<float, 4>'"),
+        std::string::npos)
+        << kjit_binary_log(b.b);
+  }
+  kjit_cache_stats stats = KJIT_CACHE_STATS_INIT;
+  ASSERT_EQ(kjit_cache_stats_get(second_cache, &stats), KJIT_OK);
+  EXPECT_EQ(stats.compiles, 0u) << "the second handle compiled instead of using the record";
+  kjit_cache_close(second_cache);
+  kjit_cache_close(first_cache);
+}
+
+// Async and batch compiles hand back the same binary for a name that names nothing.
+TEST(NameExpressions, AsyncAndManyGiveTheLogBinary) {
+  Compiler c;
+  ASSERT_EQ(kjit_compiler_set_compile_mode(c.c, KJIT_COMPILE_MODE_INPROCESS), KJIT_OK);
+  Options o("sm_80");
+  ASSERT_EQ(kjit_options_add_name_expression(o.o, "missing_kernel<int>"), KJIT_OK);
+  kjit_future* f = nullptr;
+  ASSERT_EQ(kjit_compile_async(c.c, kSaxpySource, o.o, &f), KJIT_OK);
+  Binary waited;
+  EXPECT_EQ(kjit_future_wait(f, -1, &waited.b), KJIT_ERROR_NAME_NOT_FOUND);
+  kjit_future_destroy(f);
+  ASSERT_NE(waited.b, nullptr);
+  EXPECT_NE(std::string(kjit_binary_log(waited.b)).find("'missing_kernel<int>'"), std::string::npos)
+      << kjit_binary_log(waited.b);
+
+  const char* sources[] = {kSaxpySource, kSaxpySource};
+  Options plain("sm_80");
+  const kjit_options* opts[] = {plain.o, o.o};
+  kjit_binary* outs[2] = {nullptr, nullptr};
+  kjit_status statuses[2];
+  EXPECT_EQ(kjit_compile_many(c.c, 2, sources, opts, outs, statuses), KJIT_ERROR_NAME_NOT_FOUND);
+  EXPECT_EQ(statuses[0], KJIT_OK);
+  EXPECT_EQ(statuses[1], KJIT_ERROR_NAME_NOT_FOUND);
+  ASSERT_NE(outs[1], nullptr);
+  EXPECT_EQ(kjit_binary_status(outs[1]), KJIT_ERROR_NAME_NOT_FOUND);
+  EXPECT_NE(std::string(kjit_binary_log(outs[1])).find("'missing_kernel<int>'"), std::string::npos);
+  kjit_binary_destroy(outs[0]);
+  kjit_binary_destroy(outs[1]);
 }
 
 // ---- versions, statuses, hashes -------------------------------------------------------

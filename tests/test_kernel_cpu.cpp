@@ -2,8 +2,8 @@
 // and handle checks. The driver path is pointed at a file that does not exist before
 // anything loads it, so these tests behave the same on machines with and without a GPU.
 #include <gtest/gtest.h>
-
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <string>
@@ -28,8 +28,43 @@ std::string last_error() { return kjit_last_error(); }
 void expect_unavailable(kjit_status st, const char* call) {
   EXPECT_EQ(st, KJIT_ERROR_CUDA_UNAVAILABLE) << call << ": " << kjit_status_string(st);
   const std::string msg = last_error();
-  EXPECT_NE(msg.find("CUDA driver not available"), std::string::npos) << call << ": " << msg;
+  EXPECT_NE(msg.find("(the CUDA driver) could not be loaded"), std::string::npos)
+      << call << ": " << msg;
   EXPECT_NE(msg.find(kMissingDriver), std::string::npos) << call << ": " << msg;
+}
+
+// The parts of "<status string>: <message>" (how the bindings and most programs print a
+// failure), split at ": ".
+std::vector<std::string> segments(const std::string& s) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (true) {
+    const size_t at = s.find(": ", pos);
+    out.push_back(s.substr(pos, at == std::string::npos ? std::string::npos : at - pos));
+    if (at == std::string::npos) return out;
+    pos = at + 2;
+  }
+}
+
+size_t occurrences(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Each layer says its part once: no segment of the printed failure repeats another, and the
+// driver's path and the status's words appear once.
+void expect_said_once(kjit_status st, const std::string& message) {
+  const std::string full = std::string(kjit_status_string(st)) + ": " + message;
+  const std::vector<std::string> parts = segments(full);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    for (size_t j = i + 1; j < parts.size(); ++j) {
+      EXPECT_NE(parts[i], parts[j]) << "repeated segment in: " << full;
+    }
+  }
+  EXPECT_EQ(occurrences(full, "CUDA driver not available"), 1u) << full;
+  EXPECT_EQ(occurrences(full, "libcuda.so.1"), 1u) << full;
+  EXPECT_EQ(occurrences(full, "cannot open"), 1u) << full;
 }
 
 // A pointer to readable memory that is not a kjit handle.
@@ -266,6 +301,51 @@ class KernelCpuDeath : public ::testing::Test {
   void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
 };
 
+TEST_F(KernelCpu, MissingDriverMessageSaysEachThingOnce) {
+  int count = -1;
+  const kjit_status st = kjit_device_count(&count);
+  ASSERT_EQ(st, KJIT_ERROR_CUDA_UNAVAILABLE);
+  expect_said_once(st, last_error());
+  // The same for every entry point that needs the driver, first call or not.
+  kjit_kernel* k = nullptr;
+  const kjit_status st2 =
+      kjit_kernel_create(compiler_, kjit::test::kSaxpySource, "saxpy", opts_, 0, 0, &k, nullptr);
+  ASSERT_EQ(st2, KJIT_ERROR_CUDA_UNAVAILABLE);
+  expect_said_once(st2, last_error());
+}
+
+// The driver this machine's loader finds by default (none on a machine without a GPU):
+// whatever dlopen says, the printed failure says each thing once.
+void default_driver_child() {
+  unsetenv("KJIT_CUDA_DRIVER");
+  int count = 0;
+  const kjit_status st = kjit_device_count(&count);
+  if (st == KJIT_OK) {
+    fprintf(stderr, "driver loaded\n");
+    _exit(0);
+  }
+  const std::string full = std::string(kjit_status_string(st)) + ": " + kjit_last_error();
+  const std::vector<std::string> parts = segments(full);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    for (size_t j = i + 1; j < parts.size(); ++j) {
+      if (parts[i] == parts[j]) {
+        fprintf(stderr, "repeated segment: %s\n", full.c_str());
+        _exit(1);
+      }
+    }
+  }
+  fprintf(stderr, "said once: %s\n", full.c_str());
+  _exit(occurrences(full, "CUDA driver not available") == 1 ? 0 : 2);
+}
+
+void stub_driver_child(const std::string& stub) {
+  setenv("KJIT_CUDA_DRIVER", stub.c_str(), 1);
+  int count = 0;
+  const kjit_status st = kjit_device_count(&count);
+  fprintf(stderr, "status=%d message=%s\n", st, kjit_last_error());
+  _exit(st == KJIT_ERROR_CUDA_UNAVAILABLE ? 0 : 1);
+}
+
 void not_a_library_child(const std::string& fake) {
   setenv("KJIT_CUDA_DRIVER", fake.c_str(), 1);
   int count = 0;
@@ -298,7 +378,19 @@ TEST_F(KernelCpuDeath, NotALibraryIsUnavailableWithDlerror) {
   const std::string fake = dir.file("libcuda.so.1");
   kjit::test::write_file(fake, "this is not an ELF file\n");
   EXPECT_EXIT(not_a_library_child(fake), ::testing::ExitedWithCode(0),
-              "CUDA driver not available: cannot open .*libcuda.so.1");
+              "message=/.*/libcuda.so.1 \\(the CUDA driver\\) could not be loaded: file too short");
+}
+
+TEST_F(KernelCpuDeath, DefaultDriverMessageSaysEachThingOnce) {
+  EXPECT_EXIT(default_driver_child(), ::testing::ExitedWithCode(0), "said once|driver loaded");
+}
+
+// The toolkit's link stub is named as such, not as a driver missing every entry point.
+TEST_F(KernelCpuDeath, ToolkitStubIsNamed) {
+  const std::string stub = std::string(KJIT_CUDA_INCLUDE_DIR) + "/../lib64/stubs/libcuda.so";
+  if (access(stub.c_str(), R_OK) != 0) GTEST_SKIP() << "no link stub at " << stub;
+  EXPECT_EXIT(stub_driver_child(stub), ::testing::ExitedWithCode(0),
+              "libcuda.so is the CUDA toolkit's link stub, not a driver");
 }
 
 TEST_F(KernelCpuDeath, MissingDriverKeepsCompilingWorking) {

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Fails unless docs/api.md documents every function the public headers declare, each in a
 # heading ("### `kjit_name`", several names may share one heading), and documents no
-# function that the headers no longer declare.
+# function that the headers no longer declare; and unless its "## Status codes" table has
+# one row per kjit_status value of include/kjit/common.h, with the same number, a meaning
+# and typical causes, and no other row.
 #   tools/check_api_docs.sh [API.md]
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,5 +25,31 @@ if [ -n "$stale" ]; then
   printf '  %s\n' $stale >&2
   status=1
 fi
-[ "$status" -ne 0 ] || echo "check_api_docs: all $(echo "$declared" | wc -l) functions documented"
+
+# Status codes: "KJIT_NAME = N" in the enum against "| N | `KJIT_NAME` | meaning | causes |".
+header_codes=$(perl -0777 -ne '
+  s{/\*.*?\*/}{}gs;
+  /typedef\s+enum\s+kjit_status\s*\{(.*?)\}/s or die "no kjit_status enum\n";
+  my $body = $1;
+  while ($body =~ /\b(KJIT_\w+)\s*=\s*(\d+)/g) { print "$2 $1\n"; }
+' "$root/include/kjit/common.h" | sort)
+doc_rows=$(awk '/^## Status codes/{on=1; next} on && /^## /{on=0} on && /^\| *[0-9]+ *\|/' "$doc")
+doc_codes=$(printf '%s\n' "$doc_rows" | sed -n 's/^| *\([0-9]*\) *| *`\(KJIT_[A-Z_]*\)` *|.*/\1 \2/p' | sort)
+if [ -z "$header_codes" ]; then
+  echo "check_api_docs: found no status in include/kjit/common.h" >&2
+  status=1
+elif [ "$header_codes" != "$doc_codes" ]; then
+  echo "check_api_docs: the status table of $doc differs from include/kjit/common.h" >&2
+  echo "  (- header only, + table only)" >&2
+  diff <(echo "$header_codes") <(echo "$doc_codes") | sed -n 's/^</  -/p; s/^>/  +/p' >&2
+  status=1
+fi
+empty=$(printf '%s\n' "$doc_rows" | awk -F'|' 'NF < 6 || $4 ~ /^ *$/ || $5 ~ /^ *$/ {print}')
+if [ -n "$empty" ]; then
+  echo "check_api_docs: status rows without a meaning or typical causes:" >&2
+  printf '  %s\n' "$empty" >&2
+  status=1
+fi
+
+[ "$status" -ne 0 ] || echo "check_api_docs: all $(echo "$declared" | wc -l) functions and $(echo "$header_codes" | wc -l) status codes documented"
 exit "$status"

@@ -63,18 +63,42 @@ sys.exit(0 if os.path.realpath(j["library"]["path"]) == sys.argv[2] else 1)
 PY
 fi
 
-# pkg-config gives paths inside the prefix.
+# pkg-config gives the prefix's own paths, written plainly (no "..", no "//").
 export PKG_CONFIG_PATH=$lib/pkgconfig
 cflags=$(pkg-config --cflags kjit) || fail "pkg-config --cflags kjit failed"
 libs=$(pkg-config --libs kjit) || fail "pkg-config --libs kjit failed"
-# (kjit.pc may locate the prefix relative to itself: compare real paths.)
-inc_dir=$(printf '%s\n' $cflags | sed -n 's/^-I//p' | head -1)
-lib_dir=$(printf '%s\n' $libs | sed -n 's/^-L//p' | head -1)
-[ -n "$inc_dir" ] && [ "$(readlink -f "$inc_dir")" = "$(readlink -f "$prefix/include")" ] ||
-  fail "pkg-config --cflags kjit is '$cflags', not the prefix's include directory"
-[ -n "$lib_dir" ] && [ "$(readlink -f "$lib_dir")" = "$(readlink -f "$lib")" ] ||
-  fail "pkg-config --libs kjit is '$libs', not the prefix's library directory"
-printf '%s\n' $libs | grep -qx -- -lkjit || fail "pkg-config --libs kjit lacks -lkjit"
+[ "$(echo $cflags)" = "-I$prefix/include" ] ||
+  fail "pkg-config --cflags kjit is '$cflags', not -I$prefix/include"
+[ "$(echo $libs)" = "-L$lib -lkjit" ] || fail "pkg-config --libs kjit is '$libs', not -L$lib -lkjit"
+[ "$(pkg-config --variable=libdir kjit)" = "$lib" ] ||
+  fail "pkg-config --variable=libdir kjit is '$(pkg-config --variable=libdir kjit)', not $lib"
+# A tree moved after installing: pkg-config --define-prefix finds it where it is now.
+mkdir -p "$work/moved"
+cp -a "$prefix" "$work/moved/prefix"
+moved_libdir=$(PKG_CONFIG_PATH=$work/moved/prefix/${lib#"$prefix"/}/pkgconfig \
+  pkg-config --define-prefix --variable=libdir kjit) || fail "pkg-config --define-prefix failed"
+[ "$moved_libdir" = "$work/moved/prefix/${lib#"$prefix"/}" ] ||
+  fail "pkg-config --define-prefix gives libdir '$moved_libdir' for the moved tree"
+rm -rf "$work/moved"
+
+# As README says: built with the pkg-config flags alone, a program does not start when
+# kjit is outside the dynamic linker's path; with -Wl,-rpath,<libdir> it does.
+printf '#include <kjit/kjit.h>\n#include <stdio.h>\nint main(void) { printf("%%s\\n", kjit_version_string()); return 0; }\n' \
+  >"$work/version.c"
+if cc -o "$work/no-rpath" "$work/version.c" $cflags $libs 2>"$work/cc-rpath.log" &&
+   cc -o "$work/rpath" "$work/version.c" $cflags $libs \
+     -Wl,-rpath,"$(pkg-config --variable=libdir kjit)" 2>>"$work/cc-rpath.log"; then
+  if "$work/no-rpath" >/dev/null 2>"$work/no-rpath.log"; then
+    echo "note: $prefix is on the dynamic linker's path here; the failure without rpath is not shown"
+  else
+    grep -q "libkjit.so.0" "$work/no-rpath.log" ||
+      fail "without rpath the program failed for another reason: $(cat "$work/no-rpath.log")"
+  fi
+  [ "$("$work/rpath" 2>&1)" = "$("$prefix/bin/kjit" --version 2>/dev/null | cut -d' ' -f2)" ] ||
+    fail "a program linked with -Wl,-rpath,\$(pkg-config --variable=libdir kjit) does not start: $("$work/rpath" 2>&1)"
+else
+  fail "cc with the pkg-config flags failed: $(cat "$work/cc-rpath.log")"
+fi
 
 # ---- the examples ---------------------------------------------------------------------
 # run_example NAME CMD... : two runs on a fresh cache; checks miss, then disk hit.
@@ -98,11 +122,13 @@ run_example() {
   cat "$work/$name.2.txt"
 }
 
-# 1. pkg-config + Makefile
+# 1. pkg-config + Makefile (which adds -Wl,-rpath: the program finds libkjit by itself)
 mkdir -p "$work/c-pkgconfig"
 if make -s -C "$root/examples/c-pkgconfig" BUILD_DIR="$work/c-pkgconfig" >"$work/make1.log" 2>&1; then
   LD_LIBRARY_PATH=$lib ldd "$work/c-pkgconfig/saxpy" | grep -q "libkjit.so.0 => $lib/" ||
     fail "c-pkgconfig/saxpy does not load libkjit from the prefix"
+  ldd "$work/c-pkgconfig/saxpy" | grep -q "libkjit.so.0 => $lib/" ||
+    fail "c-pkgconfig/saxpy does not find libkjit without LD_LIBRARY_PATH (no rpath?)"
   run_example c-pkgconfig "$work/c-pkgconfig/saxpy"
 else
   fail "make examples/c-pkgconfig failed"; cat "$work/make1.log" >&2
@@ -132,6 +158,41 @@ if make -s -C "$root/examples/dlopen" BUILD_DIR="$work/dlopen" >"$work/make3.log
   grep -q '^compile 1: hit (disk)' "$work/dlopen.3.txt" || fail "kjit-dlopen with a path: not a disk hit"
 else
   fail "make examples/dlopen failed"; cat "$work/make3.log" >&2
+fi
+
+# 4. The tutorial (docs/tutorial.md): a CMake project that builds CUDA code of its own with
+#    nvcc (find_package(CUDAToolkit)) and links kjit::kjit. Needs nvcc.
+nvcc=$(command -v nvcc || true)
+[ -n "$nvcc" ] || [ ! -x /usr/local/cuda/bin/nvcc ] || nvcc=/usr/local/cuda/bin/nvcc
+if [ -z "$nvcc" ]; then
+  echo "--- tutorial: skipped (no nvcc to build its CUDA target)"
+elif cmake -S "$root/examples/tutorial" -B "$work/tutorial" -DCMAKE_PREFIX_PATH="$prefix" \
+       -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
+       -DCMAKE_BUILD_TYPE=Release >"$work/tutorial.log" 2>&1 &&
+     cmake --build "$work/tutorial" >>"$work/tutorial.log" 2>&1; then
+  grep -q "^kjit_DIR:PATH=$lib/cmake/kjit\$" "$work/tutorial/CMakeCache.txt" ||
+    fail "the tutorial found kjit elsewhere: $(grep '^kjit_DIR' "$work/tutorial/CMakeCache.txt")"
+  # CMake records the imported library's directory: no LD_LIBRARY_PATH needed.
+  for i in 1 2; do
+    KJIT_CACHE_DIR=$work/cache-tutorial "$work/tutorial/tutorial" >"$work/tutorial.$i.txt" 2>&1 ||
+      { fail "tutorial (run $i) failed:"; sed 's/^/  | /' "$work/tutorial.$i.txt" >&2; }
+  done
+  t1=$work/tutorial.1.txt t2=$work/tutorial.2.txt
+  grep -q '^step 1: scale for .*: compiled (miss)' "$t1" || fail "tutorial: first run did not compile"
+  grep -q '^step 1: scale for .*: hit (disk)' "$t2" || fail "tutorial: second run was not a disk hit"
+  grep -q '^  scale<float> -> _Z' "$t2" || fail "tutorial: no lowered name for scale<float>"
+  grep -q '^  same input: hit (memory)' "$t1" || fail "tutorial: the same input was not a memory hit"
+  grep -q '^  tile.h edited: compiled (miss)' "$t1" || fail "tutorial: editing tile.h did not compile again"
+  grep -q "^kjit: error: name expression 'scale<float>' names nothing in 'kernel.cu'" "$t1" ||
+    fail "tutorial: the misplaced name expression was not reported"
+  grep -q '^  saxpy with its own options: ' "$t1" || fail "tutorial: saxpy with its own options failed"
+  grep -Eq '^(GPU steps skipped: |step 4: gemm .*results ok)' "$t2" ||
+    fail "tutorial: GPU steps neither ran correctly nor skipped"
+  ! grep -q 'WRONG RESULTS' "$t1" "$t2" || fail "tutorial: wrong results"
+  echo "--- tutorial (second run)"
+  cat "$t2"
+else
+  fail "building examples/tutorial failed"; cat "$work/tutorial.log" >&2
 fi
 
 if [ "$failures" -ne 0 ]; then

@@ -1,7 +1,8 @@
 /*
  * main.c — use kjit without linking to it: dlopen("libkjit.so.0") and resolve the kjit_*
  * functions with dlsym, the way a language runtime's FFI does (Python ctypes, LuaJIT,
- * Java's Panama, a plugin host). Only <kjit/kjit.h> is needed, for the types.
+ * Java's Panama, a plugin host). Only kjit's headers are needed: <kjit/kjit_typedefs.h>
+ * for the function types (it includes <kjit/kjit.h> for the rest).
  *
  *   cc -I<prefix>/include -I../common main.c -ldl -o kjit-dlopen
  *   LD_LIBRARY_PATH=<prefix>/lib ./kjit-dlopen        (or ./kjit-dlopen /path/libkjit.so.0)
@@ -9,7 +10,7 @@
  * Without a GPU the compile-and-cache part runs (for sm_90) and the launch is skipped.
  */
 #define _GNU_SOURCE /* dlvsym */
-#include <kjit/kjit.h>
+#include <kjit/kjit_typedefs.h>
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -18,31 +19,32 @@
 
 #include "example_cuda.h"
 
-/* The functions this program uses, as the library exports them (version node KJIT_0.1). */
+/* The functions this program uses, as the library exports them (version node KJIT_0.1).
+ * <kjit/kjit_typedefs.h> gives the type of each: PFN_kjit_<name> is the type of
+ * &kjit_<name>, so no prototype is written by hand here. */
 static struct {
-  const char* (*version_string)(void);
-  const char* (*status_string)(int);
-  const char* (*last_error)(void);
-  kjit_status (*device_count)(int*);
-  kjit_status (*device_arch)(int, char*, size_t);
-  kjit_status (*cache_open)(const kjit_cache_options*, kjit_cache**);
-  void (*cache_close)(kjit_cache*);
-  const char* (*cache_directory)(const kjit_cache*);
-  kjit_status (*compiler_create)(kjit_cache*, unsigned, kjit_compiler**);
-  void (*compiler_destroy)(kjit_compiler*);
-  kjit_status (*options_create)(kjit_options**);
-  void (*options_destroy)(kjit_options*);
-  kjit_status (*options_set_target)(kjit_options*, const char*);
-  kjit_status (*compile)(kjit_compiler*, const char*, const kjit_options*, kjit_binary**);
-  void (*binary_destroy)(kjit_binary*);
-  const char* (*binary_log)(const kjit_binary*);
-  const char* (*binary_key)(const kjit_binary*);
-  int (*binary_tier)(const kjit_binary*);
-  kjit_status (*kernel_from_binary)(const kjit_binary*, const char*, int, unsigned, kjit_kernel**);
-  void (*kernel_destroy)(kjit_kernel*);
-  kjit_status (*kernel_launch_sized)(kjit_kernel*, const kjit_launch_config*, void**,
-                                     const size_t*, size_t);
-  void (*launch_config_init)(kjit_launch_config*);
+  PFN_kjit_version_string version_string;
+  PFN_kjit_status_string status_string;
+  PFN_kjit_last_error last_error;
+  PFN_kjit_device_count device_count;
+  PFN_kjit_device_arch device_arch;
+  PFN_kjit_cache_open cache_open;
+  PFN_kjit_cache_close cache_close;
+  PFN_kjit_cache_directory cache_directory;
+  PFN_kjit_compiler_create compiler_create;
+  PFN_kjit_compiler_destroy compiler_destroy;
+  PFN_kjit_options_create options_create;
+  PFN_kjit_options_destroy options_destroy;
+  PFN_kjit_options_set_target options_set_target;
+  PFN_kjit_compile compile;
+  PFN_kjit_binary_destroy binary_destroy;
+  PFN_kjit_binary_log binary_log;
+  PFN_kjit_binary_key binary_key;
+  PFN_kjit_binary_tier binary_tier;
+  PFN_kjit_kernel_from_binary kernel_from_binary;
+  PFN_kjit_kernel_destroy kernel_destroy;
+  PFN_kjit_kernel_launch_sized kernel_launch_sized;
+  PFN_kjit_launch_config_init launch_config_init;
 } kj;
 
 /* Ask for the exact version node: a later libkjit.so.0 still carries the KJIT_0.1

@@ -217,6 +217,10 @@ typedef struct kjit_cache_entry_info {
   double compile_ms;
 } kjit_cache_entry_info;
 
+/** An empty kjit_cache_entry_info of this header's size (for code that builds rows itself,
+ *  e.g. a test double of a kjit_cache_list_fn). @since 0.2 */
+#define KJIT_CACHE_ENTRY_INFO_INIT {sizeof(kjit_cache_entry_info), NULL, NULL, NULL, 0, 0, 0, 0}
+
 /** Callback for kjit_cache_list(); return non-zero to stop early. Must not call kjit. */
 typedef int (*kjit_cache_list_fn)(const kjit_cache_entry_info* info, void* user);
 

@@ -91,7 +91,10 @@ KJIT_EXPORT kjit_status kjit_options_add_header(kjit_options* opts, const char* 
                                                 const char* contents);
 
 /** Add a name expression, e.g. "my_kernel<float, 256>" or "&ns::f<int>". The result maps it
- *  to NVRTC's lowered (mangled) name; kernel handles accept it as the kernel name. */
+ *  to NVRTC's lowered (mangled) name; kernel handles accept it as the kernel name.
+ *  It stays in these options: every later compile with them looks it up (one that names
+ *  nothing fails with KJIT_ERROR_NAME_NOT_FOUND, see kjit_compile()). Adding the same
+ *  expression twice keeps one. */
 KJIT_EXPORT kjit_status kjit_options_add_name_expression(kjit_options* opts, const char* expr);
 
 /**
@@ -156,7 +159,15 @@ KJIT_EXPORT void kjit_compiler_destroy(kjit_compiler* compiler);
  * Compile `source` (NUL-terminated CUDA C++) with `opts` (NULL = defaults).
  * On KJIT_OK *out is a binary. On KJIT_ERROR_COMPILE *out is ALSO set: a binary holding no
  * code whose kjit_binary_log() has NVRTC's full log (so the log can be read without
- * thread-local state). On every other status *out is NULL. The caller destroys *out.
+ * thread-local state). On KJIT_ERROR_NAME_NOT_FOUND *out is also set (since 0.2): its log
+ * names each name expression that names nothing in this program and NVRTC's reason, in
+ * lines starting "kjit: error: name expression '<expr>'", after any warnings of NVRTC's.
+ * On every other status *out is NULL. The caller destroys *out.
+ * Name expressions belong to the options: every program compiled with `opts` is asked for
+ * all of them, so give programs with different kernels their own options (e.g.
+ * kjit_options_clone() of a shared base, then kjit_options_add_name_expression()). When a
+ * program also has errors of its own, the status is KJIT_ERROR_COMPILE and the log has
+ * both.
  * Errors: KJIT_ERROR_INVALID_HANDLE, KJIT_ERROR_INVALID_ARGUMENT, KJIT_ERROR_INVALID_SOURCE
  * (empty or invalid UTF-8), KJIT_ERROR_COMPILE, KJIT_ERROR_INVALID_OPTION,
  * KJIT_ERROR_UNSUPPORTED_TARGET, KJIT_ERROR_NAME_NOT_FOUND (a name expression that names
@@ -316,7 +327,8 @@ KJIT_EXPORT kjit_status kjit_worker_info_get(kjit_cache* cache, kjit_worker_info
 KJIT_EXPORT void kjit_binary_destroy(kjit_binary* binary);
 
 /** KJIT_OK for a usable binary, KJIT_ERROR_COMPILE for a failed compile (log only),
- *  KJIT_ERROR_INVALID_HANDLE for a bad handle. */
+ *  KJIT_ERROR_NAME_NOT_FOUND for a compile whose name expressions name nothing (log only;
+ *  since 0.2), KJIT_ERROR_INVALID_HANDLE for a bad handle. */
 KJIT_EXPORT kjit_status kjit_binary_status(const kjit_binary* binary);
 
 /** Bytes of one output (`kind` is one KJIT_OUTPUT_* value). NULL with *size = 0 when the

@@ -80,8 +80,9 @@ typedef enum kjit_kernel_flags {
  * architecture unless it is an explicit "sm_XYa" variant for that architecture.
  * If NVRTC cannot make a CUBIN for the device, PTX is loaded instead (see
  * kjit_kernel_load_path()).
- * On KJIT_ERROR_COMPILE, `log_out` (if non-NULL) receives a binary holding the log, which
- * the caller destroys; otherwise *log_out is set to NULL.
+ * On KJIT_ERROR_COMPILE, and on KJIT_ERROR_NAME_NOT_FOUND from the compile (a name
+ * expression that names nothing), `log_out` (if non-NULL) receives a binary holding the
+ * log, which the caller destroys; otherwise *log_out is set to NULL.
  * Ownership: the caller destroys *out with kjit_kernel_destroy(). Modules are shared by
  * every handle of the same (context, entry) and unloaded with the last one.
  * Thread-safety: handles may be shared between threads; see kjit_kernel_launch().

@@ -13,7 +13,8 @@ namespace kjit::api {
 
 kjit_binary* make_binary(const Outcome& o) {
   auto* b = new kjit_binary();
-  b->status = o.status == KJIT_OK ? KJIT_OK : KJIT_ERROR_COMPILE;
+  b->status =
+      o.status == KJIT_OK || o.status == KJIT_ERROR_NAME_NOT_FOUND ? o.status : KJIT_ERROR_COMPILE;
   b->entry = o.entry;
   b->tier = o.tier;
   return b;
@@ -28,11 +29,9 @@ const CompileOptions& options_or_default(const kjit_options* opts) {
   return opts ? opts->opts : defaults;
 }
 
-// Hands an outcome to the C caller: a binary for success and compile errors.
+// Hands an outcome to the C caller: a binary for success and for failures with a log.
 kjit_status deliver(const Outcome& o, kjit_binary** out) {
-  if (o.status == KJIT_OK || (o.status == KJIT_ERROR_COMPILE && o.entry)) {
-    *out = make_binary(o);
-  }
+  if (delivers_binary(o)) *out = make_binary(o);
   if (o.status != KJIT_OK) return error(o.status, o.message);
   return KJIT_OK;
 }
@@ -262,7 +261,7 @@ KJIT_EXPORT kjit_status kjit_compile_many(kjit_compiler* compiler, size_t count,
     for (size_t i = 0; i < count; ++i) {
       outs[i] = nullptr;
       const Outcome& r = results[i];
-      if (r.status == KJIT_OK || (r.status == KJIT_ERROR_COMPILE && r.entry)) outs[i] = make_binary(r);
+      if (delivers_binary(r)) outs[i] = make_binary(r);
       statuses[i] = r.status;
       if (r.status != KJIT_OK && first == KJIT_OK) {
         first = r.status;

@@ -4,6 +4,7 @@
 
 #include <exception>
 
+#include "compile/name_map.h"
 #include "compile/nvrtc_lib.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -149,6 +150,18 @@ std::string std_library_hint(const std::string& log) {
   return "";
 }
 
+// A name expression that names nothing: the status message, and a binary whose log says
+// the same (with NVRTC's own log before it), so callers need no thread-local error.
+Outcome name_not_found(const std::string& message, const std::string& key,
+                       const std::string& log_before, const std::string& kjit_lines) {
+  auto entry = std::make_shared<Entry>();
+  entry->key = key;
+  entry->log = log_before;
+  if (!entry->log.empty() && entry->log.back() != '\n') entry->log += '\n';
+  entry->log += kjit_lines;
+  return Outcome{KJIT_ERROR_NAME_NOT_FOUND, message, entry, KJIT_TIER_COMPILED};
+}
+
 }  // namespace
 
 Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
@@ -181,10 +194,9 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
                    &thrown);
     if (!thrown.empty()) return nvrtc_threw("nvrtcAddNameExpression", opts.name, thrown);
     if (r != NVRTC_SUCCESS) {
-      return Outcome{
-          KJIT_ERROR_NAME_NOT_FOUND,
-          "nvrtcAddNameExpression('" + expr + "') failed: " + nvrtc().nvrtcGetErrorString(r),
-          nullptr, KJIT_TIER_COMPILED};
+      const std::string msg = "name expression '" + expr + "' was refused by NVRTC for '" +
+                              opts.name + "': " + nvrtc().nvrtcGetErrorString(r);
+      return name_not_found(msg, key, "", "kjit: error: " + msg + "\n");
     }
   }
   if (cancel) nvrtc().nvrtcSetFlowCallback(prog.get(), cancel_callback, cancel.get());
@@ -244,12 +256,25 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
 
   if (r == NVRTC_ERROR_COMPILATION) {
     // A name expression that names nothing is reported by NVRTC as compile errors in a
-    // synthesized file "__nv_name_map"; when those are the only errors, say so.
-    if (!opts.name_expressions.empty() && only_name_map_errors(entry->log)) {
-      return Outcome{
-          KJIT_ERROR_NAME_NOT_FOUND,
-          "a name expression does not name a kernel in '" + opts.name + "': " + head(entry->log, 2),
-          nullptr, KJIT_TIER_COMPILED};
+    // synthesised file "__nv_name_map": the log says instead which expression failed and
+    // why; when those are the only errors, the status says so too.
+    if (!opts.name_expressions.empty()) {
+      const NameMapReport names = explain_name_map(entry->log, opts.name_expressions, opts.name);
+      if (!names.failed.empty()) {
+        entry->log = names.log;
+        if (names.program_errors == 0) {
+          Outcome o{KJIT_ERROR_NAME_NOT_FOUND, name_map_summary(names, opts.name), entry,
+                    KJIT_TIER_COMPILED};
+          o.pch = pch_outcome;
+          return o;
+        }
+      } else if (only_name_map_errors(entry->log)) {
+        Outcome o = name_not_found(
+            "a name expression names nothing in '" + opts.name + "': " + head(entry->log, 2), key,
+            entry->log, "");
+        o.pch = pch_outcome;
+        return o;
+      }
     }
     const std::string hint = std_library_hint(entry->log);
     if (!hint.empty()) entry->log += "kjit: note: " + hint + "\n";
@@ -296,10 +321,9 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
                    &thrown);
     if (!thrown.empty()) return nvrtc_threw("nvrtcGetLoweredName", opts.name, thrown);
     if (r != NVRTC_SUCCESS || !lowered) {
-      return Outcome{KJIT_ERROR_NAME_NOT_FOUND,
-                     "name expression '" + expr + "' has no lowered name in '" + opts.name +
-                         "': " + nvrtc().nvrtcGetErrorString(r),
-                     nullptr, KJIT_TIER_COMPILED};
+      const std::string msg = "name expression '" + expr + "' has no lowered name in '" +
+                              opts.name + "': " + nvrtc().nvrtcGetErrorString(r);
+      return name_not_found(msg, key, entry->log, "kjit: error: " + msg + "\n");
     }
     entry->names.emplace_back(expr, lowered);
   }

@@ -17,7 +17,16 @@ struct State {
   std::string error;  // non-empty when unavailable
 };
 
-std::string unavailable(const std::string& why) { return "CUDA driver not available: " + why; }
+// The messages say why the driver is unavailable, not that it is: the status
+// (KJIT_ERROR_CUDA_UNAVAILABLE, "CUDA driver not available") says that, and callers print
+// "<status>: <message>", so each says its part once.
+
+// dlerror() text without the path it starts with ("PATH: cannot open shared object file").
+std::string dlopen_reason(const std::string& path, const char* why) {
+  std::string s = why ? why : "unknown dlopen error";
+  if (s.compare(0, path.size() + 2, path + ": ") == 0) s.erase(0, path.size() + 2);
+  return s;
+}
 
 std::string result_name(const Driver& d, CUresult r) {
   const char* name = nullptr;
@@ -43,8 +52,7 @@ void load(State& s) {
   dlerror();
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
-    const char* why = dlerror();
-    s.error = unavailable("cannot open " + path + ": " + (why ? why : "unknown dlopen error"));
+    s.error = path + " (the CUDA driver) could not be loaded: " + dlopen_reason(path, dlerror());
     return;
   }
   // The library stays open for the life of the process: function pointers and driver
@@ -52,9 +60,19 @@ void load(State& s) {
   using GetProc = decltype(&::cuGetProcAddress);  // cuGetProcAddress_v2 (CUDA 12+)
   auto get_proc = reinterpret_cast<GetProc>(dlsym(lib, "cuGetProcAddress_v2"));
   if (!get_proc) {
-    s.error = unavailable(path + " has no cuGetProcAddress_v2 (a CUDA 12.0 or newer driver "
-                                 "is required)");
+    s.error = path + " has no cuGetProcAddress_v2 (a CUDA 12.0 or newer driver is required)";
     return;
+  }
+  {
+    // The toolkit's link stub (lib64/stubs/libcuda.so) answers every call with
+    // CUDA_ERROR_STUB_LIBRARY: say that rather than list every entry point as missing.
+    void* fn = nullptr;
+    CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    if (get_proc("cuInit", &fn, 2000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found) ==
+        CUDA_ERROR_STUB_LIBRARY) {
+      s.error = path + " is the CUDA toolkit's link stub, not a driver (CUDA_ERROR_STUB_LIBRARY)";
+      return;
+    }
   }
   Driver& d = s.driver;
   std::string missing;
@@ -91,12 +109,12 @@ void load(State& s) {
     missing += missing.empty() ? "cuInit" : ", cuInit";
   }
   if (!missing.empty()) {
-    s.error = unavailable(path + " lacks " + missing + " (driver too old?)");
+    s.error = path + " lacks " + missing + " (driver too old?)";
     return;
   }
   const CUresult r = reinterpret_cast<decltype(&::cuInit)>(init_fn)(0);
   if (r != CUDA_SUCCESS) {
-    s.error = unavailable("cuInit failed: " + result_name(d, r));
+    s.error = "cuInit failed: " + result_name(d, r);
     return;
   }
   if (d.cuDriverGetVersion(&d.version) != CUDA_SUCCESS) d.version = 0;
@@ -110,7 +128,9 @@ State& state() {
   std::call_once(once, [] {
     load(*s);
     // Said once per process; compile-only use carries on without the driver.
-    if (!s->error.empty()) log_info(s->error + " (compiling and caching still work)");
+    if (!s->error.empty()) {
+      log_info("CUDA driver not available: " + s->error + " (compiling and caching still work)");
+    }
   });
   return *s;
 }

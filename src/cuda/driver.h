@@ -75,7 +75,8 @@ struct Driver {
 };
 
 // The driver, loaded and initialised (cuInit) once per process, thread-safe. Throws
-// kjit::Error(KJIT_ERROR_CUDA_UNAVAILABLE, "CUDA driver not available: ...") when the
+// kjit::Error(KJIT_ERROR_CUDA_UNAVAILABLE, reason) (the reason only: "libcuda.so.1 (the
+// CUDA driver) could not be loaded: ...", the status says the rest) when the
 // library cannot be opened, is too old (no cuGetProcAddress_v2), lacks an entry point,
 // or cuInit fails (no device, stub library, ...). The same error is thrown on every call.
 const Driver& driver();

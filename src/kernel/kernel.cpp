@@ -124,7 +124,7 @@ KernelCreation Kernel::create(Compiler& compiler, const std::string& source,
     out = compile_one(compiler, source, o);
   }
   KernelCreation result;
-  if (out.status == KJIT_ERROR_COMPILE) {
+  if (out.status == KJIT_ERROR_COMPILE || (out.status == KJIT_ERROR_NAME_NOT_FOUND && out.entry)) {
     result.failure = std::move(out);
     return result;
   }

@@ -40,8 +40,9 @@ struct ParamInfo {
 
 class Kernel;
 
-// What Kernel::create() gives back: a kernel, or (for a compile error only) the outcome
-// holding NVRTC's log. Every other failure is thrown as kjit::Error.
+// What Kernel::create() gives back: a kernel, or (for a compile error, or a name expression
+// that names nothing) the outcome holding the log. Every other failure is thrown as
+// kjit::Error.
 struct KernelCreation {
   std::unique_ptr<Kernel> kernel;
   Outcome failure;

@@ -68,7 +68,7 @@ Outcome parse_failure(const std::string& text) {
   const cJSON* log = cJSON_GetObjectItemCaseSensitive(j, "log");
   if (cJSON_IsNumber(st)) o.status = static_cast<kjit_status>(st->valueint);
   if (cJSON_IsString(msg)) o.message = msg->valuestring;
-  if (o.status == KJIT_ERROR_COMPILE) {
+  if (o.status == KJIT_ERROR_COMPILE || o.status == KJIT_ERROR_NAME_NOT_FOUND) {  // log binary
     auto e = std::make_shared<Entry>();
     if (cJSON_IsString(log)) e->log = log->valuestring;
     o.entry = e;
