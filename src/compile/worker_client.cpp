@@ -437,6 +437,12 @@ WorkerAddress worker_address(Cache* cache, const std::string& toolchain, std::st
   h.field("kjit-worker");
   h.field(std::to_string(worker::kProtocolVersion));
   h.field(toolchain);
+  // Another build of the same version (a rebuilt tree, a second install) has its own
+  // worker: the executable's file identity is part of the name.
+  std::string no_worker;
+  const std::string exe = worker_executable(&no_worker);
+  h.field(exe);
+  h.field(exe.empty() ? std::string() : file_identity(exe));
   a.name = "worker-" + library_version() + "-" + to_hex(h.finish()).substr(0, 12);
   if (cache && cache->disk_usable() && !cache->disk()->read_only() &&
       ::access(cache->directory().c_str(), W_OK | X_OK) == 0) {
