@@ -75,6 +75,9 @@ typedef enum kjit_status {
   KJIT_ERROR_BUFFER_TOO_SMALL = 22,  /**< caller's buffer too small; required size given */
   KJIT_ERROR_CUBLAS = 23,            /**< cuBLASLt call failed */
   KJIT_ERROR_IO = 24,                /**< file system error outside the cache */
+  KJIT_ERROR_LINK = 25,              /**< nvJitLink reported a link error (undefined or
+                                          duplicate symbol, bad input...); see the log */
+  KJIT_ERROR_NVJITLINK = 26,         /**< nvJitLink not available, or failed internally */
   KJIT_ERROR_INTERNAL = 99           /**< bug in kjit; please report */
 } kjit_status;
 
@@ -129,6 +132,7 @@ typedef struct kjit_binary kjit_binary;     /**< compiled result (compile.h) */
 typedef struct kjit_future kjit_future;     /**< pending async compile (compile.h) */
 typedef struct kjit_kernel kjit_kernel;     /**< loaded, launchable kernel (kernel.h) */
 typedef struct kjit_gemm kjit_gemm;         /**< cuBLASLt GEMM with plan cache (gemm.h) */
+typedef struct kjit_linker kjit_linker;     /**< nvJitLink link step (link.h) */
 
 #ifdef __cplusplus
 }

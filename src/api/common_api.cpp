@@ -55,6 +55,8 @@ KJIT_EXPORT const char* kjit_status_string(int status) {
     case KJIT_ERROR_BUFFER_TOO_SMALL: return "KJIT_ERROR_BUFFER_TOO_SMALL: buffer too small";
     case KJIT_ERROR_CUBLAS: return "KJIT_ERROR_CUBLAS: cuBLASLt error";
     case KJIT_ERROR_IO: return "KJIT_ERROR_IO: file system error";
+    case KJIT_ERROR_LINK: return "KJIT_ERROR_LINK: link failed";
+    case KJIT_ERROR_NVJITLINK: return "KJIT_ERROR_NVJITLINK: nvJitLink not available or failed";
     case KJIT_ERROR_INTERNAL: return "KJIT_ERROR_INTERNAL: internal error";
     default: return "unknown kjit status";
   }

@@ -1,0 +1,240 @@
+#include "link/nvjitlink.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <nvrtc.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+
+#include "store/cache.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/log.h"
+
+namespace kjit::link {
+namespace {
+
+struct Loaded {
+  NvJitLink lib;
+  std::string error;  // non-empty when loading failed
+};
+
+std::atomic<bool> g_loaded{false};
+
+struct BuildIdSearch {
+  const void* address;  // an address inside the library
+  std::string hex;
+};
+
+// The GNU build id of the loaded object that contains `address`, from its PT_NOTE segments.
+int find_build_id(struct dl_phdr_info* info, size_t, void* data) {
+  auto* s = static_cast<BuildIdSearch*>(data);
+  const auto addr = reinterpret_cast<ElfW(Addr)>(s->address);
+  bool inside = false;
+  for (int i = 0; i < info->dlpi_phnum && !inside; ++i) {
+    const ElfW(Phdr)& p = info->dlpi_phdr[i];
+    const ElfW(Addr) start = info->dlpi_addr + p.p_vaddr;
+    inside = p.p_type == PT_LOAD && addr >= start && addr < start + p.p_memsz;
+  }
+  if (!inside) return 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& p = info->dlpi_phdr[i];
+    if (p.p_type != PT_NOTE) continue;
+    const char* at = reinterpret_cast<const char*>(info->dlpi_addr + p.p_vaddr);
+    const char* end = at + p.p_memsz;
+    while (at + sizeof(ElfW(Nhdr)) <= end) {
+      ElfW(Nhdr) n;
+      std::memcpy(&n, at, sizeof n);
+      const char* name = at + sizeof n;
+      const char* desc = name + ((n.n_namesz + 3) & ~3u);
+      const char* next = desc + ((n.n_descsz + 3) & ~3u);
+      if (next > end) break;
+      if (n.n_type == NT_GNU_BUILD_ID && n.n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0) {
+        static const char digits[] = "0123456789abcdef";
+        for (uint32_t k = 0; k < n.n_descsz; ++k) {
+          const auto b = static_cast<unsigned char>(desc[k]);
+          s->hex += digits[b >> 4];
+          s->hex += digits[b & 15];
+        }
+        return 1;
+      }
+      at = next;
+    }
+  }
+  return 1;
+}
+
+std::string real_path_of(const void* address, const std::string& fallback) {
+  Dl_info info{};
+  if (dladdr(address, &info) == 0 || !info.dli_fname) return fallback;
+  char buf[PATH_MAX];
+  return realpath(info.dli_fname, buf) ? buf : info.dli_fname;
+}
+
+std::string identity_of(const NvJitLink& l, const void* address) {
+  BuildIdSearch s{address, {}};
+  dl_iterate_phdr(find_build_id, &s);
+  std::string id = "nvJitLink " + std::to_string(l.major) + "." + std::to_string(l.minor);
+  if (!s.hex.empty()) return id + " build-id:" + s.hex;
+  struct stat st;
+  if (::stat(l.library.c_str(), &st) == 0) {
+    id += " size:" + std::to_string(st.st_size) + " mtime:" + std::to_string(st.st_mtim.tv_sec) +
+          "." + std::to_string(st.st_mtim.tv_nsec);
+  }
+  return id;
+}
+
+// The file to open, when it is known without asking the dynamic loader: the one
+// $KJIT_NVJITLINK_LIBRARY names, else the one beside the loaded libnvrtc. "" otherwise.
+std::string library_file() {
+  const char* env = std::getenv("KJIT_NVJITLINK_LIBRARY");
+  if (env && *env) return env;
+  static const std::string beside = [] {
+    const std::string nvrtc = real_path_of(reinterpret_cast<const void*>(&nvrtcVersion), "");
+    if (nvrtc.empty()) return std::string();
+    const std::string f = join_path(dirname_of(nvrtc), "libnvJitLink.so.13");
+    return is_regular_file(f) ? f : std::string();
+  }();
+  return beside;
+}
+
+void* open_library(std::string* name, std::string* why) {
+  const std::string file = library_file();
+  *name = file.empty() ? "libnvJitLink.so.13" : file;
+  // RTLD_LOCAL: nvJitLink's symbols must not leak into the global namespace of the host.
+  void* h = dlopen(name->c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* e = dlerror();
+    *why = "dlopen(" + *name + ") failed: " + (e ? e : "unknown");
+  }
+  return h;
+}
+
+Loaded load() {
+  Loaded out;
+  std::string name, why;
+  void* h = open_library(&name, &why);
+  if (!h) {
+    out.error = "nvJitLink not available: " + why;
+    return out;
+  }
+  // The handle is kept for the life of the process.
+#define KJIT_NVJITLINK_RESOLVE(member, symbol)                                    \
+  out.lib.member = reinterpret_cast<decltype(out.lib.member)>(dlsym(h, #symbol)); \
+  if (!out.lib.member) {                                                          \
+    out.error = "nvJitLink not available: " + name +                              \
+                " has no symbol " #symbol " (kjit needs nvJitLink 13)";           \
+    return out;                                                                   \
+  }
+  KJIT_NVJITLINK_FUNCTIONS(KJIT_NVJITLINK_RESOLVE)
+#undef KJIT_NVJITLINK_RESOLVE
+  if (out.lib.version(&out.lib.major, &out.lib.minor) != NVJITLINK_SUCCESS) {
+    out.error = "nvJitLink not available: nvJitLinkVersion failed in " + name;
+    return out;
+  }
+  const void* address = reinterpret_cast<const void*>(out.lib.create);
+  out.lib.library = real_path_of(address, name);
+  out.lib.identity = identity_of(out.lib, address);
+  log_debug("loaded " + out.lib.library + " (" + out.lib.identity + ")");
+  return out;
+}
+
+const Loaded& loaded() {
+  static const Loaded l = [] {
+    Loaded r = load();
+    if (r.error.empty()) g_loaded.store(true, std::memory_order_release);
+    return r;
+  }();
+  return l;
+}
+
+}  // namespace
+
+const NvJitLink& nvjitlink() {
+  const Loaded& l = loaded();
+  if (!l.error.empty()) fail(KJIT_ERROR_NVJITLINK, l.error);
+  return l.lib;
+}
+
+std::string nvjitlink_identity(Cache* cache) {
+  const std::string file = library_file();
+  const std::string stat_id = file.empty() || nvjitlink_loaded() ? "" : file_identity(file);
+  if (stat_id.empty()) return nvjitlink().identity;
+  const std::string memo = "nvjitlink:" + file + ":" + stat_id;
+  static std::mutex mu;
+  static std::map<std::string, std::string> known;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = known.find(memo);
+    if (it != known.end()) return it->second;
+  }
+  std::optional<std::string> id;
+  if (cache) id = cache->get_meta(memo);
+  if (!id || id->rfind("nvJitLink ", 0) != 0) {
+    const NvJitLink& lib = nvjitlink();
+    id = lib.identity;
+    char buf[PATH_MAX];
+    if (realpath(file.c_str(), buf) && lib.library == buf && cache) cache->set_meta(memo, *id);
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  if (known.size() < 64) known[memo] = *id;
+  return *id;
+}
+
+bool nvjitlink_loaded() noexcept {
+  return g_loaded.load(std::memory_order_acquire);
+}
+
+const char* result_name(nvJitLinkResult r) noexcept {
+  switch (r) {
+    case NVJITLINK_SUCCESS:
+      return "NVJITLINK_SUCCESS";
+    case NVJITLINK_ERROR_UNRECOGNIZED_OPTION:
+      return "NVJITLINK_ERROR_UNRECOGNIZED_OPTION";
+    case NVJITLINK_ERROR_MISSING_ARCH:
+      return "NVJITLINK_ERROR_MISSING_ARCH";
+    case NVJITLINK_ERROR_INVALID_INPUT:
+      return "NVJITLINK_ERROR_INVALID_INPUT";
+    case NVJITLINK_ERROR_PTX_COMPILE:
+      return "NVJITLINK_ERROR_PTX_COMPILE";
+    case NVJITLINK_ERROR_NVVM_COMPILE:
+      return "NVJITLINK_ERROR_NVVM_COMPILE";
+    case NVJITLINK_ERROR_INTERNAL:
+      return "NVJITLINK_ERROR_INTERNAL";
+    case NVJITLINK_ERROR_THREADPOOL:
+      return "NVJITLINK_ERROR_THREADPOOL";
+    case NVJITLINK_ERROR_UNRECOGNIZED_INPUT:
+      return "NVJITLINK_ERROR_UNRECOGNIZED_INPUT";
+    case NVJITLINK_ERROR_FINALIZE:
+      return "NVJITLINK_ERROR_FINALIZE";
+    case NVJITLINK_ERROR_NULL_INPUT:
+      return "NVJITLINK_ERROR_NULL_INPUT";
+    case NVJITLINK_ERROR_INCOMPATIBLE_OPTIONS:
+      return "NVJITLINK_ERROR_INCOMPATIBLE_OPTIONS";
+    case NVJITLINK_ERROR_INCORRECT_INPUT_TYPE:
+      return "NVJITLINK_ERROR_INCORRECT_INPUT_TYPE";
+    case NVJITLINK_ERROR_ARCH_MISMATCH:
+      return "NVJITLINK_ERROR_ARCH_MISMATCH";
+    case NVJITLINK_ERROR_OUTDATED_LIBRARY:
+      return "NVJITLINK_ERROR_OUTDATED_LIBRARY";
+    case NVJITLINK_ERROR_MISSING_FATBIN:
+      return "NVJITLINK_ERROR_MISSING_FATBIN";
+    case NVJITLINK_ERROR_UNRECOGNIZED_ARCH:
+      return "NVJITLINK_ERROR_UNRECOGNIZED_ARCH";
+    case NVJITLINK_ERROR_UNSUPPORTED_ARCH:
+      return "NVJITLINK_ERROR_UNSUPPORTED_ARCH";
+    case NVJITLINK_ERROR_LTO_NOT_ENABLED:
+      return "NVJITLINK_ERROR_LTO_NOT_ENABLED";
+  }
+  return "NVJITLINK_ERROR_UNKNOWN";
+}
+
+}  // namespace kjit::link
