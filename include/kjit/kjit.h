@@ -12,5 +12,6 @@
 #include "cache.h"
 #include "kernel.h"
 #include "gemm.h"
+#include "link.h"
 
 #endif /* KJIT_KJIT_H */

@@ -14,6 +14,7 @@
 #include "compile/options.h"
 #include "kernel/kernel.h"
 #include "kjit/kjit.h"
+#include "link/linker.h"
 #include "store/cache.h"
 #include "util/error.h"
 
@@ -27,6 +28,7 @@ enum Magic : uint32_t {
   kFutureMagic = 0x4b4a4655,    // KJFU
   kKernelMagic = 0x4b4a4b45,    // KJKE
   kGemmMagic = 0x4b4a4745,      // KJGE
+  kLinkerMagic = 0x4b4a4c49,    // KJLI
   kDeadMagic = 0xdeadbeef
 };
 
@@ -79,6 +81,11 @@ struct kjit_kernel : kjit::api::Handle<kjit::api::kKernelMagic> {
 
 struct kjit_gemm : kjit::api::Handle<kjit::api::kGemmMagic> {
   std::unique_ptr<kjit::blas::Gemm> gemm;
+};
+
+struct kjit_linker : kjit::api::Handle<kjit::api::kLinkerMagic> {
+  kjit::Cache* cache = nullptr;
+  kjit::link::LinkRequest request;
 };
 
 namespace kjit::api {
