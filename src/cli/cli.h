@@ -230,5 +230,6 @@ int cmd_compile(const std::vector<std::string>& args, Global& g);
 int cmd_cache(const std::vector<std::string>& args, Global& g);
 int cmd_warm(const std::vector<std::string>& args, Global& g);
 int cmd_info(const std::vector<std::string>& args, Global& g);
+int cmd_link(const std::vector<std::string>& args, Global& g);
 
 }  // namespace kjit_cli

@@ -21,6 +21,7 @@ const char* const kHelp =
     "  cache SUBCOMMAND    path | stats | ls | show KEY | rm KEY | prune --max-size SIZE |\n"
     "                      clear | verify | export FILE | import FILE\n"
     "  warm MANIFEST.json  compile a list of kernels into the cache in parallel\n"
+    "  link INPUT...       link LTO-IR, PTX, CUBIN, ... with nvJitLink through the cache\n"
     "  info                library, NVRTC, driver and cuBLASLt versions, devices,\n"
     "                      cache location and state\n"
     "  help [COMMAND]      this text, or a command's help (same as COMMAND --help)\n"
@@ -40,7 +41,8 @@ const char* const kHelp =
     "\n"
     "Exit status:\n"
     "  0  success\n"
-    "  1  a compile failed (the NVRTC log is printed); for warm: a kernel failed\n"
+    "  1  a compile or link failed (the NVRTC or nvJitLink log is printed); for warm:\n"
+    "     a kernel failed\n"
     "  2  usage error: unknown command or option, missing or malformed argument (an\n"
     "     empty file name, a SIZE not of the form above), option or target NVRTC rejects\n"
     "  3  other error: unreadable file, malformed manifest or export file, a disabled or\n"
@@ -59,6 +61,7 @@ const char* const kHelp =
     "  KJIT_EXPORT_KEY     secret (16+ bytes) that signs cache exports; imports then\n"
     "                      require a valid signature on every entry\n"
     "  KJIT_REMOTE         redis://host:port[/db]: fleet tier shared by machines\n"
+    "  KJIT_NVJITLINK_LIBRARY  the nvJitLink library 'link' opens\n"
     "  KJIT_LOG            debug|info|warn|error: library diagnostics on stderr\n"
     "\n"
     "See kjit(1) for details.\n";
@@ -74,6 +77,7 @@ const Command kCommands[] = {
     {"cache", kjit_cli::cmd_cache},
     {"warm", kjit_cli::cmd_warm},
     {"info", kjit_cli::cmd_info},
+    {"link", kjit_cli::cmd_link},
 };
 
 int dispatch(const std::string& cmd, const std::vector<std::string>& rest, kjit_cli::Global& g) {
