@@ -443,7 +443,11 @@ std::string link_key(const LinkRequest& r, const std::string& identity) {
 Outcome link(Cache* cache, const LinkRequest& request) {
   const LinkRequest r = resolve(request);
   const std::string key = link_key(r, nvjitlink_identity(cache));
-  auto run = [&] { return run_link(r, key); };
+  auto run = [&] {
+    Outcome o = run_link(r, key);
+    if (o.status == KJIT_OK) remember_identity(cache);
+    return o;
+  };
   if (!cache) return run();
   return cache->get_or_compile(key, run);
 }

@@ -164,9 +164,20 @@ const NvJitLink& nvjitlink() {
   return l.lib;
 }
 
+void remember_identity(Cache* cache) {
+  const std::string file = library_file();
+  const std::string stat_id = file.empty() ? "" : file_identity(file);
+  if (!cache || stat_id.empty() || !nvjitlink_loaded()) return;
+  const NvJitLink& lib = nvjitlink();
+  char buf[PATH_MAX];
+  if (!realpath(file.c_str(), buf) || lib.library != buf) return;
+  const std::string memo = "nvjitlink:" + file + ":" + stat_id;
+  if (cache->get_meta(memo) != lib.identity) cache->set_meta(memo, lib.identity);
+}
+
 std::string nvjitlink_identity(Cache* cache) {
   const std::string file = library_file();
-  const std::string stat_id = file.empty() || nvjitlink_loaded() ? "" : file_identity(file);
+  const std::string stat_id = file.empty() ? "" : file_identity(file);
   if (stat_id.empty()) return nvjitlink().identity;
   const std::string memo = "nvjitlink:" + file + ":" + stat_id;
   static std::mutex mu;
@@ -180,9 +191,11 @@ std::string nvjitlink_identity(Cache* cache) {
   if (cache) id = cache->get_meta(memo);
   if (!id || id->rfind("nvJitLink ", 0) != 0) {
     const NvJitLink& lib = nvjitlink();
-    id = lib.identity;
     char buf[PATH_MAX];
-    if (realpath(file.c_str(), buf) && lib.library == buf && cache) cache->set_meta(memo, *id);
+    // Remembered only when the loaded library is that file.
+    if (!realpath(file.c_str(), buf) || lib.library != buf) return lib.identity;
+    id = lib.identity;
+    if (cache) cache->set_meta(memo, *id);
   }
   std::lock_guard<std::mutex> lock(mu);
   if (known.size() < 64) known[memo] = *id;

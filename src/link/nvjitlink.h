@@ -57,6 +57,10 @@ const NvJitLink& nvjitlink();
 // nvJitLink's load (tens of milliseconds). Throws as nvjitlink() when it must load it.
 std::string nvjitlink_identity(Cache* cache);
 
+// After a link in this process: records the loaded library's identity in `cache` (may be
+// null) for later processes' nvjitlink_identity(), when it is not there yet.
+void remember_identity(Cache* cache);
+
 // True once nvjitlink() has loaded the library in this process. Never loads it.
 bool nvjitlink_loaded() noexcept;
 
