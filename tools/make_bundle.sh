@@ -126,8 +126,8 @@ cat > "$out/run_gpu.sh" <<'EOF'
 # Prints a short table last. Meant to fit one 10-minute run on a two-GPU host; each
 # program has its own time limit.
 #   KJIT_GPU_TESTS   test programs to run (default: every bin/test_*_gpu, then
-#                    test_kernel_cpu)
-#   KJIT_BENCHES     benchmark programs (default: bench_launch bench_multi_gpu)
+#                    test_kernel_cpu and test_link)
+#   KJIT_BENCHES     benchmark programs (default: bench_launch bench_multi_gpu bench_link)
 #   KJIT_BINDINGS    0 skips run_bindings.sh (default: run it when present)
 #   RESULTS_DIR      where logs go (default: ./results next to this script; with $OUT set,
 #                    a temporary folder packed into $OUT/kjit-results.tar.gz at the end)
@@ -162,7 +162,7 @@ date -u '+%Y-%m-%d %H:%M UTC'
 tests=${KJIT_GPU_TESTS:-}
 if [ -z "$tests" ]; then
   for t in "$here"/bin/test_*_gpu; do tests="$tests $(basename "$t")"; done
-  for t in test_kernel_cpu; do
+  for t in test_kernel_cpu test_link; do
     [ -x "$here/bin/$t" ] && tests="$tests $t"
   done
 fi
@@ -183,7 +183,7 @@ for t in $tests; do
   [ $rc -eq 0 ] || overall=1
 done
 
-benches=${KJIT_BENCHES:-bench_launch bench_multi_gpu}
+benches=${KJIT_BENCHES:-bench_launch bench_multi_gpu bench_link}
 bench_tables=""
 for b in $benches; do
   [ -x "$here/bin/$b" ] || continue
