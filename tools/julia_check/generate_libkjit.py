@@ -58,10 +58,12 @@ for f in files:
 scalar = {"void": "Cvoid", "int": "Cint", "unsigned": "Cuint", "size_t": "Csize_t", "int64_t": "Int64",
           "uint64_t": "UInt64", "uint32_t": "UInt32", "int32_t": "Int32", "double": "Cdouble",
           "kjit_status": "Cint", "char": "Cchar"}
-handles = {"kjit_cache", "kjit_options", "kjit_compiler", "kjit_binary", "kjit_future", "kjit_kernel", "kjit_gemm"}
+handles = {"kjit_cache", "kjit_options", "kjit_compiler", "kjit_binary", "kjit_future", "kjit_kernel", "kjit_gemm",
+           "kjit_linker"}
 structnames = {s[1] for s in structs}
 fnptrs = {"kjit_log_fn", "kjit_cache_list_fn"}
-nullable_str = {("kjit_options_add_define", "value")}
+nullable_str = {("kjit_options_add_define", "value"), ("kjit_linker_add_binary", "name"),
+                ("kjit_linker_add_data", "name")}
 
 def split_param(p):
     m = re.match(r"(.*?)(\w+)(\[\d+\])?$", p)

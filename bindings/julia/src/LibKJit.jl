@@ -776,4 +776,69 @@ kjit_gemm_stats_get(gemm, stats) =
 "`kjit_status kjit_cublaslt_version(size_t* out)`"
 kjit_cublaslt_version(out) = @gcsafe ccall((:kjit_cublaslt_version, libkjit), Cint, (Ptr{Csize_t},), out)
 
+# ---- link.h
+
+"`kjit_status kjit_linker_create(kjit_cache* cache, kjit_linker** out)`"
+kjit_linker_create(cache, out) =
+    ccall((:kjit_linker_create, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+          cache, out)
+
+"`void kjit_linker_destroy(kjit_linker* linker)`"
+kjit_linker_destroy(linker) = ccall((:kjit_linker_destroy, libkjit), Cvoid, (Ptr{Cvoid},), linker)
+
+"`kjit_status kjit_linker_set_target(kjit_linker* linker, const char* target)`"
+kjit_linker_set_target(linker, target) =
+    ccall((:kjit_linker_set_target, libkjit), Cint,
+          (Ptr{Cvoid}, Cstring),
+          linker, target)
+
+"`kjit_status kjit_linker_add_option(kjit_linker* linker, const char* option)`"
+kjit_linker_add_option(linker, option) =
+    ccall((:kjit_linker_add_option, libkjit), Cint,
+          (Ptr{Cvoid}, Cstring),
+          linker, option)
+
+"`kjit_status kjit_linker_set_outputs(kjit_linker* linker, unsigned outputs)`"
+kjit_linker_set_outputs(linker, outputs) =
+    ccall((:kjit_linker_set_outputs, libkjit), Cint,
+          (Ptr{Cvoid}, Cuint),
+          linker, outputs)
+
+"`kjit_status kjit_linker_add_binary(kjit_linker* linker, const kjit_binary* binary, const char* name)`"
+kjit_linker_add_binary(linker, binary, name) =
+    ccall((:kjit_linker_add_binary, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{UInt8}),
+          linker, binary, name)
+
+"`kjit_status kjit_linker_add_data(kjit_linker* linker, int kind, const void* data, size_t size, const char* name)`"
+kjit_linker_add_data(linker, kind, data, size, name) =
+    ccall((:kjit_linker_add_data, libkjit), Cint,
+          (Ptr{Cvoid}, Cint, Ptr{Cvoid}, Csize_t, Ptr{UInt8}),
+          linker, kind, data, size, name)
+
+"`kjit_status kjit_linker_add_file(kjit_linker* linker, int kind, const char* path)`"
+kjit_linker_add_file(linker, kind, path) =
+    ccall((:kjit_linker_add_file, libkjit), Cint,
+          (Ptr{Cvoid}, Cint, Cstring),
+          linker, kind, path)
+
+"`kjit_status kjit_link(kjit_linker* linker, kjit_binary** out)`"
+kjit_link(linker, out) =
+    ccall((:kjit_link, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+          linker, out)
+
+"`kjit_status kjit_linker_key(kjit_linker* linker, char out_hex[65])`"
+kjit_linker_key(linker, out_hex) =
+    ccall((:kjit_linker_key, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{UInt8}),
+          linker, out_hex)
+
+"`kjit_status kjit_nvjitlink_version(const char** out)`"
+kjit_nvjitlink_version(out) =
+    ccall((:kjit_nvjitlink_version, libkjit), Cint,
+          (Ptr{Ptr{UInt8}},),
+          out)
+
 end # module LibKJit

@@ -31,6 +31,7 @@ from ._arrays import ArrayInfo, array_info, device_pointer, stream_handle
 from ._cache import Cache, CacheEntry, CacheStats, DiskState, RemoteState
 from ._compile import (Binary, CompileFuture, Compiler, Tier, compute_key, hash_options,
                        hash_source)
+from ._errors import LinkError, NvJitLinkError
 from ._errors import (ArgumentMismatch, BufferTooSmall, CacheCorrupt, CacheError,
                       Cancelled, CompileError, CublasError, CudaError, CudaSticky,
                       CudaUnavailable, InternalError, InvalidArgument, InvalidHandle,
@@ -43,6 +44,7 @@ from ._kernel import (Kernel, KernelAttributes, LoadPath, Pointer, Scalar, bfloa
                       float16, float32, float64, int8, int16, int32, int64, uint8, uint16,
                       uint32, uint64)
 from ._lib import LIBRARY_NAME, library_path, load_library
+from ._link import InputKind, Linker, link, nvjitlink_version
 from ._options import Options, Output
 from ._util import as_int as _as_int, check as _check, text as _text
 
@@ -148,3 +150,4 @@ __all__ = [
     "Unsupported", "Cancelled", "Timeout", "BufferTooSmall", "CublasError", "KjitIOError",
     "InternalError",
 ]
+__all__ += ["Linker", "InputKind", "link", "nvjitlink_version", "LinkError", "NvJitLinkError"]

@@ -41,6 +41,8 @@ class Status(enum.IntEnum):
     BUFFER_TOO_SMALL = 22
     CUBLAS = 23
     IO = 24
+    LINK = 25
+    NVJITLINK = 26
     INTERNAL = 99
 
 
@@ -229,6 +231,36 @@ class KjitIOError(KjitError, OSError):
         KjitError.__init__(self, status, message)
 
 
+class LinkError(KjitError):
+    """nvJitLink reported a link error: undefined or duplicate symbols, an input it
+    cannot read (``KJIT_ERROR_LINK``).
+
+    Attributes:
+        log: nvJitLink's error and info log.
+    """
+    default_status = Status.LINK
+
+    def __init__(self, status: Optional[int] = None, message: str = "",
+                 log: str = "") -> None:
+        self.log: str = log
+        super().__init__(status, message)
+
+    def _text(self) -> str:
+        text = super()._text()
+        if self.log:
+            text += "\n" + self.log.rstrip("\n")
+        return text
+
+    def __reduce__(self):
+        return (self.__class__, (self.status, self.message, self.log))
+
+
+class NvJitLinkError(KjitError):
+    """nvJitLink is not available (not installed, too old) or failed internally
+    (``KJIT_ERROR_NVJITLINK``)."""
+    default_status = Status.NVJITLINK
+
+
 class InternalError(KjitError):
     """A bug in kjit (``KJIT_ERROR_INTERNAL``); please report it."""
     default_status = Status.INTERNAL
@@ -239,7 +271,7 @@ _CLASSES: Tuple[Type[KjitError], ...] = (
         InvalidOption, UnsupportedTarget, NameNotFound, NvrtcError, CacheError,
         CacheCorrupt, NotFound, ReadOnly, CudaUnavailable, CudaError, ArgumentMismatch,
         StaleHandle, CudaSticky, Unsupported, Cancelled, Timeout, BufferTooSmall,
-        CublasError, KjitIOError, InternalError)
+        CublasError, KjitIOError, LinkError, NvJitLinkError, InternalError)
 _BY_STATUS: Dict[int, Type[KjitError]] = {
     int(cls.default_status): cls for cls in _CLASSES if cls.default_status is not None}
 
@@ -257,6 +289,6 @@ def make_error(status: int, message: str, log: str = "") -> KjitError:
     except ValueError:
         st = None
         message = "unknown kjit status %d%s" % (status, ": " + message if message else "")
-    if cls is CompileError:
-        return CompileError(st, message, log)
+    if cls is CompileError or cls is LinkError:
+        return cls(st, message, log)
     return cls(st, message)
