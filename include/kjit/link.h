@@ -71,7 +71,9 @@ KJIT_EXPORT kjit_status kjit_linker_set_target(kjit_linker* linker, const char* 
 /**
  * Append one nvJitLink option, passed on as is: "-lto" (link-time optimisation: needed for
  * LTO-IR inputs), "-O3", "-maxrregcount=64", "-ftz=1", "-prec-div=0", "-prec-sqrt=0",
- * "-fma=1", "-split-compile=0", "-lineinfo", "-kernels-used=name", "-Xptxas=...".
+ * "-fma=1", "-split-compile=0", "-lineinfo", "-kernels-used=name", "-Xptxas=...",
+ * "-optimize-unused-variables" (drops device variables the linked code does not use:
+ * sources compiled with -rdc=true keep every one of them otherwise, e.g. CUB's).
  * "-arch=sm_XY" sets the target instead; "-ptx" is refused (ask for KJIT_OUTPUT_PTX).
  * Options nvJitLink does not know fail kjit_link() with KJIT_ERROR_INVALID_OPTION.
  * Returns KJIT_OK, KJIT_ERROR_INVALID_HANDLE, KJIT_ERROR_INVALID_ARGUMENT (NULL/empty).
