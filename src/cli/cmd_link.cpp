@@ -64,7 +64,7 @@ int exit_code_for_link_status(kjit_status st) {
   if (!log.empty() && detail.find('\n') != std::string::npos) detail.resize(detail.find('\n'));
   if (g.json) {
     JsonHolder j;
-    j.p = cJSON_CreateObject();
+    j.p = new_document("kjit.link");
     cJSON_AddBoolToObject(j.p, "ok", 0);
     cJSON_AddNumberToObject(j.p, "status", st);
     cJSON_AddStringToObject(j.p, "status_name", status_name(st).c_str());
@@ -119,22 +119,17 @@ void print_result(const Global& g, kjit_binary* b, const std::string& out_path, 
   const std::string log = kjit_binary_log(b);
   if (g.json) {
     JsonHolder j;
-    j.p = cJSON_CreateObject();
+    j.p = new_document("kjit.link");
     cJSON_AddBoolToObject(j.p, "ok", 1);
     cJSON_AddNumberToObject(j.p, "inputs", static_cast<double>(inputs));
     cJSON_AddStringToObject(j.p, "output", out_path.c_str());
     cJSON_AddNumberToObject(j.p, "bytes", static_cast<double>(size));
-    cJSON_AddStringToObject(j.p, "target", kjit_binary_target(b));
     cJSON_AddStringToObject(j.p, "key", kjit_binary_key(b));
     cJSON_AddStringToObject(j.p, "tier", tier_name(tier));
     cJSON_AddBoolToObject(j.p, "hit", tier != KJIT_TIER_COMPILED);
     cJSON_AddNumberToObject(j.p, "elapsed_ms", elapsed);
     cJSON_AddNumberToObject(j.p, "link_ms", kjit_binary_compile_ms(b));
-    cJSON* kernels = cJSON_AddArrayToObject(j.p, "kernels");
-    for (size_t i = 0; i < kjit_binary_kernel_count(b); ++i) {
-      cJSON_AddItemToArray(kernels, cJSON_CreateString(kjit_binary_kernel_name(b, i)));
-    }
-    cJSON_AddStringToObject(j.p, "log", log.c_str());
+    add_binary_json(j.p, b, false);
     print_json(j.p);
     return;
   }
@@ -178,7 +173,7 @@ int cmd_link(const std::vector<std::string>& args, Global& g) {
   if (g.json && out_path == "-") usage_error(cmd, "--json cannot be combined with -o -");
 
   CacheHolder cache;
-  cache.p = open_cache(g, false);
+  cache.p = open_cache(g);
   LinkerHolder l;
   kjit_status st = kjit_linker_create(cache.p, &l.p);
   if (st != KJIT_OK) fail_status(st, "cannot create a linker");

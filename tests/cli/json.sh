@@ -121,4 +121,12 @@ diff "$TMP/src-schemas" "$TMP/man-schemas" >"$TMP/schemas.diff" || {
   cat "$TMP/schemas.diff" >&2
 }
 
+# kjit link (its own cache: the counts above stay as they are).
+printf 'extern __device__ int f(); extern "C" __global__ void k(int* p) { *p = f(); }\n' >"$TMP/k.cu"
+printf '__device__ int f() { return 7; }\n' >"$TMP/f.cu"
+check_doc kjit.link "$KJIT" --cache-dir "$TMP/link" link "$TMP/k.cu" "$TMP/f.cu" --lto -a sm_90 -o /dev/null --json
+json_check "$TMP/doc.json" 'j["ok"] and j["kernels"] == ["k"] and j["sizes"]["cubin"] == j["bytes"]'
+check_doc kjit.link "$KJIT" --cache-dir "$TMP/link" link "$TMP/k.cu" --lto -a sm_90 -o /dev/null --json
+json_check "$TMP/doc.json" 'not j["ok"] and j["status_name"] == "KJIT_ERROR_LINK"'
+
 finish
