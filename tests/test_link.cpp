@@ -11,6 +11,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cuda/context.h"
@@ -216,6 +217,34 @@ TEST_F(LinkTest, TheSecondLinkIsAHitWithoutNvJitLink) {
   kjit_binary* raw = nullptr;
   ASSERT_EQ(kjit_cache_get(cache_, key.c_str(), &raw), KJIT_OK) << last_error();
   kjit_binary_destroy(raw);
+}
+
+TEST_F(LinkTest, ConcurrentLinksOfOneLinkerRunNvJitLinkOnce) {
+  Bin caller(compile(kCaller, "sm_90", KJIT_OUTPUT_LTOIR));
+  Bin callee(compile(kCallee, "sm_90", KJIT_OUTPUT_LTOIR));
+  Linker l(cache_);
+  kjit_linker_add_binary(l.l, caller.b, nullptr);
+  kjit_linker_add_binary(l.l, callee.b, nullptr);
+  kjit_linker_add_option(l.l, "-lto");
+  kjit_linker_add_option(l.l, "-maxrregcount=40");  // a key no other test links
+  const uint64_t runs = kjit::link::link_runs();
+  std::vector<std::string> cubins(6);
+  std::vector<kjit_status> statuses(6, KJIT_ERROR_INTERNAL);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < cubins.size(); ++i) {
+    threads.emplace_back([&, i] {
+      Bin out;
+      statuses[i] = kjit_link(l.l, &out.b);
+      cubins[i] = out.data(KJIT_OUTPUT_CUBIN);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(kjit::link::link_runs(), runs + 1);
+  for (size_t i = 0; i < cubins.size(); ++i) {
+    EXPECT_EQ(statuses[i], KJIT_OK) << i;
+    EXPECT_EQ(cubins[i], cubins[0]) << i;
+  }
+  EXPECT_TRUE(kjit::link::is_cubin(cubins[0]));
 }
 
 TEST_F(LinkTest, PtxAndCubinInputsWithRdc) {
