@@ -36,6 +36,10 @@ pub enum Status {
     BufferTooSmall,
     Cublas,
     Io,
+    /// nvJitLink reported a link error; [`Error::log`] has its log (since 0.2).
+    Link,
+    /// nvJitLink not available, or failed internally (since 0.2).
+    NvJitLink,
     Internal,
     /// A status this version of the bindings does not know.
     Other(i32),
@@ -71,6 +75,8 @@ impl Status {
             22 => BufferTooSmall,
             23 => Cublas,
             24 => Io,
+            25 => Link,
+            26 => NvJitLink,
             99 => Internal,
             n => Other(n),
         }
@@ -105,6 +111,8 @@ impl Status {
             BufferTooSmall => 22,
             Cublas => 23,
             Io => 24,
+            Link => 25,
+            NvJitLink => 26,
             Internal => 99,
             Other(n) => n,
         }

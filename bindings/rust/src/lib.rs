@@ -44,6 +44,7 @@ mod gemm;
 mod hash;
 mod kernel;
 mod launch;
+mod link;
 mod log;
 mod options;
 mod util;
@@ -57,6 +58,7 @@ pub use gemm::{cublaslt_version, gemm_check, gemm_desc, Gemm, GemmDesc, GemmOpti
 pub use hash::{compute_key, hash_options, hash_source};
 pub use kernel::{Kernel, KernelAttributes, KernelFlags, LoadPath, ParamBuffer, ParamInfo};
 pub use launch::{DevicePtr, KernelArg, LaunchConfig};
+pub use link::{nvjitlink_version, LinkInput, Linker};
 pub use log::{set_log_callback, LogFn, LogLevel};
 pub use options::{Options, Outputs};
 

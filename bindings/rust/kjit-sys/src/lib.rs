@@ -42,6 +42,8 @@ pub const KJIT_ERROR_TIMEOUT: kjit_status = 21;
 pub const KJIT_ERROR_BUFFER_TOO_SMALL: kjit_status = 22;
 pub const KJIT_ERROR_CUBLAS: kjit_status = 23;
 pub const KJIT_ERROR_IO: kjit_status = 24;
+pub const KJIT_ERROR_LINK: kjit_status = 25;
+pub const KJIT_ERROR_NVJITLINK: kjit_status = 26;
 pub const KJIT_ERROR_INTERNAL: kjit_status = 99;
 
 pub const KJIT_LOG_DEBUG: c_int = 0;
@@ -79,6 +81,10 @@ pub struct kjit_kernel {
 }
 #[repr(C)]
 pub struct kjit_gemm {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub struct kjit_linker {
     _private: [u8; 0],
 }
 
@@ -702,6 +708,41 @@ extern "C" {
     pub fn kjit_gemm_clear_plans(gemm: *mut kjit_gemm) -> kjit_status;
     pub fn kjit_gemm_stats_get(gemm: *const kjit_gemm, stats: *mut kjit_gemm_stats) -> kjit_status;
     pub fn kjit_cublaslt_version(out: *mut usize) -> kjit_status;
+}
+
+// ---- link.h (since 0.2) ------------------------------------------------------------------
+
+pub const KJIT_LINK_INPUT_AUTO: c_int = 0;
+pub const KJIT_LINK_INPUT_CUBIN: c_int = 1;
+pub const KJIT_LINK_INPUT_PTX: c_int = 2;
+pub const KJIT_LINK_INPUT_LTOIR: c_int = 3;
+pub const KJIT_LINK_INPUT_FATBIN: c_int = 4;
+pub const KJIT_LINK_INPUT_OBJECT: c_int = 5;
+pub const KJIT_LINK_INPUT_LIBRARY: c_int = 6;
+
+extern "C" {
+    pub fn kjit_linker_create(cache: *mut kjit_cache, out: *mut *mut kjit_linker) -> kjit_status;
+    pub fn kjit_linker_destroy(linker: *mut kjit_linker);
+    pub fn kjit_linker_set_target(linker: *mut kjit_linker, target: *const c_char) -> kjit_status;
+    pub fn kjit_linker_add_option(linker: *mut kjit_linker, option: *const c_char) -> kjit_status;
+    pub fn kjit_linker_set_outputs(linker: *mut kjit_linker, outputs: c_uint) -> kjit_status;
+    pub fn kjit_linker_add_binary(
+        linker: *mut kjit_linker,
+        binary: *const kjit_binary,
+        name: *const c_char,
+    ) -> kjit_status;
+    pub fn kjit_linker_add_data(
+        linker: *mut kjit_linker,
+        kind: c_int,
+        data: *const c_void,
+        size: usize,
+        name: *const c_char,
+    ) -> kjit_status;
+    pub fn kjit_linker_add_file(linker: *mut kjit_linker, kind: c_int, path: *const c_char)
+        -> kjit_status;
+    pub fn kjit_link(linker: *mut kjit_linker, out: *mut *mut kjit_binary) -> kjit_status;
+    pub fn kjit_linker_key(linker: *mut kjit_linker, out_hex: *mut c_char) -> kjit_status;
+    pub fn kjit_nvjitlink_version(out: *mut *const c_char) -> kjit_status;
 }
 
 #[cfg(test)]
