@@ -178,6 +178,23 @@ typedef kjit_status (*PFN_kjit_gemm_stats_init_sized)(kjit_gemm_stats* stats, si
 typedef kjit_status (*PFN_kjit_gemm_stats_get)(const kjit_gemm* gemm, kjit_gemm_stats* stats);
 typedef kjit_status (*PFN_kjit_cublaslt_version)(size_t* out);
 
+/* ---- link.h */
+
+typedef kjit_status (*PFN_kjit_linker_create)(kjit_cache* cache, kjit_linker** out);
+typedef void (*PFN_kjit_linker_destroy)(kjit_linker* linker);
+typedef kjit_status (*PFN_kjit_linker_set_target)(kjit_linker* linker, const char* target);
+typedef kjit_status (*PFN_kjit_linker_add_option)(kjit_linker* linker, const char* option);
+typedef kjit_status (*PFN_kjit_linker_set_outputs)(kjit_linker* linker, unsigned outputs);
+typedef kjit_status (*PFN_kjit_linker_add_binary)(kjit_linker* linker,
+                                                  const kjit_binary* binary, const char* name);
+typedef kjit_status (*PFN_kjit_linker_add_data)(kjit_linker* linker, int kind, const void* data,
+                                                size_t size, const char* name);
+typedef kjit_status (*PFN_kjit_linker_add_file)(kjit_linker* linker, int kind,
+                                                const char* path);
+typedef kjit_status (*PFN_kjit_link)(kjit_linker* linker, kjit_binary** out);
+typedef kjit_status (*PFN_kjit_linker_key)(kjit_linker* linker, char out_hex[65]);
+typedef kjit_status (*PFN_kjit_nvjitlink_version)(const char** out);
+
 #ifdef __cplusplus
 }
 #endif
