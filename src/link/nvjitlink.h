@@ -1,9 +1,9 @@
 // nvJitLink, opened with dlopen on first need. Nothing in kjit links libnvJitLink: a process
 // that never links never loads it, and libkjit loads on machines without it.
 //
-// The library is the file named by $KJIT_NVJITLINK_LIBRARY, else libnvJitLink.so.13 beside
-// the loaded libnvrtc (the same toolkit), else libnvJitLink.so.13 as the dynamic loader
-// finds it. <nvJitLink.h> is used for types
+// The library is the file named by $KJIT_NVJITLINK_LIBRARY, else libnvJitLink.so.13 found
+// as NVRTC is (already loaded, $LD_LIBRARY_PATH, kjit's RPATH), else beside a loaded
+// libnvrtc, else as the dynamic loader finds it. <nvJitLink.h> is used for types
 // only; its inline wrappers call versioned symbols (__nvJitLinkCreate_13_0 ...), which are
 // the ones resolved here.
 #pragma once
