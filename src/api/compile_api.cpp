@@ -1,9 +1,9 @@
 // C shims: compiler, compiles, futures, binaries, hashes.
-#include <chrono>
 #include <cstring>
 
 #include "api/handles.h"
 #include "api/versioned.h"
+#include "compile/async.h"
 #include "util/sha256.h"
 
 using namespace kjit;
@@ -34,21 +34,6 @@ kjit_status deliver(const Outcome& o, kjit_binary** out) {
   if (delivers_binary(o)) *out = make_binary(o);
   if (o.status != KJIT_OK) return error(o.status, o.message);
   return KJIT_OK;
-}
-
-// Runs a compile and turns exceptions into an outcome (for worker threads).
-Outcome compile_to_outcome(Compiler& c, const std::string& source, const CompileOptions& opts,
-                           const CancelFlag& cancel) {
-  try {
-    return c.compile(source, opts, cancel);
-  } catch (const Error& e) {
-    return Outcome{e.status(), e.message(), nullptr, KJIT_TIER_COMPILED};
-  } catch (const std::bad_alloc&) {
-    return Outcome{KJIT_ERROR_OUT_OF_MEMORY, "out of host memory", nullptr, KJIT_TIER_COMPILED};
-  } catch (const std::exception& e) {
-    return Outcome{KJIT_ERROR_INTERNAL, std::string("internal error: ") + e.what(), nullptr,
-                   KJIT_TIER_COMPILED};
-  }
 }
 
 const Entry* entry_of(const kjit_binary* b) { return ok(b) && b->entry ? b->entry.get() : nullptr; }
@@ -155,25 +140,7 @@ KJIT_EXPORT kjit_status kjit_compile_async(kjit_compiler* compiler, const char* 
     if (opts && !ok(opts)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compile_async: invalid options handle");
     if (!source) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_compile_async: source is NULL");
     auto future = std::make_unique<kjit_future>();
-    auto state = std::make_shared<kjit_future_state>();
-    future->state = state;
-    Compiler* c = compiler->compiler.get();
-    compiler->compiler->submit(
-        [c, state, src = std::string(source), o = options_or_default(opts)] {
-          Outcome outcome;
-          if (state->cancel->load()) {
-            outcome = Outcome{KJIT_ERROR_CANCELLED, "compilation was cancelled before it started",
-                              nullptr, KJIT_TIER_COMPILED};
-          } else {
-            outcome = compile_to_outcome(*c, src, o, state->cancel);
-          }
-          {
-            std::lock_guard<std::mutex> lock(state->mu);
-            state->outcome = std::move(outcome);
-            state->done = true;
-          }
-          state->cv.notify_all();
-        });
+    future->state = compile_async(*compiler->compiler, source, options_or_default(opts));
     *out = future.release();
     return KJIT_OK;
   });
@@ -184,37 +151,35 @@ KJIT_EXPORT kjit_status kjit_future_wait(kjit_future* future, int64_t timeout_ms
   return guard([&] {
     if (!ok(future)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_future_wait: invalid future handle");
     if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_future_wait: out is NULL");
-    kjit_future_state& st = *future->state;
-    std::unique_lock<std::mutex> lock(st.mu);
-    if (timeout_ms < 0) {
-      st.cv.wait(lock, [&] { return st.done; });
-    } else if (!st.cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                               [&] { return st.done; })) {
-      return error(KJIT_ERROR_TIMEOUT, "kjit_future_wait: compile not finished after " +
-                                           std::to_string(timeout_ms) + " ms");
+    Outcome outcome;
+    switch (future->state->wait(timeout_ms, &outcome)) {
+      case CompileFuture::Wait::Timeout:
+        return error(KJIT_ERROR_TIMEOUT, "kjit_future_wait: compile not finished after " +
+                                             std::to_string(timeout_ms) + " ms");
+      case CompileFuture::Wait::Taken:
+        return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_future_wait: result already taken");
+      case CompileFuture::Wait::Ready:
+        break;
     }
-    if (st.taken) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_future_wait: result already taken");
-    st.taken = true;
     *out = nullptr;
-    return deliver(st.outcome, out);
+    return deliver(outcome, out);
   });
 }
 
 KJIT_EXPORT int kjit_future_ready(const kjit_future* future) {
   if (!ok(future)) return -1;
-  std::lock_guard<std::mutex> lock(future->state->mu);
-  return future->state->done ? 1 : 0;
+  return future->state->ready() ? 1 : 0;
 }
 
 KJIT_EXPORT kjit_status kjit_future_cancel(kjit_future* future) {
   if (!ok(future)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_future_cancel: invalid future handle");
-  future->state->cancel->store(true);
+  future->state->cancel();
   return KJIT_OK;
 }
 
 KJIT_EXPORT void kjit_future_destroy(kjit_future* future) {
   if (!ok(future)) return;
-  future->state->cancel->store(true);
+  future->state->cancel();
   delete future;
 }
 
@@ -238,24 +203,11 @@ KJIT_EXPORT kjit_status kjit_compile_many(kjit_compiler* compiler, size_t count,
                      "kjit_compile_many: opts[" + std::to_string(i) + "] is not a valid options handle");
       }
     }
-    std::vector<Outcome> results(count);
-    std::mutex mu;
-    std::condition_variable cv;
-    size_t remaining = count;
-    Compiler* c = compiler->compiler.get();
+    std::vector<CompileRequest> requests(count);
     for (size_t i = 0; i < count; ++i) {
-      const CompileOptions& o = options_or_default(opts ? opts[i] : nullptr);
-      c->submit([&, i, o, src = std::string(sources[i])] {
-        Outcome r = compile_to_outcome(*c, src, o, nullptr);
-        std::lock_guard<std::mutex> lock(mu);
-        results[i] = std::move(r);
-        if (--remaining == 0) cv.notify_all();
-      });
+      requests[i] = {sources[i], options_or_default(opts ? opts[i] : nullptr)};
     }
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return remaining == 0; });
-    }
+    const std::vector<Outcome> results = compile_many(*compiler->compiler, std::move(requests));
     kjit_status first = KJIT_OK;
     std::string first_message;
     for (size_t i = 0; i < count; ++i) {

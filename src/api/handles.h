@@ -3,13 +3,13 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "blas/gemm.h"
+#include "compile/async.h"
 #include "compile/compiler.h"
 #include "compile/options.h"
 #include "kernel/kernel.h"
@@ -61,18 +61,8 @@ struct kjit_binary : kjit::api::Handle<kjit::api::kBinaryMagic> {
   std::once_flag metadata_once;
 };
 
-// Shared state of an async compile, owned by the future handle and the worker job.
-struct kjit_future_state {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  bool taken = false;
-  kjit::Outcome outcome;
-  kjit::CancelFlag cancel = std::make_shared<std::atomic<bool>>(false);
-};
-
 struct kjit_future : kjit::api::Handle<kjit::api::kFutureMagic> {
-  std::shared_ptr<kjit_future_state> state;
+  std::shared_ptr<kjit::CompileFuture> state;  // shared with the job on the pool
 };
 
 struct kjit_kernel : kjit::api::Handle<kjit::api::kKernelMagic> {
@@ -107,18 +97,11 @@ kjit_status guard(Fn&& fn) noexcept {
   try {
     clear_last_error();
     return fn();
-  } catch (const Error& e) {
-    set_last_error(e.message());
-    return e.status();
-  } catch (const std::bad_alloc&) {
-    set_last_error("out of host memory");
-    return KJIT_ERROR_OUT_OF_MEMORY;
-  } catch (const std::exception& e) {
-    set_last_error(std::string("internal error: ") + e.what());
-    return KJIT_ERROR_INTERNAL;
   } catch (...) {
-    set_last_error("internal error: unknown exception");
-    return KJIT_ERROR_INTERNAL;
+    std::string message;
+    const kjit_status status = status_of(std::current_exception(), &message);
+    set_last_error(std::move(message));  // a move: does not allocate
+    return status;
   }
 }
 

@@ -26,6 +26,11 @@ class Error : public std::exception {
   throw Error(status, std::move(message));
 }
 
+// The status and message of an exception as the C boundary reports it: a kjit::Error keeps
+// its own, allocation failure is KJIT_ERROR_OUT_OF_MEMORY, anything else KJIT_ERROR_INTERNAL.
+// The one mapping, used by the shims' guard() and by compiles that run on pool threads.
+kjit_status status_of(const std::exception_ptr& e, std::string* message) noexcept;
+
 // Thread-local "last error" message behind kjit_last_error().
 void set_last_error(std::string message);
 void clear_last_error();
