@@ -10,6 +10,7 @@
 #include <functional>
 #include <set>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -1191,6 +1192,179 @@ TEST(CacheTotals, SchemaVersionTwoOpenedReadOnlySaysWhy) {
   EXPECT_EQ(s.disk_state, KJIT_DISK_UNAVAILABLE);
   EXPECT_NE(std::string(s.message).find("older kjit"), std::string::npos) << s.message;
   EXPECT_EQ(compile(ro.c, kSaxpySource).tier, KJIT_TIER_COMPILED) << "never an unbound entry";
+}
+
+// The schema of a database as kjit 0.1.0 created it (schema 3): the facts (toolchains,
+// the schema's own record) in a `meta` table of their own, beside the values in `kv`.
+const char* const kRelease010Schema = R"sql(
+CREATE TABLE entries(
+  key TEXT PRIMARY KEY NOT NULL,
+  target TEXT NOT NULL,
+  kernels TEXT NOT NULL,
+  bytes INTEGER NOT NULL,
+  created INTEGER NOT NULL,
+  last_used INTEGER NOT NULL,
+  compile_ms REAL NOT NULL,
+  meta TEXT NOT NULL,
+  meta_sum BLOB NOT NULL);
+CREATE INDEX entries_lru ON entries(last_used);
+CREATE TABLE blobs(
+  key TEXT NOT NULL,
+  kind INTEGER NOT NULL,
+  sum BLOB NOT NULL,
+  data BLOB NOT NULL,
+  PRIMARY KEY(key, kind));
+CREATE TABLE totals(
+  id INTEGER PRIMARY KEY CHECK(id = 0),
+  entries INTEGER NOT NULL,
+  bytes INTEGER NOT NULL);
+INSERT INTO totals VALUES(0, 0, 0);
+CREATE TRIGGER entries_count_insert AFTER INSERT ON entries BEGIN
+  UPDATE totals SET entries = entries + 1, bytes = bytes + new.bytes WHERE id = 0;
+END;
+CREATE TRIGGER entries_count_delete AFTER DELETE ON entries BEGIN
+  UPDATE totals SET entries = entries - 1, bytes = bytes - old.bytes WHERE id = 0;
+END;
+CREATE TABLE claims(
+  key TEXT PRIMARY KEY NOT NULL,
+  owner TEXT NOT NULL,
+  started INTEGER NOT NULL,
+  failure TEXT);
+CREATE TABLE meta(
+  name TEXT PRIMARY KEY NOT NULL,
+  value TEXT NOT NULL);
+CREATE TABLE kv(
+  ns TEXT NOT NULL,
+  key TEXT NOT NULL,
+  value BLOB NOT NULL,
+  updated INTEGER NOT NULL,
+  PRIMARY KEY(ns, key));
+CREATE TABLE counters(name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);
+PRAGMA application_id=1802135924;
+PRAGMA user_version=3;
+)sql";
+
+// The record of the schema that kjit keeps to notice damage: SHA-256 over the fields of
+// sqlite_master, as kjit 0.1.0 computed it.
+std::string schema_record(const std::string& db) {
+  sqlite3* h = nullptr;
+  EXPECT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  sqlite3_stmt* s = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(h,
+                               "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master "
+                               "ORDER BY type, name",
+                               -1, &s, nullptr),
+            SQLITE_OK);
+  kjit::Sha256 sha;
+  while (sqlite3_step(s) == SQLITE_ROW) {
+    for (int i = 0; i < 4; ++i) {
+      const unsigned char* t = sqlite3_column_text(s, i);
+      sha.field(std::string(t ? reinterpret_cast<const char*>(t) : "",
+                            size_t(sqlite3_column_bytes(s, i))));
+    }
+  }
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+  return kjit::to_hex(sha.finish());
+}
+
+// A database of kjit 0.1.0 in `dir` holding the entries of the cache in `from`, a fact, a
+// value and a counter.
+void write_release_010_database(const TempDir& dir, const TempDir& from) {
+  sql(db_path(dir), kRelease010Schema);
+  sql(db_path(dir), "INSERT INTO meta VALUES('kjit:schema', '" + schema_record(db_path(dir)) +
+                        "'); INSERT INTO meta VALUES('test:fact', 'remembered'); "
+                        "INSERT INTO kv VALUES('test', 'k', x'0102', 1); "
+                        "INSERT INTO counters VALUES('compiles', 7);");
+  sql(db_path(dir), "ATTACH '" + db_path(from) + "' AS other; "
+                    "INSERT INTO entries SELECT * FROM other.entries; "
+                    "INSERT INTO blobs SELECT * FROM other.blobs;");
+}
+
+TEST(CacheTotals, Release010DatabaseIsMigratedWithItsData) {
+  TempDir from, dir;
+  Result a;
+  {
+    Cache c(from.path());
+    a = compile(c.c, kSaxpySource);
+    ASSERT_EQ(a.status, KJIT_OK);
+  }
+  write_release_010_database(dir, from);
+  LogCapture log;
+  {
+    Cache b(dir.path());
+    kjit_cache_stats s = b.stats();
+    EXPECT_EQ(s.disk_state, KJIT_DISK_OK) << s.message;
+    EXPECT_EQ(s.disk_entries, 1u) << "entries of schema 3 are kept";
+    EXPECT_EQ(s.total_compiles, 7u) << "counters are kept";
+    Result r = compile(b.c, kSaxpySource);
+    EXPECT_EQ(r.tier, KJIT_TIER_DISK);
+    EXPECT_EQ(r.cubin, a.cubin);
+  }
+  EXPECT_EQ(log.count("migrated from schema"), 0u) << "nothing was dropped to say so";
+  kjit::DiskStore store(dir.path(), true, true);
+  EXPECT_EQ(store.exec_for_text("PRAGMA user_version"),
+            std::to_string(kjit::DiskStore::kSchemaVersion) + "\n");
+  EXPECT_EQ(store.exec_for_text("SELECT count(*) FROM sqlite_master WHERE name = 'meta'"), "0\n")
+      << "one key/value table";
+  EXPECT_EQ(store.get_meta("test:fact"), std::optional<std::string>("remembered"));
+  EXPECT_EQ(store.get_value("test", "k"), std::optional<std::string>(std::string("\x01\x02", 2)));
+  EXPECT_EQ(store.get_meta("k"), std::nullopt) << "facts and values do not mix";
+  Cache again(dir.path());  // the migrated file opens as it is
+  EXPECT_EQ(again.stats().disk_state, KJIT_DISK_OK) << again.stats().message;
+  EXPECT_EQ(compile(again.c, kSaxpySource).tier, KJIT_TIER_DISK);
+}
+
+TEST(CacheTotals, Release010DatabaseIsReadWhereItIsReadOnly) {
+  TempDir from, dir;
+  {
+    Cache c(from.path());
+    ASSERT_EQ(compile(c.c, kSaxpySource).status, KJIT_OK);
+  }
+  write_release_010_database(dir, from);
+  {
+    Cache ro(dir.path(), /*read_only=*/true);
+    kjit_cache_stats s = ro.stats();
+    EXPECT_EQ(s.disk_state, KJIT_DISK_READ_ONLY) << s.message;
+    EXPECT_EQ(s.total_compiles, 7u);
+    EXPECT_EQ(compile(ro.c, kSaxpySource).tier, KJIT_TIER_DISK);
+  }
+  kjit::DiskStore store(dir.path(), true, true);
+  EXPECT_EQ(store.get_meta("test:fact"), std::optional<std::string>("remembered"));
+  EXPECT_EQ(store.get_value("test", "k"), std::optional<std::string>(std::string("\x01\x02", 2)));
+  EXPECT_EQ(store.exec_for_text("PRAGMA user_version"), "3\n") << "read-only: left as it is";
+}
+
+TEST(DiskStoreValues, ClearDropsValuesAndKeepsFacts) {
+  TempDir dir;
+  kjit::DiskStore store(dir.path(), false, true);
+  store.set_meta("fact", "1");
+  store.put_value("ns", "k", "v");
+  store.put_value("ns", "fact", "other");
+  EXPECT_EQ(store.get_meta("fact"), std::optional<std::string>("1"));
+  store.clear();
+  EXPECT_EQ(store.get_meta("fact"), std::optional<std::string>("1"));
+  EXPECT_EQ(store.get_value("ns", "k"), std::nullopt);
+  EXPECT_EQ(store.get_value("ns", "fact"), std::nullopt);
+}
+
+TEST(DiskStoreClaims, NobodyHoldsAKeyUntilItIsClaimed) {
+  TempDir dir;
+  kjit::DiskStore store(dir.path(), false, true);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const std::string key(64, 'a');
+  const std::string me = std::string(host) + "|" + std::to_string(getpid()) + "|1|test";
+  EXPECT_EQ(store.read_claim(key).state, kjit::Claim::State::None);
+  EXPECT_EQ(store.try_claim(key, me).state, kjit::Claim::State::Claimed);
+  const kjit::Claim held = store.read_claim(key);
+  EXPECT_EQ(held.state, kjit::Claim::State::Busy);
+  EXPECT_EQ(held.owner, me);
+  store.release_claim(key, me);
+  EXPECT_EQ(store.read_claim(key).state, kjit::Claim::State::None);
+  EXPECT_EQ(store.try_claim(key, me).state, kjit::Claim::State::Claimed);
+  store.fail_claim(key, me, "{}");
+  EXPECT_EQ(store.read_claim(key).state, kjit::Claim::State::Failed);
 }
 
 }  // namespace

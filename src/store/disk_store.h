@@ -11,6 +11,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "store/claims.h"
 #include "store/entry.h"
 #include "util/error.h"
 
@@ -34,29 +35,16 @@ struct EntryInfo {
   double compile_ms = 0;
 };
 
-// Outcome of trying to claim a key for compilation (single flight across processes).
-struct Claim {
-  enum class State { Claimed, Present, Busy, Failed } state = State::Busy;
-  std::string owner;    // who holds it (Busy / Failed)
-  std::string failure;  // serialized failure (Failed), as given to fail_claim()
-};
-
-// How long a recorded compile failure answers every request for its key (the key covers
-// every input, so a compile error is deterministic; transient failures are never recorded).
-constexpr int64_t kFailedClaimSeconds = 60;
-// A compiling owner renews its claim every kClaimRenewSeconds; a claim not renewed for
-// kClaimLeaseSeconds is taken over even if its process lives (it could not write: full
-// disk, or it hangs). A dead owner is noticed at once.
-constexpr int64_t kClaimRenewSeconds = 5;
-constexpr int64_t kClaimLeaseSeconds = 30;
-
-class Txn;
+struct SqliteConn;
 
 class DiskStore {
  public:
   static constexpr const char* kFileName = "kjit.db";
   // 3: checksums bound to the entry's key (entry_checksum); entries of 1 and 2 are dropped.
-  static constexpr int kSchemaVersion = 3;
+  // 4: one key/value table: the facts of `meta` moved into `kv` (namespace kMetaNamespace).
+  static constexpr int kSchemaVersion = 4;
+  // The namespace of get_meta()/set_meta() in the key/value table.
+  static constexpr const char* kMetaNamespace = "meta";
   static constexpr int kApplicationId = 0x6b6a6974;  // "kjit"
   // Pages of write-ahead log after which a commit checkpoints it (4 KiB pages).
   static constexpr int kWalCheckpointPages = 256;
@@ -89,17 +77,18 @@ class DiskStore {
   void touch(const std::string& key, int64_t last_used);
   void flush_touches();
 
-  // Single flight across processes. `owner` identifies this process and cache handle.
-  // try_claim: Present (entry stored), Claimed (by us), Busy (a live owner compiles it) or
-  // Failed (a failure recorded less than kFailedClaimSeconds ago: deliver it, don't retry).
-  // A claim whose owner died (same host: the process is gone or a zombie) or stopped
-  // renewing it for kClaimLeaseSeconds is taken over.
+  // Single flight across processes (claims.h, claims.cpp). `owner` identifies this process
+  // and cache handle. try_claim: Present (entry stored), Claimed (by us; also when the
+  // store is read-only and cannot coordinate), Busy (a live owner compiles it) or Failed (a
+  // failure recorded less than kFailedClaimSeconds ago: deliver it, don't retry). A claim
+  // whose owner died (same host: the process is gone or a zombie) or stopped renewing it
+  // for kClaimLeaseSeconds is taken over.
   Claim try_claim(const std::string& key, const std::string& owner);
   void release_claim(const std::string& key, const std::string& owner);
   void renew_claim(const std::string& key, const std::string& owner);  // the lease
   // Records a deterministic failure (a compile error) for every waiter and newcomer.
   void fail_claim(const std::string& key, const std::string& owner, const std::string& failure);
-  Claim read_claim(const std::string& key);  // Busy (with owner), Failed, or Claimed = none
+  Claim read_claim(const std::string& key);  // Busy (with owner), Failed, or None
 
   // The database file was found corrupt while open: move it (and its -wal/-shm) aside as
   // kjit.db.corrupt-<time> unless another process already replaced it, then continue with
@@ -117,11 +106,11 @@ class DiskStore {
   void add_counters(const std::vector<std::pair<std::string, int64_t>>& deltas);
   std::vector<std::pair<std::string, int64_t>> counters();
 
-  // Small key/value table for toolchain facts and other metadata.
+  // Toolchain facts and other metadata: the kMetaNamespace part of the key/value table.
   std::optional<std::string> get_meta(const std::string& name);
   void set_meta(const std::string& name, const std::string& value);
 
-  // Opaque values for other subsystems (e.g. GEMM plans), in their own table.
+  // Opaque values for other subsystems (e.g. GEMM plans), by namespace.
   std::optional<std::string> get_value(const std::string& ns, const std::string& key);
   void put_value(const std::string& ns, const std::string& key, const std::string& value);
 
@@ -129,17 +118,19 @@ class DiskStore {
   std::string exec_for_text(const std::string& sql);
 
  private:
-  friend class Txn;
-  struct Conn;
+  using Conn = SqliteConn;  // sqlite_conn.h
   struct Lease;
   Lease acquire();
   void release(Conn* c);
+  // Opens one more connection to path(); `initialise` (the first one, and after a switch
+  // of file) also sets the journal mode and checks, creates or migrates the schema.
   std::unique_ptr<Conn> open_connection(bool initialise);
   void switch_file(bool move_aside, const std::string& why, std::string* aside);
-  void initialise_schema(Conn& c);
-  std::string schema_fingerprint(Conn& c);
+  void initialise_schema(Conn& c);  // disk_schema.cpp
   uint64_t evict_locked(Conn& c, uint64_t target_bytes);
   void delete_locked(Conn& c, const std::string& key);
+  // Logs a corrupt entry, removes it unless read-only, throws KJIT_ERROR_CACHE_CORRUPT.
+  [[noreturn]] void discard_corrupt(const std::string& key, const std::string& why);
   void flush_touches_locked(Conn& c);
 
   std::string dir_, path_;
@@ -151,6 +142,8 @@ class DiskStore {
   uint64_t generation_ = 0;  // bumped when the file is switched; older connections close
   std::string identity_;     // device:inode of the file the connections use
   std::mutex switch_mu_;     // serialises quarantine()/reopen()
+  // The file has schema 3 and is read-only here: facts are read from its `meta` table.
+  std::atomic<bool> legacy_meta_{false};
   std::mutex touch_mu_;
   std::vector<std::pair<std::string, int64_t>> touches_;
 };
