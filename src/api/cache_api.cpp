@@ -37,7 +37,7 @@ kjit_cache_stats to_public(const CacheStats& c) {
   s.corrupt_entries = c.corrupt_entries;
   s.evictions = c.evictions;
   s.waits = c.waits;
-  s.compile_ms_saved = c.compile_ms_saved;
+  s.compile_ms_saved = static_cast<double>(c.compile_us_saved) / 1000.0;
   s.memory_entries = c.memory_entries;
   s.memory_bytes = c.memory_bytes;
   s.disk_entries = c.disk_entries;
@@ -55,7 +55,7 @@ kjit_cache_stats to_public(const CacheStats& c) {
   s.total_evictions = c.total_evictions;
   s.total_remote_errors = c.total_remote_errors;
   s.total_remote_timeouts = c.total_remote_timeouts;
-  s.total_compile_ms_saved = c.total_compile_ms_saved;
+  s.total_compile_ms_saved = static_cast<double>(c.total_compile_us_saved) / 1000.0;
   s.remote_state = c.remote_state;
   s.not_stored = c.not_stored;
   s.pch_created = c.pch_created;

@@ -5,11 +5,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
-#include <thread>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "kjit/cache.h"
@@ -29,28 +29,58 @@ struct CacheConfig {
   RemoteConfig remote;  // remote.url empty = no fleet tier
 };
 
-// Result of a compile as the cache sees it: OK with an entry, or a failure. A compile
-// error (KJIT_ERROR_COMPILE) still carries an entry holding only the log.
-// Counters and sizes of a cache handle (the C shim turns them into kjit_cache_stats).
-struct CacheStats {
-  int disk_state = 0;  // kjit_disk_state
-  uint64_t memory_hits = 0, disk_hits = 0, remote_hits = 0, misses = 0, compiles = 0;
-  uint64_t stores = 0, store_failures = 0, corrupt_entries = 0, evictions = 0, waits = 0;
-  double compile_ms_saved = 0;
-  uint64_t memory_entries = 0, memory_bytes = 0, disk_entries = 0, disk_bytes = 0;
-  uint64_t max_size_bytes = 0;
-  uint64_t remote_errors = 0, remote_timeouts = 0;
-  std::string message;  // why the disk tier is not OK, or ""
-  uint64_t total_memory_hits = 0, total_disk_hits = 0, total_remote_hits = 0;
-  uint64_t total_misses = 0, total_compiles = 0, total_corrupt_entries = 0;
-  uint64_t total_evictions = 0, total_remote_errors = 0, total_remote_timeouts = 0;
-  double total_compile_ms_saved = 0;
-  int remote_state = 0;  // kjit_remote_state
-  uint64_t not_stored = 0, pch_created = 0, pch_used = 0, pch_failed = 0;
-  uint64_t total_not_stored = 0, total_pch_created = 0, total_pch_used = 0;
-  uint64_t total_pch_failed = 0;
+// The usage counters of a cache handle, each also summed over every process in the
+// database under its name (the counters table). X(name) for each; compile_us_saved is in
+// microseconds. remote_errors and remote_timeouts are the remote tier's own counts.
+#define KJIT_CACHE_COUNTERS(X) \
+  X(memory_hits)               \
+  X(disk_hits)                 \
+  X(remote_hits)               \
+  X(misses)                    \
+  X(compiles)                  \
+  X(corrupt_entries)           \
+  X(evictions)                 \
+  X(remote_errors)             \
+  X(remote_timeouts)           \
+  X(compile_us_saved)          \
+  X(not_stored)                \
+  X(pch_created)               \
+  X(pch_used)                  \
+  X(pch_failed)
+
+enum class Counter : size_t {
+#define KJIT_COUNTER_ENUM(name) name,
+  KJIT_CACHE_COUNTERS(KJIT_COUNTER_ENUM)
+#undef KJIT_COUNTER_ENUM
+};
+#define KJIT_COUNTER_ONE(name) +1
+constexpr size_t kCounterCount = 0 KJIT_CACHE_COUNTERS(KJIT_COUNTER_ONE);
+#undef KJIT_COUNTER_ONE
+
+// One value per counter.
+struct Counts {
+  uint64_t v[kCounterCount] = {};
+  uint64_t& operator[](Counter c) { return v[size_t(c)]; }
+  uint64_t operator[](Counter c) const { return v[size_t(c)]; }
 };
 
+// Counters and sizes of a cache handle (the C shim turns them into kjit_cache_stats).
+struct CacheStats {
+  int disk_state = 0;    // kjit_disk_state
+  int remote_state = 0;  // kjit_remote_state
+  // This handle's count of each counter (`name`) and the total over every process
+  // (`total_name`): what the database holds plus what this handle has not added yet.
+#define KJIT_COUNTER_FIELDS(name) uint64_t name = 0, total_##name = 0;
+  KJIT_CACHE_COUNTERS(KJIT_COUNTER_FIELDS)
+#undef KJIT_COUNTER_FIELDS
+  uint64_t stores = 0, store_failures = 0, waits = 0;  // this handle only
+  uint64_t memory_entries = 0, memory_bytes = 0, disk_entries = 0, disk_bytes = 0;
+  uint64_t max_size_bytes = 0;
+  std::string message;  // why the disk tier is not OK, or ""
+};
+
+// Result of a compile as the cache sees it: OK with an entry, or a failure. A compile
+// error (KJIT_ERROR_COMPILE) still carries an entry holding only the log.
 struct Outcome {
   kjit_status status = KJIT_OK;
   std::string message;
@@ -135,8 +165,17 @@ class Cache {
   void disk_failed(const std::exception& e, const char* during);
   EntryPtr disk_get(const std::string& key, bool* corrupt = nullptr);
   bool disk_put(const Entry& e);
+  // Single flight (cache_flight.cpp): the leader's compile under a cross-process claim,
+  // a follower's wait for the leader, and the leader's hand-over of its result.
   Outcome compile_with_claim(const std::string& key, const std::function<Outcome()>& compile,
                              const std::function<bool()>& cancelled);
+  Outcome wait_for_leader(const std::string& key, Flight& flight,
+                          const std::function<Outcome()>& compile,
+                          const std::function<bool()>& cancelled);
+  void finish_flight(const std::string& key, Flight& flight, const Outcome& result);
+  Outcome wait_for_process(const std::string& key, const Claim& claim, double start,
+                           const std::function<Outcome()>& run,
+                           const std::function<bool()>& cancelled, bool* claim_again);
   std::string owner();  // this process and handle (recomputed in a forked child)
   // The database file is corrupt: move it aside and continue with a new one. False when
   // that was not possible (then the problem is reported like any other disk failure).
@@ -172,17 +211,12 @@ class Cache {
   std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;
   long flights_pid_ = 0;  // flights of a parent process have no leader in a forked child
 
-  std::atomic<uint64_t> memory_hits_{0}, disk_hits_{0}, misses_{0}, compiles_{0}, stores_{0},
-      store_failures_{0}, corrupt_{0}, evictions_{0}, waits_{0}, remote_hits_{0}, not_stored_{0},
-      pch_created_{0}, pch_used_{0}, pch_failed_{0};
-  std::atomic<uint64_t> saved_us_{0};
-
-  // Counts of this handle, and the part of them already added to the database's totals.
-  static constexpr size_t kCounters = 14;
-  struct Counts {
-    uint64_t v[kCounters] = {};
-  };
-  static const char* const kCounterNames[kCounters];
+  // Counters of this handle (remote_errors and remote_timeouts stay 0: the remote tier
+  // keeps them), and the part of them already added to the database's totals
+  // (cache_stats.cpp).
+  std::atomic<uint64_t> counts_[kCounterCount] = {};
+  std::atomic<uint64_t> stores_{0}, store_failures_{0}, waits_{0};
+  void count(Counter c, uint64_t n = 1) { counts_[size_t(c)] += n; }
   Counts current_counts();
   void flush_counters();
   std::mutex counters_mu_;
