@@ -217,10 +217,10 @@ bool epilogue_has_bias(int32_t e) {
          e == KJIT_GEMM_EPILOGUE_GELU_BIAS;
 }
 
-Problem prepare(const kjit_gemm_desc* desc, const void* A, const void* B, const void* C,
-                const void* D, const void* bias) {
-  if (!desc) invalid("desc is NULL");
-  const kjit_gemm_desc& d = *desc;
+namespace {
+
+// The fields of a request that need no other field to be checked.
+void check_fields(const kjit_gemm_desc& d) {
   check_enum(d.order, KJIT_GEMM_COL_MAJOR, KJIT_GEMM_ROW_MAJOR, "order");
   check_enum(d.trans_a, KJIT_GEMM_OP_N, KJIT_GEMM_OP_T, "trans_a");
   check_enum(d.trans_b, KJIT_GEMM_OP_N, KJIT_GEMM_OP_T, "trans_b");
@@ -237,40 +237,53 @@ Problem prepare(const kjit_gemm_desc* desc, const void* A, const void* B, const 
   check_enum(d.compute, KJIT_GEMM_COMPUTE_DEFAULT, KJIT_GEMM_COMPUTE_F32_FAST_BF16, "compute");
   check_enum(d.epilogue, KJIT_GEMM_EPILOGUE_NONE, KJIT_GEMM_EPILOGUE_GELU_BIAS, "epilogue");
   if (d.reserved0 != 0) invalid("desc->reserved0 must be 0");
+}
 
-  Problem p;
-  const int32_t at = d.a_type;
-  const int32_t bt = d.b_type ? d.b_type : at;
-  int32_t dt = d.d_type;
-  if (!dt) {
-    if (is_fp8(at) || is_fp8(bt))
+// The types of a request with every default resolved.
+struct Types {
+  int32_t a = 0, b = 0, c = 0, d = 0, compute = 0;
+  int32_t bias = 0;  // 0 when the epilogue has no bias
+};
+
+Types resolve_types(const kjit_gemm_desc& d) {
+  Types t;
+  t.a = d.a_type;
+  t.b = d.b_type ? d.b_type : t.a;
+  t.d = d.d_type;
+  if (!t.d) {
+    if (is_fp8(t.a) || is_fp8(t.b))
       invalid("desc->d_type must be set when A or B is fp8 (bf16, f16, f32 or fp8)");
-    dt = at;
+    t.d = t.a;
   }
-  int32_t ct = d.c_type;
-  if (!ct) {
-    if (is_fp8(dt)) invalid("desc->c_type must be set when D is fp8 (bf16 or f16)");
-    ct = dt;
+  t.c = d.c_type;
+  if (!t.c) {
+    if (is_fp8(t.d)) invalid("desc->c_type must be set when D is fp8 (bf16 or f16)");
+    t.c = t.d;
   }
-  const int32_t compute = d.compute ? d.compute
-                                    : (at == KJIT_GEMM_F64 ? int32_t(KJIT_GEMM_COMPUTE_F64)
-                                                           : int32_t(KJIT_GEMM_COMPUTE_F32));
-  check_types(at, bt, ct, dt, compute);
-
-  const bool has_bias = epilogue_has_bias(d.epilogue);
-  int32_t biast = 0;
-  if (has_bias) {
-    biast = d.bias_type;
-    if (!biast) {
-      if (is_fp8(at)) biast = is_half(ct) ? ct : int32_t(KJIT_GEMM_BF16);
-      else biast = dt;
+  t.compute = d.compute ? d.compute
+                        : (t.a == KJIT_GEMM_F64 ? int32_t(KJIT_GEMM_COMPUTE_F64)
+                                                : int32_t(KJIT_GEMM_COMPUTE_F32));
+  check_types(t.a, t.b, t.c, t.d, t.compute);
+  if (epilogue_has_bias(d.epilogue)) {
+    t.bias = d.bias_type;
+    if (!t.bias) {
+      if (is_fp8(t.a)) t.bias = is_half(t.c) ? t.c : int32_t(KJIT_GEMM_BF16);
+      else t.bias = t.d;
     }
-    if (is_fp8(biast))
-      unsupported(std::string("bias_type ") + dtype_name(biast) + " is not supported (bias "
+    if (is_fp8(t.bias))
+      unsupported(std::string("bias_type ") + dtype_name(t.bias) + " is not supported (bias "
                   "vectors are f16, bf16, f32 or f64)");
   }
+  return t;
+}
 
-  // Sizes, in the caller's terms.
+// How each matrix and the bias are laid out, checked against the sizes.
+struct Layout {
+  Stored a, b, c, d;
+  int64_t stride_bias = 0;
+};
+
+Layout check_sizes(const kjit_gemm_desc& d, const Types& t) {
   if (d.batch_count < 1)
     invalid("desc->batch_count must be >= 1 (got " + std::to_string(d.batch_count) + ")");
   if (d.batch_count > kMaxDim)
@@ -278,35 +291,41 @@ Problem prepare(const kjit_gemm_desc* desc, const void* A, const void* B, const 
   const bool row = d.order == KJIT_GEMM_ROW_MAJOR;
   const bool ta = d.trans_a == KJIT_GEMM_OP_T, tb = d.trans_b == KJIT_GEMM_OP_T;
   const int64_t batch = d.batch_count;
-  const Stored sa = check_matrix('a', row, ta ? d.k : d.m, ta ? d.m : d.k, d.lda, d.stride_a,
-                                 batch, dtype_size(at), false);
-  const Stored sb = check_matrix('b', row, tb ? d.n : d.k, tb ? d.k : d.n, d.ldb, d.stride_b,
-                                 batch, dtype_size(bt), false);
-  Stored sc = check_matrix('c', row, d.m, d.n, d.ldc, d.stride_c, batch, dtype_size(ct), false);
-  const Stored sd = check_matrix('d', row, d.m, d.n, d.ldd, d.stride_d, batch, dtype_size(dt),
-                                 true);
-  int64_t stride_bias = 0;
-  if (has_bias && batch > 1) {
+  Layout l;
+  l.a = check_matrix('a', row, ta ? d.k : d.m, ta ? d.m : d.k, d.lda, d.stride_a, batch,
+                     dtype_size(t.a), false);
+  l.b = check_matrix('b', row, tb ? d.n : d.k, tb ? d.k : d.n, d.ldb, d.stride_b, batch,
+                     dtype_size(t.b), false);
+  l.c = check_matrix('c', row, d.m, d.n, d.ldc, d.stride_c, batch, dtype_size(t.c), false);
+  l.d = check_matrix('d', row, d.m, d.n, d.ldd, d.stride_d, batch, dtype_size(t.d), true);
+  if (t.bias && batch > 1) {
     if (d.stride_bias < 0)
       invalid("desc->stride_bias must be >= 0 (got " + std::to_string(d.stride_bias) + ")");
-    stride_bias = d.stride_bias;
+    l.stride_bias = d.stride_bias;
     int64_t span = 0;
-    if (!mul_add(batch - 1, stride_bias, row ? d.n : d.m, &span))
+    if (!mul_add(batch - 1, l.stride_bias, row ? d.n : d.m, &span))
       invalid("sizes of bias overflow");
   }
+  return l;
+}
 
-  // Pointers.
+// Checks the buffers. Returns the buffer cuBLASLt reads as C (D in some cases, below, and
+// then *layout's C is D's).
+const void* check_pointers(const kjit_gemm_desc& d, const Types& t, const void* A,
+                           const void* B, const void* C, const void* D, const void* bias,
+                           Layout* layout) {
   if (!A) invalid("A is NULL");
   if (!B) invalid("B is NULL");
   if (!D) invalid("D is NULL");
-  check_aligned(A, dtype_size(at), "A", dtype_name(at));
-  check_aligned(B, dtype_size(bt), "B", dtype_name(bt));
-  check_aligned(D, dtype_size(dt), "D", dtype_name(dt));
+  check_aligned(A, dtype_size(t.a), "A", dtype_name(t.a));
+  check_aligned(B, dtype_size(t.b), "B", dtype_name(t.b));
+  check_aligned(D, dtype_size(t.d), "D", dtype_name(t.d));
   if (!C) {
     if (d.beta != 0.0) invalid("C is NULL but desc->beta is not 0");
   } else {
-    check_aligned(C, dtype_size(ct), "C", dtype_name(ct));
-    if (C == D && (ct != dt || sc.ld != sd.ld || sc.stride != sd.stride))
+    check_aligned(C, dtype_size(t.c), "C", dtype_name(t.c));
+    if (C == D && (t.c != t.d || layout->c.ld != layout->d.ld ||
+                   layout->c.stride != layout->d.stride))
       invalid("C and D are the same buffer but their type, leading dimension or batch stride "
               "differ");
   }
@@ -314,19 +333,20 @@ Problem prepare(const kjit_gemm_desc* desc, const void* A, const void* B, const 
   // always when C is NULL, and for fp8, whose kernels are run in place by their main users
   // (PyTorch, Transformer Engine), also when C was given. cuBLASLt accepts C == D only
   // when both descriptors agree, so this needs C's type to be D's type.
-  if (!C || (d.beta == 0.0 && ct == dt && (is_fp8(at) || is_fp8(bt)))) {
-    if (ct != dt) {
-      invalid(std::string("C is NULL but its type (") + dtype_name(ct) + ") differs from D's (" +
-              dtype_name(dt) + "); cuBLASLt then needs a real C buffer of that type");
+  if (!C || (d.beta == 0.0 && t.c == t.d && (is_fp8(t.a) || is_fp8(t.b)))) {
+    if (t.c != t.d) {
+      invalid(std::string("C is NULL but its type (") + dtype_name(t.c) +
+              ") differs from D's (" + dtype_name(t.d) +
+              "); cuBLASLt then needs a real C buffer of that type");
     }
     C = D;
-    sc = sd;
+    layout->c = layout->d;
   }
-  if (has_bias) {
+  if (t.bias) {
     if (!bias)
       invalid(std::string("bias is NULL but the epilogue (") + epilogue_name(d.epilogue) +
               ") adds a bias");
-    check_aligned(bias, dtype_size(biast), "bias", dtype_name(biast));
+    check_aligned(bias, dtype_size(t.bias), "bias", dtype_name(t.bias));
   } else if (bias) {
     invalid(std::string("bias is given but the epilogue (") + epilogue_name(d.epilogue) +
             ") has none");
@@ -336,9 +356,9 @@ Problem prepare(const kjit_gemm_desc* desc, const void* A, const void* B, const 
     int32_t type;
     const char* name;
     const char* matrix;
-  } scales[] = {{d.a_scale, at, "desc->a_scale", "A"},
-                {d.b_scale, bt, "desc->b_scale", "B"},
-                {d.d_scale, dt, "desc->d_scale", "D"}};
+  } scales[] = {{d.a_scale, t.a, "desc->a_scale", "A"},
+                {d.b_scale, t.b, "desc->b_scale", "B"},
+                {d.d_scale, t.d, "desc->d_scale", "D"}};
   for (const auto& s : scales) {
     if (!s.ptr) continue;
     if (!is_fp8(s.type))
@@ -346,60 +366,71 @@ Problem prepare(const kjit_gemm_desc* desc, const void* A, const void* B, const 
               ": scales apply to fp8 matrices only");
     check_aligned(s.ptr, 4, s.name, "a float scale");
   }
+  return C;
+}
+
+// One input operand of the product as the caller gave it.
+struct Operand {
+  int32_t op;
+  int64_t dim;  // its side of D: m for A, n for B
+  const void* ptr;
+  int32_t type;
+  Stored stored;
+  const void* scale;
+};
+
+}  // namespace
+
+Problem prepare(const kjit_gemm_desc* desc, const void* A, const void* B, const void* C,
+                const void* D, const void* bias) {
+  if (!desc) invalid("desc is NULL");
+  const kjit_gemm_desc& d = *desc;
+  check_fields(d);
+  const Types t = resolve_types(d);
+  Layout l = check_sizes(d, t);
+  C = check_pointers(d, t, A, B, C, D, bias, &l);
 
   // The column-major problem.
+  Problem p;
   p.alpha = d.alpha;
   p.beta = d.beta;
-  p.compute = compute;
+  p.compute = t.compute;
   p.epilogue = d.epilogue;
-  p.bias_type = biast;
+  p.bias_type = t.bias;
   p.bias = bias;
-  p.stride_bias = stride_bias;
-  p.batch = batch;
+  p.stride_bias = l.stride_bias;
+  p.batch = d.batch_count;
   p.c = C;
   p.d = const_cast<void*>(D);
-  p.c_type = ct;
-  p.d_type = dt;
-  p.ldc = sc.ld;
-  p.ldd = sd.ld;
-  p.stride_c = sc.stride;
-  p.stride_d = sd.stride;
+  p.c_type = t.c;
+  p.d_type = t.d;
+  p.ldc = l.c.ld;
+  p.ldd = l.d.ld;
+  p.stride_c = l.c.stride;
+  p.stride_d = l.d.stride;
   p.d_scale = d.d_scale;
   p.k = d.k;
-  if (!row) {
-    p.op_a = d.trans_a;
-    p.op_b = d.trans_b;
-    p.m = d.m;
-    p.n = d.n;
-    p.a = A;
-    p.b = B;
-    p.a_type = at;
-    p.b_type = bt;
-    p.lda = sa.ld;
-    p.ldb = sb.ld;
-    p.stride_a = sa.stride;
-    p.stride_b = sb.stride;
-    p.a_scale = d.a_scale;
-    p.b_scale = d.b_scale;
-  } else {
-    // Row-major D (m x n) is column-major D^T (n x m) = op(B)^T op(A)^T: the row-major
-    // B read column-major is B^T, so B becomes the first operand with B's transpose flag.
-    p.swapped = true;
-    p.op_a = d.trans_b;
-    p.op_b = d.trans_a;
-    p.m = d.n;
-    p.n = d.m;
-    p.a = B;
-    p.b = A;
-    p.a_type = bt;
-    p.b_type = at;
-    p.lda = sb.ld;
-    p.ldb = sa.ld;
-    p.stride_a = sb.stride;
-    p.stride_b = sa.stride;
-    p.a_scale = d.b_scale;
-    p.b_scale = d.a_scale;
-  }
+  // Row-major D (m x n) is column-major D^T (n x m) = op(B)^T op(A)^T: the row-major B
+  // read column-major is B^T, so B becomes the first operand with B's transpose flag.
+  p.swapped = d.order == KJIT_GEMM_ROW_MAJOR;
+  const Operand a{d.trans_a, d.m, A, t.a, l.a, d.a_scale};
+  const Operand b{d.trans_b, d.n, B, t.b, l.b, d.b_scale};
+  const Operand& first = p.swapped ? b : a;
+  const Operand& second = p.swapped ? a : b;
+  p.op_a = first.op;
+  p.op_b = second.op;
+  p.m = first.dim;
+  p.n = second.dim;
+  p.a = first.ptr;
+  p.b = second.ptr;
+  p.a_type = first.type;
+  p.b_type = second.type;
+  p.lda = first.stored.ld;
+  p.ldb = second.stored.ld;
+  p.stride_a = first.stored.stride;
+  p.stride_b = second.stored.stride;
+  p.a_scale = first.scale;
+  p.b_scale = second.scale;
   return p;
 }
 

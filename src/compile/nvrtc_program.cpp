@@ -162,6 +162,59 @@ Outcome name_not_found(const std::string& message, const std::string& key,
   return Outcome{KJIT_ERROR_NAME_NOT_FOUND, message, entry, KJIT_TIER_COMPILED};
 }
 
+// The outcome of an nvrtcCompileProgram that did not succeed (`r`), its log in *entry.
+Outcome failed_compile(nvrtcResult r, const CompileOptions& opts, const NormalisedOptions& norm,
+                       const std::string& key, const std::shared_ptr<Entry>& entry,
+                       int pch_outcome) {
+  if (r == NVRTC_ERROR_COMPILATION) {
+    // A name expression that names nothing is reported by NVRTC as compile errors in a
+    // synthesised file "__nv_name_map": the log says instead which expression failed and
+    // why; when those are the only errors, the status says so too.
+    if (!opts.name_expressions.empty()) {
+      const NameMapReport names = explain_name_map(entry->log, opts.name_expressions, opts.name);
+      if (!names.failed.empty()) {
+        entry->log = names.log;
+        if (names.program_errors == 0) {
+          Outcome o{KJIT_ERROR_NAME_NOT_FOUND, name_map_summary(names, opts.name), entry,
+                    KJIT_TIER_COMPILED};
+          o.pch = pch_outcome;
+          return o;
+        }
+      } else if (only_name_map_errors(entry->log)) {
+        Outcome o = name_not_found(
+            "a name expression names nothing in '" + opts.name + "': " + head(entry->log, 2), key,
+            entry->log, "");
+        o.pch = pch_outcome;
+        return o;
+      }
+    }
+    const std::string hint = std_library_hint(entry->log);
+    if (!hint.empty()) entry->log += "kjit: note: " + hint + "\n";
+    Outcome failed{KJIT_ERROR_COMPILE,
+                   "compilation of '" + opts.name + "' for " + norm.target +
+                       " failed: " + head(entry->log, 4) + (hint.empty() ? "" : " (" + hint + ")"),
+                   entry, KJIT_TIER_COMPILED};
+    failed.pch = pch_outcome;
+    return failed;
+  }
+  if (r == NVRTC_ERROR_INVALID_OPTION) {
+    return Outcome{KJIT_ERROR_INVALID_OPTION,
+                   "NVRTC rejected an option for '" + opts.name +
+                       "': " + nvrtc().nvrtcGetErrorString(r) +
+                       (entry->log.empty() ? "" : ": " + head(entry->log, 4)),
+                   nullptr, KJIT_TIER_COMPILED};
+  }
+  if (r == NVRTC_ERROR_CANCELLED) {
+    return Outcome{KJIT_ERROR_CANCELLED, "compilation of '" + opts.name + "' was cancelled",
+                   nullptr, KJIT_TIER_COMPILED};
+  }
+  return Outcome{KJIT_ERROR_NVRTC,
+                 "nvrtcCompileProgram failed for '" + opts.name +
+                     "': " + nvrtc().nvrtcGetErrorString(r) +
+                     (entry->log.empty() ? "" : ": " + head(entry->log, 4)),
+                 nullptr, KJIT_TIER_COMPILED};
+}
+
 }  // namespace
 
 Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
@@ -254,55 +307,7 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
     }
   }
 
-  if (r == NVRTC_ERROR_COMPILATION) {
-    // A name expression that names nothing is reported by NVRTC as compile errors in a
-    // synthesised file "__nv_name_map": the log says instead which expression failed and
-    // why; when those are the only errors, the status says so too.
-    if (!opts.name_expressions.empty()) {
-      const NameMapReport names = explain_name_map(entry->log, opts.name_expressions, opts.name);
-      if (!names.failed.empty()) {
-        entry->log = names.log;
-        if (names.program_errors == 0) {
-          Outcome o{KJIT_ERROR_NAME_NOT_FOUND, name_map_summary(names, opts.name), entry,
-                    KJIT_TIER_COMPILED};
-          o.pch = pch_outcome;
-          return o;
-        }
-      } else if (only_name_map_errors(entry->log)) {
-        Outcome o = name_not_found(
-            "a name expression names nothing in '" + opts.name + "': " + head(entry->log, 2), key,
-            entry->log, "");
-        o.pch = pch_outcome;
-        return o;
-      }
-    }
-    const std::string hint = std_library_hint(entry->log);
-    if (!hint.empty()) entry->log += "kjit: note: " + hint + "\n";
-    Outcome failed{KJIT_ERROR_COMPILE,
-                   "compilation of '" + opts.name + "' for " + norm.target +
-                       " failed: " + head(entry->log, 4) + (hint.empty() ? "" : " (" + hint + ")"),
-                   entry, KJIT_TIER_COMPILED};
-    failed.pch = pch_outcome;
-    return failed;
-  }
-  if (r == NVRTC_ERROR_INVALID_OPTION) {
-    return Outcome{KJIT_ERROR_INVALID_OPTION,
-                   "NVRTC rejected an option for '" + opts.name +
-                       "': " + nvrtc().nvrtcGetErrorString(r) +
-                       (entry->log.empty() ? "" : ": " + head(entry->log, 4)),
-                   nullptr, KJIT_TIER_COMPILED};
-  }
-  if (r == NVRTC_ERROR_CANCELLED) {
-    return Outcome{KJIT_ERROR_CANCELLED, "compilation of '" + opts.name + "' was cancelled",
-                   nullptr, KJIT_TIER_COMPILED};
-  }
-  if (r != NVRTC_SUCCESS) {
-    return Outcome{KJIT_ERROR_NVRTC,
-                   "nvrtcCompileProgram failed for '" + opts.name +
-                       "': " + nvrtc().nvrtcGetErrorString(r) +
-                       (entry->log.empty() ? "" : ": " + head(entry->log, 4)),
-                   nullptr, KJIT_TIER_COMPILED};
-  }
+  if (r != NVRTC_SUCCESS) return failed_compile(r, opts, norm, key, entry, pch_outcome);
 
   if (norm.outputs & KJIT_OUTPUT_LTOIR) {
     entry->ltoir = fetch(prog.get(), nvrtc().nvrtcGetLTOIRSize, nvrtc().nvrtcGetLTOIR, "LTO-IR");
