@@ -1,0 +1,13 @@
+# No function of src/ is longer than 150 lines (tools/check_function_length.py); the
+# functions listed in tools/function_length_allow.txt are still being split.
+find_program(KJIT_PYTHON3 python3)
+if(KJIT_PYTHON3)
+  add_test(NAME function_length
+    COMMAND ${KJIT_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/check_function_length.py
+      --root ${PROJECT_SOURCE_DIR} --limit 150
+      --allow ${PROJECT_SOURCE_DIR}/tools/function_length_allow.txt src)
+  set_tests_properties(function_length PROPERTIES LABELS lint)
+  add_test(NAME function_length_checker
+    COMMAND ${KJIT_PYTHON3} ${PROJECT_SOURCE_DIR}/tests/lint/test_function_length.py)
+  set_tests_properties(function_length_checker PROPERTIES LABELS lint)
+endif()
