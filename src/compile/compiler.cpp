@@ -27,6 +27,17 @@
 namespace kjit {
 namespace {
 
+// The compile's outcome as the cache's single flight carries it, and back.
+FlightResult to_flight(Outcome o) {
+  return FlightResult{o.status,    std::move(o.message), std::move(o.entry), o.tier,
+                      o.cacheable, o.remember_failure,   o.pch};
+}
+
+Outcome from_flight(FlightResult r) {
+  return Outcome{r.status,    std::move(r.message), std::move(r.entry), r.tier,
+                 r.cacheable, r.remember_failure,   r.pch};
+}
+
 // Length-prefixed, versioned encoding of everything that affects the output.
 std::string compute_key(const std::string& source, const CompileOptions& opts,
                         const NormalisedOptions& norm, const std::string& toolchain,
@@ -332,7 +343,8 @@ Outcome Compiler::compile(std::string_view source_bytes, const CompileOptions& o
   if (!cache_) return run();
   std::function<bool()> cancelled;  // also ends a wait for another process's compile
   if (cancel) cancelled = [&cancel] { return cancel->load(std::memory_order_relaxed); };
-  Outcome o = cache_->get_or_compile(key, run, cancelled);
+  Outcome o =
+      from_flight(cache_->get_or_compile(key, [&] { return to_flight(run()); }, cancelled));
   if (o.status == KJIT_OK && o.entry && o.cacheable) memo_.remember(source, opts, key, scan);
   return o;
 }

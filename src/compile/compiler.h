@@ -13,6 +13,7 @@
 #include "compile/include_scan.h"
 #include "compile/key_memo.h"
 #include "compile/options.h"
+#include "compile/outcome.h"
 #include "compile/worker_client.h"
 #include "store/cache.h"
 

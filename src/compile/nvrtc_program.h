@@ -6,7 +6,7 @@
 #include "compile/compiler.h"
 #include "compile/options.h"
 #include "compile/pch.h"
-#include "store/cache.h"
+#include "compile/outcome.h"
 
 namespace kjit {
 

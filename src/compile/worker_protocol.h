@@ -12,11 +12,12 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "compile/file_audit.h"
-#include "store/cache.h"
+#include "compile/outcome.h"
 
 namespace kjit::worker {
 

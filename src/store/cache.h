@@ -79,9 +79,10 @@ struct CacheStats {
   std::string message;  // why the disk tier is not OK, or ""
 };
 
-// Result of a compile as the cache sees it: OK with an entry, or a failure. A compile
-// error (KJIT_ERROR_COMPILE) still carries an entry holding only the log.
-struct Outcome {
+// What the compile run under single flight (get_or_compile) produced, as the cache needs
+// it: OK with an entry, or a failure. A compile error (KJIT_ERROR_COMPILE) still carries an
+// entry holding only the log. (The compiler's own result type is compile/outcome.h.)
+struct FlightResult {
   kjit_status status = KJIT_OK;
   std::string message;
   EntryPtr entry;
@@ -118,8 +119,8 @@ class Cache {
   // compiles itself. A waiter gives up with KJIT_ERROR_CANCELLED when `cancelled` (may be
   // empty) returns true; a process that died mid-compile is taken over within a poll
   // interval (at most 50 ms) of its death.
-  Outcome get_or_compile(const std::string& key, const std::function<Outcome()>& compile,
-                         const std::function<bool()>& cancelled = {});
+  FlightResult get_or_compile(const std::string& key, const std::function<FlightResult()>& compile,
+                              const std::function<bool()>& cancelled = {});
 
   // Raw insert/remove for tools. insert() throws on failure.
   void insert(const Entry& e);
@@ -158,7 +159,7 @@ class Cache {
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;
-    Outcome outcome;
+    FlightResult outcome;
   };
 
   void open_disk();
@@ -167,15 +168,16 @@ class Cache {
   bool disk_put(const Entry& e);
   // Single flight (cache_flight.cpp): the leader's compile under a cross-process claim,
   // a follower's wait for the leader, and the leader's hand-over of its result.
-  Outcome compile_with_claim(const std::string& key, const std::function<Outcome()>& compile,
-                             const std::function<bool()>& cancelled);
-  Outcome wait_for_leader(const std::string& key, Flight& flight,
-                          const std::function<Outcome()>& compile,
-                          const std::function<bool()>& cancelled);
-  void finish_flight(const std::string& key, Flight& flight, const Outcome& result);
-  Outcome wait_for_process(const std::string& key, const Claim& claim, double start,
-                           const std::function<Outcome()>& run,
-                           const std::function<bool()>& cancelled, bool* claim_again);
+  FlightResult compile_with_claim(const std::string& key,
+                                  const std::function<FlightResult()>& compile,
+                                  const std::function<bool()>& cancelled);
+  FlightResult wait_for_leader(const std::string& key, Flight& flight,
+                               const std::function<FlightResult()>& compile,
+                               const std::function<bool()>& cancelled);
+  void finish_flight(const std::string& key, Flight& flight, const FlightResult& result);
+  FlightResult wait_for_process(const std::string& key, const Claim& claim, double start,
+                                const std::function<FlightResult()>& run,
+                                const std::function<bool()>& cancelled, bool* claim_again);
   std::string owner();  // this process and handle (recomputed in a forked child)
   // The database file is corrupt: move it aside and continue with a new one. False when
   // that was not possible (then the problem is reported like any other disk failure).

@@ -16,7 +16,7 @@ namespace {
 // How long a process waits for another process's compile before compiling itself.
 constexpr double kMaxClaimWaitMs = 15 * 60 * 1000.0;
 
-std::string serialize_failure(const Outcome& o) {
+std::string serialize_failure(const FlightResult& o) {
   cJSON* j = cJSON_CreateObject();
   cJSON_AddNumberToObject(j, "status", o.status);
   cJSON_AddStringToObject(j, "message", o.message.c_str());
@@ -28,8 +28,8 @@ std::string serialize_failure(const Outcome& o) {
   return out;
 }
 
-Outcome parse_failure(const std::string& text) {
-  Outcome o;
+FlightResult parse_failure(const std::string& text) {
+  FlightResult o;
   o.status = KJIT_ERROR_COMPILE;
   o.message = "compile failed in another process";
   cJSON* j = cJSON_Parse(text.c_str());
@@ -89,18 +89,19 @@ class LeaseKeeper {
   std::thread thread_;  // last: starts after the members it uses
 };
 
-Outcome cancelled_outcome(const std::string& key) {
-  return Outcome{KJIT_ERROR_CANCELLED,
-                 "cancelled while waiting for another compile of " + key + " to finish", nullptr,
-                 KJIT_TIER_COMPILED};
+FlightResult cancelled_outcome(const std::string& key) {
+  return FlightResult{KJIT_ERROR_CANCELLED,
+                      "cancelled while waiting for another compile of " + key + " to finish",
+                      nullptr, KJIT_TIER_COMPILED};
 }
 
 }  // namespace
 
-Outcome Cache::get_or_compile(const std::string& key, const std::function<Outcome()>& compile,
-                              const std::function<bool()>& cancelled) {
+FlightResult Cache::get_or_compile(const std::string& key,
+                                   const std::function<FlightResult()>& compile,
+                                   const std::function<bool()>& cancelled) {
   kjit_tier tier;
-  if (EntryPtr e = lookup(key, &tier)) return Outcome{KJIT_OK, "", e, tier};
+  if (EntryPtr e = lookup(key, &tier)) return FlightResult{KJIT_OK, "", e, tier};
 
   std::shared_ptr<Flight> flight;
   bool leader = false;
@@ -122,11 +123,11 @@ Outcome Cache::get_or_compile(const std::string& key, const std::function<Outcom
   }
   if (!leader) return wait_for_leader(key, *flight, compile, cancelled);
 
-  Outcome result;
+  FlightResult result;
   try {
     result = compile_with_claim(key, compile, cancelled);
   } catch (...) {
-    Outcome failed;
+    FlightResult failed;
     failed.status = KJIT_ERROR_INTERNAL;
     failed.message = "the compiling thread failed";
     finish_flight(key, *flight, failed);
@@ -136,7 +137,7 @@ Outcome Cache::get_or_compile(const std::string& key, const std::function<Outcom
   return result;
 }
 
-void Cache::finish_flight(const std::string& key, Flight& flight, const Outcome& result) {
+void Cache::finish_flight(const std::string& key, Flight& flight, const FlightResult& result) {
   std::lock_guard<std::mutex> lock(flights_mu_);
   {
     std::lock_guard<std::mutex> fl(flight.mu);
@@ -147,11 +148,11 @@ void Cache::finish_flight(const std::string& key, Flight& flight, const Outcome&
   flights_.erase(key);
 }
 
-Outcome Cache::wait_for_leader(const std::string& key, Flight& flight,
-                               const std::function<Outcome()>& compile,
-                               const std::function<bool()>& cancelled) {
+FlightResult Cache::wait_for_leader(const std::string& key, Flight& flight,
+                                    const std::function<FlightResult()>& compile,
+                                    const std::function<bool()>& cancelled) {
   waits_++;
-  Outcome o;
+  FlightResult o;
   {
     std::unique_lock<std::mutex> lock(flight.mu);
     while (!flight.done) {
@@ -171,13 +172,14 @@ Outcome Cache::wait_for_leader(const std::string& key, Flight& flight,
   return get_or_compile(key, compile, cancelled);
 }
 
-Outcome Cache::compile_with_claim(const std::string& key, const std::function<Outcome()>& compile,
-                                  const std::function<bool()>& cancelled) {
+FlightResult Cache::compile_with_claim(const std::string& key,
+                                       const std::function<FlightResult()>& compile,
+                                       const std::function<bool()>& cancelled) {
   bool stored = false;  // a stored entry also releases the claim, in the same transaction
-  const std::function<Outcome()> run = [&]() {
+  const std::function<FlightResult()> run = [&]() {
     count(Counter::misses);
     count(Counter::compiles);
-    Outcome o = compile();
+    FlightResult o = compile();
     if (o.pch == 1) count(Counter::pch_created);
     if (o.pch == 2) count(Counter::pch_used);
     if (o.pch == 3) count(Counter::pch_failed);
@@ -212,14 +214,14 @@ Outcome Cache::compile_with_claim(const std::string& key, const std::function<Ou
     if (claim.state == Claim::State::Present) {
       if (EntryPtr e = disk_get(key)) {
         remember(e, KJIT_TIER_DISK);
-        return Outcome{KJIT_OK, "", e, KJIT_TIER_DISK};
+        return FlightResult{KJIT_OK, "", e, KJIT_TIER_DISK};
       }
       if (++unreadable >= 3) return run();
       continue;  // evicted or corrupt in between: claim again
     }
     if (claim.state == Claim::State::Failed) return parse_failure(claim.failure);
     if (claim.state == Claim::State::Claimed) {
-      Outcome o;
+      FlightResult o;
       try {
         LeaseKeeper lease(disk_.get(), key, me);
         o = run();
@@ -247,16 +249,16 @@ Outcome Cache::compile_with_claim(const std::string& key, const std::function<Ou
       waits_++;
     }
     bool claim_again = false;
-    Outcome o = wait_for_process(key, claim, start, run, cancelled, &claim_again);
+    FlightResult o = wait_for_process(key, claim, start, run, cancelled, &claim_again);
     if (!claim_again) return o;
   }
 }
 
 // Another live process is compiling this key: wait for its entry or its failure; ask to
 // claim again (*claim_again) when its claim goes away (released, or its owner died).
-Outcome Cache::wait_for_process(const std::string& key, const Claim& claim, double start,
-                                const std::function<Outcome()>& run,
-                                const std::function<bool()>& cancelled, bool* claim_again) {
+FlightResult Cache::wait_for_process(const std::string& key, const Claim& claim, double start,
+                                     const std::function<FlightResult()>& run,
+                                     const std::function<bool()>& cancelled, bool* claim_again) {
   double sleep_ms = 2;
   for (;;) {
     if (cancelled && cancelled()) return cancelled_outcome(key);
@@ -268,7 +270,7 @@ Outcome Cache::wait_for_process(const std::string& key, const Claim& claim, doub
     sleep_ms = std::min(sleep_ms * 1.5, 50.0);
     if (EntryPtr e = disk_get(key)) {
       remember(e, KJIT_TIER_DISK);
-      return Outcome{KJIT_OK, "", e, KJIT_TIER_DISK};
+      return FlightResult{KJIT_OK, "", e, KJIT_TIER_DISK};
     }
     Claim now;
     try {
@@ -280,7 +282,7 @@ Outcome Cache::wait_for_process(const std::string& key, const Claim& claim, doub
     if (now.state == Claim::State::Failed) return parse_failure(now.failure);
     if (now.state != Claim::State::Busy || now.owner != claim.owner) {
       *claim_again = true;
-      return Outcome{};
+      return FlightResult{};
     }
   }
 }

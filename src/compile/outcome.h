@@ -1,0 +1,27 @@
+// The result of a compile: OK with an entry, or a failure. A compile error
+// (KJIT_ERROR_COMPILE) still carries an entry holding only the log.
+#pragma once
+
+#include <string>
+
+#include "kjit/compile.h"
+#include "store/entry.h"
+
+namespace kjit {
+
+struct Outcome {
+  kjit_status status = KJIT_OK;
+  std::string message;
+  EntryPtr entry;
+  kjit_tier tier = KJIT_TIER_COMPILED;
+  // False when the compile read a file that the key does not cover: the result is handed
+  // to the caller (and to threads waiting on the same compile) but never stored or shared.
+  bool cacheable = true;
+  // A failure that is not a compile error but must be answered like one for a while (the
+  // compiler crashed on this input): recorded for every waiter and newcomer.
+  bool remember_failure = false;
+  // Precompiled headers in this compile: 0 none, 1 created, 2 used, 3 failed (PchOutcome).
+  int pch = 0;
+};
+
+}  // namespace kjit
