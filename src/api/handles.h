@@ -83,13 +83,6 @@ namespace kjit::api {
 // Wraps an outcome's entry in a new binary handle.
 kjit_binary* make_binary(const Outcome& o);
 
-// Whether the caller gets a binary for this outcome: on success, and for the failures whose
-// binary holds the log (compile errors, name expressions that name nothing).
-inline bool delivers_binary(const Outcome& o) {
-  return o.status == KJIT_OK ||
-         ((o.status == KJIT_ERROR_COMPILE || o.status == KJIT_ERROR_NAME_NOT_FOUND) && o.entry);
-}
-
 // Runs `fn`, mapping exceptions to statuses and recording kjit_last_error(). Every
 // entry point goes through this so no exception crosses the C boundary.
 template <typename Fn>

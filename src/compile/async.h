@@ -13,10 +13,11 @@
 
 namespace kjit {
 
-// True when an outcome comes with a binary for the caller: a success, or a compile error
-// (whose entry holds the log).
+// Whether the caller gets a binary for this outcome: on success, and for the failures whose
+// binary holds the log (compile errors, name expressions that name nothing).
 inline bool delivers_binary(const Outcome& o) {
-  return o.status == KJIT_OK || (o.status == KJIT_ERROR_COMPILE && o.entry);
+  return o.status == KJIT_OK ||
+         ((o.status == KJIT_ERROR_COMPILE || o.status == KJIT_ERROR_NAME_NOT_FOUND) && o.entry);
 }
 
 // Compiler::compile on a pool thread: an exception becomes the failure outcome that the
