@@ -25,7 +25,6 @@
 #include "util/utf8.h"
 
 namespace kjit {
-namespace {
 
 // The compile's outcome as the cache's single flight carries it, and back.
 FlightResult to_flight(Outcome o) {
@@ -37,6 +36,8 @@ Outcome from_flight(FlightResult r) {
   return Outcome{r.status,    std::move(r.message), std::move(r.entry), r.tier,
                  r.cacheable, r.remember_failure,   r.pch};
 }
+
+namespace {
 
 // Length-prefixed, versioned encoding of everything that affects the output.
 std::string compute_key(const std::string& source, const CompileOptions& opts,

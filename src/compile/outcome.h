@@ -24,4 +24,10 @@ struct Outcome {
   int pch = 0;
 };
 
+struct FlightResult;  // store/cache.h
+
+// The outcome as the cache's single flight (Cache::get_or_compile) carries it, and back.
+FlightResult to_flight(Outcome o);
+Outcome from_flight(FlightResult r);
+
 }  // namespace kjit

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "compile/outcome.h"
 #include "store/cache.h"
 #include "store/entry.h"
 
