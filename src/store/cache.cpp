@@ -178,6 +178,7 @@ void Cache::open_remote() {
   if (config_.remote.url.empty()) return;
   try {
     remote_ = std::make_unique<RemoteTier>(config_.remote);
+    if (config_.remote.claim_wait_ms > 0) fleet_ = std::make_unique<FleetClaims>(remote_.get());
   } catch (const Error& e) {
     std::lock_guard<std::mutex> lock(state_mu_);
     message_ = "remote tier not used: " + e.message();
@@ -185,7 +186,8 @@ void Cache::open_remote() {
   }
 }
 
-void Cache::publish(const EntryPtr& e) {
+void Cache::publish(const EntryPtr& e, FleetClaim* claim) {
+  if (claim && claim->finish(e.get())) return;
   if (remote_) remote_->put(*e);
 }
 
@@ -202,7 +204,8 @@ Cache::~Cache() {
 const char* const Cache::kCounterNames[kCounters] = {
     "memory_hits", "disk_hits", "remote_hits", "misses", "compiles",
     "corrupt_entries", "evictions", "remote_errors", "remote_timeouts", "compile_us_saved",
-    "not_stored", "pch_created", "pch_used", "pch_failed"};
+    "not_stored", "pch_created", "pch_used", "pch_failed", "remote_claims",
+    "remote_claim_waits", "remote_claim_wait_hits", "remote_claim_wait_timeouts"};
 
 Cache::Counts Cache::current_counts() {
   Counts c;
@@ -223,6 +226,13 @@ Cache::Counts Cache::current_counts() {
   c.v[11] = pch_created_;
   c.v[12] = pch_used_;
   c.v[13] = pch_failed_;
+  if (fleet_) {
+    const FleetCounters f = fleet_->counters();
+    c.v[14] = f.claims;
+    c.v[15] = f.waits;
+    c.v[16] = f.wait_hits;
+    c.v[17] = f.wait_timeouts;
+  }
   return c;
 }
 
@@ -538,6 +548,8 @@ Outcome Cache::compile_with_claim(const std::string& key,
                                   const std::function<bool()>& cancelled) {
   bool stored = false;  // a stored entry also releases the claim, in the same transaction
   auto run = [&]() {
+    std::unique_ptr<FleetClaim> fleet_claim;  // released when this returns
+    if (std::optional<Outcome> o = fleet_wait(key, cancelled, &fleet_claim, &stored)) return *o;
     misses_++;
     compiles_++;
     Outcome o = compile();
@@ -551,7 +563,7 @@ Outcome Cache::compile_with_claim(const std::string& key,
     if (o.status == KJIT_OK) {
       stored = disk_put(*o.entry);
       memory_.put(o.entry);
-      publish(o.entry);
+      publish(o.entry, fleet_claim.get());
     }
     return o;
   };
@@ -847,6 +859,17 @@ CacheStats Cache::stats() {
   s.total_pch_created = totals.v[11];
   s.total_pch_used = totals.v[12];
   s.total_pch_failed = totals.v[13];
+  {
+    const Counts now = current_counts();
+    s.remote_claims = now.v[14];
+    s.remote_claim_waits = now.v[15];
+    s.remote_claim_wait_hits = now.v[16];
+    s.remote_claim_wait_timeouts = now.v[17];
+  }
+  s.total_remote_claims = totals.v[14];
+  s.total_remote_claim_waits = totals.v[15];
+  s.total_remote_claim_wait_hits = totals.v[16];
+  s.total_remote_claim_wait_timeouts = totals.v[17];
   memory_.totals(&s.memory_entries, &s.memory_bytes);
   if (disk_) {
     try {

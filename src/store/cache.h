@@ -15,6 +15,7 @@
 #include "kjit/cache.h"
 #include "kjit/compile.h"
 #include "store/disk_store.h"
+#include "store/fleet_claim.h"
 #include "store/memory_tier.h"
 #include "store/remote.h"
 
@@ -49,6 +50,11 @@ struct CacheStats {
   uint64_t not_stored = 0, pch_created = 0, pch_used = 0, pch_failed = 0;
   uint64_t total_not_stored = 0, total_pch_created = 0, total_pch_used = 0;
   uint64_t total_pch_failed = 0;
+  // Fleet-wide claims (fleet_claim.h): this handle's, then over every process.
+  uint64_t remote_claims = 0, remote_claim_waits = 0, remote_claim_wait_hits = 0;
+  uint64_t remote_claim_wait_timeouts = 0;
+  uint64_t total_remote_claims = 0, total_remote_claim_waits = 0;
+  uint64_t total_remote_claim_wait_hits = 0, total_remote_claim_wait_timeouts = 0;
 };
 
 struct Outcome {
@@ -143,7 +149,14 @@ class Cache {
   bool quarantine_disk(const DatabaseCorrupt& e);
   void remember(const EntryPtr& e, kjit_tier tier);
   void open_remote();
-  void publish(const EntryPtr& e);
+  // Writes a compiled entry to the remote tier: through the fleet claim this node holds
+  // (then releases it), else in the background.
+  void publish(const EntryPtr& e, FleetClaim* claim = nullptr);
+  // Before compiling `key` after a miss: another node's entry (an outcome to return, with
+  // *stored set when it went to disk), or nullopt to compile here, holding *claim when this
+  // node took the fleet claim (cache_fleet.cpp).
+  std::optional<Outcome> fleet_wait(const std::string& key, const std::function<bool()>& cancelled,
+                                    std::unique_ptr<FleetClaim>* claim, bool* stored);
 
   CacheConfig config_;
   std::string dir_;
@@ -154,6 +167,7 @@ class Cache {
   MemoryTier memory_;
   std::unique_ptr<DiskStore> disk_;
   std::unique_ptr<RemoteTier> remote_;
+  std::unique_ptr<FleetClaims> fleet_;  // with remote_, unless claim_wait_ms is 0
   int disk_state_ = KJIT_DISK_DISABLED;
   std::mutex state_mu_;  // guards message_ and reporting
   std::string message_;
@@ -178,7 +192,7 @@ class Cache {
   std::atomic<uint64_t> saved_us_{0};
 
   // Counts of this handle, and the part of them already added to the database's totals.
-  static constexpr size_t kCounters = 14;
+  static constexpr size_t kCounters = 18;
   struct Counts {
     uint64_t v[kCounters] = {};
   };

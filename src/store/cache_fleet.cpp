@@ -1,0 +1,31 @@
+// The cache's side of fleet-wide single flight (fleet_claim.h): before this node compiles
+// a key that no tier holds, wait for another node's compile of it or claim it.
+#include "store/cache.h"
+
+namespace kjit {
+
+std::optional<Outcome> Cache::fleet_wait(const std::string& key,
+                                         const std::function<bool()>& cancelled,
+                                         std::unique_ptr<FleetClaim>* claim, bool* stored) {
+  if (!fleet_) return std::nullopt;
+  std::optional<Entry> found;
+  switch (fleet_->acquire(key, owner(), cancelled, &found, claim)) {
+    case FleetClaims::Result::Compile:
+      return std::nullopt;
+    case FleetClaims::Result::Cancelled:
+      return Outcome{KJIT_ERROR_CANCELLED,
+                     "cancelled while waiting for another node to compile " + key, nullptr,
+                     KJIT_TIER_COMPILED};
+    case FleetClaims::Result::Found:
+      break;
+  }
+  auto e = std::make_shared<const Entry>(std::move(*found));
+  remote_hits_++;
+  // Stored now (not later): the disk claim of this key is released with it, in one
+  // transaction, and the processes of this machine waiting on it find it.
+  *stored = disk_put(*e);
+  remember(e, KJIT_TIER_REMOTE);
+  return Outcome{KJIT_OK, "", e, KJIT_TIER_REMOTE};
+}
+
+}  // namespace kjit
