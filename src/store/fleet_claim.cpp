@@ -151,7 +151,7 @@ FleetClaims::Result FleetClaims::acquire(const std::string& key, const std::stri
   bool waited = false;
   std::string seen, stale;  // the claim value last seen, and one found not renewed
   bool pass_over = false;   // the stored entry failed verification: claim as if absent
-  double seen_since = start, sleep_ms = 2;
+  double seen_since = start;
   for (;;) {
     const int budget = waited ? std::max(1, int(deadline - monotonic_ms())) : 0;
     std::string error;
@@ -214,9 +214,10 @@ FleetClaims::Result FleetClaims::acquire(const std::string& key, const std::stri
       return Result::Compile;
     }
     if (cancelled && cancelled()) return Result::Cancelled;
-    const double nap = std::min(sleep_ms, deadline - now);
+    // Polls grow with the wait (an eighth of it, 2 to 50 ms): a short compile is seen
+    // soon after it lands, a long one costs the server few polls.
+    const double nap = std::min(std::clamp((now - start) / 8, 2.0, 50.0), deadline - now);
     std::this_thread::sleep_for(std::chrono::microseconds(int64_t(nap * 1000)));
-    sleep_ms = std::min(sleep_ms * 1.5, 50.0);
   }
 }
 
