@@ -17,7 +17,9 @@
 #include <thread>
 #include <vector>
 
+#include "blas/plan.h"
 #include "compile/compiler.h"
+#include "kjit/kjit.h"
 #include "store/cache.h"
 #include "store/fleet_claim.h"
 #include "store/remote.h"
@@ -456,6 +458,125 @@ TEST_F(FleetTest, ReadOnlyNodeWaitsOnAClaimButNeverTakesOne) {
   EXPECT_EQ(t.waits, 2u);
   EXPECT_EQ(t.compiles, 4u);
   EXPECT_EQ(redis.cli("--scan --pattern 'kjit:claim:*'"), "") << "no claim from a read-only node";
+}
+
+// The counters reach kjit_cache_stats (the struct `kjit cache stats` prints), per handle
+// and in the database's totals.
+TEST_F(FleetTest, ClaimsAreCountedInThePublicStatistics) {
+  Redis redis(redis_dir_.path());
+  TempDir dir;
+  kjit_cache_options o = KJIT_CACHE_OPTIONS_INIT;
+  o.directory = dir.path().c_str();
+  const std::string url = redis.url();
+  o.remote_url = url.c_str();
+  kjit_cache* cache = nullptr;
+  ASSERT_EQ(kjit_cache_open(&o, &cache), KJIT_OK);
+  kjit_compiler* comp = nullptr;
+  ASSERT_EQ(kjit_compiler_create(cache, 1, &comp), KJIT_OK);
+  kjit_options* opts = nullptr;
+  kjit_options_create(&opts);
+  kjit_options_set_target(opts, "sm_90");
+  kjit_binary* b = nullptr;
+  ASSERT_EQ(kjit_compile(comp, source_for(7).c_str(), opts, &b), KJIT_OK);
+  kjit_binary_destroy(b);
+  kjit_cache_stats s = KJIT_CACHE_STATS_INIT;
+  ASSERT_EQ(kjit_cache_stats_get(cache, &s), KJIT_OK);
+  EXPECT_EQ(s.remote_claims, 1u);
+  EXPECT_EQ(s.total_remote_claims, 1u);
+  EXPECT_EQ(s.remote_claim_waits, 0u);
+  EXPECT_EQ(s.remote_claim_wait_timeouts, 0u);
+  kjit_options_destroy(opts);
+  kjit_compiler_destroy(comp);
+  kjit_cache_close(cache);
+  EXPECT_EQ(redis.cli("--scan --pattern 'kjit:claim:*'"), "") << "released";
+}
+
+// GEMM plans through the fleet tier, as far as a machine without a GPU goes: a plan that
+// node A persists reaches node B (its own directory) when B's scope is A's, is not on
+// disk until B keeps it, and never decodes under another scope, even when misfiled under
+// the other scope's key. (cublasLtMatmulAlgoCheck, which B runs before keeping it, needs
+// a GPU: tests/test_gemm_gpu.cpp.)
+TEST_F(FleetTest, GemmPlansAreSharedOnlyWithinTheirScope) {
+  using kjit::blas::DeviceInfo;
+  Redis redis(redis_dir_.path());
+  DeviceInfo dev;
+  dev.cc_major = 9;
+  dev.sm_count = 132;
+  dev.name = "NVIDIA H100 80GB HBM3";
+  dev.driver_version = 13000;
+  dev.lt_version = 130100;
+  kjit_gemm_desc d = KJIT_GEMM_DESC_INIT;
+  d.m = 64;
+  d.n = 48;
+  d.k = 32;
+  d.a_type = KJIT_GEMM_BF16;
+  const auto addr = [](uintptr_t v) { return reinterpret_cast<const void*>(v); };
+  const kjit::blas::Problem p =
+      kjit::blas::prepare(&d, addr(0x7f0000000000), addr(0x7f0001000000), addr(0x7f0002000000),
+                          addr(0x7f0003000000), nullptr);
+  const kjit::blas::PlanKey key = kjit::blas::make_key(p, dev, 1 << 20);
+  kjit::blas::PersistedPlan plan;
+  for (size_t i = 0; i < plan.algo.size(); ++i) plan.algo[i] = uint8_t(i * 5 + 1);
+  plan.tuned = true;
+  plan.tuned_us = 42.5;
+  const std::string vals = kjit::blas::validators(dev);
+  const std::string pkey = kjit::blas::persist_key(key, vals);
+  const std::string ns = kjit::blas::kPlanNamespace;
+
+  TempDir a_dir, b_dir, c_dir;
+  kjit::CacheConfig ca;
+  ca.directory = a_dir.path();
+  ca.remote.url = redis.url();
+  kjit::Cache a(ca);
+  a.put_shared_value(ns, pkey, kjit::blas::encode_plan(key, vals, plan));
+
+  kjit::CacheConfig cb = ca;
+  cb.directory = b_dir.path();
+  cb.remote.read_only = true;  // reading nodes need no write access
+  kjit::Cache b(cb);
+  bool from_remote = false;
+  std::optional<std::string> got = b.get_shared_value(ns, pkey, &from_remote);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_TRUE(from_remote);
+  std::string why;
+  const auto rec = kjit::blas::decode_plan(*got, key, vals, &why);
+  ASSERT_TRUE(rec.has_value()) << why;
+  EXPECT_EQ(rec->algo, plan.algo);
+  EXPECT_TRUE(rec->tuned);
+  EXPECT_FALSE(b.get_value(ns, pkey).has_value()) << "kept only once verified";
+  b.put_value(ns, pkey, *got);  // what Gemm does after cublasLtMatmulAlgoCheck
+  got = b.get_shared_value(ns, pkey, &from_remote);
+  EXPECT_FALSE(from_remote) << "from its own disk now";
+
+  // Other scopes: another SM count (part of the plan key), another device, driver or
+  // cuBLASLt (the validators). Their keys differ; a value misfiled under one never decodes.
+  std::vector<std::pair<kjit::blas::PlanKey, DeviceInfo>> others;
+  DeviceInfo o = dev;
+  o.sm_count = 114;
+  others.emplace_back(kjit::blas::make_key(p, o, 1 << 20), o);
+  o = dev;
+  o.name = "NVIDIA H200";
+  others.emplace_back(key, o);
+  o = dev;
+  o.driver_version = 13010;
+  others.emplace_back(key, o);
+  o = dev;
+  o.lt_version = 130200;
+  others.emplace_back(key, o);
+  kjit::CacheConfig cc = cb;
+  cc.directory = c_dir.path();
+  kjit::Cache c(cc);
+  for (const auto& [other_key, other_dev] : others) {
+    const std::string other_vals = kjit::blas::validators(other_dev);
+    const std::string other_pkey = kjit::blas::persist_key(other_key, other_vals);
+    EXPECT_NE(other_pkey, pkey);
+    EXPECT_FALSE(c.get_shared_value(ns, other_pkey, &from_remote).has_value());
+    redis.cli("COPY kjit:value:" + ns + ":" + pkey + " kjit:value:" + ns + ":" + other_pkey);
+    got = c.get_shared_value(ns, other_pkey, &from_remote);
+    ASSERT_TRUE(got.has_value()) << "misfiled copy present";
+    EXPECT_FALSE(kjit::blas::decode_plan(*got, other_key, other_vals, &why).has_value())
+        << other_vals;
+  }
 }
 
 TEST(FleetClaimValue, LeaseIsReadFromWellFormedValuesOnly) {

@@ -122,6 +122,13 @@ class Cache {
   void set_meta(const std::string& name, const std::string& value);
   std::optional<std::string> get_value(const std::string& ns, const std::string& key);
   void put_value(const std::string& ns, const std::string& key, const std::string& value);
+  // Values shared across the fleet (GEMM plans; cache_fleet.cpp): the disk's, else the
+  // remote tier's, which is not stored here: the caller verifies it, then keeps it with
+  // put_value(). *from_remote says where it came from. put_shared_value() is put_value()
+  // plus a write to a read-write remote tier (on this thread, bounded by its timeout).
+  std::optional<std::string> get_shared_value(const std::string& ns, const std::string& key,
+                                              bool* from_remote);
+  void put_shared_value(const std::string& ns, const std::string& key, const std::string& value);
 
   // For tests and tools: the disk store, or nullptr when the disk tier is off; the
   // remote tier, or nullptr when none is configured.

@@ -28,4 +28,32 @@ std::optional<Outcome> Cache::fleet_wait(const std::string& key,
   return Outcome{KJIT_OK, "", e, KJIT_TIER_REMOTE};
 }
 
+namespace {
+
+std::string shared_value_key(const RemoteTier& remote, const std::string& ns,
+                             const std::string& key) {
+  return remote.config().prefix + "value:" + ns + ":" + key;
+}
+
+}  // namespace
+
+std::optional<std::string> Cache::get_shared_value(const std::string& ns, const std::string& key,
+                                                   bool* from_remote) {
+  *from_remote = false;
+  if (std::optional<std::string> v = get_value(ns, key)) return v;
+  if (!remote_) return std::nullopt;
+  const auto r = remote_->command({"GET", shared_value_key(*remote_, ns, key)});
+  if (!r || r->type != RemoteReply::Type::String) return std::nullopt;
+  *from_remote = true;
+  return r->str;
+}
+
+void Cache::put_shared_value(const std::string& ns, const std::string& key,
+                             const std::string& value) {
+  put_value(ns, key, value);
+  if (!remote_ || remote_->config().read_only) return;
+  remote_->command({"SET", shared_value_key(*remote_, ns, key), value, "EX",
+                    std::to_string(remote_->config().ttl_seconds)});
+}
+
 }  // namespace kjit
