@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -410,6 +411,10 @@ std::optional<RemoteReply> RemoteTier::command(const std::vector<std::string>& a
   std::unique_ptr<Connection> conn;
   {
     std::lock_guard<std::mutex> lock(pool_mu_);
+    if (pool_pid_ != long(getpid())) {
+      pool_.clear();  // the parent's: closing this process's copies leaves its own open
+      pool_pid_ = long(getpid());
+    }
     if (!pool_.empty()) {
       conn = std::move(pool_.back());
       pool_.pop_back();

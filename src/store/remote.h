@@ -116,6 +116,7 @@ class RemoteTier {
 
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<Connection>> pool_;  // for command()
+  long pool_pid_ = 0;  // a forked child never talks on its parent's connections
 
   std::mutex queue_mu_;
   std::condition_variable queue_cv_, idle_cv_;
