@@ -27,7 +27,15 @@ typedef struct kjit_cache_options {
    *  background. The remote is never required: failures are counted, logged once, and a
    *  circuit breaker stops trying for a cooldown. Tuned by $KJIT_REMOTE_PREFIX,
    *  $KJIT_REMOTE_TTL (s), $KJIT_REMOTE_CONNECT_TIMEOUT_MS (100),
-   *  $KJIT_REMOTE_TIMEOUT_MS (1000), $KJIT_REMOTE_COOLDOWN_MS (5000). */
+   *  $KJIT_REMOTE_TIMEOUT_MS (1000), $KJIT_REMOTE_COOLDOWN_MS (5000).
+   *  Fleet-wide single flight: on a miss in every tier, a read-write node claims the key in
+   *  the remote (a lease of $KJIT_REMOTE_CLAIM_LEASE_MS, default 15000, renewed every third
+   *  of it while it compiles), compiles, writes the entry and releases the claim; other
+   *  nodes (read-only ones too) wait for the entry instead of compiling, at most
+   *  $KJIT_REMOTE_CLAIM_WAIT_MS (default 60000; 0 turns claims off). A node whose owner
+   *  died takes over at most one lease (plus a 50 ms poll) after the claim's last renewal;
+   *  a failing, slow or odd remote ends the wait at once (within one operation timeout),
+   *  and the node compiles itself. A claim never makes a call fail. */
   const char* remote_url;
   int remote_read_only; /**< never write to the remote ($KJIT_REMOTE_MODE=ro) */
 } kjit_cache_options;
@@ -147,11 +155,23 @@ typedef struct kjit_cache_stats {
   uint64_t total_pch_created;
   uint64_t total_pch_used;
   uint64_t total_pch_failed;
+  /* Since 0.2: fleet-wide single flight through the remote tier (see remote_url). */
+  uint64_t remote_claims;              /**< keys this handle claimed in the remote tier and
+                                            compiled for the fleet */
+  uint64_t remote_claim_waits;         /**< misses that waited on another node's claim */
+  uint64_t remote_claim_wait_hits;     /**< waits that ended with that node's entry */
+  uint64_t remote_claim_wait_timeouts; /**< waits that reached the deadline (the handle
+                                            then compiled itself) */
+  uint64_t total_remote_claims;        /**< the same four, over every process of the database */
+  uint64_t total_remote_claim_waits;
+  uint64_t total_remote_claim_wait_hits;
+  uint64_t total_remote_claim_wait_timeouts;
 } kjit_cache_stats;
 
 #define KJIT_CACHE_STATS_INIT                                                          \
   {sizeof(kjit_cache_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-   {0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+   {0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,                     \
+   0, 0, 0, 0, 0, 0, 0, 0}
 
 /**
  * Zero the first `size` bytes of `stats` and set stats->struct_size = size, ready for

@@ -65,6 +65,14 @@ kjit_cache_stats to_public(const CacheStats& c) {
   s.total_pch_created = c.total_pch_created;
   s.total_pch_used = c.total_pch_used;
   s.total_pch_failed = c.total_pch_failed;
+  s.remote_claims = c.remote_claims;
+  s.remote_claim_waits = c.remote_claim_waits;
+  s.remote_claim_wait_hits = c.remote_claim_wait_hits;
+  s.remote_claim_wait_timeouts = c.remote_claim_wait_timeouts;
+  s.total_remote_claims = c.total_remote_claims;
+  s.total_remote_claim_waits = c.total_remote_claim_waits;
+  s.total_remote_claim_wait_hits = c.total_remote_claim_wait_hits;
+  s.total_remote_claim_wait_timeouts = c.total_remote_claim_wait_timeouts;
   return s;
 }
 

@@ -490,13 +490,18 @@ size_t Gemm::autotune(const Problem& p, const Plan& plan, const Heuristics& cand
 
 Gemm::PlanPtr Gemm::load_persisted(const Problem& p, const PlanKey& key, const std::string& pkey,
                                    bool* retune) {
-  const std::optional<std::string> value = cache_->get_value(kPlanNamespace, pkey);
+  // The disk's plan, else one that a node of the fleet persisted (remote tier): kept here
+  // only once it decodes under this scope (validators_) and passes cublasLtMatmulAlgoCheck.
+  bool from_remote = false;
+  const std::optional<std::string> value =
+      cache_->get_shared_value(kPlanNamespace, pkey, &from_remote);
   if (!value) return nullptr;
   std::string why;
   const std::optional<PersistedPlan> rec = decode_plan(*value, key, validators_, &why);
   if (!rec) {
     disk_rejected_.fetch_add(1, std::memory_order_relaxed);
-    log_warn("gemm: persisted plan for " + describe(p) + " rejected (" + why + "); re-planning");
+    log_warn("gemm: persisted plan for " + describe(p) + (from_remote ? " from the remote tier" : "") +
+             " rejected (" + why + "); re-planning");
     return nullptr;
   }
   if (opts_.autotune && !rec->tuned) {
@@ -519,6 +524,7 @@ Gemm::PlanPtr Gemm::load_persisted(const Problem& p, const PlanKey& key, const s
   plan->workspace = check.workspaceSize;
   plan->tuned = rec->tuned;
   plan->tuned_us = rec->tuned_us;
+  if (from_remote) cache_->put_value(kPlanNamespace, pkey, *value);
   return plan;
 }
 
@@ -530,7 +536,7 @@ void Gemm::persist(const PlanKey& key, const std::string& pkey, const Plan& plan
   rec.workspace = plan.workspace;
   rec.tuned = plan.tuned;
   rec.tuned_us = plan.tuned_us;
-  cache_->put_value(kPlanNamespace, pkey, encode_plan(key, validators_, rec));
+  cache_->put_shared_value(kPlanNamespace, pkey, encode_plan(key, validators_, rec));
   disk_writes_.fetch_add(1, std::memory_order_relaxed);
 }
 

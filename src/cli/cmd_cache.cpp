@@ -219,6 +219,10 @@ void add_totals_json(cJSON* doc, const kjit_cache_stats& s) {
   add_u64(tot, "pch_created", s.total_pch_created);
   add_u64(tot, "pch_used", s.total_pch_used);
   add_u64(tot, "pch_failed", s.total_pch_failed);
+  add_u64(tot, "remote_claims", s.total_remote_claims);
+  add_u64(tot, "remote_claim_waits", s.total_remote_claim_waits);
+  add_u64(tot, "remote_claim_wait_hits", s.total_remote_claim_wait_hits);
+  add_u64(tot, "remote_claim_wait_timeouts", s.total_remote_claim_wait_timeouts);
   cJSON_AddStringToObject(doc, "remote", remote_state_name(s.remote_state));
   // Counters of the handle this command opened (the library counts per handle).
   cJSON* proc = cJSON_AddObjectToObject(doc, "this_process");
@@ -236,6 +240,10 @@ void add_totals_json(cJSON* doc, const kjit_cache_stats& s) {
   add_u64(proc, "memory_bytes", s.memory_bytes);
   add_u64(proc, "remote_errors", s.remote_errors);
   add_u64(proc, "remote_timeouts", s.remote_timeouts);
+  add_u64(proc, "remote_claims", s.remote_claims);
+  add_u64(proc, "remote_claim_waits", s.remote_claim_waits);
+  add_u64(proc, "remote_claim_wait_hits", s.remote_claim_wait_hits);
+  add_u64(proc, "remote_claim_wait_timeouts", s.remote_claim_wait_timeouts);
   cJSON_AddNumberToObject(proc, "compile_ms_saved", s.compile_ms_saved);
 }
 
@@ -296,6 +304,11 @@ void print_stats_text(kjit_cache* cache, const kjit_cache_stats& s, const Summar
   std::printf("remote tier         %s (errors %llu, timeouts %llu)\n",
               remote_state_name(s.remote_state), static_cast<ull>(s.total_remote_errors),
               static_cast<ull>(s.total_remote_timeouts));
+  std::printf("fleet claims        %llu taken, %llu waits (%llu ended in a remote hit, %llu "
+              "timed out)\n",
+              static_cast<ull>(s.total_remote_claims), static_cast<ull>(s.total_remote_claim_waits),
+              static_cast<ull>(s.total_remote_claim_wait_hits),
+              static_cast<ull>(s.total_remote_claim_wait_timeouts));
   std::printf("compile worker      %s\n", worker_text(cache).c_str());
   std::printf("oldest entry        %s\n", format_time(m.oldest).c_str());
   std::printf("last use            %s\n", format_time(m.newest).c_str());

@@ -110,6 +110,7 @@ void Cache::open_remote() {
   if (config_.remote.url.empty()) return;
   try {
     remote_ = std::make_unique<RemoteTier>(config_.remote);
+    if (config_.remote.claim_wait_ms > 0) fleet_ = std::make_unique<FleetClaims>(remote_.get());
   } catch (const Error& e) {
     std::lock_guard<std::mutex> lock(state_mu_);
     message_ = "remote tier not used: " + e.message();
@@ -117,7 +118,8 @@ void Cache::open_remote() {
   }
 }
 
-void Cache::publish(const EntryPtr& e) {
+void Cache::publish(const EntryPtr& e, FleetClaim* claim) {
+  if (claim && claim->finish(e.get())) return;
   if (remote_) remote_->put(*e);
 }
 

@@ -15,6 +15,7 @@
 #include "kjit/cache.h"
 #include "kjit/compile.h"
 #include "store/disk_store.h"
+#include "store/fleet_claim.h"
 #include "store/memory_tier.h"
 #include "store/remote.h"
 
@@ -31,7 +32,8 @@ struct CacheConfig {
 
 // The usage counters of a cache handle, each also summed over every process in the
 // database under its name (the counters table). X(name) for each; compile_us_saved is in
-// microseconds. remote_errors and remote_timeouts are the remote tier's own counts.
+// microseconds. remote_errors and remote_timeouts are the remote tier's own counts, the
+// remote_claim* ones the fleet-wide claims' (fleet_claim.h).
 #define KJIT_CACHE_COUNTERS(X) \
   X(memory_hits)               \
   X(disk_hits)                 \
@@ -46,7 +48,11 @@ struct CacheConfig {
   X(not_stored)                \
   X(pch_created)               \
   X(pch_used)                  \
-  X(pch_failed)
+  X(pch_failed)                \
+  X(remote_claims)             \
+  X(remote_claim_waits)        \
+  X(remote_claim_wait_hits)    \
+  X(remote_claim_wait_timeouts)
 
 enum class Counter : size_t {
 #define KJIT_COUNTER_ENUM(name) name,
@@ -147,6 +153,13 @@ class Cache {
   void set_meta(const std::string& name, const std::string& value);
   std::optional<std::string> get_value(const std::string& ns, const std::string& key);
   void put_value(const std::string& ns, const std::string& key, const std::string& value);
+  // Values shared across the fleet (GEMM plans; cache_fleet.cpp): the disk's, else the
+  // remote tier's, which is not stored here: the caller verifies it, then keeps it with
+  // put_value(). *from_remote says where it came from. put_shared_value() is put_value()
+  // plus a write to a read-write remote tier (on this thread, bounded by its timeout).
+  std::optional<std::string> get_shared_value(const std::string& ns, const std::string& key,
+                                              bool* from_remote);
+  void put_shared_value(const std::string& ns, const std::string& key, const std::string& value);
 
   // For tests and tools: the disk store, or nullptr when the disk tier is off; the
   // remote tier, or nullptr when none is configured.
@@ -184,7 +197,14 @@ class Cache {
   bool quarantine_disk(const DatabaseCorrupt& e);
   void remember(const EntryPtr& e, kjit_tier tier);
   void open_remote();
-  void publish(const EntryPtr& e);
+  // Writes a compiled entry to the remote tier: through the fleet claim this node holds
+  // (then releases it), else in the background.
+  void publish(const EntryPtr& e, FleetClaim* claim = nullptr);
+  // Before compiling `key` after a miss: another node's entry (an outcome to return, with
+  // *stored set when it went to disk), or nullopt to compile here, holding *claim when this
+  // node took the fleet claim (cache_fleet.cpp).
+  std::optional<FlightResult> fleet_wait(const std::string& key, const std::function<bool()>& cancelled,
+                                    std::unique_ptr<FleetClaim>* claim, bool* stored);
 
   CacheConfig config_;
   std::string dir_;
@@ -195,6 +215,7 @@ class Cache {
   MemoryTier memory_;
   std::unique_ptr<DiskStore> disk_;
   std::unique_ptr<RemoteTier> remote_;
+  std::unique_ptr<FleetClaims> fleet_;  // with remote_, unless claim_wait_ms is 0
   int disk_state_ = KJIT_DISK_DISABLED;
   std::mutex state_mu_;  // guards message_ and reporting
   std::string message_;

@@ -177,6 +177,10 @@ FlightResult Cache::compile_with_claim(const std::string& key,
                                        const std::function<bool()>& cancelled) {
   bool stored = false;  // a stored entry also releases the claim, in the same transaction
   const std::function<FlightResult()> run = [&]() {
+    std::unique_ptr<FleetClaim> fleet_claim;  // released when this returns
+    if (std::optional<FlightResult> o = fleet_wait(key, cancelled, &fleet_claim, &stored)) {
+      return *o;
+    }
     count(Counter::misses);
     count(Counter::compiles);
     FlightResult o = compile();
@@ -190,7 +194,7 @@ FlightResult Cache::compile_with_claim(const std::string& key,
     if (o.status == KJIT_OK) {
       stored = disk_put(*o.entry);
       memory_.put(o.entry);
-      publish(o.entry);
+      publish(o.entry, fleet_claim.get());
     }
     return o;
   };

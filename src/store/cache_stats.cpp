@@ -22,6 +22,13 @@ Counts Cache::current_counts() {
     c[Counter::remote_errors] = r.errors + r.rejected;
     c[Counter::remote_timeouts] = r.timeouts;
   }
+  if (fleet_) {
+    const FleetCounters f = fleet_->counters();
+    c[Counter::remote_claims] = f.claims;
+    c[Counter::remote_claim_waits] = f.waits;
+    c[Counter::remote_claim_wait_hits] = f.wait_hits;
+    c[Counter::remote_claim_wait_timeouts] = f.wait_timeouts;
+  }
   return c;
 }
 

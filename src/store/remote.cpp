@@ -2,7 +2,9 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -50,6 +52,9 @@ RemoteConfig RemoteConfig::from_environment() {
   c.connect_timeout_ms = env_int("KJIT_REMOTE_CONNECT_TIMEOUT_MS", c.connect_timeout_ms);
   c.op_timeout_ms = env_int("KJIT_REMOTE_TIMEOUT_MS", c.op_timeout_ms);
   c.cooldown_ms = env_int("KJIT_REMOTE_COOLDOWN_MS", c.cooldown_ms);
+  c.claim_wait_ms = env_int("KJIT_REMOTE_CLAIM_WAIT_MS", c.claim_wait_ms);
+  c.claim_lease_ms = env_int("KJIT_REMOTE_CLAIM_LEASE_MS", c.claim_lease_ms);
+  if (c.claim_lease_ms < 30) c.claim_lease_ms = 30;  // renewed every third: keep it sane
   if (const char* m = std::getenv("KJIT_REMOTE_MODE")) c.read_only = std::strcmp(m, "ro") == 0;
   return c;
 }
@@ -368,6 +373,111 @@ void RemoteTier::flush() {
   idle_cv_.wait(lock, [&] { return queue_.empty() && !writing_; });
 }
 
+namespace {
+
+bool flatten(const redisReply* r, RemoteReply* out, int depth = 0) {
+  switch (r->type) {
+    case REDIS_REPLY_NIL:
+      out->type = RemoteReply::Type::Nil;
+      return true;
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+      out->type = RemoteReply::Type::String;
+      out->str.assign(r->str, r->len);
+      return true;
+    case REDIS_REPLY_INTEGER:
+      out->type = RemoteReply::Type::Integer;
+      out->integer = r->integer;
+      return true;
+    case REDIS_REPLY_ARRAY:
+      if (depth > 2) return false;
+      out->type = RemoteReply::Type::Array;
+      out->elements.resize(r->elements);
+      for (size_t i = 0; i < r->elements; ++i) {
+        if (!r->element[i] || !flatten(r->element[i], &out->elements[i], depth + 1)) return false;
+      }
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+std::optional<RemoteReply> RemoteTier::command(const std::vector<std::string>& argv, int timeout_ms,
+                                               std::string* error) {
+  if (argv.empty() || !allow_attempt()) return std::nullopt;
+  NoSigpipe no_sigpipe;
+  std::unique_ptr<Connection> conn;
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (pool_pid_ != long(getpid())) {
+      pool_.clear();  // the parent's: closing this process's copies leaves its own open
+      pool_pid_ = long(getpid());
+    }
+    if (!pool_.empty()) {
+      conn = std::move(pool_.back());
+      pool_.pop_back();
+    }
+  }
+  std::string why;
+  if (!conn) conn = connect(&why);
+  if (!conn) {
+    record(Fault::Error, "connect: " + why);
+    return std::nullopt;
+  }
+  const int ms =
+      timeout_ms > 0 ? std::min(timeout_ms, config_.op_timeout_ms) : config_.op_timeout_ms;
+  redisSetTimeout(conn->ctx, timeval{ms / 1000, (ms % 1000) * 1000});
+  std::vector<const char*> args;
+  std::vector<size_t> lens;
+  for (const std::string& a : argv) {
+    args.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  Reply r;
+  r.r = static_cast<redisReply*>(
+      redisCommandArgv(conn->ctx, int(args.size()), args.data(), lens.data()));
+  if (!r.r) {
+    const Fault f = is_timeout(conn->ctx) ? Fault::Timeout : Fault::Error;
+    record(f, argv[0] + ": " + conn->ctx->errstr);
+    return std::nullopt;  // a failed context cannot be reused: dropped
+  }
+  record(Fault::None, "");
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (pool_.size() < 8) pool_.push_back(std::move(conn));
+  }
+  if (r.r->type == REDIS_REPLY_ERROR) {
+    if (error) error->assign(r.r->str, r.r->len);
+    rejected_++;
+    return std::nullopt;
+  }
+  RemoteReply out;
+  if (!flatten(r.r, &out)) {
+    rejected_++;
+    if (error) *error = "unexpected reply type";
+    return std::nullopt;
+  }
+  return out;
+}
+
+bool RemoteTier::put_now(const Entry& e) {
+  if (config_.read_only) return false;
+  const std::string value = encode_envelope(e);
+  std::string error;
+  const auto r = command(
+      {"SET", config_.prefix + e.key, value, "EX", std::to_string(config_.ttl_seconds)}, 0, &error);
+  if (!r) {
+    write_failures_++;
+    if (!error.empty()) log_warn("remote cache tier refused an entry: " + error);
+    return false;
+  }
+  writes_++;
+  return true;
+}
+
+
 #else  // !KJIT_HAVE_HIREDIS
 
 bool remote_tier_built() { return false; }
@@ -379,6 +489,13 @@ RemoteTier::~RemoteTier() = default;
 std::optional<Entry> RemoteTier::get(const std::string&) { return std::nullopt; }
 void RemoteTier::put(const Entry&) {}
 void RemoteTier::flush() {}
+bool RemoteTier::put_now(const Entry&) {
+  return false;
+}
+std::optional<RemoteReply> RemoteTier::command(const std::vector<std::string>&, int, std::string*) {
+  return std::nullopt;
+}
+
 
 #endif
 

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "store/entry.h"
 
@@ -26,9 +27,15 @@ struct RemoteConfig {
   bool read_only = false;
   int failures_to_open = 3;  // consecutive failures that open the breaker
   int cooldown_ms = 5000;    // how long the breaker stays open before a probe
+  // Fleet-wide single flight (fleet_claim.h): how long a node waits for another node's
+  // compile of a key (0 = no fleet claims), and the lease of a claim (renewed every third
+  // of it while its owner compiles; a claim not renewed for a lease is not honoured).
+  int claim_wait_ms = 60000;
+  int claim_lease_ms = 15000;
 
   // Reads KJIT_REMOTE, KJIT_REMOTE_PREFIX, KJIT_REMOTE_TTL, KJIT_REMOTE_CONNECT_TIMEOUT_MS,
-  // KJIT_REMOTE_TIMEOUT_MS, KJIT_REMOTE_MODE (rw|ro), KJIT_REMOTE_COOLDOWN_MS.
+  // KJIT_REMOTE_TIMEOUT_MS, KJIT_REMOTE_MODE (rw|ro), KJIT_REMOTE_COOLDOWN_MS,
+  // KJIT_REMOTE_CLAIM_WAIT_MS, KJIT_REMOTE_CLAIM_LEASE_MS.
   static RemoteConfig from_environment();
 };
 
@@ -43,6 +50,16 @@ struct RemoteStats {
 // bytes before. decode_envelope() accepts it only under the key it was written for.
 std::string encode_envelope(const Entry& e);
 bool decode_envelope(const std::string& bytes, const std::string& key, Entry* out);
+
+// A server's reply to command(), flattened: nil, a string (bulk or status), an integer or
+// an array of those.
+struct RemoteReply {
+  enum class Type { Nil, String, Integer, Array };
+  Type type = Type::Nil;
+  std::string str;
+  long long integer = 0;
+  std::vector<RemoteReply> elements;
+};
 
 // True when this build includes the remote tier (hiredis was found).
 bool remote_tier_built();
@@ -61,6 +78,16 @@ class RemoteTier {
   void put(const Entry& e);
   // Waits until queued writes are done (tests, shutdown).
   void flush();
+  // Writes `e` now (SET with TTL, replacing any value), on the caller's thread; false on
+  // any failure. For a claim owner, whose waiters must find the entry when it releases.
+  bool put_now(const Entry& e);
+
+  // One command (argv, binary-safe) through the breaker, on a pooled connection, waiting
+  // at most min(timeout_ms, the operation timeout) when timeout_ms > 0. nullopt on a
+  // failure, a timeout or an open breaker (counted as for get()); an error reply from the
+  // server is returned in *error (not counted as a failure: the server answered).
+  std::optional<RemoteReply> command(const std::vector<std::string>& argv, int timeout_ms = 0,
+                                     std::string* error = nullptr);
 
   RemoteStats stats();
   const RemoteConfig& config() const { return config_; }
@@ -86,6 +113,10 @@ class RemoteTier {
   int consecutive_failures_ = 0;
   double open_until_ms_ = 0;
   bool reported_ = false;
+
+  std::mutex pool_mu_;
+  std::vector<std::unique_ptr<Connection>> pool_;  // for command()
+  long pool_pid_ = 0;  // a forked child never talks on its parent's connections
 
   std::mutex queue_mu_;
   std::condition_variable queue_cv_, idle_cv_;

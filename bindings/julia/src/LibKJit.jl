@@ -101,6 +101,14 @@ struct kjit_cache_stats
     total_pch_created::UInt64
     total_pch_used::UInt64
     total_pch_failed::UInt64
+    remote_claims::UInt64
+    remote_claim_waits::UInt64
+    remote_claim_wait_hits::UInt64
+    remote_claim_wait_timeouts::UInt64
+    total_remote_claims::UInt64
+    total_remote_claim_waits::UInt64
+    total_remote_claim_wait_hits::UInt64
+    total_remote_claim_wait_timeouts::UInt64
 end
 
 "C struct `kjit_worker_info` (compile.h)."

@@ -300,7 +300,7 @@ end
         cfg = KJit.default_launch_config()
         @test cfg.struct_size == sizeof(LibKJit.kjit_launch_config) == 56
         @test cfg.grid == (1, 1, 1) && cfg.block == (1, 1, 1)
-        @test sizeof(LibKJit.kjit_cache_stats) == 560
+        @test sizeof(LibKJit.kjit_cache_stats) == 624
         @test fieldoffset(LibKJit.kjit_cache_stats, Base.fieldindex(LibKJit.kjit_cache_stats, :not_stored)) == 496
         @test sizeof(LibKJit.kjit_cache_options) == 56
         d = KJit.gemm_desc(m=4, n=4, k=4, a_type=1)

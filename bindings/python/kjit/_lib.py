@@ -110,6 +110,14 @@ class CacheStatsStruct(ctypes.Structure):
         ("total_pch_created", c_uint64),
         ("total_pch_used", c_uint64),
         ("total_pch_failed", c_uint64),
+        ("remote_claims", c_uint64),
+        ("remote_claim_waits", c_uint64),
+        ("remote_claim_wait_hits", c_uint64),
+        ("remote_claim_wait_timeouts", c_uint64),
+        ("total_remote_claims", c_uint64),
+        ("total_remote_claim_waits", c_uint64),
+        ("total_remote_claim_wait_hits", c_uint64),
+        ("total_remote_claim_wait_timeouts", c_uint64),
     ]
 
 

@@ -191,6 +191,15 @@ pub struct kjit_cache_stats {
     pub total_pch_created: u64,
     pub total_pch_used: u64,
     pub total_pch_failed: u64,
+    /// Since 0.2: fleet-wide claims in the remote tier (this handle, then every process).
+    pub remote_claims: u64,
+    pub remote_claim_waits: u64,
+    pub remote_claim_wait_hits: u64,
+    pub remote_claim_wait_timeouts: u64,
+    pub total_remote_claims: u64,
+    pub total_remote_claim_waits: u64,
+    pub total_remote_claim_wait_hits: u64,
+    pub total_remote_claim_wait_timeouts: u64,
 }
 
 #[repr(C)]

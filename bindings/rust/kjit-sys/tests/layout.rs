@@ -50,6 +50,9 @@ fn rust_layouts() -> BTreeMap<String, Layout> {
             total_evictions, total_remote_errors, total_remote_timeouts,
             total_compile_ms_saved, remote_state, not_stored, pch_created, pch_used,
             pch_failed, total_not_stored, total_pch_created, total_pch_used, total_pch_failed,
+            remote_claims, remote_claim_waits, remote_claim_wait_hits,
+            remote_claim_wait_timeouts, total_remote_claims, total_remote_claim_waits,
+            total_remote_claim_wait_hits, total_remote_claim_wait_timeouts,
         }),
         rust_layout!(kjit_cache_entry_info {
             struct_size, key, target, kernels, bytes, created, last_used, compile_ms,
