@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "store/cache.h"
+#include "util/dl.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -94,50 +95,6 @@ std::string identity_of(const NvJitLink& l, const void* address) {
 
 constexpr const char* kSoname = "libnvJitLink.so.13";
 
-// The real path of the object `handle` names.
-std::string loaded_path(void* handle) {
-  link_map* map = nullptr;
-  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || !map || !map->l_name) return "";
-  char buf[PATH_MAX];
-  return realpath(map->l_name, buf) ? buf : map->l_name;
-}
-
-// The real path of `soname` when it is already in the process, else "".
-std::string already_loaded(const char* soname) {
-  void* h = dlopen(soname, RTLD_LAZY | RTLD_NOLOAD);
-  if (!h) return "";
-  std::string p = loaded_path(h);
-  dlclose(h);
-  return p;
-}
-
-// The file dlopen(kSoname) from kjit would open, where it is in a directory searched before
-// the loader's cache: $LD_LIBRARY_PATH or kjit's RPATH/RUNPATH (as NVRTC is found).
-std::string search_before_cache() {
-  Dl_info info{};
-  static int anchor;
-  if (dladdr(&anchor, &info) == 0 || !info.dli_fname) return "";
-  void* self = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-  if (!self) self = dlopen(nullptr, RTLD_LAZY);
-  Dl_serinfo size{};
-  if (!self || dlinfo(self, RTLD_DI_SERINFOSIZE, &size) != 0 || size.dls_size < sizeof size) {
-    return "";
-  }
-  std::vector<unsigned char> buf(size.dls_size);
-  auto* serinfo = reinterpret_cast<Dl_serinfo*>(buf.data());
-  *serinfo = size;
-  if (dlinfo(self, RTLD_DI_SERINFO, serinfo) != 0) return "";
-  for (unsigned i = 0; i < serinfo->dls_cnt; ++i) {
-    const Dl_serpath& p = serinfo->dls_serpath[i];
-    if (p.dls_flags & (LA_SER_CONFIG | LA_SER_DEFAULT)) break;  // the loader's own from here
-    if (!p.dls_name || !*p.dls_name) continue;
-    const std::string candidate = join_path(p.dls_name, kSoname);
-    char real[PATH_MAX];
-    if (is_regular_file(candidate) && realpath(candidate.c_str(), real)) return real;
-  }
-  return "";
-}
-
 // The file to open, when it is known without opening it: the one $KJIT_NVJITLINK_LIBRARY
 // names; one already loaded; the first in $LD_LIBRARY_PATH or kjit's RPATH; the one beside
 // a libnvrtc already loaded (the same toolkit). "" otherwise (the loader's cache decides).
@@ -146,7 +103,7 @@ std::string library_file() {
   if (env && *env) return env;
   static const std::string found = [] {
     std::string f = already_loaded(kSoname);
-    if (f.empty()) f = search_before_cache();
+    if (f.empty()) f = search_before_loader_cache(kSoname);
     if (f.empty()) {
       const std::string nvrtc = already_loaded("libnvrtc.so.13");
       const std::string beside = nvrtc.empty() ? "" : join_path(dirname_of(nvrtc), kSoname);

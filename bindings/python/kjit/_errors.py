@@ -106,13 +106,8 @@ class InvalidSource(InvalidArgument):
     default_status = Status.INVALID_SOURCE
 
 
-class CompileError(KjitError):
-    """NVRTC reported a compile error (``KJIT_ERROR_COMPILE``).
-
-    Attributes:
-        log: NVRTC's full log (the errors with their lines).
-    """
-    default_status = Status.COMPILE
+class _WithLog(KjitError):
+    """An error that comes with a tool's log (``log``), shown after the message."""
 
     def __init__(self, status: Optional[int] = None, message: str = "",
                  log: str = "") -> None:
@@ -127,6 +122,15 @@ class CompileError(KjitError):
 
     def __reduce__(self):
         return (self.__class__, (self.status, self.message, self.log))
+
+
+class CompileError(_WithLog):
+    """NVRTC reported a compile error (``KJIT_ERROR_COMPILE``).
+
+    Attributes:
+        log: NVRTC's full log (the errors with their lines).
+    """
+    default_status = Status.COMPILE
 
 
 class InvalidOption(InvalidArgument):
@@ -231,7 +235,7 @@ class KjitIOError(KjitError, OSError):
         KjitError.__init__(self, status, message)
 
 
-class LinkError(KjitError):
+class LinkError(_WithLog):
     """nvJitLink reported a link error: undefined or duplicate symbols, an input it
     cannot read (``KJIT_ERROR_LINK``).
 
@@ -239,20 +243,6 @@ class LinkError(KjitError):
         log: nvJitLink's error and info log.
     """
     default_status = Status.LINK
-
-    def __init__(self, status: Optional[int] = None, message: str = "",
-                 log: str = "") -> None:
-        self.log: str = log
-        super().__init__(status, message)
-
-    def _text(self) -> str:
-        text = super()._text()
-        if self.log:
-            text += "\n" + self.log.rstrip("\n")
-        return text
-
-    def __reduce__(self):
-        return (self.__class__, (self.status, self.message, self.log))
 
 
 class NvJitLinkError(KjitError):
