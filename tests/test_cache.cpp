@@ -1310,6 +1310,10 @@ TEST(CacheTotals, Release010DatabaseIsMigratedWithItsData) {
   EXPECT_EQ(store.get_meta("test:fact"), std::optional<std::string>("remembered"));
   EXPECT_EQ(store.get_value("test", "k"), std::optional<std::string>(std::string("\x01\x02", 2)));
   EXPECT_EQ(store.get_meta("k"), std::nullopt) << "facts and values do not mix";
+  EXPECT_EQ(store.exec_for_text("PRAGMA page_size"), "4096\n") << "an older file keeps its pages";
+  EXPECT_EQ(kjit::DiskStore(dir.path(), false, true).exec_for_text("PRAGMA wal_autocheckpoint"),
+            "256\n")
+      << "1 MiB of 4 KiB pages";
   Cache again(dir.path());  // the migrated file opens as it is
   EXPECT_EQ(again.stats().disk_state, KJIT_DISK_OK) << again.stats().message;
   EXPECT_EQ(compile(again.c, kSaxpySource).tier, KJIT_TIER_DISK);
@@ -1333,6 +1337,24 @@ TEST(CacheTotals, Release010DatabaseIsReadWhereItIsReadOnly) {
   EXPECT_EQ(store.get_meta("test:fact"), std::optional<std::string>("remembered"));
   EXPECT_EQ(store.get_value("test", "k"), std::optional<std::string>(std::string("\x01\x02", 2)));
   EXPECT_EQ(store.exec_for_text("PRAGMA user_version"), "3\n") << "read-only: left as it is";
+}
+
+TEST(CacheTotals, NewDatabaseUsesLargerPages) {
+  TempDir dir;
+  {
+    Cache c(dir.path());
+    ASSERT_EQ(compile(c.c, kSaxpySource).status, KJIT_OK);
+  }
+  kjit::DiskStore store(dir.path(), false, true);
+  EXPECT_EQ(store.exec_for_text("PRAGMA page_size"),
+            std::to_string(kjit::DiskStore::kPageSize) + "\n");
+  EXPECT_EQ(store.exec_for_text("PRAGMA journal_mode"), "wal\n");
+  EXPECT_EQ(store.exec_for_text("PRAGMA wal_autocheckpoint"),
+            std::to_string(kjit::DiskStore::kWalCheckpointBytes / kjit::DiskStore::kPageSize) +
+                "\n")
+      << "the log is checkpointed every MiB whatever the page size";
+  Cache again(dir.path());
+  EXPECT_EQ(compile(again.c, kSaxpySource).tier, KJIT_TIER_DISK);
 }
 
 TEST(DiskStoreValues, ClearDropsValuesAndKeepsFacts) {

@@ -93,9 +93,8 @@ Cache::Cache(CacheConfig config)
                                    : (parse_size(std::getenv("KJIT_CACHE_MAX_SIZE"))
                                           ? parse_size(std::getenv("KJIT_CACHE_MAX_SIZE"))
                                           : kDefaultMaxBytes)),
-      owner_(process_owner_id(this)),
       memory_(config_.memory_max_bytes ? config_.memory_max_bytes : kDefaultMemoryBytes) {
-  owner_pid_ = flights_pid_ = counters_pid_ = static_cast<long>(getpid());
+  flights_pid_ = counters_pid_ = static_cast<long>(getpid());
   if (env_flag("KJIT_CACHE_READONLY")) config_.read_only = true;
   open_remote();
   if (config_.memory_only || env_flag("KJIT_CACHE_DISABLE")) {
@@ -162,12 +161,14 @@ void Cache::open_disk() {
     message_ = why;
     log_warn("kernel cache disk tier disabled, compiling without it: " + why);
   };
-  if (!make_directories(dir_, 0700)) {
-    return unavailable("cannot create cache directory " + dir_ + ": " + std::strerror(errno));
-  }
   struct stat st;
-  if (::stat(dir_.c_str(), &st) != 0) {
-    return unavailable("cannot stat " + dir_ + ": " + std::strerror(errno));
+  if (::stat(dir_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    if (!make_directories(dir_, 0700)) {
+      return unavailable("cannot create cache directory " + dir_ + ": " + std::strerror(errno));
+    }
+    if (::stat(dir_.c_str(), &st) != 0) {
+      return unavailable("cannot stat " + dir_ + ": " + std::strerror(errno));
+    }
   }
   if (st.st_uid != geteuid()) {
     return unavailable("cache directory " + dir_ + " is not owned by the current user");
@@ -229,7 +230,9 @@ void Cache::open_disk() {
 std::string Cache::owner() {
   const long pid = static_cast<long>(getpid());
   std::lock_guard<std::mutex> lock(owner_mu_);
-  if (pid != owner_pid_) {  // a forked child claims under its own identity
+  // Made when first needed (a claim, that is a miss): reading /proc costs a process that
+  // only hits. A forked child claims under its own identity.
+  if (owner_.empty() || pid != owner_pid_) {
     owner_ = process_owner_id(this);
     owner_pid_ = pid;
   }

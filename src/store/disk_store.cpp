@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -20,16 +21,36 @@ namespace {
 constexpr int kBusyTimeoutMs = 30000;
 constexpr size_t kMaxPooledConnections = 8;
 
-// True if the database file header already says WAL (bytes 18 and 19 are 2), so that
-// setting the journal mode again, which costs hundreds of microseconds, can be skipped.
-bool header_says_wal(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return false;
-  unsigned char header[20] = {};
-  const bool ok = std::fread(header, 1, sizeof header, f) == sizeof header;
-  std::fclose(f);
-  return ok && std::memcmp(header, "SQLite format 3", 16) == 0 && header[18] == 2 &&
-         header[19] == 2;
+// What the database file's first bytes say, read before SQLite opens it for real.
+struct FileHeader {
+  bool empty = false;  // no database yet: kjit chooses its page size
+  bool wal = false;    // already in WAL mode: setting the journal mode again, which costs
+                       // hundreds of microseconds, is skipped
+  int page_size = 4096;
+};
+
+// Read through SQLite's own file handle: opening and closing another descriptor of the
+// file would drop every POSIX lock this process holds on it, other connections' included.
+FileHeader read_header(sqlite3* db) {
+  FileHeader h;
+  sqlite3_file* file = nullptr;
+  if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &file) != SQLITE_OK || !file ||
+      !file->pMethods) {
+    return h;
+  }
+  sqlite3_int64 size = 0;
+  if (file->pMethods->xFileSize(file, &size) != SQLITE_OK) return h;
+  h.empty = size == 0;
+  unsigned char b[20] = {};
+  if (size < sqlite3_int64(sizeof b) || file->pMethods->xRead(file, b, sizeof b, 0) != SQLITE_OK) {
+    return h;
+  }
+  if (std::memcmp(b, "SQLite format 3", 16) == 0) {
+    h.wal = b[18] == 2 && b[19] == 2;
+    const int size_field = (b[16] << 8) | b[17];
+    h.page_size = size_field == 1 ? 65536 : (size_field >= 512 ? size_field : 4096);
+  }
+  return h;
 }
 
 }  // namespace
@@ -93,11 +114,17 @@ std::unique_ptr<DiskStore::Conn> DiskStore::open_connection(bool initialise) {
   // Reading the header forces SQLite to look at the file: garbage fails here.
   c->exec("PRAGMA mmap_size=0", "configure");
   if (initialise) {
+    const FileHeader header = read_header(c->db);
+    page_size_ = header.empty ? kPageSize : header.page_size;
+    if (header.empty && !read_only_) {
+      // Before anything is written; a no-op if another process made the file meanwhile.
+      c->exec(("PRAGMA page_size=" + std::to_string(kPageSize)).c_str(), "configure");
+    }
     // Changing the journal mode needs the file to itself and SQLite reports "locked" at
     // once, without its busy handler, while another process opens the same new database:
     // retry for as long as any other lock is waited for.
     const double give_up = monotonic_ms() + kBusyTimeoutMs;
-    while (!read_only_ && !(use_wal_ && header_says_wal(path_))) {
+    while (!read_only_ && !(use_wal_ && header.wal)) {
       rc = sqlite3_exec(c->db, use_wal_ ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE",
                         nullptr, nullptr, nullptr);
       if (rc == SQLITE_OK) break;
@@ -109,8 +136,9 @@ std::unique_ptr<DiskStore::Conn> DiskStore::open_connection(bool initialise) {
     }
     initialise_schema(*c);
   }
-  c->exec("PRAGMA synchronous=NORMAL", "configure");
-  if (!read_only_) c->exec("PRAGMA journal_size_limit=67108864", "configure");
+  c->exec(read_only_ ? "PRAGMA synchronous=NORMAL"
+                     : "PRAGMA synchronous=NORMAL; PRAGMA journal_size_limit=67108864",
+          "configure");
   if (use_wal_ && !read_only_) {
     // The -wal and -shm files stay when the last connection closes (emptied by the
     // checkpoint at close): every process would otherwise create, size, map and delete
@@ -118,11 +146,10 @@ std::unique_ptr<DiskStore::Conn> DiskStore::open_connection(bool initialise) {
     int persist = 1;
     sqlite3_file_control(c->db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
     // A process that ends without closing leaves its log for the next opener to read
-    // into a new index: checkpoint every kWalCheckpointPages pages (1 MiB) instead of
-    // SQLite's 4 MiB, so that log stays small. The checkpoint runs on the committing
-    // thread after a store, which follows a compile of tens of milliseconds or more.
-    c->exec(("PRAGMA wal_autocheckpoint=" + std::to_string(kWalCheckpointPages)).c_str(),
-            "configure");
+    // into a new index: checkpoint every kWalCheckpointBytes (1 MiB) instead of SQLite's
+    // 1000 pages, so that log stays small. The checkpoint runs on the committing thread
+    // after a store, which follows a compile of tens of milliseconds or more.
+    sqlite3_wal_autocheckpoint(c->db, std::max(1, kWalCheckpointBytes / page_size_));
   }
   return c;
 }

@@ -85,4 +85,11 @@ int SqliteConn::step(sqlite3_stmt* s, const char* what) {
   return rc;
 }
 
+void SqliteConn::run(const char* sql, const char* what) {
+  sqlite3_stmt* s = stmt(sql);
+  const int rc = sqlite3_step(s);
+  sqlite3_reset(s);
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) throw_sqlite(db, rc, what);
+}
+
 }  // namespace kjit

@@ -45,19 +45,22 @@ struct SqliteConn {
   // Statement prepared once per connection, reset and unbound for reuse.
   sqlite3_stmt* stmt(const char* sql);
   int step(sqlite3_stmt* s, const char* what);
+  // Runs one statement that returns no rows through the prepared-statement cache.
+  void run(const char* sql, const char* what);
 };
 
 // Scoped transaction: BEGIN IMMEDIATE for writes (so a writer waits for the lock up front
 // instead of failing on upgrade), BEGIN DEFERRED for consistent multi-statement reads.
 class Txn {
  public:
+  // BEGIN and COMMIT are prepared once per connection, like the statements between them.
   Txn(SqliteConn& c, bool write) : c_(c) {
-    c_.exec(write ? "BEGIN IMMEDIATE" : "BEGIN", "begin transaction");
+    c_.run(write ? "BEGIN IMMEDIATE" : "BEGIN", "begin transaction");
   }
   Txn(const Txn&) = delete;
   Txn& operator=(const Txn&) = delete;
   void commit() {
-    c_.exec("COMMIT", "commit");
+    c_.run("COMMIT", "commit");
     done_ = true;
   }
   ~Txn() {

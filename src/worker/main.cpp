@@ -461,7 +461,7 @@ int usage() {
 // process is then not the database's first connection, so SQLite maps the existing
 // shared-memory index instead of truncating and rebuilding it, and a closing process is
 // not the last one, so it does not checkpoint (with its fsyncs) on the way out. The log
-// stays bounded by the checkpoint every kWalCheckpointPages pages of a committing writer,
+// stays bounded by the checkpoint every kWalCheckpointBytes of log of a committing writer,
 // and the worker checkpoints it when it leaves. Nothing is read or written through it.
 class DatabaseKeeper {
  public:
