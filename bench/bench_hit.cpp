@@ -6,11 +6,15 @@
 // an -I directory, each checked to see a header edit (same size, same second) at once;
 // (0) first, the cost of loading the shared library itself in a fresh process (dlopen of
 // libkjit.so.0 with its dependencies, RTLD_NOW), and whether that maps libnvrtc.
+// Beside (1), interleaved with it: SQLite alone in a fresh process (open the same database,
+// read the same entry's blobs by key, nothing checked), the least any cache kept in SQLite
+// pays before its first hit.
 //
 //   bench_hit [--quick] [--entries N] [--in-process]
 //
 // The GPU side of the first completed launch (module load, handle) is bench_launch's.
 #include <dlfcn.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -139,6 +143,33 @@ int child(const std::string& dir, int which, bool leave) {
   return tier == KJIT_TIER_DISK ? 0 : 2;
 }
 
+// Child: SQLite alone, as kjit uses it (read-write, WAL, no mutexes), opening `db` and
+// reading every blob of `key`. Prints "total open=.. read=.. close=.." in microseconds.
+int sqlite_child(const std::string& db, const std::string& key) {
+  const double t0 = now_us();
+  sqlite3* h = nullptr;
+  if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) !=
+      SQLITE_OK) {
+    return 1;
+  }
+  sqlite3_busy_timeout(h, 30000);
+  const double t1 = now_us();
+  sqlite3_stmt* s = nullptr;
+  if (sqlite3_prepare_v2(h, "SELECT kind, data FROM blobs WHERE key = ?1", -1, &s, nullptr) !=
+      SQLITE_OK) {
+    return 1;
+  }
+  sqlite3_bind_text(s, 1, key.c_str(), -1, SQLITE_STATIC);
+  size_t bytes = 0;
+  while (sqlite3_step(s) == SQLITE_ROW) bytes += size_t(sqlite3_column_bytes(s, 1));
+  sqlite3_finalize(s);
+  const double t2 = now_us();
+  sqlite3_close(h);
+  const double t3 = now_us();
+  std::printf("%.1f open=%.1f read=%.1f close=%.1f\n", t2 - t0, t1 - t0, t2 - t1, t3 - t2);
+  return bytes > 0 ? 0 : 2;
+}
+
 struct Run {
   double total = 0;
   std::map<std::string, double> phases;
@@ -174,7 +205,8 @@ std::string medians(const std::vector<Run>& runs) {
   }
   std::string out;
   char buf[64];
-  for (const char* k : {"open", "compiler", "hit", "close"}) {
+  for (const char* k : {"open", "compiler", "hit", "read", "close"}) {
+    if (all[k].empty()) continue;
     std::snprintf(buf, sizeof buf, "%s%s %.0f", out.empty() ? "" : ", ", k, median(all[k]));
     out += buf;
   }
@@ -233,6 +265,9 @@ int main(int argc, char** argv) {
     return child(argv[2], std::atoi(argv[3]), std::strcmp(argv[4], "leave") == 0);
   }
   if (argc >= 3 && std::strcmp(argv[1], "--load-child") == 0) return load_child(argv[2]);
+  if (argc >= 4 && std::strcmp(argv[1], "--sqlite-child") == 0) {
+    return sqlite_child(argv[2], argv[3]);
+  }
   if (argc >= 4 && std::strcmp(argv[1], "--fill") == 0) {
     fill(argv[2], std::atoi(argv[3]));
     return 0;
@@ -269,7 +304,7 @@ int main(int argc, char** argv) {
   // (1) fresh process, disk hit.
   if (!in_process_only) {
     const int sizes[] = {100, big};
-    std::string dirs[2];
+    std::string dirs[2], keys[2];
     for (int i = 0; i < 2; ++i) {
       dirs[i] = root + "/db" + std::to_string(sizes[i]);
       const double t0 = now_us();
@@ -285,6 +320,7 @@ int main(int argc, char** argv) {
         kjit_options* o = options_for(which);
         kjit_binary* b = nullptr;
         check(kjit_compile(c, which == 0 ? kSaxpy : kCub, o, &b), "warm compile");
+        keys[which] = kjit_binary_key(b);
         kjit_binary_destroy(b);
         kjit_options_destroy(o);
       }
@@ -293,11 +329,13 @@ int main(int argc, char** argv) {
     }
     for (int which = 0; which < 2; ++which) {
       const char* name = which == 0 ? "saxpy" : "CUB BlockReduce";
-      std::vector<Run> runs[2], left;
+      std::vector<Run> runs[2], left, raw;
+      const std::string db0 = dirs[0] + "/" + kjit::DiskStore::kFileName;
       for (int r = 0; r < reps; ++r) {
         for (int i = 0; i < 2; ++i) {
           runs[i].push_back(spawn("--child " + dirs[i] + " " + std::to_string(which) + " close"));
         }
+        raw.push_back(spawn("--sqlite-child " + db0 + " " + keys[which]));
         // A process that leaves without closing, then a measured fresh one.
         spawn("--child " + dirs[0] + " " + std::to_string(which) + " leave");
         left.push_back(spawn("--child " + dirs[0] + " " + std::to_string(which) + " close"));
@@ -308,6 +346,10 @@ int main(int argc, char** argv) {
       }
       std::printf("| ratio %d / %d entries | %s | %.2fx | target <= 1.1x |\n", sizes[1], sizes[0],
                   name, total(runs[1]) / total(runs[0]));
+      std::printf(
+          "| fresh process, SQLite alone: open, read the entry's blobs by key, %d entries (us) | "
+          "%s | %.0f | %s; no kjit |\n",
+          sizes[0], name, total(raw), medians(raw).c_str());
       std::printf("| fresh process after one that did not close (us) | %s | %.0f | %s |\n", name,
                   total(left), medians(left).c_str());
     }

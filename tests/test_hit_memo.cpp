@@ -3,15 +3,18 @@
 // kept in the cache database (compile/toolkit.h). Each thing the memos trust is changed
 // in turn, and the change must be seen.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "compile/compiler.h"
 #include "compile/include_scan.h"
@@ -21,6 +24,7 @@
 #include "kjit/kjit.h"
 #include "store/cache.h"
 #include "support/test_support.h"
+#include "util/text_equal.h"
 
 namespace {
 
@@ -195,6 +199,90 @@ TEST(KeyMemo, LargeSourcesThatDifferAnywhereAreDifferentRequests) {
   std::string unseen = base;
   unseen[40000] = 'z';
   EXPECT_FALSE(memo.find(unseen, o, &key));
+  // The same through the C string lookup, which measures a source while comparing it.
+  for (size_t i = 0; i < sources.size(); ++i) {
+    ASSERT_TRUE(memo.find(sources[i].c_str(), o, &key)) << i;
+    EXPECT_EQ(key, "k" + std::to_string(i));
+  }
+  EXPECT_FALSE(memo.find(unseen.c_str(), o, &key));
+}
+
+TEST(KeyMemo, OneLargeSourceOfItsBucketIsComparedWhileItsEndIsFound) {
+  kjit::KeyMemo memo;
+  kjit::CompileOptions o;
+  o.target = "sm_90";
+  const kjit::IncludeScan nothing_read;
+  std::string base;
+  for (int i = 0; base.size() < 65000; ++i) base += "// line " + std::to_string(i) + "\n";
+  memo.remember(base, o, "k", nothing_read);
+  std::string key;
+  ASSERT_TRUE(memo.find(base.c_str(), o, &key));
+  EXPECT_EQ(key, "k");
+  std::vector<std::string> others{base + "x", base.substr(0, base.size() - 1),
+                                  base.substr(0, 5000)};
+  for (size_t at : {size_t(4096), size_t(4097), size_t(30000), base.size() - 1}) {
+    std::string s = base;
+    s[at] = '#';
+    others.push_back(s);
+  }
+  for (const std::string& s : others) {
+    EXPECT_FALSE(memo.find(s.c_str(), o, &key)) << s.size();
+    EXPECT_FALSE(memo.find(s, o, &key)) << s.size();
+  }
+  kjit::CompileOptions other = o;
+  other.target = "sm_80";
+  EXPECT_FALSE(memo.find(base.c_str(), other, &key)) << "the options are compared too";
+}
+
+// The one-pass comparison (util/text_equal.h) against the obvious one, at every alignment
+// of the caller's string and around every block boundary.
+TEST(TextEqual, AgreesWithAPlainComparison) {
+  std::string text;
+  for (int i = 0; text.size() < 5000; ++i) text += char('a' + i % 26);
+  std::vector<char> buf(text.size() + 256);
+  for (size_t n : {0, 1, 2, 15, 16, 17, 31, 47, 63, 64, 65, 127, 128, 129, 200, 4095, 4096, 4097,
+                   4999}) {
+    std::string ref = text.substr(0, n);
+    std::string padded = ref + std::string(kjit::kTextPadding, '\0');
+    std::vector<std::string> tries{ref, ref + "a", ref + "ab"};
+    if (n > 0) tries.push_back(ref.substr(0, n - 1));
+    if (n > 3) tries.push_back(ref.substr(0, n - 3));
+    for (size_t at : {size_t(0), n / 2, n > 0 ? n - 1 : 0}) {
+      if (at < n) {
+        std::string t = ref;
+        t[at] = '#';
+        tries.push_back(t);
+      }
+    }
+    for (const std::string& t : tries) {
+      for (size_t align = 0; align < 64; ++align) {
+        std::memcpy(buf.data() + align, t.c_str(), t.size() + 1);
+        EXPECT_EQ(kjit::cstr_equals(buf.data() + align, padded.data(), n), t == ref)
+            << "n=" << n << " tried " << t.size() << " bytes at alignment " << align;
+      }
+    }
+  }
+}
+
+TEST(TextEqual, NeverReadsPastThePageOfTheTerminator) {
+  const long page = sysconf(_SC_PAGESIZE);
+  char* map = static_cast<char*>(
+      mmap(nullptr, size_t(2 * page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(map, MAP_FAILED);
+  ASSERT_EQ(mprotect(map + page, size_t(page), PROT_NONE), 0);  // the next page faults
+  const auto text = [](size_t n) { return std::string(n, 'q') + std::string(kjit::kTextPadding, '\0'); };
+  const std::string longer = text(299);
+  for (size_t len = 0; len < 300; ++len) {
+    char* s = map + page - 1 - len;  // its terminator is the page's last byte
+    std::memset(s, 'q', len);
+    s[len] = '\0';
+    EXPECT_TRUE(kjit::cstr_equals(s, text(len).data(), len));
+    EXPECT_EQ(kjit::cstr_equals(s, longer.data(), 299), len == 299);
+    if (len > 0) {
+      EXPECT_FALSE(kjit::cstr_equals(s, text(len - 1).data(), len - 1));
+    }
+  }
+  munmap(map, size_t(2 * page));
 }
 
 // A name probed and not found is covered by one stamp of its directory (with the

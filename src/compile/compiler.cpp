@@ -309,15 +309,32 @@ std::string Compiler::key(const std::string& source, const CompileOptions& opts)
   return compute_key(source, opts, norm, tool, scan_for(source, opts, norm));
 }
 
-Outcome Compiler::compile(std::string_view source_bytes, const CompileOptions& opts,
+std::optional<Outcome> Compiler::remembered_hit(const std::string& key) {
+  kjit_tier tier;
+  if (EntryPtr e = cache_->lookup(key, &tier)) return Outcome{KJIT_OK, "", e, tier};
+  return std::nullopt;
+}
+
+Outcome Compiler::compile(const char* source, const CompileOptions& opts,
                           const CancelFlag& cancel) {
-  if (cache_) {
-    std::string remembered;
-    kjit_tier tier;
-    if (memo_.find(source_bytes, opts, &remembered)) {
-      if (EntryPtr e = cache_->lookup(remembered, &tier)) return Outcome{KJIT_OK, "", e, tier};
-    }
+  std::string remembered;
+  if (cache_ && memo_.find(source, opts, &remembered)) {
+    if (auto o = remembered_hit(remembered)) return std::move(*o);
   }
+  return compile_request(source, opts, cancel);
+}
+
+Outcome Compiler::compile(std::string_view source, const CompileOptions& opts,
+                          const CancelFlag& cancel) {
+  std::string remembered;
+  if (cache_ && memo_.find(source, opts, &remembered)) {
+    if (auto o = remembered_hit(remembered)) return std::move(*o);
+  }
+  return compile_request(source, opts, cancel);
+}
+
+Outcome Compiler::compile_request(std::string_view source_bytes, const CompileOptions& opts,
+                                  const CancelFlag& cancel) {
   const std::string source(source_bytes);
   validate_request(source, opts);
   find_toolkits(opts);

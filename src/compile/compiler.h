@@ -32,6 +32,10 @@ class Compiler {
   // include files stat the same is looked up by its remembered key (key_memo.h).
   Outcome compile(std::string_view source, const CompileOptions& opts,
                   const CancelFlag& cancel = nullptr);
+  // The same for a NUL-terminated source (the C API's): a repeated large source is
+  // compared with the remembered one in the pass that finds its end.
+  Outcome compile(const char* source, const CompileOptions& opts,
+                  const CancelFlag& cancel = nullptr);
 
   // The cache key of (source, opts), as compile() computes it.
   std::string key(const std::string& source, const CompileOptions& opts);
@@ -46,6 +50,12 @@ class Compiler {
   CompileMode mode() const { return CompileMode(mode_.load(std::memory_order_relaxed)); }
 
  private:
+  // The entry of a key remembered by memo_, from the memory or disk tier.
+  std::optional<Outcome> remembered_hit(const std::string& key);
+  // compile() after the memo could not answer.
+  Outcome compile_request(std::string_view source, const CompileOptions& opts,
+                          const CancelFlag& cancel);
+
   // Discovers the toolkits `opts` needs through the cache's record of an earlier
   // discovery (toolkit.h), before normalise() asks for them.
   void find_toolkits(const CompileOptions& opts);

@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 
 #include "util/checksum.h"
+#include "util/text_equal.h"
 
 namespace kjit {
 namespace {
@@ -17,15 +19,21 @@ bool same_directory(uint64_t dev, uint64_t ino, PathStamp* here) {
   return stamp_path(".", here) && here->kind == 2 && here->dev == dev && here->ino == ino;
 }
 
-constexpr size_t kWhole = 4096;  // sources up to this size are hashed whole
+constexpr size_t kPrefix = 1024;  // sources are filed under a hash of up to this many bytes
+constexpr size_t kWhole = 4096;   // sampled_hash hashes sources up to this size whole
 constexpr size_t kEnds = 1024;   // bytes taken from each end of a larger one
 constexpr size_t kBlocks = 32;   // and this many blocks of kBlock from its middle
 constexpr size_t kBlock = 64;
 
+// Where a source is filed: the table hash of its first kPrefix bytes (all of a smaller
+// one). A NUL-terminated source is filed without knowing its length first.
+uint64_t bucket_hash(std::string_view s) {
+  return table_hash(s.data(), std::min(s.size(), kPrefix));
+}
+
 // The table hash of a source: of all of it up to kWhole bytes, else of its size, its two
-// ends and evenly spaced blocks between (a 64 KB source is then found at the cost of one
-// comparison of its bytes rather than a hash and a comparison). Sources that differ only
-// between the samples share a bucket; find() tells them apart by a hash of all bytes.
+// ends and evenly spaced blocks between. Tells apart sources of one bucket and size at the
+// cost of a few KB; larger ones it does not are told apart by a hash of all bytes.
 uint64_t sampled_hash(std::string_view s) {
   if (s.size() <= kWhole) return table_hash(s.data(), s.size());
   char buf[sizeof(uint64_t) + 2 * kEnds + kBlocks * kBlock];
@@ -47,45 +55,89 @@ uint64_t sampled_hash(std::string_view s) {
 
 }  // namespace
 
-bool KeyMemo::find(std::string_view source, const CompileOptions& opts, std::string* key) {
-  const uint64_t h = sampled_hash(source);
+std::shared_ptr<const KeyMemo::Item> KeyMemo::lookup(std::string_view source,
+                                                     const CompileOptions& opts) {
+  const uint64_t h = bucket_hash(source);
   Shard& shard = shards_[h % kShards];
-  std::shared_ptr<const Item> item;
-  {
-    std::lock_guard<std::mutex> lock(shard.mu);
-    auto [begin, end] = shard.items.equal_range(h);
-    size_t same_size = 0;
-    for (auto it = begin; it != end; ++it) same_size += it->second->source.size() == source.size();
-    // Several sources sampled alike: a hash of all bytes skips the ones that differ.
-    const bool whole = same_size > 1 && source.size() > kWhole;
-    const uint64_t all = whole ? table_hash(source.data(), source.size()) : 0;
-    for (auto it = begin; it != end; ++it) {
-      if (whole && it->second->whole_hash != all) continue;
-      if (it->second->source == source && it->second->opts == opts) {
-        item = it->second;
-        break;
-      }
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto [begin, end] = shard.items.equal_range(h);
+  size_t same_size = 0;
+  for (auto it = begin; it != end; ++it) same_size += it->second->size == source.size();
+  if (same_size == 0) return nullptr;
+  // Several sources of one size: samples (all of a small one), then for a large one a hash
+  // of all bytes, skip the others.
+  const bool several = same_size > 1;
+  const uint64_t sampled = several ? sampled_hash(source) : 0;
+  const bool large = several && source.size() > kWhole;
+  bool whole_known = false;
+  uint64_t all = 0;
+  for (auto it = begin; it != end; ++it) {
+    const Item& item = *it->second;
+    if (item.size != source.size()) continue;
+    if (several && item.sampled != sampled) continue;
+    if (large && !whole_known) {
+      all = table_hash(source.data(), source.size());
+      whole_known = true;
     }
+    if (large && item.whole_hash != all) continue;
+    if (item.source() == source && item.opts == opts) return it->second;
   }
-  if (!item) return false;
-  if (item->cwd.empty()) {
-    if (!paths_unchanged(item->looked)) return false;
+  return nullptr;
+}
+
+bool KeyMemo::still_valid(const Item& item, std::string* key) {
+  if (item.cwd.empty()) {
+    if (!paths_unchanged(item.looked)) return false;
   } else {
     PathStamp here;
-    if (!same_directory(item->cwd_dev, item->cwd_ino, &here) ||
-        !paths_unchanged(item->looked, item->cwd, &here)) {
+    if (!same_directory(item.cwd_dev, item.cwd_ino, &here) ||
+        !paths_unchanged(item.looked, item.cwd, &here)) {
       return false;
     }
   }
-  *key = item->key;
+  *key = item.key;
   return true;
+}
+
+bool KeyMemo::find(std::string_view source, const CompileOptions& opts, std::string* key) {
+  const std::shared_ptr<const Item> item = lookup(source, opts);
+  return item && still_valid(*item, key);
+}
+
+bool KeyMemo::find(const char* source, const CompileOptions& opts, std::string* key) {
+  const size_t head = strnlen(source, kPrefix + 1);
+  if (head <= kPrefix) return find(std::string_view(source, head), opts, key);
+  // A longer source: the one remembered longer source of its bucket (the usual case) is
+  // compared with it while its end is found. Several: measured, then as above.
+  const uint64_t h = bucket_hash(std::string_view(source, kPrefix));
+  Shard& shard = shards_[h % kShards];
+  std::shared_ptr<const Item> only;
+  {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto [begin, end] = shard.items.equal_range(h);
+    size_t large = 0;
+    for (auto it = begin; it != end; ++it) {
+      if (it->second->size > kPrefix) {
+        only = it->second;
+        ++large;
+      }
+    }
+    if (large == 0) return false;
+    if (large > 1) only.reset();
+  }
+  if (!only) return find(std::string_view(source), opts, key);
+  if (!cstr_equals(source, only->text.data(), only->size) || !(only->opts == opts)) return false;
+  return still_valid(*only, key);
 }
 
 void KeyMemo::remember(std::string_view source, const CompileOptions& opts, const std::string& key,
                        const IncludeScan& scan) {
   if (!scan.rememberable()) return;
   auto item = std::make_shared<Item>();
-  item->source = std::string(source);
+  item->text.reserve(source.size() + kTextPadding);
+  item->text.assign(source.data(), source.size());
+  item->text.append(kTextPadding, '\0');
+  item->size = source.size();
   item->opts = opts;
   item->key = key;
   if (!scan.looked.empty() && !scan.cwd.empty()) {
@@ -94,13 +146,14 @@ void KeyMemo::remember(std::string_view source, const CompileOptions& opts, cons
     item->cwd_ino = scan.cwd_ino;
   }
   item->looked = scan.looked;
+  item->sampled = sampled_hash(source);
   item->whole_hash = source.size() > kWhole ? table_hash(source.data(), source.size()) : 0;
-  const uint64_t h = sampled_hash(source);
+  const uint64_t h = bucket_hash(source);
   Shard& shard = shards_[h % kShards];
   std::lock_guard<std::mutex> lock(shard.mu);
   auto [it, end] = shard.items.equal_range(h);
   for (; it != end; ++it) {
-    if (it->second->source == source && it->second->opts == opts) {
+    if (it->second->source() == source && it->second->opts == opts) {
       it->second = std::move(item);  // the files changed since: the new key replaces it
       return;
     }

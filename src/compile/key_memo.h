@@ -25,6 +25,9 @@ class KeyMemo {
   // The key remembered for exactly (source, opts), if what it depends on is unchanged.
   // Thread-safe; the stat() calls run outside any lock.
   bool find(std::string_view source, const CompileOptions& opts, std::string* key);
+  // The same for a NUL-terminated source of unknown length: a large one remembered under
+  // its first KB alone is compared in the same pass that finds its end.
+  bool find(const char* source, const CompileOptions& opts, std::string* key);
 
   // Remembers the key of (source, opts) when `scan` is rememberable.
   void remember(std::string_view source, const CompileOptions& opts, const std::string& key,
@@ -32,16 +35,24 @@ class KeyMemo {
 
  private:
   struct Item {
-    std::string source;
+    std::string text;  // the source, then kTextPadding NUL bytes (util/text_equal.h)
+    size_t size = 0;   // of the source
     CompileOptions opts;
     std::string key;
-    uint64_t whole_hash = 0;  // table hash of all of `source` when it is over kWhole bytes
+    uint64_t sampled = 0;     // sampled_hash of the source (key_memo.cpp)
+    uint64_t whole_hash = 0;  // table hash of all of a source over 4 KB
     std::string cwd;          // "" when the scan did not depend on it
     uint64_t cwd_dev = 0, cwd_ino = 0;  // the directory it named
     std::vector<PathStamp> looked;
+    std::string_view source() const { return std::string_view(text.data(), size); }
   };
+  // The item remembered for exactly (source, opts), if any.
+  std::shared_ptr<const Item> lookup(std::string_view source, const CompileOptions& opts);
+  // The key of `item` if what it depends on is unchanged.
+  static bool still_valid(const Item& item, std::string* key);
   static constexpr size_t kShards = 16;
   static constexpr size_t kMaxPerShard = 256;  // a full shard starts again (cheap, rare)
+  // Items under the table hash of their first KB (all of a smaller source).
   struct Shard {
     std::mutex mu;
     std::unordered_multimap<uint64_t, std::shared_ptr<const Item>> items;
