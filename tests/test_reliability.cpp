@@ -1411,20 +1411,19 @@ int fault_worker(const std::string& fault, const std::string& dir) {
   if (fault == "fsize" || fault == "tmpfs") {
     if (fault == "tmpfs") {
       if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-          mount("kjit-test", dir.c_str(), "tmpfs", 0, "size=512k,mode=0700") != 0) {
+          mount("kjit-test", dir.c_str(), "tmpfs", 0, "size=192k,mode=0700") != 0) {
         std::printf("skipped=%s\n", std::strerror(errno));
         return 0;
       }
     } else {
       signal(SIGXFSZ, SIG_IGN);
-      rlimit lim{448 << 10, RLIM_INFINITY};
+      rlimit lim{96 << 10, RLIM_INFINITY};
       if (setrlimit(RLIMIT_FSIZE, &lim) != 0) return 92;
     }
     start_capture();
     kjit_cache* c = open_cache(dir);
     if (!c) return 93;
-    // Limits in pages of a new database (16 KiB): the schema (about 12 pages) and small
-    // results may still fit; the CUB kernel's (over 200 KB) do not.
+    // Small results may still fit; the CUB kernel's do not.
     bad += compile_all_right(c, {"saxpy", "cub", "template", "small5", "cub"}, &notes);
     const std::vector<std::string> w = stop_capture();
     report(c, w, notes);

@@ -94,7 +94,8 @@ SchemaState read_schema_state(SqliteConn& c) {
   Txn read(c, false);
   st.app = read_int(c, "PRAGMA application_id");
   st.version = read_int(c, "PRAGMA user_version");
-  st.tables = read_int(c, "SELECT count(*) FROM sqlite_master");
+  // Only a file without kjit's application id needs it (new, or someone else's).
+  if (st.app == 0) st.tables = read_int(c, "SELECT count(*) FROM sqlite_master");
   if (st.version == DiskStore::kSchemaVersion || st.version == 3) {
     st.fingerprint = schema_fingerprint(c);
     sqlite3_stmt* s = c.stmt(fingerprint_query(st.version));

@@ -23,9 +23,8 @@ constexpr size_t kMaxPooledConnections = 8;
 
 // What the database file's first bytes say, read before SQLite opens it for real.
 struct FileHeader {
-  bool empty = false;  // no database yet: kjit chooses its page size
-  bool wal = false;    // already in WAL mode: setting the journal mode again, which costs
-                       // hundreds of microseconds, is skipped
+  bool wal = false;  // already in WAL mode: setting the journal mode again, which costs
+                     // hundreds of microseconds, is skipped
   int page_size = 4096;
 };
 
@@ -40,7 +39,6 @@ FileHeader read_header(sqlite3* db) {
   }
   sqlite3_int64 size = 0;
   if (file->pMethods->xFileSize(file, &size) != SQLITE_OK) return h;
-  h.empty = size == 0;
   unsigned char b[20] = {};
   if (size < sqlite3_int64(sizeof b) || file->pMethods->xRead(file, b, sizeof b, 0) != SQLITE_OK) {
     return h;
@@ -115,11 +113,7 @@ std::unique_ptr<DiskStore::Conn> DiskStore::open_connection(bool initialise) {
   c->exec("PRAGMA mmap_size=0", "configure");
   if (initialise) {
     const FileHeader header = read_header(c->db);
-    page_size_ = header.empty ? kPageSize : header.page_size;
-    if (header.empty && !read_only_) {
-      // Before anything is written; a no-op if another process made the file meanwhile.
-      c->exec(("PRAGMA page_size=" + std::to_string(kPageSize)).c_str(), "configure");
-    }
+    page_size_ = header.page_size;
     // Changing the journal mode needs the file to itself and SQLite reports "locked" at
     // once, without its busy handler, while another process opens the same new database:
     // retry for as long as any other lock is waited for.

@@ -47,12 +47,11 @@ class DiskStore {
   // of disk_schema.cpp and disk_entries.cpp; clear() keeps it).
   static constexpr const char* kMetaNamespace = "meta";
   static constexpr int kApplicationId = 0x6b6a6974;  // "kjit"
-  // Bytes of write-ahead log after which a commit checkpoints it.
+  // Bytes of write-ahead log after which a commit checkpoints it. (Pages stay SQLite's
+  // 4 KiB: 16 KiB pages cut the page reads of a large kernel by four, but a fresh process
+  // then touches four times the memory for its first hit, which cost it more than it saved,
+  // bench/RESULTS.md.)
   static constexpr int kWalCheckpointBytes = 1 << 20;
-  // Page size of a database kjit creates. Larger than SQLite's 4 KiB so that reading a
-  // kernel of 100 KB or more takes a few page reads rather than dozens (a database made
-  // with another page size keeps it).
-  static constexpr int kPageSize = 16384;
 
   // Opens (creating if needed) `dir`/kjit.db. Throws Error(KJIT_ERROR_CACHE) when the
   // database cannot be used and DatabaseCorrupt when the file is not a kjit database.
@@ -141,7 +140,7 @@ class DiskStore {
   std::string dir_, path_;
   bool read_only_;
   bool use_wal_;
-  std::atomic<int> page_size_{kPageSize};  // of the file, read when it is first opened
+  std::atomic<int> page_size_{4096};  // of the file, read when it is first opened
   long pid_;  // connections are never reused across fork()
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<Conn>> pool_;
