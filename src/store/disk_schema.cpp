@@ -2,6 +2,11 @@
 // and the small tables beside the entries (usage counters, key/value facts).
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <array>
+#include <string>
+#include <vector>
+
 #include "store/disk_store.h"
 #include "store/sqlite_conn.h"
 #include "util/fs.h"
@@ -61,15 +66,24 @@ int read_int(SqliteConn& c, const char* sql) {
   return v;
 }
 
-// Hash of the schema's text (tables, indexes, triggers).
+// Hash of the schema's text (tables, indexes, triggers), its rows taken in (type, name)
+// order. Sorted here rather than by ORDER BY, which would bring SQLite's sorter into every
+// process's first open for a dozen rows.
 std::string schema_fingerprint(SqliteConn& c) {
-  sqlite3_stmt* s = c.stmt(
-      "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master ORDER BY type, name");
-  Sha256 h;
+  sqlite3_stmt* s = c.stmt("SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master");
+  std::vector<std::array<std::string, 4>> rows;
   while (c.step(s, "read schema") == SQLITE_ROW) {
-    for (int i = 0; i < 4; ++i) h.field(col_text(s, i));
+    rows.push_back({col_text(s, 0), col_text(s, 1), col_text(s, 2), col_text(s, 3)});
   }
   sqlite3_reset(s);
+  // SQLite's ORDER BY on these text columns compares bytes (BINARY), as std::string does.
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    return a[0] != b[0] ? a[0] < b[0] : a[1] < b[1];
+  });
+  Sha256 h;
+  for (const auto& row : rows) {
+    for (const std::string& field : row) h.field(field);
+  }
   return to_hex(h.finish());
 }
 
