@@ -109,6 +109,58 @@ TEST(ToolkitHeaders, DirectoriesAreReportedAndOverridable) {
   EXPECT_NE(std::string(kjit_last_error()).find("cuda_fp16.h"), std::string::npos);
 }
 
+// A program that can read no file does not depend on the toolkit: its key is the same
+// with the toolkit's headers on or off, while a program that includes one differs. A
+// toolkit named in the options is still checked.
+TEST(ToolkitHeaders, ProgramThatReadsNoFileDoesNotDependOnTheToolkit) {
+  const char* alone = "extern \"C\" __global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n";
+  Options on, off;
+  ASSERT_EQ(kjit_options_set_toolkit(off.o, ""), KJIT_OK);
+  char k1[65], k2[65];
+  ASSERT_EQ(kjit_compute_key(alone, on.o, k1), KJIT_OK) << kjit_last_error();
+  ASSERT_EQ(kjit_compute_key(alone, off.o, k2), KJIT_OK) << kjit_last_error();
+  EXPECT_STREQ(k1, k2);
+  const std::string with = program("cuda_fp16.h");
+  ASSERT_EQ(kjit_compute_key(with.c_str(), on.o, k1), KJIT_OK);
+  ASSERT_EQ(kjit_compute_key(with.c_str(), off.o, k2), KJIT_OK);
+  EXPECT_STRNE(k1, k2);
+  // Any include-like construct, an in-memory header's or a pre-included one, counts.
+  const std::string probe = std::string("#if __has_include(<cuda_fp16.h>)\n#endif\n") + alone;
+  ASSERT_EQ(kjit_compute_key(probe.c_str(), on.o, k1), KJIT_OK);
+  ASSERT_EQ(kjit_compute_key(probe.c_str(), off.o, k2), KJIT_OK);
+  EXPECT_STRNE(k1, k2) << "__has_include looks in the toolkit";
+  Options pre_on, pre_off;
+  ASSERT_EQ(kjit_options_set_toolkit(pre_off.o, ""), KJIT_OK);
+  for (Options* o : {&pre_on, &pre_off}) {
+    ASSERT_EQ(kjit_options_add(o->o, "--pre-include=cuda_fp16.h"), KJIT_OK);
+  }
+  ASSERT_EQ(kjit_compute_key(alone, pre_on.o, k1), KJIT_OK) << kjit_last_error();
+  ASSERT_EQ(kjit_compute_key(alone, pre_off.o, k2), KJIT_OK);
+  EXPECT_STRNE(k1, k2) << "a pre-included header comes from the toolkit";
+  kjit::test::TempDir empty;
+  Options bogus;
+  ASSERT_EQ(kjit_options_set_toolkit(bogus.o, empty.path().c_str()), KJIT_OK);
+  EXPECT_EQ(kjit_compute_key(alone, bogus.o, k2), KJIT_ERROR_INVALID_OPTION);
+  // And it compiles, is stored and hits without the toolkit's include directories.
+  kjit::test::TempDir dir;
+  kjit_cache_options co = KJIT_CACHE_OPTIONS_INIT;
+  co.directory = dir.path().c_str();
+  kjit_cache* cache = nullptr;
+  ASSERT_EQ(kjit_cache_open(&co, &cache), KJIT_OK);
+  {
+    Compiler c(cache);
+    Binary a, b;
+    ASSERT_EQ(kjit_compile(c.c, alone, on.o, &a.b), KJIT_OK) << kjit_last_error();
+    EXPECT_EQ(kjit_binary_tier(a.b), KJIT_TIER_COMPILED);
+    ASSERT_EQ(kjit_compile(c.c, alone, off.o, &b.b), KJIT_OK);
+    EXPECT_EQ(kjit_binary_tier(b.b), KJIT_TIER_MEMORY) << "stored: nothing uncovered was read";
+  }
+  kjit_cache_stats st = KJIT_CACHE_STATS_INIT;
+  ASSERT_EQ(kjit_cache_stats_get(cache, &st), KJIT_OK);
+  EXPECT_EQ(st.not_stored, 0u);
+  kjit_cache_close(cache);
+}
+
 // Programs that reach the toolkit, with PCH on and off: identical bytes, logs and keys.
 std::vector<std::pair<std::string, std::vector<const char*>>> pch_programs() {
   return {

@@ -296,16 +296,17 @@ std::optional<Outcome> Compiler::compile_in_worker_process(
 
 Compiler::~Compiler() = default;  // the pool joins after finishing queued jobs
 
-void Compiler::find_toolkits(const CompileOptions& opts) {
-  find_toolkit("", cache_);
+void Compiler::find_toolkits(const CompileOptions& opts, bool reads_files) {
+  if (reads_files) find_toolkit("", cache_);
   if (opts.toolkit_headers && !opts.toolkit_root.empty()) find_toolkit(opts.toolkit_root, cache_);
 }
 
 std::string Compiler::key(const std::string& source, const CompileOptions& opts) {
   validate_request(source, opts);
-  find_toolkits(opts);
+  const bool reads_files = may_read_files(source, opts);
+  find_toolkits(opts, reads_files);
   const std::string& tool = toolchain();  // first: normalising asks for its facts
-  const NormalisedOptions norm = normalise(opts);
+  const NormalisedOptions norm = normalise(opts, reads_files);
   return compute_key(source, opts, norm, tool, scan_for(source, opts, norm));
 }
 
@@ -337,9 +338,11 @@ Outcome Compiler::compile_request(std::string_view source_bytes, const CompileOp
                                   const CancelFlag& cancel) {
   const std::string source(source_bytes);
   validate_request(source, opts);
-  find_toolkits(opts);
+  // A program that can read no file does not need the toolkit found (options.h).
+  const bool reads_files = may_read_files(source, opts);
+  find_toolkits(opts, reads_files);
   const std::string& tool = toolchain();  // first: normalising asks for its facts
-  const NormalisedOptions norm = normalise(opts);
+  const NormalisedOptions norm = normalise(opts, reads_files);
   const IncludeScan scan = scan_for(source, opts, norm);
   const std::string key = compute_key(source, opts, norm, tool, scan);
   auto run = [&]() -> Outcome {

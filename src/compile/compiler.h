@@ -57,8 +57,9 @@ class Compiler {
                           const CancelFlag& cancel);
 
   // Discovers the toolkits `opts` needs through the cache's record of an earlier
-  // discovery (toolkit.h), before normalise() asks for them.
-  void find_toolkits(const CompileOptions& opts);
+  // discovery (toolkit.h), before normalise() asks for them: the automatic one only for a
+  // program that can read files (options.h: may_read_files).
+  void find_toolkits(const CompileOptions& opts, bool reads_files);
 
   // Runs the compile in the worker. nullopt when the worker cannot be used and `mode` lets
   // the compile run in this process instead.

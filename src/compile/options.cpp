@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "compile/include_scan.h"
 #include "compile/toolchain.h"
 #include "compile/toolkit.h"
 #include "cuda/device.h"
@@ -104,7 +105,24 @@ bool is_valid_target_syntax(const std::string& target) {
   return target == "auto" || arch_number(target) >= 0;
 }
 
-NormalisedOptions normalise(const CompileOptions& opts) {
+bool may_read_files(const std::string& source, const CompileOptions& opts) {
+  if (!scan_directives(source).refs.empty()) return true;
+  for (const auto& [name, text] : opts.headers) {
+    if (!scan_directives(text).refs.empty()) return true;
+  }
+  // Pre-included headers (-include, --pre-include, in any spelling) and precompiled-header
+  // options; include paths (-I, --include-path) read nothing by themselves.
+  for (const std::string& raw : opts.raw) {
+    const std::string o = trim(raw);
+    if (starts_with(o, "-include") || starts_with(o, "--pre-include") ||
+        o.find("pch") != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+NormalisedOptions normalise(const CompileOptions& opts, bool reads_files) {
   NormalisedOptions n;
   std::string target = opts.target;
   bool lto = (opts.outputs & KJIT_OUTPUT_LTOIR) != 0;
@@ -203,11 +221,16 @@ NormalisedOptions normalise(const CompileOptions& opts) {
   }
   n.outputs = outputs;
 
-  // The toolkit's headers, searched after the caller's own include paths.
-  const Toolkit& nvrtc_toolkit = find_toolkit("");
-  if (!toolkit_root().empty()) n.skip_roots.push_back(toolkit_root());
-  n.toolkit_fingerprint = nvrtc_toolkit.fingerprint;
-  if (opts.toolkit_headers) {
+  // The toolkit's headers, searched after the caller's own include paths; for a program
+  // that can read no file, only a toolkit named in the options (checked as always).
+  // (may_read_files saw the same pre-includes and PCH options; checked again on their
+  // normalised form.)
+  reads_files = reads_files || !n.pre_includes.empty() || n.user_pch;
+  static const Toolkit kNone;
+  const Toolkit& nvrtc_toolkit = reads_files ? find_toolkit("") : kNone;
+  if (reads_files && !toolkit_root().empty()) n.skip_roots.push_back(toolkit_root());
+  n.toolkit_fingerprint = reads_files ? nvrtc_toolkit.fingerprint : "none: no file can be read";
+  if (opts.toolkit_headers && (reads_files || !opts.toolkit_root.empty())) {
     const Toolkit& tk = find_toolkit(opts.toolkit_root);
     if (tk.include_dirs.empty() && (tk.found_by == "option" || tk.found_by == "KJIT_CUDA_HOME")) {
       fail(KJIT_ERROR_INVALID_OPTION,

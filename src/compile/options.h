@@ -50,7 +50,19 @@ struct NormalisedOptions {
 
 // Throws kjit::Error: KJIT_ERROR_INVALID_OPTION (malformed or conflicting options),
 // KJIT_ERROR_UNSUPPORTED_TARGET, KJIT_ERROR_CUDA_UNAVAILABLE ("auto" without a driver).
-NormalisedOptions normalise(const CompileOptions& opts);
+// With `reads_files` false (may_read_files: the program cannot make NVRTC open a file),
+// the automatic toolkit is not looked for: its include directories are not passed and its
+// fingerprint is not in the key, so that its files, which nothing can read, are neither
+// discovered on the way to a hit nor make a change of toolkit a miss. A toolkit named in
+// the options is still checked. NVRTC opening a toolkit file anyway is then uncovered by
+// the key, and the result is not stored (compiler.cpp: uncovered).
+NormalisedOptions normalise(const CompileOptions& opts, bool reads_files = true);
+
+// Whether compiling `source` with `opts` can make NVRTC open any file: an #include,
+// #include_next, #import or #embed directive or a __has_include in the source or an
+// in-memory header (include_scan.h: scan_directives), or an option that names a file to
+// include or a precompiled header. False only when none of these appears.
+bool may_read_files(const std::string& source, const CompileOptions& opts);
 
 // True if `target` looks like sm_XY[a|f] / compute_XY[a|f] / "auto".
 bool is_valid_target_syntax(const std::string& target);
