@@ -1363,25 +1363,9 @@ TEST(CacheTotals, SchemaFingerprintIsTheOneRecordedBefore) {
     Cache c(dir.path());
     ASSERT_EQ(compile(c.c, kSaxpySource).status, KJIT_OK);
   }
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open((dir.path() + "/kjit.db").c_str(), &db), SQLITE_OK);
-  sqlite3_stmt* s = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(db,
-                               "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master "
-                               "ORDER BY type, name",
-                               -1, &s, nullptr),
-            SQLITE_OK);
-  kjit::Sha256 h;
-  while (sqlite3_step(s) == SQLITE_ROW) {
-    for (int i = 0; i < 4; ++i) {
-      h.field(std::string(reinterpret_cast<const char*>(sqlite3_column_text(s, i)),
-                          size_t(sqlite3_column_bytes(s, i))));
-    }
-  }
-  sqlite3_finalize(s);
-  sqlite3_close(db);
+  const std::string as_before = schema_record(dir.path() + "/kjit.db");
   kjit::DiskStore store(dir.path(), true, true);
-  EXPECT_EQ(store.get_meta("kjit:schema"), std::optional<std::string>(kjit::to_hex(h.finish())));
+  EXPECT_EQ(store.get_meta("kjit:schema"), std::optional<std::string>(as_before));
 }
 
 TEST(DiskStoreValues, ClearDropsValuesAndKeepsFacts) {

@@ -29,6 +29,23 @@ struct Compiler {
   ~Compiler() { kjit_compiler_destroy(c); }
 };
 
+// A cache in a directory of its own; compilers bound to it go out of scope first.
+struct Cache {
+  kjit::test::TempDir dir;
+  kjit_cache* c = nullptr;
+  Cache() {
+    kjit_cache_options co = KJIT_CACHE_OPTIONS_INIT;
+    co.directory = dir.path().c_str();
+    EXPECT_EQ(kjit_cache_open(&co, &c), KJIT_OK);
+  }
+  ~Cache() { kjit_cache_close(c); }
+  kjit_cache_stats stats() const {
+    kjit_cache_stats st = KJIT_CACHE_STATS_INIT;
+    EXPECT_EQ(kjit_cache_stats_get(c, &st), KJIT_OK);
+    return st;
+  }
+};
+
 struct Binary {
   kjit_binary* b = nullptr;
   ~Binary() { kjit_binary_destroy(b); }
@@ -142,23 +159,14 @@ TEST(ToolkitHeaders, ProgramThatReadsNoFileDoesNotDependOnTheToolkit) {
   ASSERT_EQ(kjit_options_set_toolkit(bogus.o, empty.path().c_str()), KJIT_OK);
   EXPECT_EQ(kjit_compute_key(alone, bogus.o, k2), KJIT_ERROR_INVALID_OPTION);
   // And it compiles, is stored and hits without the toolkit's include directories.
-  kjit::test::TempDir dir;
-  kjit_cache_options co = KJIT_CACHE_OPTIONS_INIT;
-  co.directory = dir.path().c_str();
-  kjit_cache* cache = nullptr;
-  ASSERT_EQ(kjit_cache_open(&co, &cache), KJIT_OK);
-  {
-    Compiler c(cache);
-    Binary a, b;
-    ASSERT_EQ(kjit_compile(c.c, alone, on.o, &a.b), KJIT_OK) << kjit_last_error();
-    EXPECT_EQ(kjit_binary_tier(a.b), KJIT_TIER_COMPILED);
-    ASSERT_EQ(kjit_compile(c.c, alone, off.o, &b.b), KJIT_OK);
-    EXPECT_EQ(kjit_binary_tier(b.b), KJIT_TIER_MEMORY) << "stored: nothing uncovered was read";
-  }
-  kjit_cache_stats st = KJIT_CACHE_STATS_INIT;
-  ASSERT_EQ(kjit_cache_stats_get(cache, &st), KJIT_OK);
-  EXPECT_EQ(st.not_stored, 0u);
-  kjit_cache_close(cache);
+  Cache cache;
+  Compiler c(cache.c);
+  Binary a, b;
+  ASSERT_EQ(kjit_compile(c.c, alone, on.o, &a.b), KJIT_OK) << kjit_last_error();
+  EXPECT_EQ(kjit_binary_tier(a.b), KJIT_TIER_COMPILED);
+  ASSERT_EQ(kjit_compile(c.c, alone, off.o, &b.b), KJIT_OK);
+  EXPECT_EQ(kjit_binary_tier(b.b), KJIT_TIER_MEMORY) << "stored: nothing uncovered was read";
+  EXPECT_EQ(cache.stats().not_stored, 0u);
 }
 
 // Programs that reach the toolkit, with PCH on and off: identical bytes, logs and keys.
@@ -211,13 +219,9 @@ TEST(Pch, ByteIdenticalAndKeyIndependent) {
 // Threads compiling variants that start the same way: one creates the PCH, the others
 // wait for it and use it; every result equals the PCH-free one.
 TEST(Pch, ConcurrentVariantsShareOnePch) {
-  kjit::test::TempDir dir;
-  kjit_cache_options co = KJIT_CACHE_OPTIONS_INIT;
-  co.directory = dir.path().c_str();
-  kjit_cache* cache = nullptr;
-  ASSERT_EQ(kjit_cache_open(&co, &cache), KJIT_OK);
+  Cache cache;
   {
-    Compiler c(cache), plain;
+    Compiler c(cache.c), plain;
     auto variant = [](int i) {
       return "#include <cub/warp/warp_reduce.cuh>\n"
              "extern \"C\" __global__ void w(const float* in, float* out) {\n"
@@ -248,39 +252,25 @@ TEST(Pch, ConcurrentVariantsShareOnePch) {
       ASSERT_EQ(kjit_compile(plain.c, variant(i).c_str(), o.o, &b.b), KJIT_OK);
       EXPECT_EQ(ptx[i], b.data(KJIT_OUTPUT_PTX)) << i;
     }
-    kjit_cache_stats st;
-    std::memset(&st, 0, sizeof st);
-    st.struct_size = sizeof st;
-    ASSERT_EQ(kjit_cache_stats_get(cache, &st), KJIT_OK);
+    const kjit_cache_stats st = cache.stats();
     EXPECT_EQ(st.pch_created, 1u);
     EXPECT_EQ(st.pch_used, uint64_t(kThreads - 1));
     EXPECT_EQ(st.pch_failed, 0u);
     EXPECT_EQ(st.not_stored, 0u) << "PCH files must not count as inputs";
     EXPECT_EQ(st.stores, uint64_t(kThreads));
   }
-  kjit_cache_close(cache);
 }
 
 TEST(Pch, OffMeansNone) {
-  kjit::test::TempDir dir;
-  kjit_cache_options co = KJIT_CACHE_OPTIONS_INIT;
-  co.directory = dir.path().c_str();
-  kjit_cache* cache = nullptr;
-  ASSERT_EQ(kjit_cache_open(&co, &cache), KJIT_OK);
-  {
-    Compiler c(cache);
-    Options o;
-    ASSERT_EQ(kjit_options_set_pch(o.o, 0), KJIT_OK);
-    Binary b;
-    ASSERT_EQ(kjit_compile(c.c, kjit::test::kCubReduceSource, o.o, &b.b), KJIT_OK) << b.log();
-    kjit_cache_stats st;
-    std::memset(&st, 0, sizeof st);
-    st.struct_size = sizeof st;
-    ASSERT_EQ(kjit_cache_stats_get(cache, &st), KJIT_OK);
-    EXPECT_EQ(st.pch_created + st.pch_used + st.pch_failed, 0u);
-    EXPECT_EQ(st.stores, 1u);
-  }
-  kjit_cache_close(cache);
+  Cache cache;
+  Compiler c(cache.c);
+  Options o;
+  ASSERT_EQ(kjit_options_set_pch(o.o, 0), KJIT_OK);
+  Binary b;
+  ASSERT_EQ(kjit_compile(c.c, kjit::test::kCubReduceSource, o.o, &b.b), KJIT_OK) << b.log();
+  const kjit_cache_stats st = cache.stats();
+  EXPECT_EQ(st.pch_created + st.pch_used + st.pch_failed, 0u);
+  EXPECT_EQ(st.stores, 1u);
 }
 
 }  // namespace
