@@ -240,8 +240,8 @@ TEST(TextEqual, AgreesWithAPlainComparison) {
   std::string text;
   for (int i = 0; text.size() < 5000; ++i) text += char('a' + i % 26);
   std::vector<char> buf(text.size() + 256);
-  for (size_t n : {0, 1, 2, 15, 16, 17, 31, 47, 63, 64, 65, 127, 128, 129, 200, 4095, 4096, 4097,
-                   4999}) {
+  for (size_t n :
+       {0, 1, 2, 15, 16, 17, 31, 47, 63, 64, 65, 127, 128, 129, 200, 4095, 4096, 4097, 4999}) {
     std::string ref = text.substr(0, n);
     std::string padded = ref + std::string(kjit::kTextPadding, '\0');
     std::vector<std::string> tries{ref, ref + "a", ref + "ab"};
@@ -270,7 +270,9 @@ TEST(TextEqual, NeverReadsPastThePageOfTheTerminator) {
       mmap(nullptr, size_t(2 * page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(map, MAP_FAILED);
   ASSERT_EQ(mprotect(map + page, size_t(page), PROT_NONE), 0);  // the next page faults
-  const auto text = [](size_t n) { return std::string(n, 'q') + std::string(kjit::kTextPadding, '\0'); };
+  const auto text = [](size_t n) {
+    return std::string(n, 'q') + std::string(kjit::kTextPadding, '\0');
+  };
   const std::string longer = text(299);
   for (size_t len = 0; len < 300; ++len) {
     char* s = map + page - 1 - len;  // its terminator is the page's last byte

@@ -21,8 +21,8 @@ bool same_directory(uint64_t dev, uint64_t ino, PathStamp* here) {
 
 constexpr size_t kPrefix = 1024;  // sources are filed under a hash of up to this many bytes
 constexpr size_t kWhole = 4096;   // sampled_hash hashes sources up to this size whole
-constexpr size_t kEnds = 1024;   // bytes taken from each end of a larger one
-constexpr size_t kBlocks = 32;   // and this many blocks of kBlock from its middle
+constexpr size_t kEnds = 1024;    // bytes taken from each end of a larger one
+constexpr size_t kBlocks = 32;    // and this many blocks of kBlock from its middle
 constexpr size_t kBlock = 64;
 
 // Where a source is filed: the table hash of its first kPrefix bytes (all of a smaller

@@ -39,9 +39,9 @@ class KeyMemo {
     size_t size = 0;   // of the source
     CompileOptions opts;
     std::string key;
-    uint64_t sampled = 0;     // sampled_hash of the source (key_memo.cpp)
-    uint64_t whole_hash = 0;  // table hash of all of a source over 4 KB
-    std::string cwd;          // "" when the scan did not depend on it
+    uint64_t sampled = 0;               // sampled_hash of the source (key_memo.cpp)
+    uint64_t whole_hash = 0;            // table hash of all of a source over 4 KB
+    std::string cwd;                    // "" when the scan did not depend on it
     uint64_t cwd_dev = 0, cwd_ino = 0;  // the directory it named
     std::vector<PathStamp> looked;
     std::string_view source() const { return std::string_view(text.data(), size); }

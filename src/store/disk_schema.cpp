@@ -77,9 +77,8 @@ std::string schema_fingerprint(SqliteConn& c) {
   }
   sqlite3_reset(s);
   // SQLite's ORDER BY on these text columns compares bytes (BINARY), as std::string does.
-  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
-    return a[0] != b[0] ? a[0] < b[0] : a[1] < b[1];
-  });
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a[0] != b[0] ? a[0] < b[0] : a[1] < b[1]; });
   Sha256 h;
   for (const auto& row : rows) {
     for (const std::string& field : row) h.field(field);

@@ -141,7 +141,7 @@ class DiskStore {
   bool read_only_;
   bool use_wal_;
   std::atomic<int> page_size_{4096};  // of the file, read when it is first opened
-  long pid_;  // connections are never reused across fork()
+  long pid_;                          // connections are never reused across fork()
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<Conn>> pool_;
   uint64_t generation_ = 0;  // bumped when the file is switched; older connections close

@@ -22,11 +22,12 @@ int byte_step(const char* s, const char* text, size_t n, size_t i) {
 
 // One aligned block of 32 bytes of `s` at `at`: the answer, or -1 to go on.
 __attribute__((target("avx2"), no_sanitize("address"))) inline int block32(const char* s,
-                                                                          const char* text,
-                                                                          size_t n, size_t at) {
+                                                                           const char* text,
+                                                                           size_t n, size_t at) {
   const __m256i a = _mm256_load_si256(reinterpret_cast<const __m256i*>(s + at));
   const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(text + at));
-  const unsigned ended = unsigned(_mm256_movemask_epi8(_mm256_cmpeq_epi8(a, _mm256_setzero_si256())));
+  const unsigned ended =
+      unsigned(_mm256_movemask_epi8(_mm256_cmpeq_epi8(a, _mm256_setzero_si256())));
   const unsigned differ = ~unsigned(_mm256_movemask_epi8(_mm256_cmpeq_epi8(a, b)));
   if (ended != 0) {
     const unsigned k = unsigned(__builtin_ctz(ended));
@@ -39,8 +40,8 @@ __attribute__((target("avx2"), no_sanitize("address"))) inline int block32(const
 // Reads past the terminator inside one aligned block of `s`, which a byte-exact checker
 // (AddressSanitizer) reports although no page is crossed; strlen does the same.
 __attribute__((target("avx2"), no_sanitize("address"))) bool equals_avx2(const char* s,
-                                                                        const char* text,
-                                                                        size_t n) {
+                                                                         const char* text,
+                                                                         size_t n) {
   size_t i = 0;
   const auto misalign = [&](size_t align) { return (reinterpret_cast<uintptr_t>(s) + i) % align; };
   while (misalign(32) != 0) {  // up to 31 bytes, one at a time
@@ -59,14 +60,14 @@ __attribute__((target("avx2"), no_sanitize("address"))) bool equals_avx2(const c
     const auto* q = reinterpret_cast<const __m256i*>(text + i);
     const __m256i a0 = _mm256_load_si256(p), a1 = _mm256_load_si256(p + 1);
     const __m256i a2 = _mm256_load_si256(p + 2), a3 = _mm256_load_si256(p + 3);
-    const __m256i same = _mm256_and_si256(
-        _mm256_and_si256(_mm256_cmpeq_epi8(a0, _mm256_loadu_si256(q)),
-                         _mm256_cmpeq_epi8(a1, _mm256_loadu_si256(q + 1))),
-        _mm256_and_si256(_mm256_cmpeq_epi8(a2, _mm256_loadu_si256(q + 2)),
-                         _mm256_cmpeq_epi8(a3, _mm256_loadu_si256(q + 3))));
+    const __m256i same =
+        _mm256_and_si256(_mm256_and_si256(_mm256_cmpeq_epi8(a0, _mm256_loadu_si256(q)),
+                                          _mm256_cmpeq_epi8(a1, _mm256_loadu_si256(q + 1))),
+                         _mm256_and_si256(_mm256_cmpeq_epi8(a2, _mm256_loadu_si256(q + 2)),
+                                          _mm256_cmpeq_epi8(a3, _mm256_loadu_si256(q + 3))));
     const __m256i least = _mm256_min_epu8(_mm256_min_epu8(a0, a1), _mm256_min_epu8(a2, a3));
-    const __m256i stop = _mm256_or_si256(_mm256_cmpeq_epi8(least, zero),
-                                         _mm256_cmpeq_epi8(same, zero));
+    const __m256i stop =
+        _mm256_or_si256(_mm256_cmpeq_epi8(least, zero), _mm256_cmpeq_epi8(same, zero));
     if (_mm256_testz_si256(stop, stop)) continue;  // 128 equal bytes, none the end
     for (size_t at = i;; at += 32) {
       const int r = block32(s, text, n, at);
