@@ -126,7 +126,7 @@ bool KeyMemo::find(const char* source, const CompileOptions& opts, std::string* 
     if (large > 1) only.reset();
   }
   if (!only) return find(std::string_view(source), opts, key);
-  if (!cstr_equals(source, only->text.data(), only->size) || !(only->opts == opts)) return false;
+  if (!(only->opts == opts) || !cstr_equals(source, only->text.data(), only->size)) return false;
   return still_valid(*only, key);
 }
 

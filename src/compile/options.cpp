@@ -105,10 +105,24 @@ bool is_valid_target_syntax(const std::string& target) {
   return target == "auto" || arch_number(target) >= 0;
 }
 
+namespace {
+
+// A text that names a directive word outright can read files (so it is not lexed here as
+// well as by the include scan); one that does not is lexed, for directives that line
+// splices alone spell out.
+bool text_may_read_files(const std::string& text) {
+  for (const char* word : {"include", "import", "embed"}) {
+    if (text.find(word) != std::string::npos) return true;
+  }
+  return !scan_directives(text).refs.empty();
+}
+
+}  // namespace
+
 bool may_read_files(const std::string& source, const CompileOptions& opts) {
-  if (!scan_directives(source).refs.empty()) return true;
+  if (text_may_read_files(source)) return true;
   for (const auto& [name, text] : opts.headers) {
-    if (!scan_directives(text).refs.empty()) return true;
+    if (text_may_read_files(text)) return true;
   }
   // Pre-included headers (-include, --pre-include, in any spelling) and precompiled-header
   // options; include paths (-I, --include-path) read nothing by themselves.
