@@ -12,12 +12,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <set>
 #include <sstream>
+#include <string>
+#include <thread>
 
 #include "compile/compiler.h"
 #include "compile/file_audit.h"
@@ -503,6 +506,65 @@ TEST_F(IncludeTruth, EditedHeaderIsNeverAStaleHit) {
   const kjit::CacheStats st = cache.stats();
   EXPECT_EQ(st.not_stored, 0u) << "some forms were not cached";
   std::printf("[ truth    ] %zu edit cases: every edit a miss with the new code\n", cases);
+}
+
+// The same edits with precompiled headers in play: each program first reaches the toolkit,
+// so kjit compiles it with a PCH made from the form's files, which the next program that
+// starts the same way reuses. After an edit (same size and modification time, then a new
+// size) or a header created earlier in the search, every result is the code of the uncached
+// compiler without PCH, in this process.
+TEST_F(IncludeTruth, EditedHeaderIsNeverStaleWithPch) {
+  kjit::CacheConfig config;
+  config.directory = root_ + "/cache-pch";
+  kjit::Cache cache(config);
+  kjit::Compiler compiler(&cache, 1);
+  compiler.set_mode(kjit::CompileMode::InProcess);
+  kjit::Compiler uncached(nullptr, 1);
+  uncached.set_mode(kjit::CompileMode::InProcess);
+  std::vector<std::pair<Form, CaseSetup>> cases;
+  for (Form f : forms()) {
+    f.name += "-pch";
+    f.files["k.cu"] = "#include <cuda/std/cstdint>\n" + f.files["k.cu"];
+    CaseSetup s = make_case(f, Naming::Bare, root_, "111");
+    cases.emplace_back(std::move(f), std::move(s));
+  }
+  // PCHs are reused only when made from files older than the racy window (pch.h).
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  for (const auto& [f, s] : cases) {
+    SCOPED_TRACE(f.name);
+    Cwd cwd(s.cwd);
+    int variant = 0;
+    auto check = [&](const char* value) {
+      // A program that starts the same way but is another program (another key).
+      const std::string source = s.source + "// variant " + std::to_string(variant++) + "\n";
+      const Outcome o = compiler.compile(source, s.opts);
+      ASSERT_EQ(o.status, KJIT_OK) << o.message;
+      CompileOptions plain = s.opts;
+      plain.pch = false;
+      const Outcome truth = uncached.compile(source, plain);
+      ASSERT_EQ(truth.status, KJIT_OK) << truth.message;
+      EXPECT_NE(truth.entry->ptx.find(value), std::string::npos) << "expected V = " << value;
+      EXPECT_EQ(o.entry->ptx, truth.entry->ptx) << "old code from a precompiled header";
+    };
+    check("111");
+    check("111");
+    if (!f.create.empty()) {
+      write(s.dir + "/" + f.create, "#define V 222\n");
+      check("222");
+      continue;
+    }
+    const std::string edited = s.dir + "/" + f.edit;
+    rewrite_same_stamp(edited, replace_all(slurp(edited), "111", "222"));
+    check("222");
+    check("222");
+    write(edited, replace_all(slurp(edited), "222", "33333"));
+    check("33333");
+  }
+  const kjit::CacheStats st = cache.stats();
+  EXPECT_GT(st.pch_used, 0u) << "no PCH was reused: the test tests nothing";
+  std::printf("[ truth    ] %zu edit cases with PCH: %llu PCHs made, %llu used\n", cases.size(),
+              static_cast<unsigned long long>(st.pch_created),
+              static_cast<unsigned long long>(st.pch_used));
 }
 
 // Fail closed: a file NVRTC reads that the scan cannot foresee (a stringized include

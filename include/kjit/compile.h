@@ -119,9 +119,12 @@ KJIT_EXPORT kjit_status kjit_options_set_toolkit(kjit_options* opts, const char*
  * Precompiled headers (default on): a program whose includes reach the toolkit is compiled
  * with NVRTC's automatic PCH, so later programs that start with the same #include lines
  * (and options) in this process parse those headers once (3-5x faster for CUB). Results are
- * byte-identical either way and the cache key does not depend on it. `enabled` 0 turns it
- * off for these options; $KJIT_PCH=0 turns it off for the process. Options of the caller's
- * own (-pch, --use-pch, --pch-dir ...) also turn kjit's off.
+ * byte-identical either way and the cache key does not depend on it: before each use, every
+ * file the PCH was made from is checked, and a header edited or created earlier on the
+ * search path makes a new PCH (docs/cache-keys.md). `enabled` 0 turns it off for these
+ * options; $KJIT_PCH=0 turns it off for the process. Options of the caller's own (-pch,
+ * --use-pch, --pch-dir ...) also turn kjit's off; a compile that used such a PCH is not
+ * stored, since its inputs cannot be checked.
  * Returns KJIT_OK, KJIT_ERROR_INVALID_HANDLE.
  * @since 0.2
  */

@@ -28,13 +28,15 @@ namespace kjit {
 
 // The compile's outcome as the cache's single flight carries it, and back.
 FlightResult to_flight(Outcome o) {
-  return FlightResult{o.status,    std::move(o.message), std::move(o.entry), o.tier,
-                      o.cacheable, o.remember_failure,   o.pch};
+  return FlightResult{o.status, std::move(o.message), std::move(o.entry),
+                      o.tier,   o.cacheable,          o.remember_failure,
+                      o.pch};
 }
 
 Outcome from_flight(FlightResult r) {
-  return Outcome{r.status,    std::move(r.message), std::move(r.entry), r.tier,
-                 r.cacheable, r.remember_failure,   r.pch};
+  return Outcome{r.status, std::move(r.message), std::move(r.entry),
+                 r.tier,   r.cacheable,          r.remember_failure,
+                 r.pch};
 }
 
 namespace {
@@ -71,26 +73,7 @@ std::string compute_key(const std::string& source, const CompileOptions& opts,
   return to_hex(h.finish());
 }
 
-// Files NVRTC makes for itself during a compile: its precompiled headers (in kjit's PCH
-// directory, or NVRTC's own when the caller asked for -pch) and the temporary file that
-// backs its PCH heap (<tmp>/edg<N>_<pid>). They are not inputs: a PCH never changes what is
-// produced.
 }  // namespace
-
-bool nvrtc_private(const std::string& path) {
-  const std::string pch = pch_directory();
-  if (!pch.empty() && (path == pch || path.compare(0, pch.size() + 1, pch + "/") == 0)) return true;
-  const char* t = std::getenv("TMPDIR");
-  const std::string tmp = resolve_path(t && *t ? t : "/tmp");
-  if (dirname_of(path) != tmp) return false;
-  const std::string name = path.substr(path.find_last_of('/') + 1);
-  const std::string pid = std::to_string(getpid());
-  if (name.rfind("__nvrtc_auto_pch_" + pid + "_", 0) == 0) return true;
-  if (name.rfind("edg", 0) != 0) return false;
-  size_t i = 3;
-  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
-  return i > 3 && name.compare(i, std::string::npos, "_" + pid) == 0;
-}
 
 namespace {
 
@@ -117,6 +100,7 @@ std::string uncovered(const IncludeScan& scan, const AuditRecord* audit,
   if (!audit->whole) {
     return "NVRTC opened files in a way that cannot be audited (another thread or program)";
   }
+  if (!audit->doubt.empty()) return audit->doubt;
   std::vector<std::string> roots;
   for (const std::string& r : norm.skip_roots) roots.push_back(resolve_path(r));
   const auto& opened = audit->opened;
@@ -133,8 +117,21 @@ std::string uncovered(const IncludeScan& scan, const AuditRecord* audit,
       covered = scan_covers(scan, path, f.ok);
     }
     if (!covered) {
-      return std::string("NVRTC ") + (f.ok ? "read " : "looked for ") + path +
-             ", which the cache key does not cover";
+      return std::string(f.from_pch ? "the precompiled header NVRTC used was made after NVRTC "
+                                    : "NVRTC ") +
+             (f.ok ? "read " : "looked for ") + path + ", which the cache key does not cover";
+    }
+    if (f.from_pch) {
+      // Read when the PCH was made: those bytes must be the ones the key covers.
+      if (!f.ok) continue;
+      bool same = false;
+      for (const auto& file : scan.files)
+        same = same || (file.path == path && file.digest == f.digest);
+      if (!same) {
+        return "the precompiled header NVRTC used was made from other bytes of " + path +
+               " than the cache key covers";
+      }
+      continue;
     }
     if (f.ok && !f.directory) {
       for (const auto& file : scan.files) {
@@ -180,6 +177,32 @@ void validate_request(const std::string& source, const CompileOptions& opts) {
   }
 }
 
+// Why a compile with the caller's own PCH options cannot be vouched for ("" = it can):
+// NVRTC never checks a PCH's inputs, and kjit does not know those of the caller's PCHs. A
+// compile that says it created one, or says nothing of PCHs, read the headers themselves.
+std::string user_pch_doubt(const std::vector<std::string>& options, const std::string& log) {
+  bool pch = false, quiet = false;
+  for (const std::string& o : options) {
+    for (const char* p : {"-pch", "--pch", "-use-pch", "--use-pch"}) {
+      if (o == p || o.rfind(std::string(p) + "=", 0) == 0) pch = true;
+    }
+    for (const char* p :
+         {"-pch-messages=false", "--pch-messages=false", "-pch-messages=0", "--pch-messages=0"}) {
+      if (o == p) quiet = true;
+    }
+  }
+  if (!pch) return "";
+  if (quiet) {
+    return "the options ask NVRTC for precompiled headers and silence its PCH messages: "
+           "whether one was used, and what it was made from, cannot be known";
+  }
+  if (log.find("\": using precompiled header file \"") != std::string::npos) {
+    return "NVRTC used a precompiled header of the caller's own (-pch options), whose inputs "
+           "cannot be checked (kjit's automatic PCHs are)";
+  }
+  return "";
+}
+
 }  // namespace
 
 IncludeScan scan_for(const std::string& source, const CompileOptions& opts,
@@ -211,11 +234,25 @@ Outcome compile_audited(const std::string& source, const CompileOptions& opts,
                         const std::string& toolchain, const CancelFlag& cancel, bool use_pch,
                         AuditRecord* audit) {
   audit->available = FileAudit::available();
-  PchTicket pch = use_pch ? pch_begin(source, norm.nvrtc, opts.name) : PchTicket();
-  FileAudit files;
-  Outcome o = run_nvrtc(source, opts, norm, key, toolchain, cancel, &pch);
-  audit->whole = files.whole();
-  audit->opened = files.opened();
+  PchTicket pch = use_pch ? pch_begin(source, norm.nvrtc, opts.name, opts.headers) : PchTicket();
+  auto audited = [&](PchTicket* ticket) {
+    FileAudit files;
+    Outcome out = run_nvrtc(source, opts, norm, key, toolchain, cancel, ticket);
+    audit->whole = files.whole();
+    audit->opened = files.opened();
+    return out;
+  };
+  Outcome o = audited(&pch);
+  if (!pch.settle(audit)) {
+    // NVRTC used a PCH other than the one kjit made and checked (another compile made one
+    // in its directory): its code may be old. Compiled again without.
+    log_info("NVRTC used a precompiled header whose inputs are not known; compiling '" + opts.name +
+             "' again without precompiled headers");
+    o = audited(nullptr);
+    o.pch = int(PchOutcome::Failed);
+  }
+  audit->doubt = user_pch_doubt(norm.key, o.entry ? o.entry->log : "");
+  if (o.entry) std::const_pointer_cast<Entry>(o.entry)->pch = o.pch;
   return o;
 }
 
@@ -364,8 +401,8 @@ Outcome Compiler::compile_request(std::string_view source_bytes, const CompileOp
   if (!cache_) return run();
   std::function<bool()> cancelled;  // also ends a wait for another process's compile
   if (cancel) cancelled = [&cancel] { return cancel->load(std::memory_order_relaxed); };
-  Outcome o =
-      from_flight(cache_->get_or_compile(key, [&] { return to_flight(run()); }, cancelled));
+  Outcome o = from_flight(cache_->get_or_compile(
+      key, [&] { return to_flight(run()); }, cancelled));
   if (o.status == KJIT_OK && o.entry && o.cacheable) memo_.remember(source, opts, key, scan);
   return o;
 }

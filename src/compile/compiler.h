@@ -85,14 +85,13 @@ class Compiler {
 
 // One audited NVRTC run, as the compiler does it in this process and the compile worker
 // does it in its own: precompiled headers when `use_pch`, the opens of libnvrtc recorded in
-// *audit. Callers check the record with the scan of the request (fail closed).
+// *audit, with the inputs of a PCH the compile used (pch.h) and a doubt when a PCH was used
+// whose inputs are not known. Callers check the record with the scan of the request (fail
+// closed).
 Outcome compile_audited(const std::string& source, const CompileOptions& opts,
                         const NormalisedOptions& norm, const std::string& key,
                         const std::string& toolchain, const CancelFlag& cancel, bool use_pch,
                         AuditRecord* audit);
-
-// One of NVRTC's own files of this process (its PCHs and PCH heap file): not an input.
-bool nvrtc_private(const std::string& path);
 
 // Checks that source is non-empty valid UTF-8; throws KJIT_ERROR_INVALID_SOURCE.
 void validate_source(const std::string& source);

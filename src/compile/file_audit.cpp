@@ -64,8 +64,12 @@ void record_open(const char* path, bool ok, bool write, bool directory) {
   const int saved = errno;
   if (FileAudit* a = t_audit) {
     try {
-      a->opened_.push_back(
-          {path && *path ? absolute_at(AT_FDCWD, path) : std::string(), ok, write, directory});
+      OpenedFile f;
+      f.path = path && *path ? absolute_at(AT_FDCWD, path) : std::string();
+      f.ok = ok;
+      f.write = write;
+      f.directory = directory;
+      a->opened_.push_back(std::move(f));
     } catch (...) {
       a->stray_at_start_ = ~0ull;  // out of memory: the record is not whole
     }

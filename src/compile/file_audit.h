@@ -23,6 +23,10 @@ struct OpenedFile {
   // One of NVRTC's own PCH or temporary files (set by the compile worker, which knows its
   // own; the in-process check recognises this process's files itself).
   bool nvrtc_private = false;
+  // Not opened by NVRTC in this compile but read when the precompiled header it used was
+  // made (pch.h): `digest` is the SHA-256 (hex) of the bytes read then, when `ok`.
+  bool from_pch = false;
+  std::string digest;
 };
 
 // What one compile's audit saw, as a value (the compile worker sends it to its client).
@@ -30,6 +34,9 @@ struct AuditRecord {
   bool available = false;  // opens could be audited at all (FileAudit::available())
   bool whole = false;      // FileAudit::whole()
   std::vector<OpenedFile> opened;
+  // Why the record cannot vouch for the compile although it is whole ("" = it can): NVRTC
+  // used a precompiled header whose inputs are not known.
+  std::string doubt;
 };
 
 class FileAudit {

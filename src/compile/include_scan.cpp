@@ -499,15 +499,28 @@ class Scanner {
   void probe_everywhere(const IncludeRef& ref, const std::vector<std::string>& dirs) {
     bool found = memory_.count(ref.name) > 0;
     if (ref.name[0] == '/') {
-      found = probe(ref.name) || found;
+      found = probe_named(ref.name) || found;
     } else {
       for (const std::string& dir : dirs) {
         searched_.insert(dir);
-        found = probe(join_path(dir, ref.name)) || found;
+        found = probe_named(join_path(dir, ref.name)) || found;
       }
-      for (const std::string& dir : include_dirs_) found = probe(join_path(dir, ref.name)) || found;
+      for (const std::string& dir : include_dirs_) {
+        found = probe_named(join_path(dir, ref.name)) || found;
+      }
     }
     if (!found) out_.outside = true;
+  }
+
+  // NVRTC looks for a name without an extension (<type_traits>, <cuda/std/cstdint>) also
+  // with ".stdh" appended, in each directory after the name itself (seen with strace).
+  bool probe_named(const std::string& candidate) {
+    const size_t slash = candidate.find_last_of('/');
+    const bool bare =
+        candidate.find('.', slash == std::string::npos ? 0 : slash) == std::string::npos;
+    bool found = probe(candidate);
+    if (bare) found = probe(candidate + ".stdh") || found;
+    return found;
   }
 
   // Records what stat() says about `path` (once per path) for the scan's memo. A path

@@ -268,7 +268,7 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
   heap.release();
   if (!thrown.empty()) {
     if (!with_pch) return nvrtc_threw("nvrtcCompileProgram", opts.name, thrown);
-    pch->finish(int(NVRTC_ERROR_INTERNAL_ERROR), 0, false, false);
+    pch->nvrtc_done(int(NVRTC_ERROR_INTERNAL_ERROR), 0, PchMessages());
     log_info("NVRTC failed with precompiled headers (it threw: " + thrown + "); compiling '" +
              opts.name + "' again without them");
     Outcome again = run_nvrtc(source, opts, norm, key, toolchain, cancel, nullptr);
@@ -280,14 +280,14 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
   entry->log = program_log(prog.get());
   int pch_outcome = 0;
   if (with_pch) {
-    bool used = false, created = false;
-    entry->log = strip_pch_messages(entry->log, &used, &created);
+    PchMessages said;
+    entry->log = strip_pch_messages(entry->log, &said);
     const nvrtcResult status = nvrtc().nvrtcGetPCHCreateStatus(prog.get());
     size_t required = 0;
     if (status == NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED) {
       nvrtc().nvrtcGetPCHHeapSizeRequired(prog.get(), &required);
     }
-    pch_outcome = int(pch->finish(int(status), required, used, created));
+    pch_outcome = int(pch->nvrtc_done(int(status), required, said));
     // PCH trouble never fails a compile: anything but the program's own errors, or a
     // cancellation, is tried again without PCH. A catastrophic error other than a missing
     // file (e.g. "unable to obtain mapped memory" when the PCH heap cannot be mapped) may be

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -13,6 +15,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 
 #include "compile/nvrtc_lib.h"
@@ -21,18 +24,45 @@
 #include "util/sha256.h"
 
 namespace kjit {
+
+enum class SlotState { Creating, Ready, Stale, Failed };
+
+namespace {
+void remove_tree(const std::string& dir);
+}  // namespace
+
+// One PCH directory and what its PCH was made from. The directory goes with the last
+// compile that holds the slot once a newer one replaced it.
+struct PchSlot {
+  std::string dir;
+  SlotState state = SlotState::Creating;
+  std::string file;              // the PCH NVRTC created in `dir` (set when Ready)
+  std::vector<PchInput> inputs;  // what it was made from (set when Ready; then constant)
+  ~PchSlot() {
+    if (!dir.empty()) remove_tree(dir);
+  }
+};
+
 namespace {
 
-enum class State { Creating, Ready, Failed };
+// The slot of one identity in use now, and how many were made for it.
+struct Slots {
+  std::shared_ptr<PchSlot> current;
+  size_t made = 0;
+};
 
-std::mutex g_mu;  // guards g_prefixes and g_heap_grows
+std::mutex g_mu;  // guards g_slots, g_made, the slots' states and g_heap_grows
 std::condition_variable g_cv;
-std::map<std::string, State> g_prefixes;
+std::map<std::string, Slots> g_slots;
+uint64_t g_made = 0;
 int g_heap_grows = 0;
 std::shared_mutex g_heap;
 
 constexpr auto kCreatorWait = std::chrono::seconds(120);
 constexpr int kMaxHeapGrows = 4;
+// PCHs of one identity made again after their inputs changed, before PCH is given up for it
+// (a program whose headers change at every compile gains nothing from one).
+constexpr size_t kMaxSlotsPerIdentity = 8;
 
 std::string temp_root() {
   const char* t = std::getenv("TMPDIR");
@@ -41,11 +71,21 @@ std::string temp_root() {
 
 void remove_tree(const std::string& dir) {
   if (DIR* d = opendir(dir.c_str())) {
+    std::vector<std::string> names;
     while (dirent* e = readdir(d)) {
       const std::string n = e->d_name;
-      if (n != "." && n != "..") ::unlink(join_path(dir, n).c_str());
+      if (n != "." && n != "..") names.push_back(n);
     }
     closedir(d);
+    for (const std::string& n : names) {
+      const std::string path = join_path(dir, n);
+      struct stat st;
+      if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+        remove_tree(path);
+      } else {
+        ::unlink(path.c_str());
+      }
+    }
   }
   ::rmdir(dir.c_str());
 }
@@ -139,33 +179,166 @@ std::string leading_directives(const std::string& s) {
   return s.substr(0, end);
 }
 
-void forget(const std::string& prefix) {
+// Same file, same bytes: the stamps say so without reading (a stamp taken when the file
+// had been settled for the racy window), or the bytes do.
+bool input_holds(const PchInput& in) {
+  PathStamp now;
+  if (!stamp_path(in.path, &now)) return false;
+  if (!in.exists) return now.kind == 0;
+  if (now.kind != 1) return false;
+  const PathStamp& was = in.stamp;
+  if (now.dev == was.dev && now.ino == was.ino && now.size == was.size &&
+      now.mtime_ns == was.mtime_ns && now.ctime_ns == was.ctime_ns &&
+      network_fs_type(in.path).empty()) {
+    return true;
+  }
+  const auto bytes = read_file(in.path);
+  return bytes && to_hex(sha256(*bytes)) == in.digest;
+}
+
+bool inputs_hold(const std::vector<PchInput>& inputs) {
+  return std::all_of(inputs.begin(), inputs.end(), input_holds);
+}
+
+// The inputs of a PCH from the audit of the compile that created it, or false when they
+// cannot be vouched for: the audit is not whole, NVRTC listed a directory, or a file was
+// modified within the racy window before the compile began (NVRTC may have read other bytes
+// than are read here), or a place NVRTC found empty is no longer empty.
+bool record_inputs(const AuditRecord& audit, const std::string& program, int64_t started_ns,
+                   std::vector<PchInput>* out, std::string* why) {
+  if (!audit.available || !audit.whole) {
+    *why = "the files NVRTC read could not all be recorded";
+    return false;
+  }
+  std::set<std::string> seen;
+  for (size_t i = 0; i < audit.opened.size(); ++i) {
+    const OpenedFile& f = audit.opened[i];
+    if (f.write || f.nvrtc_private || f.from_pch) continue;
+    const std::string path = resolve_path(f.path);
+    if (nvrtc_private(path)) continue;
+    // NVRTC's first look at the program's own name: it compiles the source it was given.
+    if (i == 0 && !program.empty() && path == resolve_path(program)) continue;
+    if (f.directory) {
+      *why = "NVRTC listed the directory " + path;
+      return false;
+    }
+    if (!seen.insert(path).second) continue;
+    PchInput in;
+    in.path = path;
+    in.exists = f.ok;
+    if (!stamp_path(path, &in.stamp)) {
+      *why = "cannot stat " + path;
+      return false;
+    }
+    if (!f.ok) {
+      if (in.stamp.kind != 0) {
+        *why = path + " appeared during the compile";
+        return false;
+      }
+    } else {
+      const auto bytes = read_file(path);
+      PathStamp after;
+      if (!bytes || in.stamp.kind != 1 || !stamp_path(path, &after) ||
+          after.mtime_ns != in.stamp.mtime_ns || after.ctime_ns != in.stamp.ctime_ns ||
+          after.ino != in.stamp.ino || !stamp_settled(in.stamp, started_ns)) {
+        *why = path + " was modified around the time of the compile";
+        return false;
+      }
+      in.digest = to_hex(sha256(*bytes));
+    }
+    out->push_back(std::move(in));
+  }
+  return true;
+}
+
+std::string slot_identity(const std::string& source, const std::vector<std::string>& nvrtc,
+                          const std::string& program,
+                          const std::vector<std::pair<std::string, std::string>>& headers) {
+  Sha256 h;
+  h.field("kjit-pch-slot");
+  h.field(dirname_of(program));  // quoted includes are looked up from its directory
+  char cwd[4096];
+  h.field(getcwd(cwd, sizeof cwd) ? cwd : "");  // quoted includes are looked up from it
+  h.u64(nvrtc.size());
+  for (const std::string& o : nvrtc) h.field(o);
+  auto sorted = headers;
+  std::sort(sorted.begin(), sorted.end());
+  h.u64(sorted.size());
+  for (const auto& [name, text] : sorted) {
+    h.field(name);
+    h.field(text);
+  }
+  h.field(leading_directives(source));
+  return to_hex(h.finish());
+}
+
+std::shared_ptr<PchSlot> new_slot(Slots* slots, const std::string& identity) {
+  std::string dir = join_path(directory(), identity.substr(0, 16) + "-" + std::to_string(++g_made));
+  if (::mkdir(dir.c_str(), 0700) != 0) return nullptr;
+  auto slot = std::make_shared<PchSlot>();
+  slot->dir = std::move(dir);
+  slots->current = slot;
+  slots->made++;
+  return slot;
+}
+
+void set_state(const std::shared_ptr<PchSlot>& slot, SlotState state) {
   std::lock_guard<std::mutex> lock(g_mu);
-  g_prefixes.erase(prefix);
+  if (slot->state == SlotState::Creating || state == SlotState::Stale) slot->state = state;
   g_cv.notify_all();
 }
 
 }  // namespace
 
+// Files NVRTC makes for itself during a compile: its precompiled headers (in kjit's PCH
+// directory, or NVRTC's own when the caller asked for -pch) and the temporary file that
+// backs its PCH heap (<tmp>/edg<N>_<pid>). They are not inputs of the program.
+bool nvrtc_private(const std::string& path) {
+  const std::string& pch = directory();
+  if (!pch.empty() && (path == pch || path.compare(0, pch.size() + 1, pch + "/") == 0)) return true;
+  const std::string tmp = resolve_path(temp_root());
+  if (dirname_of(path) != tmp) return false;
+  const std::string name = path.substr(path.find_last_of('/') + 1);
+  const std::string pid = std::to_string(getpid());
+  if (name.rfind("__nvrtc_auto_pch_" + pid + "_", 0) == 0) return true;
+  if (name.rfind("edg", 0) != 0) return false;
+  size_t i = 3;
+  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
+  return i > 3 && name.compare(i, std::string::npos, "_" + pid) == 0;
+}
+
 PchTicket::~PchTicket() {
-  if (creator_ && !finished_) forget(prefix_);  // abandoned (exception, cancellation)
+  abandon();
+}
+
+void PchTicket::abandon() {
+  // Abandoned (an exception, a cancellation): a slot being created is not trusted.
+  if (slot_ && creator_ && !settled_) set_state(slot_, SlotState::Stale);
+  settled_ = true;
 }
 
 PchTicket::PchTicket(PchTicket&& other) noexcept
-    : prefix_(std::move(other.prefix_)),
+    : slot_(std::move(other.slot_)),
+      program_(std::move(other.program_)),
       creator_(other.creator_),
-      finished_(other.finished_),
+      done_(other.done_),
+      settled_(other.settled_),
+      started_ns_(other.started_ns_),
+      create_status_(other.create_status_),
+      said_(std::move(other.said_)),
       options_(std::move(other.options_)) {
   other.creator_ = false;
+  other.slot_.reset();
 }
 
-PchOutcome PchTicket::finish(int create_status, size_t heap_required, bool used, bool created) {
-  if (options_.empty() || finished_) return PchOutcome::None;
-  finished_ = true;
-  PchOutcome out = created ? PchOutcome::Created : used ? PchOutcome::Used : PchOutcome::None;
+PchOutcome PchTicket::nvrtc_done(int create_status, size_t heap_required, const PchMessages& said) {
+  if (options_.empty() || done_) return PchOutcome::None;
+  done_ = true;
+  create_status_ = create_status;
+  said_ = said;
   if (create_status == NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED) {
     // Grow the heap to what NVRTC asked for, with no PCH compile running; growing frees
-    // every PCH in it, so every beginning is made again.
+    // every PCH in it, so every slot is made again.
     bool grow;
     {
       std::lock_guard<std::mutex> lock(g_mu);
@@ -182,52 +355,103 @@ PchOutcome PchTicket::finish(int create_status, size_t heap_required, bool used,
       }
     }
     std::lock_guard<std::mutex> lock(g_mu);
-    g_prefixes.clear();
-    if (!grow) g_prefixes[prefix_] = State::Failed;
+    for (auto& [identity, slots] : g_slots) {
+      if (slots.current) slots.current->state = SlotState::Stale;
+    }
+    if (!grow && slot_) slot_->state = SlotState::Failed;
     g_cv.notify_all();
     return PchOutcome::Failed;
   }
-  std::lock_guard<std::mutex> lock(g_mu);
-  if (create_status == NVRTC_ERROR_PCH_CREATE) {
-    g_prefixes[prefix_] = State::Failed;
-    out = PchOutcome::Failed;
-  } else if (created || used) {
-    g_prefixes[prefix_] = State::Ready;
-  } else if (creator_) {
-    g_prefixes[prefix_] = State::Failed;  // NVRTC chose not to make one: do not ask again
+  if (create_status == NVRTC_ERROR_PCH_CREATE) return PchOutcome::Failed;
+  if (!said.created.empty()) return PchOutcome::Created;
+  return said.used.empty() ? PchOutcome::None : PchOutcome::Used;
+}
+
+bool PchTicket::settle(AuditRecord* audit) {
+  if (options_.empty() || settled_) return true;
+  settled_ = true;
+  if (!done_) {  // NVRTC did not return normally: nothing of this compile is trusted
+    if (creator_) set_state(slot_, SlotState::Stale);
+    return said_.used.empty();
   }
-  g_cv.notify_all();
-  return out;
+  if (creator_) {
+    std::vector<PchInput> inputs;
+    std::string why;
+    if (said_.created.empty() || create_status_ != NVRTC_SUCCESS) {
+      // NVRTC made none (it chose not to, or could not): do not ask again for this slot.
+      std::lock_guard<std::mutex> lock(g_mu);
+      if (slot_->state == SlotState::Creating) slot_->state = SlotState::Failed;
+      g_cv.notify_all();
+    } else if (!record_inputs(*audit, program_, started_ns_, &inputs, &why)) {
+      log_debug("precompiled header " + said_.created + " is not reused: " + why);
+      set_state(slot_, SlotState::Stale);
+    } else {
+      std::lock_guard<std::mutex> lock(g_mu);
+      if (slot_->state == SlotState::Creating) {
+        slot_->file = said_.created;
+        slot_->inputs = std::move(inputs);
+        slot_->state = SlotState::Ready;
+      }
+      g_cv.notify_all();
+    }
+    return said_.used.empty();
+  }
+  // Another compile made a PCH in this slot: it is not the one whose inputs were recorded.
+  if (!said_.created.empty()) set_state(slot_, SlotState::Stale);
+  if (said_.used.empty()) return true;
+  if (said_.used != slot_->file) {
+    set_state(slot_, SlotState::Stale);
+    return false;
+  }
+  for (const PchInput& in : slot_->inputs) {
+    OpenedFile f;
+    f.path = in.path;
+    f.ok = in.exists;
+    f.from_pch = true;
+    f.digest = in.digest;
+    audit->opened.push_back(std::move(f));
+  }
+  return true;
 }
 
 PchTicket pch_begin(const std::string& source, const std::vector<std::string>& nvrtc,
-                    const std::string& program) {
+                    const std::string& program,
+                    const std::vector<std::pair<std::string, std::string>>& headers) {
   PchTicket t;
-  const std::string& dir = directory();
-  if (dir.empty()) return t;
-  Sha256 h;
-  h.field("kjit-pch");
-  h.field(program);
-  h.u64(nvrtc.size());
-  for (const std::string& o : nvrtc) h.field(o);
-  h.field(leading_directives(source));
-  const std::string prefix = to_hex(h.finish());
+  if (directory().empty()) return t;
+  const std::string identity = slot_identity(source, nvrtc, program, headers);
+  t.program_ = program;
+  t.started_ns_ = realtime_ns();
   std::unique_lock<std::mutex> lock(g_mu);
   const auto deadline = std::chrono::steady_clock::now() + kCreatorWait;
   for (;;) {
-    auto it = g_prefixes.find(prefix);
-    if (it == g_prefixes.end()) {
-      g_prefixes[prefix] = State::Creating;
+    Slots& slots = g_slots[identity];
+    std::shared_ptr<PchSlot> slot = slots.current;
+    if (slot && slot->state == SlotState::Failed) return t;
+    if (!slot || slot->state == SlotState::Stale) {
+      if (slots.made >= kMaxSlotsPerIdentity) return t;
+      slot = new_slot(&slots, identity);
+      if (!slot) return t;
       t.creator_ = true;
+      t.slot_ = slot;
       break;
     }
-    if (it->second == State::Ready) break;
-    if (it->second == State::Failed) return t;
+    if (slot->state == SlotState::Ready) {
+      // Check its inputs without the lock (they do not change once the slot is ready).
+      lock.unlock();
+      const bool holds = inputs_hold(slot->inputs);
+      lock.lock();
+      if (holds) {
+        t.slot_ = slot;
+        break;
+      }
+      slot->state = SlotState::Stale;  // a header changed or appeared: make a new PCH
+      continue;
+    }
     // Another thread is creating the PCH this compile would use: wait for it.
     if (g_cv.wait_until(lock, deadline) == std::cv_status::timeout) return t;
   }
-  t.prefix_ = prefix;
-  t.options_ = {"-pch", "--pch-dir=" + dir, "--pch-messages=true", "--pch-verbose=false"};
+  t.options_ = {"-pch", "--pch-dir=" + t.slot_->dir, "--pch-messages=true", "--pch-verbose=false"};
   return t;
 }
 
@@ -235,18 +459,33 @@ std::string pch_directory() {
   return directory();
 }
 
-std::string strip_pch_messages(const std::string& log, bool* used, bool* created) {
-  *used = *created = false;
+namespace {
+
+// The quoted file name after `marker` in `line`.
+std::string quoted_after(const std::string& line, const std::string& marker) {
+  const size_t at = line.find(marker);
+  if (at == std::string::npos) return "";
+  const size_t start = at + marker.size();
+  const size_t end = line.find('"', start);
+  return end == std::string::npos ? "" : line.substr(start, end - start);
+}
+
+}  // namespace
+
+std::string strip_pch_messages(const std::string& log, PchMessages* said) {
+  *said = PchMessages();
+  static const std::string kUsing = "\": using precompiled header file \"";
+  static const std::string kCreating = "\": creating precompiled header file \"";
   std::string out;
   size_t pos = 0;
   while (pos < log.size()) {
     size_t end = log.find('\n', pos);
     const size_t next = end == std::string::npos ? log.size() : end + 1;
     const std::string line = log.substr(pos, next - pos);
-    if (line.find("\": using precompiled header file \"") != std::string::npos) {
-      *used = true;
-    } else if (line.find("\": creating precompiled header file \"") != std::string::npos) {
-      *created = true;
+    if (line.find(kUsing) != std::string::npos) {
+      said->used = quoted_after(line, kUsing);
+    } else if (line.find(kCreating) != std::string::npos) {
+      said->created = quoted_after(line, kCreating);
     } else {
       out += line;
     }

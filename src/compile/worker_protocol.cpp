@@ -79,7 +79,8 @@ void write_opened(Writer& w, const std::vector<OpenedFile>& files) {
   for (const OpenedFile& f : files) {
     w.str(f.path);
     w.u32((f.ok ? 1u : 0u) | (f.write ? 2u : 0u) | (f.directory ? 4u : 0u) |
-          (f.nvrtc_private ? 8u : 0u));
+          (f.nvrtc_private ? 8u : 0u) | (f.from_pch ? 16u : 0u));
+    if (f.from_pch) w.str(f.digest);
   }
 }
 
@@ -252,10 +253,12 @@ std::string encode(const CompileReply& rep) {
     w.str(e.program_name);
     w.f64(e.compile_ms);
     w.u64(uint64_t(e.created));
+    w.u32(uint32_t(e.pch));
   }
   w.u32(rep.audit.available ? 1 : 0);
   w.u32(rep.audit.whole ? 1 : 0);
   write_opened(w, rep.audit.opened);
+  w.str(rep.audit.doubt);
   return std::move(w.bytes());
 }
 
@@ -289,6 +292,7 @@ CompileReply decode_reply(const std::string& payload) {
     e->compile_ms = r.f64();
     e->created = int64_t(r.u64());
     e->last_used = e->created;
+    e->pch = int(r.u32() & 3);
     o.entry = e;
   }
   rep.audit.available = r.boolean();
@@ -303,8 +307,11 @@ CompileReply decode_reply(const std::string& payload) {
     f.write = flags & 2;
     f.directory = flags & 4;
     f.nvrtc_private = flags & 8;
+    f.from_pch = flags & 16;
+    if (f.from_pch) f.digest = r.str();
     rep.audit.opened.push_back(std::move(f));
   }
+  rep.audit.doubt = r.str();
   r.finish();
   return rep;
 }

@@ -158,6 +158,19 @@ uint64_t migrate(SqliteConn& c, int version) {
     }
     version = 4;
   }
+  if (version == 4) {
+    // Entries of format 2 may hold code that NVRTC compiled from a precompiled header made
+    // before a header edit (their key is right, their code old). Their keys are no longer
+    // looked up (the format is in every key); they go now rather than with age.
+    const char* const kOld = "substr(meta, 1, 12) != '{\"format\":3,'";
+    dropped +=
+        uint64_t(read_int(c, (std::string("SELECT count(*) FROM entries WHERE ") + kOld).c_str()));
+    c.exec((std::string("DELETE FROM entries WHERE ") + kOld +
+            "; DELETE FROM blobs WHERE key NOT IN (SELECT key FROM entries); DELETE FROM claims;")
+               .c_str(),
+           "migrate schema 4 -> 5");
+    version = 5;
+  }
   return dropped;
 }
 
@@ -213,6 +226,11 @@ void DiskStore::initialise_schema(Conn& c) {
              std::to_string(kSchemaVersion) + ": dropped " + std::to_string(dropped) +
              " entries written by an older kjit (their checksums were not bound to their "
              "keys); they are compiled again when next used");
+  } else if (found > 0 && dropped > 0) {
+    log_info("cache database " + path_ + " migrated from schema " + std::to_string(found) + " to " +
+             std::to_string(kSchemaVersion) + ": dropped " + std::to_string(dropped) +
+             " entries written by an older kjit (they may have been compiled from a stale "
+             "precompiled header); they are compiled again when next used");
   }
 }
 

@@ -42,7 +42,7 @@ class DiskStore {
   static constexpr const char* kFileName = "kjit.db";
   // 3: checksums bound to the entry's key (entry_checksum); entries of 1 and 2 are dropped.
   // 4: one key/value table: the facts of `meta` moved into `kv` (namespace kMetaNamespace).
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
   // The namespace of get_meta()/set_meta() in the key/value table (spelled out in the SQL
   // of disk_schema.cpp and disk_entries.cpp; clear() keeps it).
   static constexpr const char* kMetaNamespace = "meta";

@@ -72,9 +72,12 @@ std::vector<std::string> get_strings(const cJSON* obj, const char* name) {
 
 const std::string* Entry::blob(BlobKind kind) const {
   switch (kind) {
-    case BlobKind::Ptx: return &ptx;
-    case BlobKind::Cubin: return &cubin;
-    case BlobKind::LtoIr: return &ltoir;
+    case BlobKind::Ptx:
+      return &ptx;
+    case BlobKind::Cubin:
+      return &cubin;
+    case BlobKind::LtoIr:
+      return &ltoir;
   }
   return nullptr;
 }
@@ -88,6 +91,11 @@ uint64_t Entry::bytes() const {
   for (const auto& [e, l] : names) n += e.size() + l.size();
   return n;
 }
+
+namespace {
+// Entry::pch as the metadata spells it.
+const char* const kPchNames[] = {"none", "created", "used", "failed"};
+}  // namespace
 
 std::string Entry::metadata_json() const {
   Json root(cJSON_CreateObject());
@@ -108,6 +116,7 @@ std::string Entry::metadata_json() const {
   cJSON_AddItemToObject(r, "kernels", string_array(kernels));
   cJSON_AddStringToObject(r, "log", log.c_str());
   cJSON_AddNumberToObject(r, "compile_ms", compile_ms);
+  cJSON_AddStringToObject(r, "pch", pch >= 0 && pch <= 3 ? kPchNames[pch] : "none");
   cJSON_AddNumberToObject(r, "created", static_cast<double>(created));
   cJSON* sizes = cJSON_CreateObject();
   cJSON_AddNumberToObject(sizes, "ptx", static_cast<double>(ptx.size()));
@@ -141,6 +150,12 @@ void Entry::load_metadata(const std::string& json) {
   // Infinity and NaN would be written back as null (cJSON), which no reader accepts.
   if (!std::isfinite(compile_ms)) corrupt("bad compile_ms");
   created = static_cast<int64_t>(get_count(r, "created"));
+  const std::string pch_text = get_string(r, "pch");
+  pch = -1;
+  for (int i = 0; i < 4; ++i) {
+    if (pch_text == kPchNames[i]) pch = i;
+  }
+  if (pch < 0) corrupt("bad pch");
   const cJSON* sizes = cJSON_GetObjectItemCaseSensitive(r, "sizes");
   if (!cJSON_IsObject(sizes)) corrupt("missing sizes");
   recorded_sizes.ptx = get_count(sizes, "ptx");

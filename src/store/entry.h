@@ -15,13 +15,17 @@ namespace kjit {
 // Bumped whenever the key encoding, the schema or the entry layout changes meaning.
 // It is hashed into every key and written into every entry's metadata.
 // 2: checksums are bound to the entry's key (entry_checksum).
-constexpr int kCacheFormatVersion = 2;
+// 3: entries say whether a precompiled header was used ("pch"); entries of earlier formats
+//    may hold code compiled from a PCH made before a header edit, and are never served.
+constexpr int kCacheFormatVersion = 3;
 
 enum class BlobKind : int { Ptx = 1, Cubin = 2, LtoIr = 4 };
 
 // The parts of an entry that carry a checksum: its metadata and each blob.
 enum class EntryPart : int { Metadata = 0, Ptx = 1, Cubin = 2, LtoIr = 4 };
-inline EntryPart part_of(BlobKind kind) { return static_cast<EntryPart>(static_cast<int>(kind)); }
+inline EntryPart part_of(BlobKind kind) {
+  return static_cast<EntryPart>(static_cast<int>(kind));
+}
 
 // The checksum of one part of the entry stored under `key`: XXH3-128 over a domain tag,
 // the format version, the key, the part and the bytes (each length-prefixed). A part
@@ -46,6 +50,8 @@ struct Entry {
   std::string toolchain;
   std::string program_name;
   double compile_ms = 0;
+  // Precompiled headers in the compile: 0 none, 1 created, 2 used (inputs checked), 3 failed.
+  int pch = 0;
   int64_t created = 0;
   int64_t last_used = 0;
   // Blob sizes as recorded in the metadata (filled by load_metadata) so a reader can tell
