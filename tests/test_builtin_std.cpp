@@ -405,12 +405,14 @@ class BuiltinStdGpu : public ::testing::Test {
       if (st != KJIT_OK) return st;
     }
     out->assign(128, -1.0);
+    // (After a failed assert the context is unusable and this fails: the launch below then
+    // reports it, before the driver.)
     CUdeviceptr d = 0;
-    EXPECT_EQ(cu::driver().cuMemAlloc(&d, out->size() * sizeof(double)), CUDA_SUCCESS);
+    if (cu::driver().cuMemAlloc(&d, out->size() * sizeof(double)) != CUDA_SUCCESS) d = 0;
     kjit_launch_config cfg = KJIT_LAUNCH_CONFIG_INIT;
     void* args[] = {&d, &fail};
     const kjit_status st = kjit_kernel_launch(kernel_, &cfg, args, 2);
-    if (st != KJIT_OK) return st;
+    if (st != KJIT_OK || d == 0) return st != KJIT_OK ? st : KJIT_ERROR_CUDA;
     const CUresult r = cu::driver().cuCtxSynchronize();
     if (r != CUDA_SUCCESS) {
       *why = cu::error_text(r);
