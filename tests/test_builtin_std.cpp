@@ -273,13 +273,50 @@ std::vector<double> expected_use_std() {
   return v;
 }
 
+// More of the headers: <cmath> for __half, std::printf, std::memcpy, std::array with
+// structured bindings, <numeric>, <functional>, <iterator>, <memory>, placement new.
+const char* const kMoreSource = R"(
+#include <cuda_fp16.h>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <cstdlib>
+#include <array>
+#include <numeric>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <initializer_list>
+#include <algorithm>
+#include <cstdarg>
+#include <ctime>
+#include <new>
+extern "C" __global__ void k(__half* h, float* f, int* n) {
+  h[0] = std::sqrt(h[0]);
+  h[1] = std::exp(h[1]);
+  f[0] = std::isnan(f[0]) ? 1.f : std::abs(f[1]);
+  n[0] = std::abs(n[1]);
+  std::printf("%d\n", n[0]);
+  std::memcpy(n + 2, n, sizeof(int));
+  std::array<int, 3> a{3, 1, 2};
+  n[3] = std::accumulate(a.begin(), a.end(), 0) + std::max({1, 5, 2});
+  n[4] = std::plus<int>()(1, 2) + int(std::distance(a.begin(), a.end()));
+  n[5] = *std::addressof(n[0]) + int(std::clock() & 1);
+  int* p = new (n + 6) int(7);
+  n[7] = *p + int(std::min_element(a.begin(), a.end()) - a.begin());
+  auto [x, y, z] = a;
+  n[8] = x + y + z;
+}
+)";
+
 TEST(BuiltinStd, ProgramsWrittenForNvccCompile) {
   Compiler c;
   for (const char* std : {"-std=c++17", "-std=c++20"}) {
     Options o("sm_80", std);
-    Binary b;
-    ASSERT_EQ(compile(c, kUseSource, o, &b), KJIT_OK) << std << ": " << last_error() << "\n"
-                                                      << b.log();
+    for (const char* src : {kUseSource, kMoreSource}) {
+      Binary b;
+      EXPECT_EQ(compile(c, src, o, &b), KJIT_OK) << std << ": " << last_error() << "\n" << b.log();
+    }
   }
 }
 
