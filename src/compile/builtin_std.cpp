@@ -38,6 +38,14 @@ const std::string& builtin_std_version() {
   return version;
 }
 
+std::string builtin_std_marker(const std::vector<std::string>& names) {
+  Sha256 h;
+  h.field(builtin_std_version());
+  h.u64(names.size());
+  for (const std::string& name : names) h.field(name);
+  return "-D__KJIT_BUILTIN_STD=0x" + to_hex(h.finish()).substr(0, 16);
+}
+
 CompileOptions with_builtin_std(const CompileOptions& opts, const std::vector<std::string>& names) {
   CompileOptions out = opts;
   for (const std::string& name : names) {

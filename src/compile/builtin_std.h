@@ -32,6 +32,11 @@ const std::string& builtin_std_version();
 struct CompileOptions;
 CompileOptions with_builtin_std(const CompileOptions& opts, const std::vector<std::string>& names);
 
+// The NVRTC option given with the built-in headers `names`: "-D__KJIT_BUILTIN_STD=0x..."
+// (a digest of the set's version and the names), so that a precompiled header made with
+// other in-memory headers is not used (NVRTC takes a PCH only for the same options).
+std::string builtin_std_marker(const std::vector<std::string>& names);
+
 // The option string that turns the built-in headers off (kjit consumes it; NVRTC never
 // sees it).
 inline constexpr const char kNoBuiltinStdOption[] = "--no-builtin-std";

@@ -354,14 +354,15 @@ Outcome Compiler::compile_request(std::string_view source_bytes, const CompileOp
   const IncludeScan scan = scan_for(source, opts, norm);
   const std::string key = compute_key(source, opts, norm, tool, scan);
   // NVRTC is given the built-in standard headers the program uses as in-memory headers,
-  // without precompiled headers: NVRTC would take a PCH made with them for a compile of
-  // the same beginning without them (--no-builtin-std), and the other way round.
+  // and a macro naming them: NVRTC checks in-memory headers against no precompiled header,
+  // but takes a PCH only for the options it was made with, so one made with other headers
+  // (or none: --no-builtin-std) is not used.
   CompileOptions with_builtins;
   NormalisedOptions norm_builtins;
   if (!scan.builtins.empty()) {
     with_builtins = with_builtin_std(opts, scan.builtins);
     norm_builtins = norm;
-    norm_builtins.pch = false;
+    norm_builtins.nvrtc.push_back(builtin_std_marker(scan.builtins));
   }
   const CompileOptions& given = scan.builtins.empty() ? opts : with_builtins;
   const NormalisedOptions& given_norm = scan.builtins.empty() ? norm : norm_builtins;
