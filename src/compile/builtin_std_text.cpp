@@ -107,9 +107,6 @@ constexpr const char kCassert[] = R"KJIT(// kjit built-in <cassert>
 #define assert(e) \
   ((e) ? static_cast<void>(0) : __assertfail(#e, __FILE__, __LINE__, __func__, sizeof(char)))
 #endif
-#if __cplusplus >= 201103L && !defined(static_assert) && !defined(__cplusplus)
-#define static_assert _Static_assert
-#endif
 )KJIT";
 
 // printf is NVRTC's own (the device runtime's formatted output).
@@ -606,12 +603,10 @@ constexpr const char kNew[] = R"KJIT(// kjit built-in <new>
 #endif
 )KJIT";
 
-// What a header with no meaning in device code says.
+// What a header with no meaning in device code says. The C headers (<stdint.h> ...) are
+// their C++ header: in device code both give the global names too.
 #define KJIT_NOTHING(name) \
   "// kjit built-in <" name ">: nothing of it exists in device code; declares nothing.\n"
-
-constexpr const char kCstdioAlias[] = "#include <cstdio>\n";
-constexpr const char kCstdlibAlias[] = "#include <cstdlib>\n";
 
 }  // namespace
 
@@ -656,8 +651,8 @@ const std::vector<BuiltinHeader>& builtin_std_texts() {
       {"stddef.h", "#include <cstddef>\n"},
       {"stdexcept", KJIT_NOTHING("stdexcept")},
       {"stdint.h", "#include <cstdint>\n"},
-      {"stdio.h", kCstdioAlias},
-      {"stdlib.h", kCstdlibAlias},
+      {"stdio.h", "#include <cstdio>\n"},
+      {"stdlib.h", "#include <cstdlib>\n"},
       {"string", KJIT_NOTHING("string")},
       {"string.h", "#include <cstring>\n"},
       {"sys/time.h", kSysTime},
