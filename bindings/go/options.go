@@ -155,7 +155,8 @@ func (o *Options) SetPCH(enabled bool) error {
 	return err
 }
 
-// Add appends one raw NVRTC option, e.g. "-std=c++17".
+// Add appends one raw NVRTC option, e.g. "-std=c++17". "--no-builtin-std" is kjit's own:
+// it turns off the built-in standard headers (<cstdint>, <cmath> ...).
 func (o *Options) Add(option string) error {
 	return o.withString("option", option, func(h *C.kjit_options, s *C.char) C.kjit_status {
 		return C.kjit_options_add(h, s)

@@ -73,6 +73,14 @@ KJIT_EXPORT kjit_status kjit_options_set_name(kjit_options* opts, const char* na
  * is (after normalisation for the cache key; e.g. "--define-macro=X" and "-DX" hash the
  * same). "-arch=..."/"--gpu-architecture=..." set the target instead. Unknown options are
  * reported by NVRTC at compile time (KJIT_ERROR_INVALID_OPTION).
+ * "--no-builtin-std" is kjit's own (NVRTC never sees it): it turns off the built-in
+ * standard headers. By default a program that includes one of <cstdint>, <cmath>,
+ * <type_traits>, <limits>, <tuple>, <complex>, <cstdio>, <cassert> ... (the list:
+ * `kjit info`; docs/cache-keys.md) and finds no file of that name on its include paths
+ * and no in-memory header of that name is given kjit's header, which builds on the
+ * toolkit's libcu++ (cuda::std) and declares the std:: names device code sees under nvcc;
+ * headers with no meaning in device code (<iostream>, <vector>, <mutex> ...) declare
+ * nothing. A program that uses them has the built-in set's version in its key.
  * Returns KJIT_OK, KJIT_ERROR_INVALID_HANDLE, KJIT_ERROR_INVALID_ARGUMENT (NULL/empty).
  */
 KJIT_EXPORT kjit_status kjit_options_add(kjit_options* opts, const char* option);

@@ -49,6 +49,8 @@ const char* const kHelp =
     "                             the toolkit of the libnvrtc in use; see kjit info)\n"
     "      --no-toolkit           do not add the toolkit's include directories\n"
     "      --no-pch               no precompiled headers (also KJIT_PCH=0)\n"
+    "      --no-builtin-std       no built-in standard headers (<cstdint>, <cmath> ...,\n"
+    "                             listed by kjit info): only the include paths' files\n"
     "  -n, --name-expression EXPR add a name expression, e.g. 'scale<float>'; its\n"
     "                             lowered name is printed\n"
     "      --program-name NAME    program name NVRTC sees (__FILE__, messages; its\n"
@@ -100,7 +102,8 @@ Parsed parse_compile_args(const std::vector<std::string>& args, Global& g) {
                      {"program-name", 0, true},
                      {"toolkit", 0, true, Arg::kPath},
                      {"no-toolkit", 0, false},
-                     {"no-pch", 0, false}},
+                     {"no-pch", 0, false},
+                     {"no-builtin-std", 0, false}},
                     g);
 }
 
@@ -195,6 +198,9 @@ void build_compile_options(const Parsed& p, const Request& r, kjit_options* opts
     check(kjit_options_set_toolkit(opts, p.get("toolkit").c_str()), "bad toolkit");
   if (p.has("no-toolkit")) check(kjit_options_set_toolkit(opts, ""), "bad toolkit");
   if (p.has("no-pch")) check(kjit_options_set_pch(opts, 0), "cannot turn PCH off");
+  if (p.has("no-builtin-std")) {
+    check(kjit_options_add(opts, "--no-builtin-std"), "cannot turn the built-in headers off");
+  }
   for (const std::string& dir : p.all("include-path")) {
     check(kjit_options_add_include_path(opts, dir.c_str()), "bad include path '" + dir + "'");
   }

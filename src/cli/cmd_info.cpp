@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "cli.h"
+#include "compile/builtin_std.h"
 
 #if defined(KJIT_CLI_HAVE_CUBLASLT_VERSION) && __has_include(<kjit/gemm.h>)
 #include <kjit/gemm.h>
@@ -119,6 +120,10 @@ void print_info_json(const Info& in, kjit_cache* cache) {
   cJSON_AddStringToObject(lib, "path", in.lib_path.c_str());
   cJSON_AddStringToObject(j.p, "nvrtc", in.nvrtc.c_str());
   cJSON_AddStringToObject(j.p, "toolkit_include_path", kjit_toolkit_include_path());
+  cJSON* std_headers = cJSON_AddArrayToObject(j.p, "builtin_std_headers");
+  for (const kjit::BuiltinHeader& h : kjit::builtin_std_texts()) {
+    cJSON_AddItemToArray(std_headers, cJSON_CreateString(h.name));
+  }
   cJSON* d = cJSON_AddObjectToObject(j.p, "driver");
   if (in.driver_status == KJIT_OK) {
     cJSON_AddNumberToObject(d, "version", in.driver);
@@ -150,6 +155,22 @@ void print_info_json(const Info& in, kjit_cache* cache) {
   print_json(j.p);
 }
 
+// The built-in standard headers, wrapped to the width of the other lines.
+void print_builtin_std() {
+  const std::string indent(12, ' ');
+  std::string line = "std headers";  // 11 columns: each name adds a space before it
+  for (const kjit::BuiltinHeader& h : kjit::builtin_std_texts()) {
+    if (line.size() + 1 + std::strlen(h.name) > 90) {
+      std::printf("%s\n", line.c_str());
+      line = indent.substr(1);
+    }
+    line += std::string(" ") + h.name;
+  }
+  std::printf("%s\n", line.c_str());
+  std::printf("%s(built in, used where no file of the name is found; --no-builtin-std)\n",
+              indent.c_str());
+}
+
 void print_info_text(const Info& in, kjit_cache* cache) {
   std::printf("kjit        %s (%s)\n", in.version.c_str(), in.lib_path.c_str());
   if (kjit_version() != KJIT_VERSION) {
@@ -160,6 +181,7 @@ void print_info_text(const Info& in, kjit_cache* cache) {
   const std::string toolkit = kjit_toolkit_include_path();
   std::printf("toolkit     %s\n",
               toolkit.empty() ? "no headers found (set KJIT_CUDA_HOME)" : toolkit.c_str());
+  print_builtin_std();
   std::printf("CUDA driver %s\n", in.driver_status == KJIT_OK
                                       ? driver_text(in.driver).c_str()
                                       : ("unavailable: " + in.driver_error).c_str());

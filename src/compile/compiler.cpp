@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "compile/builtin_std.h"
 #include "compile/file_audit.h"
 #include "compile/include_scan.h"
 #include "compile/nvrtc_program.h"
@@ -69,6 +70,12 @@ std::string compute_key(const std::string& source, const CompileOptions& opts,
   for (const auto& f : scan.files) {
     h.field(f.path);
     h.field(f.digest);  // SHA-256 of the bytes, computed once per version of the file
+  }
+  if (!scan.builtins.empty()) {  // only programs that use the built-in headers carry them
+    h.field("builtin-std");
+    h.field(builtin_std_version());
+    h.u64(scan.builtins.size());
+    for (const auto& name : scan.builtins) h.field(name);
   }
   return to_hex(h.finish());
 }
@@ -215,6 +222,7 @@ IncludeScan scan_for(const std::string& source, const CompileOptions& opts,
   in.pre_includes = norm.pre_includes;
   in.defines = norm.defines;
   in.skip_roots = norm.skip_roots;
+  in.builtin_std = norm.builtin_std;
   return scan_includes(in);
 }
 
@@ -382,15 +390,30 @@ Outcome Compiler::compile_request(std::string_view source_bytes, const CompileOp
   const NormalisedOptions norm = normalise(opts, reads_files);
   const IncludeScan scan = scan_for(source, opts, norm);
   const std::string key = compute_key(source, opts, norm, tool, scan);
+  // NVRTC is given the built-in standard headers the program uses as in-memory headers,
+  // and a macro naming them: NVRTC checks in-memory headers against no precompiled header,
+  // but takes a PCH only for the options it was made with, so one made with other headers
+  // (or none: --no-builtin-std) is not used.
+  CompileOptions with_builtins;
+  NormalisedOptions norm_builtins;
+  if (!scan.builtins.empty()) {
+    with_builtins = with_builtin_std(opts, scan.builtins);
+    norm_builtins = norm;
+    norm_builtins.nvrtc.push_back(builtin_std_marker(scan.builtins));
+  }
+  const CompileOptions& given = scan.builtins.empty() ? opts : with_builtins;
+  const NormalisedOptions& given_norm = scan.builtins.empty() ? norm : norm_builtins;
   auto run = [&]() -> Outcome {
     const CompileMode m = mode();
     if (m != CompileMode::InProcess) {
-      if (auto o = compile_in_worker_process(source, opts, norm, key, scan, cancel, m)) return *o;
+      if (auto o = compile_in_worker_process(source, given, given_norm, key, scan, cancel, m)) {
+        return *o;
+      }
     }
     // Header-heavy programs (their includes reach the toolkit) use precompiled headers.
     AuditRecord audit;
-    Outcome o =
-        compile_audited(source, opts, norm, key, tool, cancel, norm.pch && scan.outside, &audit);
+    Outcome o = compile_audited(source, given, given_norm, key, tool, cancel,
+                                given_norm.pch && scan.outside, &audit);
     const std::string why = uncovered(scan, audit.available ? &audit : nullptr, opts.name, norm);
     if (!why.empty()) {
       o.cacheable = false;

@@ -17,6 +17,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "compile/builtin_std.h"
 #include "util/fs.h"
 #include "util/sha256.h"
 
@@ -410,6 +411,7 @@ class Scanner {
       drain();
       if (!more) break;
     }
+    finish_builtins();
     return std::move(out_);
   }
 
@@ -510,6 +512,27 @@ class Scanner {
       }
     }
     if (!found) out_.outside = true;
+    if (in_.builtin_std) note_builtin(ref.name, found);
+  }
+
+  // A reference to a built-in standard header's name: the built-in is used when no
+  // reference to the name finds a file or an in-memory header. Its own includes are
+  // followed (once) as an in-memory header's are.
+  void note_builtin(const std::string& name, bool found) {
+    if (found) {
+      user_std_.insert(name);
+      return;
+    }
+    const std::string_view* text = builtin_std_header(name);
+    if (!text || !builtin_refs_.insert(name).second) return;
+    add(scan_directives(std::string(*text)), {});
+  }
+
+  // The built-in headers used, once the scan is over.
+  void finish_builtins() {
+    for (const std::string& name : builtin_refs_) {
+      if (!user_std_.count(name)) out_.builtins.push_back(name);
+    }
   }
 
   // NVRTC looks for a name without an extension (<type_traits>, <cuda/std/cstdint>) also
@@ -688,6 +711,8 @@ class Scanner {
   std::set<std::string> files_seen_;       // real paths already in out_.files
   std::set<std::string> searched_;      // includer directories quoted includes were looked for in
   std::set<std::string> listed_tried_;  // real directories already listed for computed includes
+  std::set<std::string> builtin_refs_;  // built-in header names referred to and not found
+  std::set<std::string> user_std_;      // built-in header names found as a file or in memory
   std::deque<Item> queue_;
   IncludeScan out_;
 };

@@ -33,6 +33,7 @@ struct IncludeScanInput {
   std::vector<std::string> pre_includes;
   std::vector<std::string> defines;     // from -D options: NAME or NAME=BODY
   std::vector<std::string> skip_roots;  // files under these (CUDA toolkits) are not read
+  bool builtin_std = false;  // a standard header found nowhere else is kjit's (builtin_std.h)
 };
 
 // What stat() said about a path the scan looked at, as it was looked up (links are
@@ -83,6 +84,10 @@ struct IncludeScan {
   bool outside = false;             // a reference that no scanned location holds (the
                                     // toolkit's headers, or a missing file)
   bool reads_files() const;         // the program can make NVRTC open a file at all
+  // Built-in standard headers the program uses (builtin_std.h), sorted: names it includes
+  // that no reference found as a file or an in-memory header. The places they were looked
+  // for are in `absent`, so a file made there later changes the key.
+  std::vector<std::string> builtins;
 
   // For remembering the scan (compiler.cpp): every path looked at, each directory whose
   // files were searched relative to it, and the working directory when the scan used it.

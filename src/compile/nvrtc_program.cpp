@@ -4,6 +4,7 @@
 
 #include <exception>
 
+#include "compile/builtin_std.h"
 #include "compile/name_map.h"
 #include "compile/nvrtc_lib.h"
 #include "util/error.h"
@@ -125,7 +126,7 @@ std::string fetch(nvrtcProgram prog, nvrtcResult (*size_fn)(nvrtcProgram, size_t
 }
 
 // NVRTC has no host C++ standard library: say so when a compile fails for want of one of
-// its headers (e.g. <cmath>, which Thrust's <thrust/complex.h> includes).
+// its headers (e.g. <atomic>), or for want of a built-in one turned off.
 std::string std_library_hint(const std::string& log) {
   static const char* const kStd[] = {
       "cmath",     "cstdlib",     "cstdio",   "cstring",  "vector",  "string",     "iostream",
@@ -140,11 +141,17 @@ std::string std_library_hint(const std::string& log) {
   const size_t end = log.find('"', start);
   if (end == std::string::npos) return "";
   const std::string name = log.substr(start, end - start);
+  if (builtin_std_header(name)) {
+    return "NVRTC has no host C++ standard library, and kjit's built-in <" + name +
+           "> was turned off (--no-builtin-std): put a file of that name on the include path, "
+           "or leave the option out";
+  }
   for (const char* s : kStd) {
     if (name == s) {
       return "NVRTC has no host C++ standard library, so <" + name +
-             "> is not available to run-time compilation; use the cuda::std headers (e.g. "
-             "<cuda/std/cmath>) or leave out the header that needs it";
+             "> is not available to run-time compilation (kjit's built-in standard headers, "
+             "listed by kjit info, do not include it); use the cuda::std headers (e.g. "
+             "<cuda/std/atomic>) or leave out the header that needs it";
     }
   }
   return "";

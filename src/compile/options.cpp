@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "compile/builtin_std.h"
 #include "compile/include_scan.h"
 #include "compile/toolchain.h"
 #include "compile/toolkit.h"
@@ -167,6 +168,10 @@ NormalisedOptions normalise(const CompileOptions& opts, bool reads_files) {
                                             "' set on the options");
       }
       target = arch;
+      continue;
+    }
+    if (o == kNoBuiltinStdOption) {  // kjit's own: a built-in header is not in the key either
+      n.builtin_std = false;
       continue;
     }
     if (o == "-dlto" || o == "--dlink-time-opt") {

@@ -46,6 +46,8 @@ struct NormalisedOptions {
   std::vector<std::string> skip_roots;    // toolkit roots: their files are not hashed
   bool pch = false;                       // kjit may add automatic PCH options
   bool user_pch = false;                  // the caller passed PCH options of their own
+  bool builtin_std = true;                // built-in standard headers (builtin_std.h); off
+                                          // with "--no-builtin-std", which NVRTC never sees
 };
 
 // Throws kjit::Error: KJIT_ERROR_INVALID_OPTION (malformed or conflicting options),

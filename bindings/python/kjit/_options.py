@@ -74,7 +74,8 @@ class Options(Handle):
         line_info: ``-lineinfo``.
         debug: ``-G`` (device debug information).
         options: further raw NVRTC options, passed as they are (e.g.
-            ``["--Ofast-compile=max"]``).
+            ``["--Ofast-compile=max"]``); ``"--no-builtin-std"`` is kjit's own and turns
+            off its built-in standard headers (``<cstdint>``, ``<cmath>`` ...).
         name: program name (appears in the log and ``__FILE__``); default "kernel.cu".
         outputs: :class:`Output` flags, or names from {"ptx", "cubin", "ltoir"}.
         device: the device whose architecture ``arch="auto"`` resolves to (default 0).

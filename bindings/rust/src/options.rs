@@ -103,7 +103,8 @@ impl Options {
         Ok(self)
     }
 
-    /// One raw NVRTC option, e.g. "-std=c++17".
+    /// One raw NVRTC option, e.g. "-std=c++17". "--no-builtin-std" is kjit's own: it turns
+    /// off the built-in standard headers (`<cstdint>`, `<cmath>` ...).
     pub fn add(&mut self, option: &str) -> Result<&mut Self> {
         let o = cstring("option", option)?;
         check(unsafe { sys::kjit_options_add(self.raw, o.as_ptr()) })?;
