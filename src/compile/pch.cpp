@@ -9,8 +9,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -52,13 +50,11 @@ struct Slots {
 };
 
 std::mutex g_mu;  // guards g_slots, g_made, the slots' states and g_heap_grows
-std::condition_variable g_cv;
 std::map<std::string, Slots> g_slots;
 uint64_t g_made = 0;
 int g_heap_grows = 0;
 std::shared_mutex g_heap;
 
-constexpr auto kCreatorWait = std::chrono::seconds(120);
 constexpr int kMaxHeapGrows = 4;
 // PCHs of one identity made again after their inputs changed, before PCH is given up for it
 // (a program whose headers change at every compile gains nothing from one).
@@ -285,7 +281,6 @@ std::shared_ptr<PchSlot> new_slot(Slots* slots, const std::string& identity) {
 void set_state(const std::shared_ptr<PchSlot>& slot, SlotState state) {
   std::lock_guard<std::mutex> lock(g_mu);
   if (slot->state == SlotState::Creating || state == SlotState::Stale) slot->state = state;
-  g_cv.notify_all();
 }
 
 }  // namespace
@@ -359,7 +354,6 @@ PchOutcome PchTicket::nvrtc_done(int create_status, size_t heap_required, const 
       if (slots.current) slots.current->state = SlotState::Stale;
     }
     if (!grow && slot_) slot_->state = SlotState::Failed;
-    g_cv.notify_all();
     return PchOutcome::Failed;
   }
   if (create_status == NVRTC_ERROR_PCH_CREATE) return PchOutcome::Failed;
@@ -381,7 +375,6 @@ bool PchTicket::settle(AuditRecord* audit) {
       // NVRTC made none (it chose not to, or could not): do not ask again for this slot.
       std::lock_guard<std::mutex> lock(g_mu);
       if (slot_->state == SlotState::Creating) slot_->state = SlotState::Failed;
-      g_cv.notify_all();
     } else if (!record_inputs(*audit, program_, started_ns_, &inputs, &why)) {
       log_debug("precompiled header " + said_.created + " is not reused: " + why);
       set_state(slot_, SlotState::Stale);
@@ -392,7 +385,6 @@ bool PchTicket::settle(AuditRecord* audit) {
         slot_->inputs = std::move(inputs);
         slot_->state = SlotState::Ready;
       }
-      g_cv.notify_all();
     }
     return said_.used.empty();
   }
@@ -423,7 +415,6 @@ PchTicket pch_begin(const std::string& source, const std::vector<std::string>& n
   t.program_ = program;
   t.started_ns_ = realtime_ns();
   std::unique_lock<std::mutex> lock(g_mu);
-  const auto deadline = std::chrono::steady_clock::now() + kCreatorWait;
   for (;;) {
     Slots& slots = g_slots[identity];
     std::shared_ptr<PchSlot> slot = slots.current;
@@ -448,8 +439,10 @@ PchTicket pch_begin(const std::string& source, const std::vector<std::string>& n
       slot->state = SlotState::Stale;  // a header changed or appeared: make a new PCH
       continue;
     }
-    // Another thread is creating the PCH this compile would use: wait for it.
-    if (g_cv.wait_until(lock, deadline) == std::cv_status::timeout) return t;
+    // Another compile is creating the PCH this one would use: it is not waited for (for a
+    // heavy program that would put one whole compile before another); this one runs now,
+    // without PCH.
+    return t;
   }
   t.options_ = {"-pch", "--pch-dir=" + t.slot_->dir, "--pch-messages=true", "--pch-verbose=false"};
   return t;

@@ -21,9 +21,10 @@
 // (with their digests), so the fail-closed audit checks them against the cache key just as
 // if NVRTC had opened them. The PCH NVRTC says it used must be the slot's own, by name.
 //
-// One thread creates the PCH of a slot; others starting the same way wait for it (a
-// half-made PCH is never used), then reuse it. When creation runs out of PCH heap, the
-// heap is grown to the size NVRTC asks for (with no PCH compile running) and the next
+// One compile creates the PCH of a slot; others that start the same way while it runs do
+// not wait for it (for a heavy program that would serialise whole compiles) but compile
+// without PCH (a half-made PCH is never used); later ones reuse it. When creation runs out of PCH
+// heap, the heap is grown to the size NVRTC asks for (with no PCH compile running) and the next
 // compile creates it again. PCH trouble never fails a compile. Memory: NVRTC keeps the
 // PCHs in its heap (one allocation of a few hundred MB, grown on demand) and in files in
 // the directory, which NVRTC and kjit remove when the process exits; the directories of
