@@ -41,8 +41,8 @@ from ._errors import (ArgumentMismatch, BufferTooSmall, CacheCorrupt, CacheError
 from ._gemm import (Gemm, GemmCompute, GemmDesc, GemmDtype, GemmEpilogue, GemmOp, GemmOrder,
                     GemmStats, cublaslt_version, gemm_check, matmul_desc)
 from ._kernel import (Kernel, KernelAttributes, LoadPath, Pointer, Scalar, bfloat16, bool_,
-                      float16, float32, float64, int8, int16, int32, int64, uint8, uint16,
-                      uint32, uint64)
+                      float16, float32, float64, int8, int16, int32, int64, launch_path,
+                      launch_path_reason, uint8, uint16, uint32, uint64)
 from ._lib import LIBRARY_NAME, library_path, load_library
 from ._link import InputKind, Linker, link, nvjitlink_version
 from ._options import Options, Output
@@ -139,6 +139,7 @@ __all__ = [
     "Kernel", "KernelAttributes", "LoadPath", "Scalar", "Pointer", "int8", "uint8", "int16",
     "uint16", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32",
     "float64", "bool_", "ArrayInfo", "array_info", "device_pointer", "stream_handle",
+    "launch_path", "launch_path_reason",
     # gemm
     "Gemm", "GemmDesc", "GemmStats", "GemmDtype", "GemmCompute", "GemmOrder", "GemmOp",
     "GemmEpilogue", "gemm_check", "matmul_desc", "cublaslt_version",

@@ -226,19 +226,30 @@ def _dlpack_ptr(obj: Any) -> int:
     return dlpack_info(obj).ptr
 
 
+def pointer_kind(tp: type) -> Optional[str]:
+    """How the device pointer of objects of type `tp` is read: "torch" (``.is_cuda`` and
+    ``.data_ptr()``), "cupy" (``.data.ptr``), "cai" (``__cuda_array_interface__``),
+    "dlpack", or None when `tp` is not a device array type."""
+    has_cai = hasattr(tp, "__cuda_array_interface__")
+    if has_cai and hasattr(tp, "data_ptr") and hasattr(tp, "is_cuda"):
+        return "torch"  # torch.Tensor and subclasses: no dict built per call
+    if has_cai and tp.__module__.split(".")[0] == "cupy" and tp.__name__ == "ndarray":
+        return "cupy"
+    if has_cai:
+        return "cai"
+    if hasattr(tp, "__dlpack__"):
+        return "dlpack"
+    return None
+
+
+_POINTER_GETTERS = {"torch": _torch_ptr, "cupy": _cupy_ptr, "cai": _cai_ptr,
+                    "dlpack": _dlpack_ptr, None: None}
+
+
 def pointer_getter(tp: type) -> Optional[Callable[[Any], int]]:
     """A function giving the device pointer of objects of type `tp`, or None when `tp`
     is not a device array type. Decided once per type."""
-    has_cai = hasattr(tp, "__cuda_array_interface__")
-    if has_cai and hasattr(tp, "data_ptr") and hasattr(tp, "is_cuda"):
-        return _torch_ptr  # torch.Tensor and subclasses: no dict built per call
-    if has_cai and tp.__module__.split(".")[0] == "cupy" and tp.__name__ == "ndarray":
-        return _cupy_ptr
-    if has_cai:
-        return _cai_ptr
-    if hasattr(tp, "__dlpack__"):
-        return _dlpack_ptr
-    return None
+    return _POINTER_GETTERS[pointer_kind(tp)]
 
 
 def device_pointer(obj: Any) -> int:

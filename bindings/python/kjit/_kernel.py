@@ -4,13 +4,14 @@ from __future__ import annotations
 import ctypes
 import enum
 import math
+import os
 import struct
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _lib
-from ._arrays import pointer_getter, stream_handle
+from ._arrays import pointer_getter, pointer_kind, stream_handle
 from ._errors import ArgumentMismatch, InvalidArgument, InternalError
 from ._util import Handle, as_int, check, text
 
@@ -277,6 +278,64 @@ def _arg_plan(index: int, arg: Any, size: int) -> Tuple[str, Optional[Callable]]
                    "(__cuda_array_interface__ or __dlpack__)")
 
 
+# ---- the compiled launch path (kjit/_fastlaunch.c, optional) ----------------------------
+#
+# kjit._fastlaunch packs the arguments and calls kjit_kernel_launch_packed in one C call.
+# It converts only what it is sure of and hands anything else back (None), and this
+# module then does the launch as without it: the same checks and the same errors.
+
+# Argument kinds of _fastlaunch.c, decided once per type in _arg_plan's order.
+_K_OTHER, _K_INT, _K_SCALAR, _K_BUFFER = 0, 1, 3, 4
+_K_POINTERS = {"torch": 5, "cupy": 6, "cai": 7, "dlpack": 8}
+
+
+def _fast_kind(tp: type) -> int:
+    """How _fastlaunch.c converts an argument of type `tp` (_K_OTHER: it does not)."""
+    if issubclass(tp, int) and not issubclass(tp, Scalar):
+        return _K_INT
+    if issubclass(tp, Scalar):
+        return _K_SCALAR
+    if issubclass(tp, _CTYPES_BASES) or issubclass(tp, (bytes, bytearray, memoryview)):
+        return _K_BUFFER
+    if tp is float or tp is type(None) or issubclass(tp, (str, complex)):
+        return _K_OTHER
+    if tp.__module__ == "numpy" and tp.__name__ != "ndarray" and hasattr(tp, "tobytes") \
+            and hasattr(tp, "dtype") and not hasattr(tp, "__cuda_array_interface__"):
+        return _K_BUFFER  # NumPy scalars: their buffer is their bytes
+    if not hasattr(tp, "__cuda_array_interface__") and hasattr(tp, "dtype") \
+            and hasattr(tp, "tobytes"):
+        return _K_OTHER  # host scalars and arrays: the Python path checks the shape
+    return _K_POINTERS.get(pointer_kind(tp), _K_OTHER)
+
+
+def _load_fastlaunch() -> Tuple[Any, str]:
+    """(the kjit._fastlaunch module or None, why not)."""
+    if os.environ.get("KJIT_PYTHON_FAST", "").strip() in ("0", "false", "no", "off"):
+        return None, "KJIT_PYTHON_FAST=%s" % os.environ["KJIT_PYTHON_FAST"]
+    try:
+        from . import _fastlaunch  # type: ignore[attr-defined]
+    except ImportError as e:
+        return None, "kjit._fastlaunch is not built (%s)" % e
+    _fastlaunch.setup(_fast_kind, stream_handle)
+    return _fastlaunch, ""
+
+
+_fastlaunch, _fastlaunch_missing = _load_fastlaunch()
+
+
+def launch_path() -> str:
+    """How kernels launch in this process: ``"fast"`` through the compiled extension
+    ``kjit._fastlaunch`` (built by ``pip install`` where a C compiler and the Python
+    headers are), else ``"ctypes"``. ``KJIT_PYTHON_FAST=0`` forces ``"ctypes"``. Both
+    accept the same arguments and raise the same errors."""
+    return "ctypes" if _fastlaunch is None else "fast"
+
+
+def launch_path_reason() -> str:
+    """Why :func:`launch_path` is ``"ctypes"`` ("" when it is ``"fast"``)."""
+    return _fastlaunch_missing
+
+
 def _dims(v: Any, what: str) -> Tuple[int, int, int]:
     if type(v) is int:
         t: Sequence[Any] = (v,)
@@ -366,7 +425,9 @@ class Kernel(Handle):
         return self
 
     def _init(self, device: int, symbol: str, params: Sequence[Tuple[int, int]],
-              bufsize: int, launch: Callable[..., int]) -> None:
+              bufsize: int, launch: Callable[..., int], fast: Optional[bool] = None) -> None:
+        """`launch`: kjit_kernel_launch_packed as a ctypes function (its address is what
+        the compiled path calls); `fast`: use the compiled path (None: when built)."""
         self._device = device
         self._symbol = symbol
         self._params: Tuple[Tuple[int, int], ...] = tuple(params)
@@ -375,6 +436,19 @@ class Kernel(Handle):
         self._empty = bytes(bufsize)
         self._plans: Dict[Tuple[type, ...], Tuple[struct.Struct, Optional[List[Any]]]] = {}
         self._launch = launch
+        self._fast_launch = self._fast_packed = None
+        if fast is None:
+            fast = _fastlaunch is not None
+        if fast:
+            if _fastlaunch is None:
+                raise RuntimeError("kjit._fastlaunch is not in use: %s" % _fastlaunch_missing)
+            address = ctypes.cast(launch, ctypes.c_void_p).value
+            try:
+                launcher = _fastlaunch.Launcher(address, self._params, bufsize)
+            except (TypeError, ValueError, OverflowError):
+                return  # a layout the Python path refuses at launch, with its message
+            self._fast_launch = launcher.launch
+            self._fast_packed = launcher.launch_packed
 
     def _destroy(self, h: int) -> None:
         _lib.lib().kjit_kernel_destroy(h)
@@ -530,6 +604,13 @@ class Kernel(Handle):
         h = self._h
         if h is None:
             self._handle()
+        fast = self._fast_launch
+        if fast is not None and cluster is None and not cooperative:
+            st = fast(h, grid, block, args, stream, shared_mem)
+            if st is not None:
+                if st:
+                    check(st)
+                return
         buf = self._pack(args)
         cfg = self._config(grid, block, stream, shared_mem, cluster, cooperative)
         st = self._launch(h, cfg, buf, len(buf))
@@ -544,6 +625,12 @@ class Kernel(Handle):
         """Launch with a parameter buffer made by :meth:`pack` (or by hand, laid out by
         :attr:`params`); its length must be :attr:`param_buffer_size`."""
         h = self._handle()
+        fast = self._fast_packed
+        if fast is not None and cluster is None and not cooperative:
+            st = fast(h, grid, block, buffer, stream, shared_mem)
+            if st is not None:
+                check(st)
+                return
         if not isinstance(buffer, (bytes, bytearray, memoryview)):
             raise TypeError("buffer must be bytes, not %s" % type(buffer).__name__)
         buf = bytes(buffer)
