@@ -76,6 +76,8 @@ enum {
   KIND_CUPY = 6,   /* .data.ptr */
   KIND_CAI = 7,    /* __cuda_array_interface__['data'][0] */
   KIND_DLPACK = 8, /* __dlpack__() */
+  KIND_NP_INT = 9, /* NumPy integer scalars: operator.index(), itemsize in bits 8.. */
+  KIND_NP_FLOAT = 10, /* NumPy float32 / float64 scalars: float(), itemsize likewise */
   KIND_LIMIT
 };
 
@@ -326,7 +328,36 @@ static int kind_of(PyObject *v) {
     if (r < 0) return -1;
   }
   long kind = PyLong_AsLong(k);
-  return kind > 0 && kind < KIND_LIMIT ? (int)kind : KIND_OTHER;
+  return kind > 0 && (kind & 0xff) < KIND_LIMIT && kind < (1L << 16) ? (int)kind : KIND_OTHER;
+}
+
+/* A NumPy scalar of `itemsize` bytes: its value, which always fits its own size. The
+ * bytes are those of tobytes(); a NaN keeps its exact bits through the buffer. */
+static int pack_numpy(PyObject *v, int kind, char *dst, size_t size) {
+  if ((size_t)(kind >> 8) != size) return -1;
+  if ((kind & 0xff) == KIND_NP_INT) {
+    PyObject *i = PyNumber_Index(v);
+    if (i == NULL) {
+      PyErr_Clear();
+      return -1;
+    }
+    int r = pack_int(i, dst, size);
+    Py_DECREF(i);
+    return r;
+  }
+  double d = PyFloat_AsDouble(v);
+  if (d == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return -1;
+  }
+  if (isnan(d)) return pack_bytes_of(v, dst, size);
+  if (size == 8) {
+    memcpy(dst, &d, 8);
+  } else {
+    float f = (float)d; /* exact: d came from this float */
+    memcpy(dst, &f, 4);
+  }
+  return 0;
 }
 
 /* One argument into its `size` bytes at `dst`. */
@@ -340,7 +371,7 @@ static int pack_arg(PyObject *v, char *dst, size_t size) {
   }
   uint64_t p = 0;
   int r;
-  switch (kind) {
+  switch (kind & 0xff) {
     case KIND_INT: return pack_int(v, dst, size);
     case KIND_SCALAR: return pack_scalar(v, dst, size);
     case KIND_BUFFER: return pack_bytes_of(v, dst, size);
@@ -348,6 +379,8 @@ static int pack_arg(PyObject *v, char *dst, size_t size) {
     case KIND_CUPY: r = size == 8 ? cupy_pointer(v, &p) : -1; break;
     case KIND_CAI: r = size == 8 ? cai_pointer(v, &p) : -1; break;
     case KIND_DLPACK: r = size == 8 ? dlpack_pointer(v, &p) : -1; break;
+    case KIND_NP_INT:
+    case KIND_NP_FLOAT: return pack_numpy(v, kind, dst, size);
     default: return -1;
   }
   if (r == 0) memcpy(dst, &p, 8);

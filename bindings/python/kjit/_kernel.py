@@ -6,6 +6,7 @@ import enum
 import math
 import os
 import struct
+import sys
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
@@ -285,8 +286,23 @@ def _arg_plan(index: int, arg: Any, size: int) -> Tuple[str, Optional[Callable]]
 # module then does the launch as without it: the same checks and the same errors.
 
 # Argument kinds of _fastlaunch.c, decided once per type in _arg_plan's order.
-_K_OTHER, _K_INT, _K_SCALAR, _K_BUFFER = 0, 1, 3, 4
+_K_OTHER, _K_INT, _K_SCALAR, _K_BUFFER, _K_NP_INT, _K_NP_FLOAT = 0, 1, 3, 4, 9, 10
 _K_POINTERS = {"torch": 5, "cupy": 6, "cai": 7, "dlpack": 8}
+
+
+def _numpy_kind(tp: type) -> int:
+    """NumPy integers by value, float32 and float64 likewise (faster than their buffer),
+    with the item size in bits 8 and up; other NumPy scalars by their buffer."""
+    np = sys.modules.get("numpy")
+    try:
+        dt = np.dtype(tp)  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 - not a NumPy scalar type after all
+        return _K_BUFFER
+    if dt.kind in ("i", "u") and dt.itemsize in (1, 2, 4, 8):
+        return _K_NP_INT | dt.itemsize << 8
+    if dt.kind == "f" and dt.itemsize in (4, 8):
+        return _K_NP_FLOAT | dt.itemsize << 8
+    return _K_BUFFER
 
 
 def _fast_kind(tp: type) -> int:
@@ -301,7 +317,7 @@ def _fast_kind(tp: type) -> int:
         return _K_OTHER
     if tp.__module__ == "numpy" and tp.__name__ != "ndarray" and hasattr(tp, "tobytes") \
             and hasattr(tp, "dtype") and not hasattr(tp, "__cuda_array_interface__"):
-        return _K_BUFFER  # NumPy scalars: their buffer is their bytes
+        return _numpy_kind(tp)  # NumPy scalars: their buffer is their bytes
     if not hasattr(tp, "__cuda_array_interface__") and hasattr(tp, "dtype") \
             and hasattr(tp, "tobytes"):
         return _K_OTHER  # host scalars and arrays: the Python path checks the shape

@@ -175,6 +175,10 @@ class SamePathsTest(unittest.TestCase):
             v = t(1)
             self.args([(0, v.itemsize)], (v,), "launched")
             self.args([(0, v.itemsize * 2 + 2)], (v,), "raised")
+        for v in (numpy.float32("nan"), numpy.float64("-nan"), numpy.float32("inf"),
+                  numpy.uint64(2**64 - 1), numpy.int64(-2**63), numpy.int8(-128),
+                  numpy.frombuffer(b"\x01\x00\x80\x7f", numpy.float32)[0]):  # signalling
+            self.args([(0, v.itemsize)], (v,), "launched")
         self.args([(0, 4)], (numpy.array(1.5, dtype=numpy.float32),), "launched")
         self.args([(0, 8)], (numpy.zeros(1),), "raised")
         self.args([(0, 8)], (numpy.datetime64(5, "s"),), None)
