@@ -8,6 +8,7 @@ import os
 import struct
 import sys
 from dataclasses import dataclass
+from importlib import import_module
 from operator import attrgetter
 from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -329,9 +330,12 @@ def _load_fastlaunch() -> Tuple[Any, str]:
     if os.environ.get("KJIT_PYTHON_FAST", "").strip() in ("0", "false", "no", "off"):
         return None, "KJIT_PYTHON_FAST=%s" % os.environ["KJIT_PYTHON_FAST"]
     try:
-        from . import _fastlaunch  # type: ignore[attr-defined]
+        _fastlaunch = import_module(__package__ + "._fastlaunch")
+    except ModuleNotFoundError:
+        return None, ("kjit._fastlaunch is not built (pip install builds it where a C "
+                      "compiler and the Python headers are)")
     except ImportError as e:
-        return None, "kjit._fastlaunch is not built (%s)" % e
+        return None, "kjit._fastlaunch does not load: %s" % e
     _fastlaunch.setup(_fast_kind, stream_handle)
     return _fastlaunch, ""
 
