@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import ctypes
 from ctypes import POINTER, c_int32, c_int64, c_uint8, c_uint16, c_uint32, c_uint64, c_void_p
-from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
+from collections import namedtuple
+
+TYPE_CHECKING = False  # typing only for type checkers: annotations are strings
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, Optional, Tuple
 
 from ._errors import ArgumentMismatch, InvalidArgument
 
@@ -79,14 +83,19 @@ _capi.PyCapsule_GetPointer.restype = c_void_p
 _capi.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
-class ArrayInfo(NamedTuple):
-    """What kjit needs to know of a device array."""
-    ptr: int                      #: address of the first element
+class ArrayInfo(namedtuple("ArrayInfo", "ptr shape strides dtype itemsize device")):
+    """What kjit needs to know of a device array: ``ptr`` (int, address of the first
+    element), ``shape`` (tuple of ints), ``strides`` (tuple of ints, in elements),
+    ``dtype`` (str, e.g. "float32", "bfloat16", or "?<code>/<bits>"), ``itemsize`` (int,
+    bytes per element), ``device`` (CUDA device ordinal when the protocol says (DLPack),
+    else None). A named tuple (collections.namedtuple: typing is not imported)."""
+    __slots__ = ()
+    ptr: int
     shape: Tuple[int, ...]
-    strides: Tuple[int, ...]      #: in elements
-    dtype: str                    #: e.g. "float32", "bfloat16", or "?<code>/<bits>"
-    itemsize: int                 #: bytes per element
-    device: Optional[int]         #: CUDA device ordinal when the protocol says (DLPack)
+    strides: Tuple[int, ...]
+    dtype: str
+    itemsize: int
+    device: Optional[int]
 
 
 def _what(obj: Any) -> str:

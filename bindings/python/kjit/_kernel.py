@@ -7,15 +7,17 @@ import math
 import os
 import struct
 import sys
-from dataclasses import dataclass
 from importlib import import_module
 from operator import attrgetter
-from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
+TYPE_CHECKING = False  # typing only for type checkers: annotations are strings
+if TYPE_CHECKING:
+    from typing import (Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple,
+                        Union)
 
 from . import _lib
 from ._arrays import pointer_getter, pointer_kind, stream_handle
 from ._errors import ArgumentMismatch, InvalidArgument, InternalError
-from ._util import Handle, as_int, check, text
+from ._util import Handle, as_int, check, record, text
 
 _U32 = (1 << 32) - 1
 
@@ -387,7 +389,7 @@ _CFG = struct.Struct(_lib.LAUNCH_CONFIG_FORMAT)
 _CFG_SIZE = _CFG.size
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KernelAttributes:
     """A kernel's attributes (``kjit_kernel_attributes``)."""
     num_regs: int
@@ -400,7 +402,8 @@ class KernelAttributes:
     binary_version: int  #: e.g. 90
 
 
-Dim3 = Union[int, Tuple[int, ...]]
+if TYPE_CHECKING:
+    Dim3 = Union[int, Tuple[int, ...]]
 
 
 class Kernel(Handle):
@@ -513,9 +516,9 @@ class Kernel(Handle):
         a = _lib.KernelAttributesStruct()
         a.struct_size = ctypes.sizeof(a)
         check(_lib.lib().kjit_kernel_get_attributes(self._handle(), ctypes.byref(a)))
-        return KernelAttributes(a.num_regs, a.static_shared_bytes, a.const_bytes,
-                                a.local_bytes, a.max_threads_per_block,
-                                a.max_dynamic_shared_bytes, a.ptx_version, a.binary_version)
+        return KernelAttributes(a.num_regs, a.static_shared_bytes, a.const_bytes, a.local_bytes,
+                      a.max_threads_per_block, a.max_dynamic_shared_bytes, a.ptx_version,
+                      a.binary_version)
 
     def set_max_dynamic_shared(self, nbytes: int) -> None:
         """Raise the kernel's maximum dynamic shared memory (cuFuncSetAttribute)."""

@@ -15,7 +15,9 @@ import os
 import threading
 from ctypes import (POINTER, c_char, c_char_p, c_double, c_int, c_int64, c_size_t,
                     c_uint, c_uint32, c_uint64, c_void_p)
-from typing import List, Optional
+TYPE_CHECKING = False  # typing only for type checkers: annotations are strings
+if TYPE_CHECKING:
+    from typing import List, Optional
 
 from ._errors import LibraryNotFound, KjitError
 

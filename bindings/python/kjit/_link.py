@@ -15,7 +15,9 @@ import ctypes
 import enum
 import os
 from ctypes import POINTER, c_char_p, c_int, c_size_t, c_uint, c_void_p
-from typing import Iterable, Optional, Union
+TYPE_CHECKING = False  # typing only for type checkers: annotations are strings
+if TYPE_CHECKING:
+    from typing import Iterable, Optional, Union
 
 from . import _lib
 from ._cache import Cache, _cache_handle
@@ -50,7 +52,8 @@ class InputKind(enum.IntEnum):
     LIBRARY = 6  #: static library of such objects
 
 
-Input = Union[Binary, str, "os.PathLike[str]", tuple]
+if TYPE_CHECKING:
+    Input = Union[Binary, str, "os.PathLike[str]", tuple]
 
 
 class Linker(Handle):
