@@ -375,6 +375,19 @@ def _open(target: str) -> ctypes.CDLL:
     return ctypes.CDLL(target, mode=ctypes.RTLD_LOCAL)
 
 
+def declare(prototypes: "dict[str, tuple]") -> None:
+    """Add prototypes of a module loaded after this one (kjit._link, imported on first
+    use): declared on the library now when it is loaded already, else when it loads."""
+    with _lock:
+        PROTOTYPES.update(prototypes)
+        if _lib is not None:
+            for name, (restype, argtypes) in prototypes.items():
+                fn = getattr(_lib, name, None)
+                if fn is not None:  # a library without it says so when it is called
+                    fn.restype = restype
+                    fn.argtypes = argtypes
+
+
 def _declare(lib: ctypes.CDLL, where: str) -> None:
     missing = []
     for name, (restype, argtypes) in PROTOTYPES.items():

@@ -25,8 +25,9 @@ from ._compile import Binary
 from ._errors import InvalidArgument, make_error
 from ._util import Handle, as_int, check, cstr, last_error, out_handle, text
 
-# The C functions of link.h, declared with the others when the library is loaded.
-_lib.PROTOTYPES.update({
+# The C functions of link.h, declared with the others when the library is loaded (or
+# now, when this module is imported after that: it is imported on first use).
+_lib.declare({
     "kjit_linker_create": (c_int, [c_void_p, POINTER(c_void_p)]),
     "kjit_linker_destroy": (None, [c_void_p]),
     "kjit_linker_set_target": (c_int, [c_void_p, c_char_p]),

@@ -37,6 +37,18 @@ class ImportTest(unittest.TestCase):
                     "dataclasses.fields(CacheStats)[0].name)")
         self.assertEqual(out, ["True", "disk_state"])
 
+    def test_link_functions_declared_when_imported_after_the_library_loads(self):
+        try:
+            kjit.version()
+        except kjit.LibraryNotFound as e:
+            self.skipTest(str(e))
+        out = child("import kjit; kjit.version(); from kjit import _lib\n"
+                    "assert 'kjit._link' not in __import__('sys').modules\n"
+                    "kjit.nvjitlink_version\n"
+                    "f = _lib.lib().kjit_linker_create\n"
+                    "print(f.restype.__name__, len(f.argtypes))")
+        self.assertEqual(out, ["c_int", "2"])
+
     def test_records_are_dataclasses(self):
         a = kjit.KernelAttributes(1, 2, 3, 4, 5, 6, 7, 8)
         self.assertTrue(dataclasses.is_dataclass(a))
