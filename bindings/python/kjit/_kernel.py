@@ -7,7 +7,6 @@ import math
 import os
 import struct
 import sys
-from importlib import import_module
 from operator import attrgetter
 TYPE_CHECKING = False  # typing only for type checkers: annotations are strings
 if TYPE_CHECKING:
@@ -331,13 +330,15 @@ def _load_fastlaunch() -> Tuple[Any, str]:
     """(the kjit._fastlaunch module or None, why not)."""
     if os.environ.get("KJIT_PYTHON_FAST", "").strip() in ("0", "false", "no", "off"):
         return None, "KJIT_PYTHON_FAST=%s" % os.environ["KJIT_PYTHON_FAST"]
+    name = __name__.rpartition(".")[0] + "._fastlaunch"
     try:
-        _fastlaunch = import_module(__package__ + "._fastlaunch")
+        __import__(name)  # not importlib: import kjit does not need that package
     except ModuleNotFoundError:
         return None, ("kjit._fastlaunch is not built (pip install builds it where a C "
                       "compiler and the Python headers are)")
     except ImportError as e:
         return None, "kjit._fastlaunch does not load: %s" % e
+    _fastlaunch = sys.modules[name]
     _fastlaunch.setup(_fast_kind, stream_handle)
     return _fastlaunch, ""
 
