@@ -257,7 +257,11 @@ def child_import():
 
 def spawn(argv, env_extra):
     env = dict(os.environ)
-    env.update(env_extra)
+    for k, v in env_extra.items():  # None: unset
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
     env.pop("CUPY_CACHE_IN_MEMORY", None)
     r = subprocess.run([sys.executable, os.path.abspath(__file__)] + argv, env=env,
                        capture_output=True, text=True, timeout=600)
@@ -432,11 +436,21 @@ def binding_cost(batches=60, batch=2000):
 
 
 def import_time(reps):
-    imp, load = [], []
-    for _ in range(reps):
-        a, b = spawn(["--child", "import"], {})
-        imp.append(float(a))
-        load.append(float(b))
+    """Median ms of `import kjit` and of the first call (loading libkjit.so.0) in fresh
+    interpreters, the package's bytecode cached as an installed package has it: compiled
+    once into a scratch PYTHONPYCACHEPREFIX (not the source tree), whatever
+    PYTHONDONTWRITEBYTECODE says."""
+    pyc = tempfile.mkdtemp(prefix="kjit-bench-pyc-")
+    try:
+        spawn(["--child", "import"], {"PYTHONPYCACHEPREFIX": pyc,
+                                      "PYTHONDONTWRITEBYTECODE": None})  # writes the bytecode
+        imp, load = [], []
+        for _ in range(reps):
+            a, b = spawn(["--child", "import"], {"PYTHONPYCACHEPREFIX": pyc})
+            imp.append(float(a))
+            load.append(float(b))
+    finally:
+        shutil.rmtree(pyc, ignore_errors=True)
     return statistics.median(imp), statistics.median(load)
 
 
