@@ -318,18 +318,21 @@ def launch_overhead(contenders, backend, batches=150, batch=200):
                 calls = {}
                 k = compiler.kernel(src, name, std=17)
                 kc = compiler.kernel(src, name, std=17)
-                kc._fast_launch = kc._fast_packed = None  # the ctypes path (KJIT_PYTHON_FAST=0)
-                paths = [("kjit", k), ("kjit (ctypes)", kc)] if kjit.launch_path() == "fast" \
-                    else [("kjit", k)]
+                # The ctypes path as KJIT_PYTHON_FAST=0 gives it: the Python __call__ of a
+                # kernel without the compiled launcher.
+                kc._launcher = kc._fast_launch = kc._fast_packed = None
+                paths = [("kjit", k, k), ("kjit (ctypes)", kc, kc._call_python)] \
+                    if kjit.launch_path() == "fast" else [("kjit", k, k)]
                 buf = k.pack(args)
-                for label, kk in paths:
+                for label, kk, call in paths:
                     sfx = label[4:]
                     calls[label] = \
-                        lambda k=kk, a=args, g=grid, b=block, s=stream: k(g, b, a, stream=s)
+                        lambda c=call, a=args, g=grid, b=block, s=stream: c(g, b, a, stream=s)
                     if kid == "saxpy":
                         py_args = (2.0,) + tuple(args[1:3]) + (4096,)
                         calls["kjit (Python scalars)" + sfx] = \
-                            lambda k=kk, a=py_args, g=grid, b=block, s=stream: k(g, b, a, stream=s)
+                            lambda c=call, a=py_args, g=grid, b=block, s=stream: \
+                            c(g, b, a, stream=s)
                     calls["kjit (pre-packed)" + sfx] = \
                         lambda k=kk, p=buf, g=grid, b=block, s=stream: \
                         k.launch_packed(g, b, p, stream=s)
@@ -420,7 +423,8 @@ def binding_cost(batches=60, batch=2000):
             k._h = 1
             k._init(0, kid, params, params[-1][0] + params[-1][1] if params else 0, noop,
                     fast=fast)
-            calls[label] = (lambda k=k, a=args: k((16,), (256,), a, stream=stream))
+            call = k if fast else k._call_python  # the Python __call__, as without the extension
+            calls[label] = (lambda c=call, a=args: c((16,), (256,), a, stream=stream))
             buf = k.pack(args)
             calls[label + ", pre-packed"] = \
                 (lambda k=k, b=buf: k.launch_packed((16,), (256,), b, stream=stream))

@@ -87,10 +87,13 @@ enum {
 /* Set once by setup(). */
 static PyObject *kind_of_type;  /* callable: type -> kind */
 static PyObject *stream_handle; /* kjit._arrays.stream_handle */
+static PyObject *check_status;  /* kjit._util.check: raises for a status */
 static PyObject *kinds;         /* dict: type -> kind */
 
 static PyObject *str_raw, *str_is_cuda, *str_data_ptr, *str_data, *str_ptr, *str_cai,
-    *str_dlpack, *str_mask, *str_cuda_stream_proto, *str_stream_attrs[3];
+    *str_dlpack, *str_mask, *str_cuda_stream_proto, *str_stream_attrs[3], *str_h,
+    *str_launcher, *str_call_python, *str_args, *str_stream, *str_shared_mem, *str_cluster,
+    *str_cooperative;
 
 /* ---- small conversions: 0 = done, -1 = not ours (the Python path decides) -------------- */
 
@@ -619,15 +622,113 @@ static PyTypeObject LauncherType = {
     .tp_new = launcher_new,
 };
 
-/* ---- module ---------------------------------------------------------------------------- */
+/* ---- Kernel.__call__ --------------------------------------------------------------------- */
 
-/* setup(kind_of_type, stream_handle): the Python helpers this module defers to. */
-static PyObject *setup(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+#if PY_VERSION_HEX < 0x03090000
+#define PyObject_Vectorcall _PyObject_Vectorcall
+#endif
+
+/* Kernel.__call__(grid, block, args=(), *, stream=None, shared_mem=0, cluster=None,
+ * cooperative=False) as a method of the Python class kjit.Kernel (make_call()), which
+ * spares a Python frame per launch. It launches through the kernel's Launcher
+ * (self._launcher) when it can; otherwise, and for anything unusual in the call itself,
+ * it calls self._call_python with the same arguments, which launches or raises. */
+static PyObject *kernel_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                             PyObject *kwnames) {
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  PyObject *grid = NULL, *block = NULL, *values = NULL, *stream = Py_None, *shared = NULL;
+  int usual = nargs >= 2 && nargs <= 3;
+  if (usual) {
+    grid = args[0];
+    block = args[1];
+    if (nargs == 3) values = args[2];
+  }
+  Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+  for (Py_ssize_t i = 0; usual && i < nkw; i++) {
+    PyObject *name = PyTuple_GET_ITEM(kwnames, i), *v = args[nargs + i];
+    if (name == str_stream)
+      stream = v;
+    else if (name == str_shared_mem)
+      shared = v;
+    else if (name == str_args && values == NULL)
+      values = v;
+    else if (!((name == str_cluster && v == Py_None) || (name == str_cooperative && v == Py_False)))
+      usual = 0; /* cluster, cooperative, other spellings: the Python method decides */
+  }
+  PyObject *result = NULL;
+  if (usual) {
+    PyObject *launcher = PyObject_GetAttr(self, str_launcher);
+    PyObject *h = launcher != NULL ? PyObject_GetAttr(self, str_h) : NULL;
+    if (h == NULL) {
+      Py_XDECREF(launcher);
+      return NULL;
+    }
+    if (launcher != Py_None && h != Py_None) {
+      PyObject *small_zero = PyLong_FromLong(0);
+      PyObject *call[6] = {h, grid, block, values != NULL ? values : PyTuple_New(0), stream,
+                           shared != NULL ? shared : small_zero};
+      if (call[3] != NULL && small_zero != NULL) {
+        result = launcher_launch((Launcher *)launcher, call, 6);
+        if (values == NULL) Py_DECREF(call[3]);
+      } else {
+        Py_XDECREF(values == NULL ? call[3] : NULL);
+      }
+      Py_XDECREF(small_zero);
+    } else {
+      result = Py_None;
+      Py_INCREF(result);
+    }
+    Py_DECREF(h);
+    Py_DECREF(launcher);
+    if (result == NULL) return NULL;
+    if (result != Py_None) { /* launched: the status */
+      int launched_ok = PyLong_CheckExact(result) && PyLong_AsLong(result) == 0;
+      if (launched_ok) {
+        Py_DECREF(result);
+        Py_RETURN_NONE;
+      }
+      PyObject *r = PyObject_CallFunctionObjArgs(check_status, result, NULL);
+      Py_DECREF(result);
+      return r; /* raises (NULL) */
+    }
+    Py_DECREF(result);
+  }
+  PyObject *slow = PyObject_GetAttr(self, str_call_python);
+  if (slow == NULL) return NULL;
+  result = PyObject_Vectorcall(slow, args, nargs, kwnames);
+  Py_DECREF(slow);
+  return result;
+}
+
+static PyMethodDef kernel_call_def = {
+    "__call__", (PyCFunction)(void (*)(void))kernel_call, METH_FASTCALL | METH_KEYWORDS,
+    "__call__($self, grid, block, args=(), *, stream=None, shared_mem=0, cluster=None,\n"
+    "         cooperative=False)\n--\n\n"
+    "Launch asynchronously (see Kernel.launch): the compiled launch path."};
+
+/* make_call(cls): kernel_call as a method of the Python class `cls` (kjit.Kernel). */
+static PyObject *make_call(PyObject *module, PyObject *cls) {
   (void)module;
-  if (nargs != 2 || !PyCallable_Check(args[0]) || !PyCallable_Check(args[1])) {
-    PyErr_SetString(PyExc_TypeError, "setup(kind_of_type, stream_handle) takes 2 callables");
+  if (!PyType_Check(cls)) {
+    PyErr_SetString(PyExc_TypeError, "make_call(cls) takes a class");
     return NULL;
   }
+  return PyDescr_NewMethod((PyTypeObject *)cls, &kernel_call_def);
+}
+
+/* ---- module ---------------------------------------------------------------------------- */
+
+/* setup(kind_of_type, stream_handle, check): the Python helpers this module defers to. */
+static PyObject *setup(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+  (void)module;
+  if (nargs != 3 || !PyCallable_Check(args[0]) || !PyCallable_Check(args[1]) ||
+      !PyCallable_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError,
+                    "setup(kind_of_type, stream_handle, check) takes 3 callables");
+    return NULL;
+  }
+  Py_INCREF(args[2]);
+  Py_XSETREF(check_status, args[2]);
   Py_INCREF(args[0]);
   Py_XSETREF(kind_of_type, args[0]);
   Py_INCREF(args[1]);
@@ -647,7 +748,8 @@ static int noop_launch(void *kernel, const launch_config *cfg, const void *buffe
 
 static PyMethodDef module_methods[] = {
     {"setup", (PyCFunction)(void (*)(void))setup, METH_FASTCALL,
-     "setup(kind_of_type, stream_handle)"},
+     "setup(kind_of_type, stream_handle, check)"},
+    {"make_call", make_call, METH_O, "make_call(cls): the compiled Kernel.__call__ for cls"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -669,7 +771,11 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
       intern(&str_dlpack, "__dlpack__") < 0 || intern(&str_mask, "mask") < 0 ||
       intern(&str_cuda_stream_proto, "__cuda_stream__") < 0 ||
       intern(&str_stream_attrs[0], "cuda_stream") < 0 ||
-      intern(&str_stream_attrs[1], "ptr") < 0 || intern(&str_stream_attrs[2], "handle") < 0)
+      intern(&str_stream_attrs[1], "ptr") < 0 || intern(&str_stream_attrs[2], "handle") < 0 ||
+      intern(&str_h, "_h") < 0 || intern(&str_launcher, "_launcher") < 0 ||
+      intern(&str_call_python, "_call_python") < 0 || intern(&str_args, "args") < 0 ||
+      intern(&str_stream, "stream") < 0 || intern(&str_shared_mem, "shared_mem") < 0 ||
+      intern(&str_cluster, "cluster") < 0 || intern(&str_cooperative, "cooperative") < 0)
     return NULL;
   if (kinds == NULL && (kinds = PyDict_New()) == NULL) return NULL;
   if (PyType_Ready(&LauncherType) < 0) return NULL;

@@ -339,7 +339,7 @@ def _load_fastlaunch() -> Tuple[Any, str]:
     except ImportError as e:
         return None, "kjit._fastlaunch does not load: %s" % e
     _fastlaunch = sys.modules[name]
-    _fastlaunch.setup(_fast_kind, stream_handle)
+    _fastlaunch.setup(_fast_kind, stream_handle, check)
     return _fastlaunch, ""
 
 
@@ -460,7 +460,7 @@ class Kernel(Handle):
         self._empty = bytes(bufsize)
         self._plans: Dict[Tuple[type, ...], Tuple[struct.Struct, Optional[List[Any]]]] = {}
         self._launch = launch
-        self._fast_launch = self._fast_packed = None
+        self._launcher = self._fast_launch = self._fast_packed = None
         if fast is None:
             fast = _fastlaunch is not None
         if fast:
@@ -471,6 +471,7 @@ class Kernel(Handle):
                 launcher = _fastlaunch.Launcher(address, self._params, bufsize)
             except (TypeError, ValueError, OverflowError):
                 return  # a layout the Python path refuses at launch, with its message
+            self._launcher = launcher
             self._fast_launch = launcher.launch
             self._fast_packed = launcher.launch_packed
 
@@ -643,6 +644,10 @@ class Kernel(Handle):
 
     launch = __call__
 
+    # The Python __call__, which the compiled one (below the class) hands what it does not
+    # launch itself: arguments it does not convert, an unusual call, cluster launches.
+    _call_python = __call__
+
     def launch_packed(self, grid: Dim3, block: Dim3, buffer: bytes, *, stream: Any = None,
                       shared_mem: int = 0, cluster: Optional[Dim3] = None,
                       cooperative: bool = False) -> None:
@@ -678,3 +683,9 @@ class Kernel(Handle):
             cx, cy, cz = _dims(cluster, "cluster")
         return _CFG.pack(_CFG_SIZE, gx, gy, gz, bx, by, bz, shared_mem, s, cx, cy, cz,
                          1 if cooperative else 0)
+
+
+if _fastlaunch is not None:
+    # kernel(...) straight into C: the compiled launch path without a Python frame.
+    # Kernel.launch stays the Python method (same path, one frame more).
+    Kernel.__call__ = _fastlaunch.make_call(Kernel)  # type: ignore[method-assign]

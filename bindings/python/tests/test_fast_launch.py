@@ -236,6 +236,34 @@ class SamePathsTest(unittest.TestCase):
         self.same([(0, 4)], lambda k: k(1, 1, (None,), stream="s"), expect="raised")
         self.same([(0, 4)], lambda k: k(0, 1, (1,), stream="s"), expect="raised")
 
+    def test_call_forms(self):
+        x = FakeCudaArray(0x1000)
+        args = (2.0, x, x, 4)
+        forms = [lambda k: k(1, 1, args), lambda k: k(1, 1, args=args),
+                 lambda k: k(grid=1, block=1, args=args), lambda k: k(1, block=1, args=args),
+                 lambda k: k(1, 1, args, stream=None, shared_mem=0, cluster=None,
+                             cooperative=False),
+                 lambda k: k(1, 1, args, cooperative=0), lambda k: k(1, 1, args, cluster=(1,)),
+                 lambda k: k(1, 1, args, **{"stream": 3, "shared_mem": 5}),
+                 lambda k: k.launch(1, 1, args, stream=3), lambda k: k.launch(1, 1, args=args)]
+        for form in forms:
+            self.same(SAXPY_LAYOUT, form, expect="launched")
+        self.same([], lambda k: k(1, 1), expect="launched")
+        for form in (lambda k: k(1), lambda k: k(), lambda k: k(1, 1, args, 5),
+                     lambda k: k(1, 1, args, args=args), lambda k: k(1, 1, args, bogus=1),
+                     lambda k: k(1, 1, args, stream=None, stream_=1), lambda k: k(1, 1, (1,))):
+            self.same(SAXPY_LAYOUT, form, expect="raised")
+
+    def test_compiled_call_launches_itself(self):
+        k = fake_kernel(SAXPY_LAYOUT, fast=True)
+        k._call_python = None  # not called: the compiled __call__ launches these itself
+        x = FakeCudaArray(0x1000)
+        k(1, 1, (2.0, x, x, 4))
+        k((2, 2), [32], args=(2.0, x, x, 4), stream=7, shared_mem=16, cluster=None,
+          cooperative=False)
+        self.assertEqual(len(k.calls), 2)
+        self.assertIn("($self, grid, block, args=()", kjit.Kernel.__call__.__text_signature__)
+
     def test_launch_packed(self):
         buf = struct.pack("<f4xQQi", 2.0, 1, 2, 3)
         for b in (buf, bytearray(buf), memoryview(buf)):
