@@ -663,7 +663,7 @@ static PyObject *kernel_call(PyObject *self, PyObject *const *args, size_t nargs
       Py_XDECREF(launcher);
       return NULL;
     }
-    if (launcher != Py_None && h != Py_None) {
+    if (Py_TYPE(launcher) == &LauncherType && h != Py_None) {
       PyObject *small_zero = PyLong_FromLong(0);
       PyObject *call[6] = {h, grid, block, values != NULL ? values : PyTuple_New(0), stream,
                            shared != NULL ? shared : small_zero};
