@@ -7,7 +7,6 @@ exception type and message, with nothing launched.
 """
 import ctypes
 import enum
-import importlib.util
 import struct
 import subprocess
 import sys
@@ -341,10 +340,11 @@ class LaunchPathTest(unittest.TestCase):
         self.assertIn("KJIT_PYTHON_FAST=0", out)
         env = subprocess_env()
         env.pop("KJIT_PYTHON_FAST", None)
-        out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                             text=True, env=env).stdout
-        built = importlib.util.find_spec("kjit._fastlaunch") is not None
-        self.assertEqual(out.split()[0], "fast" if built else "ctypes", out)
+        code = ("import importlib.util, kjit; print(kjit.launch_path(), "
+                "importlib.util.find_spec('kjit._fastlaunch') is not None)")
+        path, built = subprocess.run([sys.executable, "-c", code], check=True,
+                                     capture_output=True, text=True, env=env).stdout.split()
+        self.assertEqual(path, "fast" if built == "True" else "ctypes")
 
     @unittest.skipIf(NO_FAST, NO_FAST)
     def test_noop_launch(self):
