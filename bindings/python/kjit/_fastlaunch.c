@@ -7,6 +7,10 @@
  * called through the function pointer the binding found with ctypes, so that the very
  * library ctypes loaded is used and this module links nothing but Python.
  *
+ * kjit.Kernel's __call__ is this module's kernel_call (make_call()), so kernel(grid, block,
+ * args) runs no Python frame before the launch; Launcher.launch / launch_packed serve
+ * Kernel.launch and Kernel.launch_packed.
+ *
  * The rule that keeps both paths identical: this module converts only the values it is
  * sure of and returns None for anything else (another type, a value out of range, a
  * count that does not match, an exception from an argument's attribute). The Python
