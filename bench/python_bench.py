@@ -10,9 +10,14 @@
      Every kjit round checks that it was a cache hit (no NVRTC run).
   2. launch overhead per call from Python (enqueue cost, batches of 200 launches on a
      non-blocking stream, median per call), kjit vs CuPy (vs cuda.core when present),
-     interleaved batch by batch.
+     interleaved batch by batch. kjit is measured on both of its launch paths: the
+     compiled one (kjit._fastlaunch, "kjit") when it is built, and ctypes
+     ("kjit (ctypes)", the path KJIT_PYTHON_FAST=0 forces).
   3. the time `import kjit` adds to a fresh interpreter, and the first call that loads
      libkjit.so.0 (runs without a GPU too).
+  4. the binding's own cost per launch, without a GPU: kernel(grid, block, args) on a
+     kernel whose launch function does nothing (kjit._fastlaunch.NOOP_LAUNCH), saxpy's
+     four arguments and an empty kernel, on both launch paths.
 
     KJIT_LIBRARY=/path/to/libkjit.so.0 python3 bench/python_bench.py [--reps N] [--out r.json]
 
@@ -252,7 +257,11 @@ def child_import():
 
 def spawn(argv, env_extra):
     env = dict(os.environ)
-    env.update(env_extra)
+    for k, v in env_extra.items():  # None: unset
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
     env.pop("CUPY_CACHE_IN_MEMORY", None)
     r = subprocess.run([sys.executable, os.path.abspath(__file__)] + argv, env=env,
                        capture_output=True, text=True, timeout=600)
@@ -308,14 +317,25 @@ def launch_overhead(contenders, backend, batches=150, batch=200):
                 stream = arrays.stream()
                 calls = {}
                 k = compiler.kernel(src, name, std=17)
-                calls["kjit"] = lambda k=k, a=args, g=grid, b=block, s=stream: k(g, b, a, stream=s)
-                if kid == "saxpy":
-                    py_args = (2.0,) + tuple(args[1:3]) + (4096,)
-                    calls["kjit (Python scalars)"] = \
-                        lambda k=k, a=py_args, g=grid, b=block, s=stream: k(g, b, a, stream=s)
+                kc = compiler.kernel(src, name, std=17)
+                # The ctypes path as KJIT_PYTHON_FAST=0 gives it: the Python __call__ of a
+                # kernel without the compiled launcher.
+                kc._launcher = kc._fast_launch = kc._fast_packed = None
+                paths = [("kjit", k, k), ("kjit (ctypes)", kc, kc._call_python)] \
+                    if kjit.launch_path() == "fast" else [("kjit", k, k)]
                 buf = k.pack(args)
-                calls["kjit (pre-packed)"] = \
-                    lambda k=k, p=buf, g=grid, b=block, s=stream: k.launch_packed(g, b, p, stream=s)
+                for label, kk, call in paths:
+                    sfx = label[4:]
+                    calls[label] = \
+                        lambda c=call, a=args, g=grid, b=block, s=stream: c(g, b, a, stream=s)
+                    if kid == "saxpy":
+                        py_args = (2.0,) + tuple(args[1:3]) + (4096,)
+                        calls["kjit (Python scalars)" + sfx] = \
+                            lambda c=call, a=py_args, g=grid, b=block, s=stream: \
+                            c(g, b, a, stream=s)
+                    calls["kjit (pre-packed)" + sfx] = \
+                        lambda k=kk, p=buf, g=grid, b=block, s=stream: \
+                        k.launch_packed(g, b, p, stream=s)
                 if "cupy" in contenders and backend == "cupy":
                     import cupy as cp
                     ck = cp.RawKernel(src, name, options=("--std=c++17",))
@@ -359,17 +379,82 @@ def launch_overhead(contenders, backend, batches=150, batch=200):
                 arrays.sync()
                 out[kid] = {c: statistics.median(v) for c, v in samples.items()}
                 k.close()
+                kc.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return out
 
 
+def binding_cost(batches=60, batch=2000):
+    """{kernel: {path: median ns per launch}} of kernel(grid, block, args, stream=s) on a
+    kernel whose launch function does nothing: what the binding itself costs, no GPU."""
+    import ctypes
+    import kjit
+    from kjit import _kernel
+    if _kernel._fastlaunch is None:
+        return {}, _kernel.launch_path_reason()
+    noop = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                            ctypes.c_size_t)(_kernel._fastlaunch.NOOP_LAUNCH)
+
+    class Array:  # a device array as CuPy's: .data.ptr, and __cuda_array_interface__
+        __module__ = "cupy._core.core"
+        __cuda_array_interface__ = property(lambda self: {})
+
+        def __init__(self, ptr):
+            self.data = type("MemoryPointer", (), {"ptr": ptr})()
+    Array.__name__ = Array.__qualname__ = "ndarray"
+
+    class Stream:  # a stream as CuPy's: .ptr
+        ptr = 0x5000
+
+    x, y, stream = Array(0x1000), Array(0x2000), Stream()
+    try:
+        import numpy
+        scalars = (numpy.float32(2.0), numpy.int32(4096))
+    except ImportError:
+        scalars = (kjit.float32(2.0), kjit.int32(4096))
+    cases = {"empty": ([], ()),
+             "saxpy": ([(0, 4), (8, 8), (16, 8), (24, 4)], (scalars[0], x, y, scalars[1]))}
+    out = {}
+    for kid, (params, args) in cases.items():
+        calls = {}
+        for label, fast in (("fast", True), ("ctypes", False)):
+            k = kjit.Kernel.__new__(kjit.Kernel)
+            k._h = 1
+            k._init(0, kid, params, params[-1][0] + params[-1][1] if params else 0, noop,
+                    fast=fast)
+            call = k if fast else k._call_python  # the Python __call__, as without the extension
+            calls[label] = (lambda c=call, a=args: c((16,), (256,), a, stream=stream))
+            buf = k.pack(args)
+            calls[label + ", pre-packed"] = \
+                (lambda k=k, b=buf: k.launch_packed((16,), (256,), b, stream=stream))
+        samples = {c: [] for c in calls}
+        for _ in range(batches):
+            for c, call in calls.items():
+                t0 = time.perf_counter()
+                for _ in range(batch):
+                    call()
+                samples[c].append((time.perf_counter() - t0) * 1e9 / batch)
+        out[kid] = {c: statistics.median(v) for c, v in samples.items()}
+    return out, None
+
+
 def import_time(reps):
-    imp, load = [], []
-    for _ in range(reps):
-        a, b = spawn(["--child", "import"], {})
-        imp.append(float(a))
-        load.append(float(b))
+    """Median ms of `import kjit` and of the first call (loading libkjit.so.0) in fresh
+    interpreters, the package's bytecode cached as an installed package has it: compiled
+    once into a scratch PYTHONPYCACHEPREFIX (not the source tree), whatever
+    PYTHONDONTWRITEBYTECODE says."""
+    pyc = tempfile.mkdtemp(prefix="kjit-bench-pyc-")
+    try:
+        spawn(["--child", "import"], {"PYTHONPYCACHEPREFIX": pyc,
+                                      "PYTHONDONTWRITEBYTECODE": None})  # writes the bytecode
+        imp, load = [], []
+        for _ in range(reps):
+            a, b = spawn(["--child", "import"], {"PYTHONPYCACHEPREFIX": pyc})
+            imp.append(float(a))
+            load.append(float(b))
+    finally:
+        shutil.rmtree(pyc, ignore_errors=True)
     return statistics.median(imp), statistics.median(load)
 
 
@@ -396,7 +481,13 @@ def main():
         return 0
 
     import kjit
-    result = {"python": sys.version.split()[0], "kjit_library": None, "skipped": {}}
+    result = {"python": sys.version.split()[0], "kjit_library": None, "skipped": {},
+              "launch_path": kjit.launch_path()}
+    if kjit.launch_path() != "fast":
+        result["skipped"]["kjit compiled launch path"] = kjit.launch_path_reason()
+    result["binding_ns"], why = binding_cost()
+    if why:
+        result["skipped"]["binding cost"] = why
     imp, load = import_time(max(a.reps, 5))
     result["import_ms"], result["load_library_ms"] = imp, load
     result["kjit_library"] = kjit.load_library()
@@ -443,8 +534,9 @@ def main():
 
     # ---- table ----
     print()
-    print("kjit Python binding vs CuPy RawKernel vs cuda.core (python %s%s)" % (
-        result["python"], ", " + result["device"] if "device" in result else ""))
+    print("kjit Python binding vs CuPy RawKernel vs cuda.core (python %s%s, kjit launch "
+          "path: %s)" % (result["python"], ", " + result["device"] if "device" in result
+                         else "", result["launch_path"]))
     print()
     print("| measurement | kjit | CuPy RawKernel | cuda.core | kjit speed-up |")
     print("| --- | ---: | ---: | ---: | ---: |")
@@ -465,10 +557,16 @@ def main():
         print("| launch overhead, %s (per call) | %s | %s | %s | %s |" % (
             kid, fmt(kj, "us"), fmt(row.get("cupy"), "us"), fmt(row.get("cuda.core"), "us"),
             up))
-        for variant in ("kjit (Python scalars)", "kjit (pre-packed)"):
+        for variant in ("kjit (ctypes)", "kjit (Python scalars)", "kjit (pre-packed)",
+                        "kjit (Python scalars) (ctypes)", "kjit (pre-packed) (ctypes)"):
             if variant in row:
-                print("| launch overhead, %s, %s | %s | | | |" % (kid, variant[6:-1],
-                                                                fmt(row[variant], "us")))
+                print("| launch overhead, %s, %s | %s | | | |" % (
+                    kid, variant[5:].replace(") (", ", ").strip("()"),
+                    fmt(row[variant], "us")))
+    for kid, row in result.get("binding_ns", {}).items():
+        for path, ns in row.items():
+            print("| binding cost per launch, no-op launch function, %s (%s) | %s | | | |" % (
+                kid, path, fmt(ns, "ns")))
     print("| `import kjit` | %s | | | |" % fmt(imp, "ms"))
     print("| first call, loading libkjit.so.0 | %s | | | |" % fmt(load, "ms"))
     print()

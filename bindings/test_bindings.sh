@@ -137,9 +137,26 @@ run_python() {
   export KJIT_LIBRARY="$libdir/libkjit.so.0" KJIT_CROSSLANG_C="$work/crosslang-c"
   export KJIT_INCLUDE_DIR="$includedir" PYTHONDONTWRITEBYTECODE=1
   if [ -x "$build/src/cli/kjit" ]; then export KJIT_CLI="$build/src/cli/kjit"; fi
-  echo "== Python: unittest ($("$py" --version 2>&1), $KJIT_LIBRARY) =="
-  (cd "$work" && "$py" -m unittest discover -s "$src/bindings/python/tests" -v)
-  echo "== Python: pip install (no build step) and import from the installed copy =="
+  # The compiled launch path (kjit._fastlaunch) where the Python headers are (Debian:
+  # python3-dev): built in a copy of the package, whose tests then require it. The launch
+  # tests run through it and through ctypes either way.
+  local pkg="$src/bindings/python" fast=0
+  if "$py" -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' &&
+    "$py" -c 'import setuptools' 2>/dev/null; then
+    pkg="$work/pkg"
+    cp -r "$src/bindings/python" "$pkg"
+    echo "== Python: build kjit._fastlaunch (-Wall -Wextra -Werror) =="
+    (cd "$pkg" && CFLAGS="-Wall -Wextra -Werror" "$py" setup.py -q build_ext --inplace 2>&1 |
+      grep -v -e "_BetaConfiguration" -e "warnings.warn(msg" || true)
+    fast=1
+  else
+    echo "note: no Python headers or setuptools for $py: kjit._fastlaunch is not built" \
+      "(Debian: python3-dev); the tests run the ctypes path only"
+  fi
+  echo "== Python: unittest ($("$py" --version 2>&1), $KJIT_LIBRARY, fast path: $fast) =="
+  (cd "$work" && KJIT_REQUIRE_FAST=$fast "$py" -m unittest discover -s "$pkg/tests" -v)
+  echo "== Python: pip install (builds kjit._fastlaunch where it can) and import the copy =="
   if "$py" -m pip --version >/dev/null 2>&1 && "$py" -c 'import setuptools' 2>/dev/null; then
     # pip builds in the source directory: install from a copy to keep the checkout clean.
     cp -r "$src/bindings/python" "$work/pkg-src"
@@ -148,11 +165,13 @@ run_python() {
       grep -v "Running pip as the 'root' user" || true
     (cd "$work" && PYTHONPATH="$work/site" "$py" -c '
 import os, sys, kjit
-site = sys.argv[1]
+site, fast = sys.argv[1], sys.argv[2] == "1"
 assert kjit.__file__.startswith(site), kjit.__file__
 assert os.path.exists(os.path.join(site, "kjit", "py.typed"))
+assert kjit.launch_path() == ("fast" if fast else "ctypes"), kjit.launch_path_reason()
 print("installed kjit", kjit.__version__, "from", os.path.dirname(kjit.__file__),
-      "library", kjit.version_string(), "at", kjit.library_path())' "$work/site")
+      "library", kjit.version_string(), "at", kjit.library_path(),
+      "launch path", kjit.launch_path())' "$work/site" "$fast")
   else
     echo "note: pip or setuptools missing for $py: install check skipped"
   fi

@@ -6,7 +6,7 @@ packages=(build-essential cmake ninja-build pkg-config libsqlite3-dev libcjson-d
           libgtest-dev sqlite3 python3)
 if [[ "${1:-}" == "--test" ]]; then
   packages+=(abigail-tools clang libclang-rt-14-dev redis-server libhiredis-dev
-            python3-numpy python3-pip python3-setuptools)
+            python3-numpy python3-pip python3-setuptools python3-dev)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import ctypes as _ctypes
 import threading as _threading
-from typing import Any, Optional
+
+TYPE_CHECKING = False  # typing only for type checkers: annotations are strings
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 from . import _lib
 from ._arrays import ArrayInfo, array_info, device_pointer, stream_handle
-from ._cache import Cache, CacheEntry, CacheStats, DiskState, RemoteState
+from ._cache import Cache, DiskState, RemoteState
 from ._compile import (Binary, CompileFuture, Compiler, Tier, compute_key, hash_options,
                        hash_source)
 from ._errors import LinkError, NvJitLinkError
@@ -38,15 +41,38 @@ from ._errors import (ArgumentMismatch, BufferTooSmall, CacheCorrupt, CacheError
                       InvalidOption, InvalidSource, KjitError, KjitIOError, LibraryNotFound,
                       NameNotFound, NotFound, NvrtcError, OutOfMemory, ReadOnly, StaleHandle,
                       Status, Timeout, Unsupported, UnsupportedTarget)
-from ._gemm import (Gemm, GemmCompute, GemmDesc, GemmDtype, GemmEpilogue, GemmOp, GemmOrder,
-                    GemmStats, cublaslt_version, gemm_check, matmul_desc)
-from ._kernel import (Kernel, KernelAttributes, LoadPath, Pointer, Scalar, bfloat16, bool_,
-                      float16, float32, float64, int8, int16, int32, int64, uint8, uint16,
-                      uint32, uint64)
+from ._kernel import (Kernel, LoadPath, Pointer, Scalar, bfloat16, bool_, float16, float32,
+                      float64, int8, int16, int32, int64, launch_path, launch_path_reason,
+                      uint8, uint16, uint32, uint64)
 from ._lib import LIBRARY_NAME, library_path, load_library
-from ._link import InputKind, Linker, link, nvjitlink_version
 from ._options import Options, Output
-from ._util import as_int as _as_int, check as _check, text as _text
+from ._util import as_int as _as_int, check as _check, complete as _complete, text as _text
+
+# Imported on first use (PEP 562), so that `import kjit` stays cheap: GEMM and linking
+# are not needed to compile and launch kernels, and the dataclasses of results are
+# completed when first needed (_util.record: dataclasses imports inspect, ast, ...).
+_LAZY = dict.fromkeys(("Gemm", "GemmCompute", "GemmDesc", "GemmDtype", "GemmEpilogue", "GemmOp",
+                       "GemmOrder", "GemmStats", "cublaslt_version", "gemm_check",
+                       "matmul_desc"), "._gemm")
+_LAZY.update(dict.fromkeys(("InputKind", "Linker", "link", "nvjitlink_version"), "._link"))
+_LAZY.update(CacheStats="._cache", CacheEntry="._cache", KernelAttributes="._kernel")
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError("module 'kjit' has no attribute %r" % name)
+    from importlib import import_module
+    value = getattr(import_module(module, __name__), name)
+    if isinstance(value, type):
+        _complete(value)  # a dataclass made on first use (see _util.record)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> "list[str]":
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 """Version of this Python package (the library's is :func:`version_string`)."""
@@ -139,6 +165,7 @@ __all__ = [
     "Kernel", "KernelAttributes", "LoadPath", "Scalar", "Pointer", "int8", "uint8", "int16",
     "uint16", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32",
     "float64", "bool_", "ArrayInfo", "array_info", "device_pointer", "stream_handle",
+    "launch_path", "launch_path_reason",
     # gemm
     "Gemm", "GemmDesc", "GemmStats", "GemmDtype", "GemmCompute", "GemmOrder", "GemmOp",
     "GemmEpilogue", "gemm_check", "matmul_desc", "cublaslt_version",

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import ctypes
 from ctypes import POINTER, c_int32, c_int64, c_uint8, c_uint16, c_uint32, c_uint64, c_void_p
-from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
+from collections import namedtuple
+
+TYPE_CHECKING = False  # typing only for type checkers: annotations are strings
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, Optional, Tuple
 
 from ._errors import ArgumentMismatch, InvalidArgument
 
@@ -79,14 +83,19 @@ _capi.PyCapsule_GetPointer.restype = c_void_p
 _capi.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
-class ArrayInfo(NamedTuple):
-    """What kjit needs to know of a device array."""
-    ptr: int                      #: address of the first element
+class ArrayInfo(namedtuple("ArrayInfo", "ptr shape strides dtype itemsize device")):
+    """What kjit needs to know of a device array: ``ptr`` (int, address of the first
+    element), ``shape`` (tuple of ints), ``strides`` (tuple of ints, in elements),
+    ``dtype`` (str, e.g. "float32", "bfloat16", or "?<code>/<bits>"), ``itemsize`` (int,
+    bytes per element), ``device`` (CUDA device ordinal when the protocol says (DLPack),
+    else None). A named tuple (collections.namedtuple: typing is not imported)."""
+    __slots__ = ()
+    ptr: int
     shape: Tuple[int, ...]
-    strides: Tuple[int, ...]      #: in elements
-    dtype: str                    #: e.g. "float32", "bfloat16", or "?<code>/<bits>"
-    itemsize: int                 #: bytes per element
-    device: Optional[int]         #: CUDA device ordinal when the protocol says (DLPack)
+    strides: Tuple[int, ...]
+    dtype: str
+    itemsize: int
+    device: Optional[int]
 
 
 def _what(obj: Any) -> str:
@@ -226,19 +235,30 @@ def _dlpack_ptr(obj: Any) -> int:
     return dlpack_info(obj).ptr
 
 
+def pointer_kind(tp: type) -> Optional[str]:
+    """How the device pointer of objects of type `tp` is read: "torch" (``.is_cuda`` and
+    ``.data_ptr()``), "cupy" (``.data.ptr``), "cai" (``__cuda_array_interface__``),
+    "dlpack", or None when `tp` is not a device array type."""
+    has_cai = hasattr(tp, "__cuda_array_interface__")
+    if has_cai and hasattr(tp, "data_ptr") and hasattr(tp, "is_cuda"):
+        return "torch"  # torch.Tensor and subclasses: no dict built per call
+    if has_cai and tp.__module__.split(".")[0] == "cupy" and tp.__name__ == "ndarray":
+        return "cupy"
+    if has_cai:
+        return "cai"
+    if hasattr(tp, "__dlpack__"):
+        return "dlpack"
+    return None
+
+
+_POINTER_GETTERS = {"torch": _torch_ptr, "cupy": _cupy_ptr, "cai": _cai_ptr,
+                    "dlpack": _dlpack_ptr, None: None}
+
+
 def pointer_getter(tp: type) -> Optional[Callable[[Any], int]]:
     """A function giving the device pointer of objects of type `tp`, or None when `tp`
     is not a device array type. Decided once per type."""
-    has_cai = hasattr(tp, "__cuda_array_interface__")
-    if has_cai and hasattr(tp, "data_ptr") and hasattr(tp, "is_cuda"):
-        return _torch_ptr  # torch.Tensor and subclasses: no dict built per call
-    if has_cai and tp.__module__.split(".")[0] == "cupy" and tp.__name__ == "ndarray":
-        return _cupy_ptr
-    if has_cai:
-        return _cai_ptr
-    if hasattr(tp, "__dlpack__"):
-        return _dlpack_ptr
-    return None
+    return _POINTER_GETTERS[pointer_kind(tp)]
 
 
 def device_pointer(obj: Any) -> int:

@@ -4,14 +4,15 @@ from __future__ import annotations
 import ctypes
 import enum
 import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Optional, Tuple, Union
 
 from . import _lib
 from ._errors import InvalidArgument, InvalidHandle
-from ._util import Handle, Users, as_bool, as_int, check, cstr, out_handle, text
+from ._util import Handle, Users, as_bool, as_int, check, cstr, out_handle, record, text
 
+TYPE_CHECKING = False  # typing only for type checkers: annotations are strings
 if TYPE_CHECKING:
+    from typing import List, Optional, Tuple, Union
+
     from ._compile import Binary
 
 _U64 = (1 << 64) - 1
@@ -40,7 +41,7 @@ def _enum(cls, value):
         return value
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CacheStats:
     """Counters and sizes of a cache handle (``kjit_cache_stats``). Counters count this
     handle since it was opened; ``total_*`` fields count every process that has used the
@@ -95,7 +96,7 @@ class CacheStats:
         return self.memory_hits + self.disk_hits + self.remote_hits
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CacheEntry:
     """One disk entry, as listed by :meth:`Cache.entries`."""
     key: str             #: 64 hex digits

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import ctypes
 import enum
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
 
 from . import _lib
 from ._cache import Cache, _cache_handle
@@ -11,10 +10,15 @@ from ._errors import InvalidArgument, NameNotFound, Status, make_error
 from ._options import Options, resolve_options
 from ._util import Handle, as_int, check, cstr, last_error, out_handle, text
 
+from collections.abc import Sequence
+
+TYPE_CHECKING = False  # typing only for type checkers: annotations are strings
 if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Union
+
     from ._kernel import Kernel
 
-Source = Union[str, bytes]
+    Source = Union[str, bytes]
 
 
 class Tier(enum.IntEnum):

@@ -11,7 +11,9 @@ raises :class:`TypeError`, and kernel launch arguments that do not fit the kerne
 from __future__ import annotations
 
 import enum
-from typing import Dict, Optional, Tuple, Type
+TYPE_CHECKING = False  # typing only for type checkers: annotations are strings
+if TYPE_CHECKING:
+    from typing import Dict, Optional, Tuple, Type
 
 
 class Status(enum.IntEnum):

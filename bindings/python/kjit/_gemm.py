@@ -12,7 +12,9 @@ import ctypes
 import dataclasses
 import enum
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+TYPE_CHECKING = False  # typing only for type checkers: annotations are strings
+if TYPE_CHECKING:
+    from typing import Any, Optional, Tuple
 
 from . import _lib
 from ._arrays import ArrayInfo, array_info, device_pointer, stream_handle

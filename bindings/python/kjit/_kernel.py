@@ -4,15 +4,19 @@ from __future__ import annotations
 import ctypes
 import enum
 import math
+import os
 import struct
-from dataclasses import dataclass
+import sys
 from operator import attrgetter
-from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
+TYPE_CHECKING = False  # typing only for type checkers: annotations are strings
+if TYPE_CHECKING:
+    from typing import (Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple,
+                        Union)
 
 from . import _lib
-from ._arrays import pointer_getter, stream_handle
+from ._arrays import pointer_getter, pointer_kind, stream_handle
 from ._errors import ArgumentMismatch, InvalidArgument, InternalError
-from ._util import Handle, as_int, check, text
+from ._util import Handle, as_int, check, record, text
 
 _U32 = (1 << 32) - 1
 
@@ -277,6 +281,84 @@ def _arg_plan(index: int, arg: Any, size: int) -> Tuple[str, Optional[Callable]]
                    "(__cuda_array_interface__ or __dlpack__)")
 
 
+# ---- the compiled launch path (kjit/_fastlaunch.c, optional) ----------------------------
+#
+# kjit._fastlaunch packs the arguments and calls kjit_kernel_launch_packed in one C call.
+# It converts only what it is sure of and hands anything else back (None), and this
+# module then does the launch as without it: the same checks and the same errors.
+
+# Argument kinds of _fastlaunch.c, decided once per type in _arg_plan's order.
+_K_OTHER, _K_INT, _K_SCALAR, _K_BUFFER, _K_NP_INT, _K_NP_FLOAT = 0, 1, 3, 4, 9, 10
+_K_POINTERS = {"torch": 5, "cupy": 6, "cai": 7, "dlpack": 8}
+
+
+def _numpy_kind(tp: type) -> int:
+    """NumPy integers by value, float32 and float64 likewise (faster than their buffer),
+    with the item size in bits 8 and up; other NumPy scalars by their buffer."""
+    np = sys.modules.get("numpy")
+    try:
+        dt = np.dtype(tp)  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 - not a NumPy scalar type after all
+        return _K_BUFFER
+    if dt.kind in ("i", "u") and dt.itemsize in (1, 2, 4, 8):
+        return _K_NP_INT | dt.itemsize << 8
+    if dt.kind == "f" and dt.itemsize in (4, 8):
+        return _K_NP_FLOAT | dt.itemsize << 8
+    return _K_BUFFER
+
+
+def _fast_kind(tp: type) -> int:
+    """How _fastlaunch.c converts an argument of type `tp` (_K_OTHER: it does not)."""
+    if issubclass(tp, int) and not issubclass(tp, Scalar):
+        return _K_INT
+    if issubclass(tp, Scalar):
+        return _K_SCALAR
+    if issubclass(tp, _CTYPES_BASES) or issubclass(tp, (bytes, bytearray, memoryview)):
+        return _K_BUFFER
+    if tp is float or tp is type(None) or issubclass(tp, (str, complex)):
+        return _K_OTHER
+    if tp.__module__ == "numpy" and tp.__name__ != "ndarray" and hasattr(tp, "tobytes") \
+            and hasattr(tp, "dtype") and not hasattr(tp, "__cuda_array_interface__"):
+        return _numpy_kind(tp)  # NumPy scalars: their buffer is their bytes
+    if not hasattr(tp, "__cuda_array_interface__") and hasattr(tp, "dtype") \
+            and hasattr(tp, "tobytes"):
+        return _K_OTHER  # host scalars and arrays: the Python path checks the shape
+    return _K_POINTERS.get(pointer_kind(tp), _K_OTHER)
+
+
+def _load_fastlaunch() -> Tuple[Any, str]:
+    """(the kjit._fastlaunch module or None, why not)."""
+    if os.environ.get("KJIT_PYTHON_FAST", "").strip() in ("0", "false", "no", "off"):
+        return None, "KJIT_PYTHON_FAST=%s" % os.environ["KJIT_PYTHON_FAST"]
+    name = __name__.rpartition(".")[0] + "._fastlaunch"
+    try:
+        __import__(name)  # not importlib: import kjit does not need that package
+    except ModuleNotFoundError:
+        return None, ("kjit._fastlaunch is not built (pip install builds it where a C "
+                      "compiler and the Python headers are)")
+    except ImportError as e:
+        return None, "kjit._fastlaunch does not load: %s" % e
+    _fastlaunch = sys.modules[name]
+    _fastlaunch.setup(_fast_kind, stream_handle, check)
+    return _fastlaunch, ""
+
+
+_fastlaunch, _fastlaunch_missing = _load_fastlaunch()
+
+
+def launch_path() -> str:
+    """How kernels launch in this process: ``"fast"`` through the compiled extension
+    ``kjit._fastlaunch`` (built by ``pip install`` where a C compiler and the Python
+    headers are), else ``"ctypes"``. ``KJIT_PYTHON_FAST=0`` forces ``"ctypes"``. Both
+    accept the same arguments and raise the same errors."""
+    return "ctypes" if _fastlaunch is None else "fast"
+
+
+def launch_path_reason() -> str:
+    """Why :func:`launch_path` is ``"ctypes"`` ("" when it is ``"fast"``)."""
+    return _fastlaunch_missing
+
+
 def _dims(v: Any, what: str) -> Tuple[int, int, int]:
     if type(v) is int:
         t: Sequence[Any] = (v,)
@@ -308,7 +390,7 @@ _CFG = struct.Struct(_lib.LAUNCH_CONFIG_FORMAT)
 _CFG_SIZE = _CFG.size
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KernelAttributes:
     """A kernel's attributes (``kjit_kernel_attributes``)."""
     num_regs: int
@@ -321,7 +403,8 @@ class KernelAttributes:
     binary_version: int  #: e.g. 90
 
 
-Dim3 = Union[int, Tuple[int, ...]]
+if TYPE_CHECKING:
+    Dim3 = Union[int, Tuple[int, ...]]
 
 
 class Kernel(Handle):
@@ -366,7 +449,9 @@ class Kernel(Handle):
         return self
 
     def _init(self, device: int, symbol: str, params: Sequence[Tuple[int, int]],
-              bufsize: int, launch: Callable[..., int]) -> None:
+              bufsize: int, launch: Callable[..., int], fast: Optional[bool] = None) -> None:
+        """`launch`: kjit_kernel_launch_packed as a ctypes function (its address is what
+        the compiled path calls); `fast`: use the compiled path (None: when built)."""
         self._device = device
         self._symbol = symbol
         self._params: Tuple[Tuple[int, int], ...] = tuple(params)
@@ -375,6 +460,20 @@ class Kernel(Handle):
         self._empty = bytes(bufsize)
         self._plans: Dict[Tuple[type, ...], Tuple[struct.Struct, Optional[List[Any]]]] = {}
         self._launch = launch
+        self._launcher = self._fast_launch = self._fast_packed = None
+        if fast is None:
+            fast = _fastlaunch is not None
+        if fast:
+            if _fastlaunch is None:
+                raise RuntimeError("kjit._fastlaunch is not in use: %s" % _fastlaunch_missing)
+            address = ctypes.cast(launch, ctypes.c_void_p).value
+            try:
+                launcher = _fastlaunch.Launcher(address, self._params, bufsize)
+            except (TypeError, ValueError, OverflowError):
+                return  # a layout the Python path refuses at launch, with its message
+            self._launcher = launcher
+            self._fast_launch = launcher.launch
+            self._fast_packed = launcher.launch_packed
 
     def _destroy(self, h: int) -> None:
         _lib.lib().kjit_kernel_destroy(h)
@@ -419,9 +518,9 @@ class Kernel(Handle):
         a = _lib.KernelAttributesStruct()
         a.struct_size = ctypes.sizeof(a)
         check(_lib.lib().kjit_kernel_get_attributes(self._handle(), ctypes.byref(a)))
-        return KernelAttributes(a.num_regs, a.static_shared_bytes, a.const_bytes,
-                                a.local_bytes, a.max_threads_per_block,
-                                a.max_dynamic_shared_bytes, a.ptx_version, a.binary_version)
+        return KernelAttributes(a.num_regs, a.static_shared_bytes, a.const_bytes, a.local_bytes,
+                      a.max_threads_per_block, a.max_dynamic_shared_bytes, a.ptx_version,
+                      a.binary_version)
 
     def set_max_dynamic_shared(self, nbytes: int) -> None:
         """Raise the kernel's maximum dynamic shared memory (cuFuncSetAttribute)."""
@@ -530,6 +629,13 @@ class Kernel(Handle):
         h = self._h
         if h is None:
             self._handle()
+        fast = self._fast_launch
+        if fast is not None and cluster is None and not cooperative:
+            st = fast(h, grid, block, args, stream, shared_mem)
+            if st is not None:
+                if st:
+                    check(st)
+                return
         buf = self._pack(args)
         cfg = self._config(grid, block, stream, shared_mem, cluster, cooperative)
         st = self._launch(h, cfg, buf, len(buf))
@@ -538,12 +644,22 @@ class Kernel(Handle):
 
     launch = __call__
 
+    # The Python __call__, which the compiled one (below the class) hands what it does not
+    # launch itself: arguments it does not convert, an unusual call, cluster launches.
+    _call_python = __call__
+
     def launch_packed(self, grid: Dim3, block: Dim3, buffer: bytes, *, stream: Any = None,
                       shared_mem: int = 0, cluster: Optional[Dim3] = None,
                       cooperative: bool = False) -> None:
         """Launch with a parameter buffer made by :meth:`pack` (or by hand, laid out by
         :attr:`params`); its length must be :attr:`param_buffer_size`."""
         h = self._handle()
+        fast = self._fast_packed
+        if fast is not None and cluster is None and not cooperative:
+            st = fast(h, grid, block, buffer, stream, shared_mem)
+            if st is not None:
+                check(st)
+                return
         if not isinstance(buffer, (bytes, bytearray, memoryview)):
             raise TypeError("buffer must be bytes, not %s" % type(buffer).__name__)
         buf = bytes(buffer)
@@ -567,3 +683,9 @@ class Kernel(Handle):
             cx, cy, cz = _dims(cluster, "cluster")
         return _CFG.pack(_CFG_SIZE, gx, gy, gz, bx, by, bz, shared_mem, s, cx, cy, cz,
                          1 if cooperative else 0)
+
+
+if _fastlaunch is not None:
+    # kernel(...) straight into C: the compiled launch path without a Python frame.
+    # Kernel.launch stays the Python method (same path, one frame more).
+    Kernel.__call__ = _fastlaunch.make_call(Kernel)  # type: ignore[method-assign]

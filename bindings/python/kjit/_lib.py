@@ -15,7 +15,9 @@ import os
 import threading
 from ctypes import (POINTER, c_char, c_char_p, c_double, c_int, c_int64, c_size_t,
                     c_uint, c_uint32, c_uint64, c_void_p)
-from typing import List, Optional
+TYPE_CHECKING = False  # typing only for type checkers: annotations are strings
+if TYPE_CHECKING:
+    from typing import List, Optional
 
 from ._errors import LibraryNotFound, KjitError
 
@@ -371,6 +373,19 @@ def candidates(path: Optional[str] = None) -> List[str]:
 def _open(target: str) -> ctypes.CDLL:
     # CDLL, not PyDLL: the GIL is released around every call (see the module docstring).
     return ctypes.CDLL(target, mode=ctypes.RTLD_LOCAL)
+
+
+def declare(prototypes: "dict[str, tuple]") -> None:
+    """Add prototypes of a module loaded after this one (kjit._link, imported on first
+    use): declared on the library now when it is loaded already, else when it loads."""
+    with _lock:
+        PROTOTYPES.update(prototypes)
+        if _lib is not None:
+            for name, (restype, argtypes) in prototypes.items():
+                fn = getattr(_lib, name, None)
+                if fn is not None:  # a library without it says so when it is called
+                    fn.restype = restype
+                    fn.argtypes = argtypes
 
 
 def _declare(lib: ctypes.CDLL, where: str) -> None:

@@ -15,7 +15,9 @@ import ctypes
 import enum
 import os
 from ctypes import POINTER, c_char_p, c_int, c_size_t, c_uint, c_void_p
-from typing import Iterable, Optional, Union
+TYPE_CHECKING = False  # typing only for type checkers: annotations are strings
+if TYPE_CHECKING:
+    from typing import Iterable, Optional, Union
 
 from . import _lib
 from ._cache import Cache, _cache_handle
@@ -23,8 +25,9 @@ from ._compile import Binary
 from ._errors import InvalidArgument, make_error
 from ._util import Handle, as_int, check, cstr, last_error, out_handle, text
 
-# The C functions of link.h, declared with the others when the library is loaded.
-_lib.PROTOTYPES.update({
+# The C functions of link.h, declared with the others when the library is loaded (or
+# now, when this module is imported after that: it is imported on first use).
+_lib.declare({
     "kjit_linker_create": (c_int, [c_void_p, POINTER(c_void_p)]),
     "kjit_linker_destroy": (None, [c_void_p]),
     "kjit_linker_set_target": (c_int, [c_void_p, c_char_p]),
@@ -50,7 +53,8 @@ class InputKind(enum.IntEnum):
     LIBRARY = 6  #: static library of such objects
 
 
-Input = Union[Binary, str, "os.PathLike[str]", tuple]
+if TYPE_CHECKING:
+    Input = Union[Binary, str, "os.PathLike[str]", tuple]
 
 
 class Linker(Handle):

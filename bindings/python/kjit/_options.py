@@ -4,7 +4,11 @@ from __future__ import annotations
 import ctypes
 import enum
 import os
-from typing import Any, Iterable, List, Mapping, Optional, Tuple, Union
+from collections.abc import Iterable, Mapping
+
+TYPE_CHECKING = False  # typing only for type checkers: annotations are strings
+if TYPE_CHECKING:
+    from typing import Any, List, Optional, Tuple, Union
 
 from . import _lib
 from ._errors import InvalidArgument
@@ -22,8 +26,9 @@ class Output(enum.IntFlag):
 
 _OUTPUT_NAMES = {"ptx": Output.PTX, "cubin": Output.CUBIN, "ltoir": Output.LTOIR}
 
-Defines = Union[Mapping[str, Any], Iterable[str]]
-PathLike = Union[str, "os.PathLike[str]"]
+if TYPE_CHECKING:
+    Defines = Union[Mapping[str, Any], Iterable[str]]
+    PathLike = Union[str, "os.PathLike[str]"]
 
 
 def _arch(arch: Any) -> str:

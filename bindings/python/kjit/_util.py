@@ -4,7 +4,10 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from typing import Any, Optional
+
+TYPE_CHECKING = False  # typing only for type checkers: annotations are strings
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 from . import _lib
 from ._errors import InvalidArgument, InvalidHandle, make_error
@@ -36,6 +39,39 @@ def cstr(value: Any, what: str, *, path: bool = False, allow_bytes: bool = False
     if not allow_empty and not data:
         raise InvalidArgument(None, "%s is empty" % what)
     return data
+
+
+_record_lock = threading.Lock()
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass as record
+else:
+    def record(**params: Any) -> Any:
+        """``@dataclasses.dataclass(**params)``, applied to the class the first time it is
+        instantiated or read as ``kjit.<name>`` (:func:`complete`), so that ``import kjit``
+        does not import dataclasses (and inspect, ast, dis, ...). The class object stays
+        the same."""
+        def wrap(cls: type) -> type:
+            def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+                complete(cls)
+                cls.__init__(self, *args, **kwargs)  # type: ignore[misc]
+            cls.__init__ = __init__  # type: ignore[misc]
+            cls._record_params = params  # type: ignore[attr-defined]
+            return cls
+        return wrap
+
+
+def complete(cls: type) -> type:
+    """Make a class decorated with :func:`record` the dataclass it declares (once)."""
+    if "_record_params" in cls.__dict__:
+        with _record_lock:
+            params = cls.__dict__.get("_record_params")
+            if params is not None:
+                from dataclasses import dataclass
+                del cls.__init__  # type: ignore[misc]
+                del cls._record_params  # type: ignore[attr-defined]
+                dataclass(**params)(cls)
+    return cls
 
 
 def text(p: Optional[bytes]) -> str:

@@ -46,8 +46,17 @@ def grid_for(n, block=BLOCK):
 
 @unittest.skipIf(NO_GPU, NO_GPU or "")
 class GpuTestBase(unittest.TestCase):
+    #: launch through ctypes even where kjit._fastlaunch is built (the *Ctypes classes)
+    ctypes_path = False
+
     @classmethod
     def setUpClass(cls):
+        if cls.ctypes_path:
+            from kjit import _kernel
+            if _kernel._fastlaunch is None:
+                raise unittest.SkipTest("the ctypes path is the only one here: tested above")
+            cls.addClassCleanup(setattr, _kernel, "_fastlaunch", _kernel._fastlaunch)
+            _kernel._fastlaunch = None  # kernels loaded from now on launch through ctypes
         cls.dir = tempfile.mkdtemp(prefix="kjit-py-gpu-")
         cls.cache = kjit.Cache(cls.dir)
         cls.compiler = kjit.Compiler(cls.cache)
@@ -338,6 +347,11 @@ class CudaCoreTest(unittest.TestCase):
         h = kjit.stream_handle(s)
         self.assertNotEqual(h, 0)
         self.assertEqual(h, int(s.handle))
+
+
+# The array and stream tests again, through the ctypes launch path.
+TorchTestCtypes = type("TorchTestCtypes", (TorchTest,), {"ctypes_path": True})
+CupyTestCtypes = type("CupyTestCtypes", (CupyTest,), {"ctypes_path": True})
 
 
 if __name__ == "__main__":

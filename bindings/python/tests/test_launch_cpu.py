@@ -2,14 +2,20 @@
 
 A kernel handle needs a driver, so these tests give the launch code a known parameter
 layout and capture what it would hand to kjit_kernel_launch_packed instead of calling
-it. The layouts are those the C compiler gives the kernels' parameters.
+it (a C function pointer made with ctypes, which records its arguments). The layouts are
+those the C compiler gives the kernels' parameters.
+
+Every launch test runs twice: through ctypes, and through the compiled path
+(kjit._fastlaunch) when it is built; KJIT_REQUIRE_FAST=1 makes its absence a failure
+(bindings/test_bindings.sh sets it where it builds the extension).
 """
 import ctypes
+import os
 import struct
 import unittest
 
 from _support import kjit
-from kjit import _arrays, _lib
+from kjit import _arrays, _kernel, _lib
 from kjit._kernel import Kernel
 
 try:
@@ -27,7 +33,18 @@ class FakeKernel(Kernel):
         pass
 
 
-def fake_kernel(params, bufsize=None, status=0):
+LAUNCH_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                             ctypes.c_size_t)  # kjit_kernel_launch_packed
+CONFIG_SIZE = struct.calcsize(_lib.LAUNCH_CONFIG_FORMAT)
+FAST_REQUIRED = os.environ.get("KJIT_REQUIRE_FAST") == "1"
+
+
+class Mode:
+    """Which launch path fake_kernel() gives its kernels."""
+    fast = False
+
+
+def fake_kernel(params, bufsize=None, status=0, fast=None):
     k = FakeKernel.__new__(FakeKernel)
     k._h = 1
     if bufsize is None:
@@ -35,11 +52,33 @@ def fake_kernel(params, bufsize=None, status=0):
     k.calls = []
 
     def launch(h, cfg, buf, n):
-        k.calls.append((h, cfg, buf, n))
+        k.calls.append((h, ctypes.string_at(cfg, CONFIG_SIZE),
+                        ctypes.string_at(buf, n) if n else b"", n))
         return status
 
-    k._init(0, "fake_kernel", params, bufsize, launch)
+    k.c_launch = LAUNCH_FN(launch)  # kept alive with the kernel
+    k._init(0, "fake_kernel", params, bufsize, k.c_launch,
+            fast=Mode.fast if fast is None else fast)
     return k
+
+
+class BothPaths(unittest.TestCase):
+    """Runs its tests through ctypes; its subclass made by fast_variant() runs them
+    through kjit._fastlaunch."""
+    fast = False
+
+    def setUp(self):
+        if self.fast and _kernel._fastlaunch is None:
+            if FAST_REQUIRED:
+                self.fail("KJIT_REQUIRE_FAST=1 but %s" % _kernel.launch_path_reason())
+            self.skipTest(_kernel.launch_path_reason())
+        Mode.fast = self.fast
+        self.addCleanup(setattr, Mode, "fast", False)
+
+
+def fast_variant(cls):
+    """`cls` again, through the compiled launch path."""
+    return type(cls.__name__ + "Fast", (cls,), {"fast": True, "__doc__": cls.__doc__})
 
 
 class FakeCudaArray:
@@ -110,7 +149,7 @@ def config_bytes(grid=(1, 1, 1), block=(1, 1, 1), shared=0, stream=0, cluster=(0
     return bytes(c)
 
 
-class PackingTest(unittest.TestCase):
+class PackingTest(BothPaths):
     def test_saxpy_arguments_and_config(self):
         k = fake_kernel(SAXPY_LAYOUT)
         x, y = FakeCudaArray(0x7f0000001000), FakeCudaArray(0x7f0000002000)
@@ -126,10 +165,11 @@ class PackingTest(unittest.TestCase):
         k.launch((2, 3), [16, 16], [2.5, x, y, 7], cluster=(2, 1), cooperative=True)
         _, cfg, buf, _ = k.calls[-1]
         self.assertEqual(cfg, config_bytes((2, 3, 1), (16, 16, 1), 0, 0, (2, 1, 1), 1))
-        self.assertEqual(len(k._plans), 1)
+        self.assertEqual(len(k._plans), 1)  # made by pack(), or by the cluster launch
         k((1,), (1,), (kjit.float32(2.5), x, y, kjit.int32(7)))
         self.assertEqual(k.calls[-1][2], buf)
-        self.assertEqual(len(k._plans), 2)
+        self.assertEqual(len(k._plans), 1 if self.fast else 2)
+        self.assertEqual(k._fast_launch is not None, self.fast)
 
     def test_int_sizes_and_ranges(self):
         k = fake_kernel([(0, 1), (2, 2), (4, 4), (8, 8)])
@@ -326,7 +366,7 @@ class PackingTest(unittest.TestCase):
         self.assertIn("CPU", str(cm.exception))
 
 
-class ArraysTest(unittest.TestCase):
+class ArraysTest(BothPaths):
     def test_cuda_array_interface(self):
         a = FakeCudaArray(0xabc000, shape=(3, 4), typestr="<f2", strides=(16, 2))
         self.assertEqual(kjit.device_pointer(a), 0xabc000)
@@ -417,6 +457,10 @@ class ArraysTest(unittest.TestCase):
         self.assertEqual(k.calls[-1][1], config_bytes(stream=0x88))
         with self.assertRaises(TypeError):
             k(1, 1, stream="default")
+
+
+PackingTestFast = fast_variant(PackingTest)
+ArraysTestFast = fast_variant(ArraysTest)
 
 
 class LayoutTest(unittest.TestCase):

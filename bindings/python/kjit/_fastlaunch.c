@@ -1,0 +1,801 @@
+/*
+ * kjit._fastlaunch: the optional compiled launch path of the Python binding.
+ *
+ * One launch is one call here: the grid, block, stream, dynamic shared memory and the
+ * kernel arguments are converted into a kjit_launch_config and the kernel's packed
+ * parameter buffer (laid out by kjit_kernel_param_info), and kjit_kernel_launch_packed is
+ * called through the function pointer the binding found with ctypes, so that the very
+ * library ctypes loaded is used and this module links nothing but Python.
+ *
+ * kjit.Kernel's __call__ is this module's kernel_call (make_call()), so kernel(grid, block,
+ * args) runs no Python frame before the launch; Launcher.launch / launch_packed serve
+ * Kernel.launch and Kernel.launch_packed.
+ *
+ * The rule that keeps both paths identical: this module converts only the values it is
+ * sure of and returns None for anything else (another type, a value out of range, a
+ * count that does not match, an exception from an argument's attribute). The Python
+ * code then does the whole launch the ctypes way, which raises its usual errors with
+ * their usual messages. Nothing is launched before every value has been converted.
+ *
+ * Python's full C API is used (not the limited API): the module is compiled from source
+ * for the interpreter that runs it, and the limited API would turn the tuple, float and
+ * buffer accessors into function calls on the hot path for no gain.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* kjit_launch_config of include/kjit/kernel.h (LP64). */
+typedef struct {
+  uint32_t struct_size;
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t shared_bytes;
+  void *stream;
+  uint32_t cluster[3];
+  int cooperative;
+} launch_config;
+
+_Static_assert(sizeof(launch_config) == 56, "kjit_launch_config is 56 bytes on LP64");
+
+/* kjit_kernel_launch_packed */
+typedef int (*launch_fn)(void *kernel, const launch_config *cfg, const void *buffer,
+                         size_t size);
+
+/* DLPack (dlpack.h): only what a device pointer needs. */
+typedef struct {
+  void *data;
+  int32_t device_type;
+  int32_t device_id;
+  int32_t ndim;
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+  int64_t *shape;
+  int64_t *strides;
+  uint64_t byte_offset;
+} dl_tensor;
+
+typedef struct {
+  uint32_t major;
+  uint32_t minor;
+  void *manager_ctx;
+  void *deleter;
+  uint64_t flags;
+  dl_tensor tensor;
+} dl_managed_tensor_versioned;
+
+/* Argument kinds, decided once per type by kjit._kernel._fast_kind (same numbers). */
+enum {
+  KIND_OTHER = 0, /* the Python path decides (and raises) */
+  KIND_INT = 1,
+  KIND_FLOAT = 2,
+  KIND_SCALAR = 3, /* kjit.int32(...) etc.: the bytes in ._raw */
+  KIND_BUFFER = 4, /* bytes, bytearray, ctypes values, NumPy scalars: the buffer */
+  KIND_TORCH = 5,  /* .is_cuda and .data_ptr() */
+  KIND_CUPY = 6,   /* .data.ptr */
+  KIND_CAI = 7,    /* __cuda_array_interface__['data'][0] */
+  KIND_DLPACK = 8, /* __dlpack__() */
+  KIND_NP_INT = 9, /* NumPy integer scalars: operator.index(), itemsize in bits 8.. */
+  KIND_NP_FLOAT = 10, /* NumPy float32 / float64 scalars: float(), itemsize likewise */
+  KIND_LIMIT
+};
+
+#define STACK_BUFFER 4096
+#define KIND_CACHE_LIMIT 1024
+
+/* Set once by setup(). */
+static PyObject *kind_of_type;  /* callable: type -> kind */
+static PyObject *stream_handle; /* kjit._arrays.stream_handle */
+static PyObject *check_status;  /* kjit._util.check: raises for a status */
+static PyObject *kinds;         /* dict: type -> kind */
+
+static PyObject *str_raw, *str_is_cuda, *str_data_ptr, *str_data, *str_ptr, *str_cai,
+    *str_dlpack, *str_mask, *str_cuda_stream_proto, *str_stream_attrs[3], *str_h,
+    *str_launcher, *str_call_python, *str_args, *str_stream, *str_shared_mem, *str_cluster,
+    *str_cooperative;
+
+/* ---- small conversions: 0 = done, -1 = not ours (the Python path decides) -------------- */
+
+static int get_optional_attr(PyObject *o, PyObject *name, PyObject **out) {
+#if PY_VERSION_HEX >= 0x030D0000
+  return PyObject_GetOptionalAttr(o, name, out);
+#else
+  return _PyObject_LookupAttr(o, name, out);
+#endif
+}
+
+/* An exact int in [0, 2**64 - 1]. */
+static int u64_of(PyObject *v, uint64_t *out) {
+  if (!PyLong_CheckExact(v)) return -1;
+  unsigned long long u = PyLong_AsUnsignedLongLong(v);
+  if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return -1;
+  }
+  *out = u;
+  return 0;
+}
+
+/* An exact int in [1, 2**32 - 1], as the launch dimensions need. */
+static int dim_of(PyObject *v, uint32_t *out) {
+  if (!PyLong_CheckExact(v)) return -1;
+  int overflow = 0;
+  long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+  if (overflow || x < 1 || x > (long long)UINT32_MAX) return -1;
+  *out = (uint32_t)x;
+  return 0;
+}
+
+/* grid / block: an int or a tuple or list of 1 to 3 ints. */
+static int dims_of(PyObject *v, uint32_t out[3]) {
+  out[0] = out[1] = out[2] = 1;
+  if (PyLong_CheckExact(v)) return dim_of(v, &out[0]);
+  PyObject *const *items;
+  Py_ssize_t n;
+  if (PyTuple_CheckExact(v)) {
+    items = &PyTuple_GET_ITEM(v, 0);
+    n = PyTuple_GET_SIZE(v);
+  } else if (PyList_CheckExact(v)) {
+    items = &PyList_GET_ITEM(v, 0);
+    n = PyList_GET_SIZE(v);
+  } else {
+    return -1;
+  }
+  if (n < 1 || n > 3) return -1;
+  for (Py_ssize_t i = 0; i < n; i++)
+    if (dim_of(items[i], &out[i]) < 0) return -1;
+  return 0;
+}
+
+/* An int into a 1, 2, 4 or 8-byte parameter: range [-2**(8n-1), 2**(8n) - 1], two's
+ * complement, little-endian (as the Python path's struct formats). */
+static int pack_int(PyObject *v, char *dst, size_t size) {
+  int overflow = 0;
+  long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+  if (x == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return -1;
+  }
+  uint64_t bits;
+  if (overflow > 0 && size == 8) {
+    unsigned long long u = PyLong_AsUnsignedLongLong(v);
+    if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return -1;
+    }
+    bits = u;
+  } else if (overflow) {
+    return -1;
+  } else if (size == 8) {
+    bits = (uint64_t)x;
+  } else if (size == 1 || size == 2 || size == 4) {
+    long long lo = -(1LL << (8 * size - 1)), hi = (1LL << (8 * size)) - 1;
+    if (x < lo || x > hi) return -1;
+    bits = (uint64_t)x;
+  } else {
+    return -1;
+  }
+  memcpy(dst, &bits, size); /* little-endian: the low `size` bytes */
+  return 0;
+}
+
+static int pack_float(PyObject *v, char *dst, size_t size) {
+  double d = PyFloat_AS_DOUBLE(v);
+  if (size == 8) {
+    memcpy(dst, &d, 8);
+    return 0;
+  }
+  if (size != 4) return -1;
+  float f = (float)d;
+  if (isinf(f) && !isinf(d)) return -1; /* too large for a float: the Python path says so */
+  memcpy(dst, &f, 4);
+  return 0;
+}
+
+static int pack_bytes_of(PyObject *v, char *dst, size_t size) {
+  if (PyBytes_CheckExact(v)) {
+    if ((size_t)PyBytes_GET_SIZE(v) != size) return -1;
+    memcpy(dst, PyBytes_AS_STRING(v), size);
+    return 0;
+  }
+  Py_buffer view;
+  if (PyObject_GetBuffer(v, &view, PyBUF_SIMPLE) < 0) {
+    PyErr_Clear();
+    return -1;
+  }
+  int r = -1;
+  if ((size_t)view.len == size) {
+    memcpy(dst, view.buf, size);
+    r = 0;
+  }
+  PyBuffer_Release(&view);
+  return r;
+}
+
+static int pack_scalar(PyObject *v, char *dst, size_t size) {
+  PyObject *raw = PyObject_GetAttr(v, str_raw);
+  if (raw == NULL) {
+    PyErr_Clear();
+    return -1;
+  }
+  int r = PyBytes_CheckExact(raw) ? pack_bytes_of(raw, dst, size) : -1;
+  Py_DECREF(raw);
+  return r;
+}
+
+/* A device pointer from an attribute's value: an exact int, or None / 0 for null. */
+static int pointer_from(PyObject *p, uint64_t *out) {
+  if (p == Py_None) {
+    *out = 0;
+    return 0;
+  }
+  return u64_of(p, out);
+}
+
+static int torch_pointer(PyObject *v, uint64_t *out) {
+  PyObject *is_cuda = PyObject_GetAttr(v, str_is_cuda);
+  if (is_cuda == NULL) {
+    PyErr_Clear();
+    return -1;
+  }
+  int cuda = is_cuda == Py_True;
+  Py_DECREF(is_cuda);
+  if (!cuda) return -1; /* a CPU tensor: the Python path raises */
+  PyObject *p = PyObject_CallMethodObjArgs(v, str_data_ptr, NULL);
+  if (p == NULL) {
+    PyErr_Clear();
+    return -1;
+  }
+  int r = u64_of(p, out);
+  Py_DECREF(p);
+  return r;
+}
+
+static int cupy_pointer(PyObject *v, uint64_t *out) {
+  PyObject *data = PyObject_GetAttr(v, str_data);
+  if (data == NULL) {
+    PyErr_Clear();
+    return -1;
+  }
+  PyObject *p = PyObject_GetAttr(data, str_ptr);
+  Py_DECREF(data);
+  if (p == NULL) {
+    PyErr_Clear();
+    return -1;
+  }
+  int r = u64_of(p, out);
+  Py_DECREF(p);
+  return r;
+}
+
+static int cai_pointer(PyObject *v, uint64_t *out) {
+  PyObject *cai = PyObject_GetAttr(v, str_cai);
+  if (cai == NULL) {
+    PyErr_Clear();
+    return -1;
+  }
+  int r = -1;
+  if (PyDict_Check(cai)) {
+    PyObject *mask = PyDict_GetItemWithError(cai, str_mask);     /* borrowed */
+    PyObject *data = PyDict_GetItemWithError(cai, str_data);     /* borrowed */
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+    } else if ((mask == NULL || mask == Py_None) && data != NULL && PyTuple_CheckExact(data) &&
+               PyTuple_GET_SIZE(data) >= 1) {
+      r = pointer_from(PyTuple_GET_ITEM(data, 0), out);
+    }
+  }
+  Py_DECREF(cai);
+  return r;
+}
+
+static int dlpack_pointer(PyObject *v, uint64_t *out) {
+  PyObject *capsule = PyObject_CallMethodObjArgs(v, str_dlpack, NULL);
+  if (capsule == NULL) {
+    PyErr_Clear();
+    return -1;
+  }
+  const dl_tensor *t = NULL;
+  if (PyCapsule_IsValid(capsule, "dltensor")) {
+    t = (const dl_tensor *)PyCapsule_GetPointer(capsule, "dltensor");
+  } else if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+    const dl_managed_tensor_versioned *m =
+        (const dl_managed_tensor_versioned *)PyCapsule_GetPointer(capsule, "dltensor_versioned");
+    t = &m->tensor;
+  }
+  int r = -1;
+  /* CUDA, CUDA host (pinned) and CUDA managed memory; one lane. */
+  if (t != NULL && (t->device_type == 2 || t->device_type == 3 || t->device_type == 13) &&
+      t->lanes == 1) {
+    uint64_t base = (uint64_t)(uintptr_t)t->data;
+    if (base + t->byte_offset >= base) {
+      *out = base + t->byte_offset;
+      r = 0;
+    }
+  }
+  Py_DECREF(capsule); /* its destructor calls the producer's deleter */
+  return r;
+}
+
+static int kind_of(PyObject *v) {
+  PyObject *tp = (PyObject *)Py_TYPE(v);
+  PyObject *k = PyDict_GetItemWithError(kinds, tp); /* borrowed */
+  if (k == NULL) {
+    if (PyErr_Occurred()) return -1;
+    k = PyObject_CallFunctionObjArgs(kind_of_type, tp, NULL);
+    if (k == NULL) return -1;
+    if (PyDict_GET_SIZE(kinds) >= KIND_CACHE_LIMIT) PyDict_Clear(kinds);
+    int r = PyDict_SetItem(kinds, tp, k);
+    Py_DECREF(k); /* the dict holds it */
+    if (r < 0) return -1;
+  }
+  long kind = PyLong_AsLong(k);
+  return kind > 0 && (kind & 0xff) < KIND_LIMIT && kind < (1L << 16) ? (int)kind : KIND_OTHER;
+}
+
+/* A NumPy scalar of `itemsize` bytes: its value, which always fits its own size. The
+ * bytes are those of tobytes(); a NaN keeps its exact bits through the buffer. */
+static int pack_numpy(PyObject *v, int kind, char *dst, size_t size) {
+  if ((size_t)(kind >> 8) != size) return -1;
+  if ((kind & 0xff) == KIND_NP_INT) {
+    PyObject *i = PyNumber_Index(v);
+    if (i == NULL) {
+      PyErr_Clear();
+      return -1;
+    }
+    int r = pack_int(i, dst, size);
+    Py_DECREF(i);
+    return r;
+  }
+  double d = PyFloat_AsDouble(v);
+  if (d == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return -1;
+  }
+  if (isnan(d)) return pack_bytes_of(v, dst, size);
+  if (size == 8) {
+    memcpy(dst, &d, 8);
+  } else {
+    float f = (float)d; /* exact: d came from this float */
+    memcpy(dst, &f, 4);
+  }
+  return 0;
+}
+
+/* One argument into its `size` bytes at `dst`. */
+static int pack_arg(PyObject *v, char *dst, size_t size) {
+  if (PyLong_CheckExact(v)) return pack_int(v, dst, size);
+  if (PyFloat_CheckExact(v)) return pack_float(v, dst, size);
+  int kind = kind_of(v);
+  if (kind < 0) {
+    PyErr_Clear();
+    return -1;
+  }
+  uint64_t p = 0;
+  int r;
+  switch (kind & 0xff) {
+    case KIND_INT: return pack_int(v, dst, size);
+    case KIND_SCALAR: return pack_scalar(v, dst, size);
+    case KIND_BUFFER: return pack_bytes_of(v, dst, size);
+    case KIND_TORCH: r = size == 8 ? torch_pointer(v, &p) : -1; break;
+    case KIND_CUPY: r = size == 8 ? cupy_pointer(v, &p) : -1; break;
+    case KIND_CAI: r = size == 8 ? cai_pointer(v, &p) : -1; break;
+    case KIND_DLPACK: r = size == 8 ? dlpack_pointer(v, &p) : -1; break;
+    case KIND_NP_INT:
+    case KIND_NP_FLOAT: return pack_numpy(v, kind, dst, size);
+    default: return -1;
+  }
+  if (r == 0) memcpy(dst, &p, 8);
+  return r;
+}
+
+/* ---- streams ---------------------------------------------------------------------------- */
+
+/* The stream as kjit._arrays.stream_handle() gives it: None, an int, or an object with
+ * __cuda_stream__, .cuda_stream, .ptr or .handle. The common forms are read here;
+ * anything else goes through stream_handle() itself. 0 = done, -1 = error raised (the
+ * same error the Python path raises: every check before this one has passed). */
+static int stream_of(PyObject *s, uint64_t *out) {
+  if (s == Py_None) {
+    *out = 0;
+    return 0;
+  }
+  if (u64_of(s, out) == 0) return 0;
+  if (!PyLong_Check(s)) { /* ints out of range and int subclasses: stream_handle() */
+    PyObject *v = NULL;
+    int found = get_optional_attr(s, str_cuda_stream_proto, &v);
+    if (found > 0) {
+      PyObject *h = v;
+      if (PyCallable_Check(v)) {
+        h = PyObject_CallObject(v, NULL);
+        Py_DECREF(v);
+        if (h == NULL) PyErr_Clear();
+      }
+      int r = -1;
+      if (h != NULL && PyTuple_CheckExact(h) && PyTuple_GET_SIZE(h) == 2)
+        r = u64_of(PyTuple_GET_ITEM(h, 1), out);
+      Py_XDECREF(h);
+      if (r == 0) return 0;
+    } else if (found == 0) {
+      for (int i = 0; i < 3; i++) {
+        if (get_optional_attr(s, str_stream_attrs[i], &v) < 0) break;
+        if (v == NULL) continue;
+        int r = v == Py_None ? 1 : u64_of(v, out);
+        Py_DECREF(v);
+        if (r == 0) return 0;
+        if (r < 0) break;
+      }
+    }
+    PyErr_Clear();
+  }
+  PyObject *h = PyObject_CallFunctionObjArgs(stream_handle, s, NULL);
+  if (h == NULL) return -1;
+  int r = u64_of(h, out);
+  Py_DECREF(h);
+  if (r < 0) PyErr_SetString(PyExc_SystemError, "kjit: stream_handle() gave no handle");
+  return r;
+}
+
+/* ---- the launcher ----------------------------------------------------------------------- */
+
+typedef struct {
+  PyObject_HEAD
+  launch_fn launch;
+  size_t nparams;
+  size_t bufsize;
+  size_t *offsets; /* nparams offsets, then nparams sizes */
+} Launcher;
+
+static void launcher_dealloc(Launcher *self) {
+  PyMem_Free(self->offsets);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int size_of(PyObject *v, size_t *out) {
+  size_t n = PyLong_AsSize_t(v);
+  if (n == (size_t)-1 && PyErr_Occurred()) return -1;
+  *out = n;
+  return 0;
+}
+
+/* Launcher(launch_address, params, bufsize): params is a sequence of (offset, size). */
+static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+  PyObject *address, *params, *bufsize;
+  static char *names[] = {"launch", "params", "bufsize", NULL};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO:Launcher", names, &address, &params,
+                                   &bufsize))
+    return NULL;
+  PyObject *seq = PySequence_Fast(params, "params must be a sequence of (offset, size)");
+  if (seq == NULL) return NULL;
+  Launcher *self = (Launcher *)type->tp_alloc(type, 0);
+  if (self == NULL) goto fail;
+  self->launch = (launch_fn)PyLong_AsVoidPtr(address);
+  if (self->launch == NULL) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "launch must not be NULL");
+    goto fail;
+  }
+  if (size_of(bufsize, &self->bufsize) < 0) goto fail;
+  self->nparams = (size_t)PySequence_Fast_GET_SIZE(seq);
+  self->offsets = PyMem_Calloc(2 * self->nparams + 1, sizeof(size_t));
+  if (self->offsets == NULL) {
+    PyErr_NoMemory();
+    goto fail;
+  }
+  size_t end = 0;
+  for (size_t i = 0; i < self->nparams; i++) {
+    size_t off, size;
+    PyObject *p = PySequence_Fast_GET_ITEM(seq, i);
+    if (!PyTuple_Check(p) || PyTuple_GET_SIZE(p) != 2) {
+      PyErr_SetString(PyExc_TypeError, "params must be a sequence of (offset, size)");
+      goto fail;
+    }
+    if (size_of(PyTuple_GET_ITEM(p, 0), &off) < 0 || size_of(PyTuple_GET_ITEM(p, 1), &size) < 0)
+      goto fail;
+    /* As the Python path: parameters in order, none overlapping, inside the buffer. */
+    if (off < end || off > self->bufsize || size > self->bufsize - off) {
+      PyErr_SetString(PyExc_ValueError, "parameters overlap or lie outside the buffer");
+      goto fail;
+    }
+    end = off + size;
+    self->offsets[i] = off;
+    self->offsets[self->nparams + i] = size;
+  }
+  Py_DECREF(seq);
+  return (PyObject *)self;
+fail:
+  Py_DECREF(seq);
+  Py_XDECREF(self);
+  return NULL;
+}
+
+/* The launch configuration from grid, block, stream and shared_mem (args[1..5] of the
+ * launch methods). 0 = done, 1 = not ours, -1 = error raised. */
+static int config_of(PyObject *const *args, launch_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->struct_size = sizeof *cfg;
+  if (dims_of(args[1], cfg->grid) < 0 || dims_of(args[2], cfg->block) < 0) return 1;
+  uint64_t shared;
+  if (u64_of(args[5], &shared) < 0 || shared > UINT32_MAX) return 1;
+  cfg->shared_bytes = (uint32_t)shared;
+  uint64_t stream;
+  if (stream_of(args[4], &stream) < 0) return -1;
+  cfg->stream = (void *)(uintptr_t)stream;
+  return 0;
+}
+
+static PyObject *call(Launcher *self, PyObject *handle, const launch_config *cfg,
+                      const void *buffer, size_t size) {
+  void *h = PyLong_AsVoidPtr(handle);
+  if (h == NULL && PyErr_Occurred()) return NULL;
+  int status;
+  launch_fn launch = self->launch;
+  /* The launch takes microseconds, and may wait for room in the launch queue: other
+   * threads run meanwhile, as with ctypes. */
+  Py_BEGIN_ALLOW_THREADS
+  status = launch(h, cfg, buffer, size);
+  Py_END_ALLOW_THREADS
+  return PyLong_FromLong(status);
+}
+
+#define LAUNCH_ARGS "(handle, grid, block, args, stream, shared_mem)"
+
+/* launch(handle, grid, block, args, stream, shared_mem): the status of
+ * kjit_kernel_launch_packed, or None when the Python path must do this launch. */
+static PyObject *launcher_launch(Launcher *self, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 6) {
+    PyErr_SetString(PyExc_TypeError, "launch" LAUNCH_ARGS " takes 6 arguments");
+    return NULL;
+  }
+  PyObject *values = args[3];
+  PyObject *owned = NULL;
+  if (PyList_CheckExact(values)) { /* a copy: converting an item may run Python code */
+    values = owned = PyList_AsTuple(values);
+    if (values == NULL) return NULL;
+  } else if (!PyTuple_CheckExact(values)) {
+    Py_RETURN_NONE;
+  }
+  PyObject *result = Py_None;
+  char stack[STACK_BUFFER];
+  char *buf = stack;
+  size_t n = self->nparams;
+  if ((size_t)PyTuple_GET_SIZE(values) != n) goto done;
+  if (self->bufsize > sizeof stack) {
+    buf = PyMem_Malloc(self->bufsize);
+    if (buf == NULL) {
+      result = PyErr_NoMemory();
+      goto done;
+    }
+  }
+  memset(buf, 0, self->bufsize);
+  for (size_t i = 0; i < n; i++) {
+    if (pack_arg(PyTuple_GET_ITEM(values, i), buf + self->offsets[i],
+                 self->offsets[n + i]) < 0)
+      goto done;
+  }
+  launch_config cfg;
+  int r = config_of(args, &cfg);
+  if (r < 0)
+    result = NULL;
+  else if (r == 0)
+    result = call(self, args[0], &cfg, buf, self->bufsize);
+done:
+  if (buf != stack) PyMem_Free(buf);
+  Py_XDECREF(owned);
+  if (result == Py_None) Py_RETURN_NONE;
+  return result;
+}
+
+/* launch_packed(handle, grid, block, buffer, stream, shared_mem): likewise, with a
+ * parameter buffer packed already. */
+static PyObject *launcher_launch_packed(Launcher *self, PyObject *const *args,
+                                        Py_ssize_t nargs) {
+  if (nargs != 6) {
+    PyErr_SetString(PyExc_TypeError, "launch_packed" LAUNCH_ARGS " takes 6 arguments");
+    return NULL;
+  }
+  PyObject *buffer = args[3];
+  if (!PyBytes_CheckExact(buffer) || (size_t)PyBytes_GET_SIZE(buffer) != self->bufsize)
+    Py_RETURN_NONE;
+  launch_config cfg;
+  int r = config_of(args, &cfg);
+  if (r < 0) return NULL;
+  if (r > 0) Py_RETURN_NONE;
+  return call(self, args[0], &cfg, PyBytes_AS_STRING(buffer), self->bufsize);
+}
+
+static PyMethodDef launcher_methods[] = {
+    {"launch", (PyCFunction)(void (*)(void))launcher_launch, METH_FASTCALL,
+     "launch" LAUNCH_ARGS " -> status, or None for the Python path"},
+    {"launch_packed", (PyCFunction)(void (*)(void))launcher_launch_packed, METH_FASTCALL,
+     "launch_packed(handle, grid, block, buffer, stream, shared_mem) -> status, or None"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject LauncherType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kjit._fastlaunch.Launcher",
+    .tp_basicsize = sizeof(Launcher),
+    .tp_dealloc = (destructor)launcher_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Launcher(launch_address, params, bufsize): launches of one kernel",
+    .tp_methods = launcher_methods,
+    .tp_new = launcher_new,
+};
+
+/* ---- Kernel.__call__ --------------------------------------------------------------------- */
+
+#if PY_VERSION_HEX < 0x03090000
+#define PyObject_Vectorcall _PyObject_Vectorcall
+#endif
+
+/* Kernel.__call__(grid, block, args=(), *, stream=None, shared_mem=0, cluster=None,
+ * cooperative=False) as a method of the Python class kjit.Kernel (make_call()), which
+ * spares a Python frame per launch. It launches through the kernel's Launcher
+ * (self._launcher) when it can; otherwise, and for anything unusual in the call itself,
+ * it calls self._call_python with the same arguments, which launches or raises. */
+static PyObject *kernel_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                             PyObject *kwnames) {
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  PyObject *grid = NULL, *block = NULL, *values = NULL, *stream = Py_None, *shared = NULL;
+  int usual = nargs >= 2 && nargs <= 3;
+  if (usual) {
+    grid = args[0];
+    block = args[1];
+    if (nargs == 3) values = args[2];
+  }
+  Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+  for (Py_ssize_t i = 0; usual && i < nkw; i++) {
+    PyObject *name = PyTuple_GET_ITEM(kwnames, i), *v = args[nargs + i];
+    if (name == str_stream)
+      stream = v;
+    else if (name == str_shared_mem)
+      shared = v;
+    else if (name == str_args && values == NULL)
+      values = v;
+    else if (!((name == str_cluster && v == Py_None) || (name == str_cooperative && v == Py_False)))
+      usual = 0; /* cluster, cooperative, other spellings: the Python method decides */
+  }
+  PyObject *result = NULL;
+  if (usual) {
+    PyObject *launcher = PyObject_GetAttr(self, str_launcher);
+    PyObject *h = launcher != NULL ? PyObject_GetAttr(self, str_h) : NULL;
+    if (h == NULL) {
+      Py_XDECREF(launcher);
+      return NULL;
+    }
+    if (Py_TYPE(launcher) == &LauncherType && h != Py_None) {
+      PyObject *small_zero = PyLong_FromLong(0);
+      PyObject *call[6] = {h, grid, block, values != NULL ? values : PyTuple_New(0), stream,
+                           shared != NULL ? shared : small_zero};
+      if (call[3] != NULL && small_zero != NULL) {
+        result = launcher_launch((Launcher *)launcher, call, 6);
+        if (values == NULL) Py_DECREF(call[3]);
+      } else {
+        Py_XDECREF(values == NULL ? call[3] : NULL);
+      }
+      Py_XDECREF(small_zero);
+    } else {
+      result = Py_None;
+      Py_INCREF(result);
+    }
+    Py_DECREF(h);
+    Py_DECREF(launcher);
+    if (result == NULL) return NULL;
+    if (result != Py_None) { /* launched: the status */
+      int launched_ok = PyLong_CheckExact(result) && PyLong_AsLong(result) == 0;
+      if (launched_ok) {
+        Py_DECREF(result);
+        Py_RETURN_NONE;
+      }
+      PyObject *r = PyObject_CallFunctionObjArgs(check_status, result, NULL);
+      Py_DECREF(result);
+      return r; /* raises (NULL) */
+    }
+    Py_DECREF(result);
+  }
+  PyObject *slow = PyObject_GetAttr(self, str_call_python);
+  if (slow == NULL) return NULL;
+  result = PyObject_Vectorcall(slow, args, nargs, kwnames);
+  Py_DECREF(slow);
+  return result;
+}
+
+static PyMethodDef kernel_call_def = {
+    "__call__", (PyCFunction)(void (*)(void))kernel_call, METH_FASTCALL | METH_KEYWORDS,
+    "__call__($self, grid, block, args=(), *, stream=None, shared_mem=0, cluster=None,\n"
+    "         cooperative=False)\n--\n\n"
+    "Launch asynchronously (see Kernel.launch): the compiled launch path."};
+
+/* make_call(cls): kernel_call as a method of the Python class `cls` (kjit.Kernel). */
+static PyObject *make_call(PyObject *module, PyObject *cls) {
+  (void)module;
+  if (!PyType_Check(cls)) {
+    PyErr_SetString(PyExc_TypeError, "make_call(cls) takes a class");
+    return NULL;
+  }
+  return PyDescr_NewMethod((PyTypeObject *)cls, &kernel_call_def);
+}
+
+/* ---- module ---------------------------------------------------------------------------- */
+
+/* setup(kind_of_type, stream_handle, check): the Python helpers this module defers to. */
+static PyObject *setup(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+  (void)module;
+  if (nargs != 3 || !PyCallable_Check(args[0]) || !PyCallable_Check(args[1]) ||
+      !PyCallable_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError,
+                    "setup(kind_of_type, stream_handle, check) takes 3 callables");
+    return NULL;
+  }
+  Py_INCREF(args[2]);
+  Py_XSETREF(check_status, args[2]);
+  Py_INCREF(args[0]);
+  Py_XSETREF(kind_of_type, args[0]);
+  Py_INCREF(args[1]);
+  Py_XSETREF(stream_handle, args[1]);
+  PyDict_Clear(kinds);
+  Py_RETURN_NONE;
+}
+
+static int noop_launch(void *kernel, const launch_config *cfg, const void *buffer,
+                       size_t size) {
+  (void)kernel;
+  (void)cfg;
+  (void)buffer;
+  (void)size;
+  return 0;
+}
+
+static PyMethodDef module_methods[] = {
+    {"setup", (PyCFunction)(void (*)(void))setup, METH_FASTCALL,
+     "setup(kind_of_type, stream_handle, check)"},
+    {"make_call", make_call, METH_O, "make_call(cls): the compiled Kernel.__call__ for cls"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "kjit._fastlaunch",
+    "kjit's compiled launch path (optional; the ctypes path does the same without it).", -1,
+    module_methods, NULL, NULL, NULL, NULL,
+};
+
+static int intern(PyObject **slot, const char *s) {
+  *slot = PyUnicode_InternFromString(s);
+  return *slot == NULL ? -1 : 0;
+}
+
+PyMODINIT_FUNC PyInit__fastlaunch(void) {
+  if (intern(&str_raw, "_raw") < 0 || intern(&str_is_cuda, "is_cuda") < 0 ||
+      intern(&str_data_ptr, "data_ptr") < 0 || intern(&str_data, "data") < 0 ||
+      intern(&str_ptr, "ptr") < 0 || intern(&str_cai, "__cuda_array_interface__") < 0 ||
+      intern(&str_dlpack, "__dlpack__") < 0 || intern(&str_mask, "mask") < 0 ||
+      intern(&str_cuda_stream_proto, "__cuda_stream__") < 0 ||
+      intern(&str_stream_attrs[0], "cuda_stream") < 0 ||
+      intern(&str_stream_attrs[1], "ptr") < 0 || intern(&str_stream_attrs[2], "handle") < 0 ||
+      intern(&str_h, "_h") < 0 || intern(&str_launcher, "_launcher") < 0 ||
+      intern(&str_call_python, "_call_python") < 0 || intern(&str_args, "args") < 0 ||
+      intern(&str_stream, "stream") < 0 || intern(&str_shared_mem, "shared_mem") < 0 ||
+      intern(&str_cluster, "cluster") < 0 || intern(&str_cooperative, "cooperative") < 0)
+    return NULL;
+  if (kinds == NULL && (kinds = PyDict_New()) == NULL) return NULL;
+  if (PyType_Ready(&LauncherType) < 0) return NULL;
+  PyObject *m = PyModule_Create(&module_def);
+  if (m == NULL) return NULL;
+  Py_INCREF(&LauncherType);
+  if (PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0) {
+    Py_DECREF(&LauncherType);
+    Py_DECREF(m);
+    return NULL;
+  }
+  /* A launch function that does nothing: the binding's own cost, measured without a GPU
+   * (bench/python_bench.py) and its launches tested without one. */
+  if (PyModule_AddObject(m, "NOOP_LAUNCH", PyLong_FromVoidPtr((void *)noop_launch)) < 0) {
+    Py_DECREF(m);
+    return NULL;
+  }
+  return m;
+}
