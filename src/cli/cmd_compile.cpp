@@ -13,7 +13,8 @@ const char* const kHelp =
     "Usage: kjit compile FILE.cu [--arch sm_XY|compute_XY|auto] [--ptx|--cubin|--ltoir]\n"
     "                    [-o OUT] [-I DIR]... [-D NAME[=VALUE]]... [-n EXPR]...\n"
     "                    [--program-name NAME]\n"
-    "                    [--json] [-q] [--cache-dir DIR] [-- NVRTC-OPTION...]\n"
+    "                    [--json] [-q] [--cache-dir DIR] [NVRTC-OPTION...]\n"
+    "                    [-- NVRTC-OPTION...]\n"
     "\n"
     "Compile FILE.cu with NVRTC through the kjit cache, like 'nvcc -cubin' but a second\n"
     "compile of the same input (source, reachable headers, options, target, NVRTC build)\n"
@@ -32,8 +33,10 @@ const char* const kHelp =
     "  -a, --arch TARGET          sm_90, sm_90a, compute_90, ... or auto (the exact\n"
     "                             architecture of device 0; needs a GPU). Default auto.\n"
     "      --ptx | --cubin | --ltoir\n"
-    "                             what to write (default: cubin for sm_ targets, ptx for\n"
-    "                             compute_ targets). The cached entry holds PTX and CUBIN\n"
+    "                             what to write (default: from OUT's extension, .ptx,\n"
+    "                             .cubin, .ltoir or .lto; else cubin for sm_ targets, ptx\n"
+    "                             for compute_ targets; an extension that contradicts\n"
+    "                             the option is refused). The cached entry holds PTX and CUBIN\n"
     "                             as a program using the default outputs would; --ltoir\n"
     "                             compiles to LTO-IR (-dlto) instead.\n"
     "  -o, --output OUT           output file ('-' = stdout). Default: FILE's base name\n"
@@ -62,7 +65,16 @@ const char* const kHelp =
     "                             waiting for another process compiling the same input\n"
     "  -q, --quiet                print nothing on success\n"
     "      --cache-dir DIR        use the cache in DIR\n"
-    "  -- OPTION...               pass the remaining arguments to NVRTC as is, e.g.\n"
+    "  NVRTC-OPTION               NVRTC's options are taken in place, in either spelling:\n"
+    "                             -std=c++17, --use_fast_math, -default-device, -lineinfo,\n"
+    "                             -G, -rdc (=true), -dopt (=on), -maxrregcount=64 or\n"
+    "                             -maxrregcount 64, -Xptxas -v, -U NAME, -include FILE,\n"
+    "                             -ftz=true, -w, -time=FILE... nvcc's -arch sm_90,\n"
+    "                             -arch=sm_90, -ptx, -cubin, -dlto and -o are kjit's.\n"
+    "                             A result with no kernel entry point (a template without\n"
+    "                             -n) is warned about on stderr.\n"
+    "  -- OPTION...               pass the remaining arguments to NVRTC as they are,\n"
+    "                             unchecked (but -o OUT, which is kjit's), e.g.\n"
     "                             -- -std=c++17 --use_fast_math -maxrregcount=64\n"
     "\n"
     "Exit status: 0 ok; 1 compile error (NVRTC log printed on stderr) or FILE not UTF-8\n"
@@ -87,7 +99,23 @@ struct Result {
   double wait_ms = 0;     // waiting for another process's compile of the same key
 };
 
+Parsed parse_known_args(const std::vector<std::string>& args, Global& g);
+
 Parsed parse_compile_args(const std::vector<std::string>& args, Global& g) {
+  try {
+    return parse_known_args(args, g);
+  } catch (Failure& f) {
+    const size_t at = f.message.rfind(" (see 'kjit compile --help')");
+    if (f.message.rfind("unknown option", 0) == 0 && at != std::string::npos) {
+      f.message.insert(at,
+                       "; NVRTC's options are taken as they are (see --help), and every"
+                       " argument after '--' goes to NVRTC unchecked");
+    }
+    throw;
+  }
+}
+
+Parsed parse_known_args(const std::vector<std::string>& args, Global& g) {
   return parse_args("compile", args,
                     {{"arch", 'a', true},
                      {"ptx", 0, false},
@@ -104,6 +132,26 @@ Parsed parse_compile_args(const std::vector<std::string>& args, Global& g) {
                     g);
 }
 
+// The output kind an output file's extension names (.ptx, .cubin, .ltoir or .lto), or 0.
+int kind_of_extension(const std::string& path) {
+  const std::string base = basename_of(path);
+  const size_t dot = base.rfind('.');
+  if (dot == std::string::npos || dot == 0) return 0;
+  const std::string ext = base.substr(dot);
+  if (ext == ".ptx") return KJIT_OUTPUT_PTX;
+  if (ext == ".cubin") return KJIT_OUTPUT_CUBIN;
+  if (ext == ".ltoir" || ext == ".lto") return KJIT_OUTPUT_LTOIR;
+  return 0;
+}
+
+const char* kind_name(int kind) {
+  return kind == KJIT_OUTPUT_PTX ? "PTX" : kind == KJIT_OUTPUT_CUBIN ? "CUBIN" : "LTO-IR";
+}
+
+const char* kind_option(int kind) {
+  return kind == KJIT_OUTPUT_PTX ? "--ptx" : kind == KJIT_OUTPUT_CUBIN ? "--cubin" : "--ltoir";
+}
+
 Request make_request(const Parsed& p, const Global& g) {
   const std::string cmd = "compile";
   if (p.positional.empty()) usage_error(cmd, "missing FILE.cu");
@@ -115,12 +163,18 @@ Request make_request(const Parsed& p, const Global& g) {
   r.arch = p.get("arch", "auto");
   if (r.arch.empty()) usage_error(cmd, "--arch needs a target such as sm_90");
   const bool compute_target = r.arch.rfind("compute_", 0) == 0;
-  if (p.has("ptx") || (compute_target && !p.has("cubin") && !p.has("ltoir"))) {
-    r.kind = KJIT_OUTPUT_PTX;
+  const int asked = p.has("ptx")     ? KJIT_OUTPUT_PTX
+                    : p.has("cubin") ? KJIT_OUTPUT_CUBIN
+                    : p.has("ltoir") ? KJIT_OUTPUT_LTOIR
+                                     : 0;
+  const int named = kind_of_extension(p.get("output"));
+  if (asked && named && asked != named) {
+    usage_error(cmd, "-o '" + p.get("output") + "' names " + kind_name(named) + " output, but " +
+                         kind_option(asked) + " asks for " + kind_name(asked));
   }
-  if (p.has("ltoir")) r.kind = KJIT_OUTPUT_LTOIR;
+  r.kind = asked ? asked : named ? named : compute_target ? KJIT_OUTPUT_PTX : KJIT_OUTPUT_CUBIN;
   if (r.kind == KJIT_OUTPUT_CUBIN && compute_target) {
-    usage_error(cmd, "--cubin needs an sm_ target, not " + r.arch);
+    usage_error(cmd, "CUBIN output (--cubin, or -o FILE.cubin) needs an sm_ target, not " + r.arch);
   }
   r.ext = r.kind == KJIT_OUTPUT_PTX ? ".ptx" : r.kind == KJIT_OUTPUT_CUBIN ? ".cubin" : ".ltoir";
   r.out_path = p.get("output");
@@ -171,7 +225,8 @@ Request make_request(const Parsed& p, const Global& g) {
 
 // The options of the command line as a kjit_options. An argument the library refuses is a
 // usage error.
-void build_compile_options(const Parsed& p, const Request& r, kjit_options* opts) {
+void build_compile_options(const Parsed& p, const Request& r, const CompileArgs& ca,
+                           kjit_options* opts) {
   const std::string cmd = "compile";
   auto check = [&](kjit_status s, const std::string& what) {
     if (s == KJIT_OK) return;
@@ -210,8 +265,10 @@ void build_compile_options(const Parsed& p, const Request& r, kjit_options* opts
   for (const std::string& e : p.all("name-expression")) {
     check(kjit_options_add_name_expression(opts, e.c_str()), "bad name expression '" + e + "'");
   }
-  for (const std::string& o : p.after_dashdash) {
-    check(kjit_options_add(opts, o.c_str()), "bad NVRTC option '" + o + "'");
+  for (const auto* list : {&ca.nvrtc, &ca.passed}) {
+    for (const std::string& o : *list) {
+      check(kjit_options_add(opts, o.c_str()), "bad NVRTC option '" + o + "'");
+    }
   }
 }
 
@@ -235,7 +292,7 @@ void print_result_json(const Request& r, const Result& res, kjit_binary* bin) {
 // The status line (and the log, and the lowered names) on stderr, so that `-o -` keeps
 // stdout for the binary.
 void print_result_text(const Request& r, const Result& res, kjit_binary* bin) {
-  const std::string log = kjit_binary_log(bin);
+  const std::string log = log_for_cli(kjit_binary_log(bin));
   if (!log.empty()) std::fprintf(stderr, "%s%s", log.c_str(), log.back() == '\n' ? "" : "\n");
   const std::string key = kjit_binary_key(bin);
   const char* target = kjit_binary_target(bin);
@@ -261,10 +318,36 @@ void print_result_text(const Request& r, const Result& res, kjit_binary* bin) {
   }
 }
 
+// A result without any kernel entry point: most often a __global__ template compiled
+// without a name expression. Relocatable code and LTO-IR, meant for linking, are quiet.
+void warn_if_no_kernel(const Request& r, const CompileArgs& ca, kjit_binary* bin) {
+  if (r.kind == KJIT_OUTPUT_LTOIR || kjit_binary_name_count(bin) > 0) return;
+  for (const auto* list : {&ca.nvrtc, &ca.passed}) {
+    for (const std::string& o : *list) {
+      if (o == "-dc" || o == "--device-c" || o == "-rdc=true" ||
+          o == "--relocatable-device-code=true" || o == "-ewp" ||
+          o == "--extensible-whole-program") {
+        return;
+      }
+    }
+  }
+  const char* meta_text = kjit_binary_metadata_json(bin);
+  JsonHolder meta;
+  meta.p = meta_text ? cJSON_Parse(meta_text) : nullptr;
+  const cJSON* kernels = meta.p ? cJSON_GetObjectItemCaseSensitive(meta.p, "kernels") : nullptr;
+  if (!cJSON_IsArray(kernels) || cJSON_GetArraySize(kernels) > 0) return;
+  std::fprintf(stderr,
+               "kjit compile: warning: '%s' (%s) holds no kernel entry point: a __global__ "
+               "template is compiled only where it is instantiated; name the instantiation, "
+               "e.g. -n 'kernel<float>'\n",
+               r.out_path.c_str(), kjit_binary_target(bin));
+}
+
 }  // namespace
 
 int cmd_compile(const std::vector<std::string>& args, Global& g) {
-  const Parsed p = parse_compile_args(args, g);
+  const CompileArgs ca = split_compile_args(args);
+  const Parsed p = parse_compile_args(ca.kjit, g);
   if (p.help) {
     std::fputs(kHelp, stdout);
     return kExitOk;
@@ -278,7 +361,7 @@ int cmd_compile(const std::vector<std::string>& args, Global& g) {
   OptionsHolder opts;
   kjit_status st = kjit_options_create(&opts.p);
   if (st != KJIT_OK) fail_status(st, "cannot create options");
-  build_compile_options(p, r, opts.p);
+  build_compile_options(p, r, ca, opts.p);
   // NVRTC takes the source as a C string, which a NUL byte would end: refused like invalid
   // UTF-8, which the library reports as KJIT_ERROR_INVALID_SOURCE.
   const std::string nul = nul_byte_problem(source);
@@ -301,7 +384,7 @@ int cmd_compile(const std::vector<std::string>& args, Global& g) {
   if (st != KJIT_OK) {
     // The library's message first, before another call can replace it.
     const std::string detail = kjit_last_error() ? kjit_last_error() : "";
-    report_failure(g, r, st, detail, bin.p ? kjit_binary_log(bin.p) : "");
+    report_failure(g, r, st, detail, bin.p ? log_for_cli(kjit_binary_log(bin.p)) : "");
   }
   const bool waited = cache_waits(cache.p) > waits_before;
   const void* data = kjit_binary_data(bin.p, r.kind, &res.size);
@@ -312,6 +395,7 @@ int cmd_compile(const std::vector<std::string>& args, Global& g) {
   if (!write_file(r.out_path, data, res.size, &err)) {
     fail(kExitError, "cannot write '" + r.out_path + "': " + err);
   }
+  if (!g.quiet) warn_if_no_kernel(r, ca, bin.p);
   res.tier = kjit_binary_tier(bin.p);
   res.compile_ms = kjit_binary_compile_ms(bin.p);
   res.wait_ms = wait_ms_of(waited, res.tier, res.elapsed_ms, res.compile_ms);
