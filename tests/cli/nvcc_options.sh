@@ -42,7 +42,7 @@ expect_rc 0 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" -include "$TMP/k.cu
 
 # nvcc's spellings of kjit's options.
 expect_rc 0 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" -arch=sm_90 -o "$TMP/a.cubin" --json
-json_check "$TMP/out" 'j["target"] == "sm_90" and j["kind"] == "cubin"'
+json_check "$TMP/out" 'j["target"] == "sm_90" and j["kind"] == "cubin" and j["device_ms"] == 0'
 expect_rc 0 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" -arch sm_90 -ptx -o "$TMP/a.out" --json
 json_check "$TMP/out" 'j["target"] == "sm_90" and j["kind"] == "ptx"'
 expect_grep '\.target sm_90' "$TMP/a.out" "-ptx output"
