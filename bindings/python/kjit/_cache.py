@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import ctypes
-import enum
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional, Tuple, Union
 
 from . import _lib
-from ._errors import InvalidArgument, InvalidHandle
+from ._errors import IntEnum, InvalidArgument, InvalidHandle
 from ._util import Handle, Users, as_bool, as_int, check, cstr, out_handle, text
 
 if TYPE_CHECKING:
@@ -17,7 +16,7 @@ if TYPE_CHECKING:
 _U64 = (1 << 64) - 1
 
 
-class DiskState(enum.IntEnum):
+class DiskState(IntEnum):
     """State of a cache's disk tier (``kjit_disk_state``)."""
     OK = 0           #: read-write SQLite tier
     READ_ONLY = 1    #: opened read-only, by request or because it is not writable
@@ -25,7 +24,7 @@ class DiskState(enum.IntEnum):
     UNAVAILABLE = 3  #: could not be used; CacheStats.message says why
 
 
-class RemoteState(enum.IntEnum):
+class RemoteState(IntEnum):
     """State of a cache's remote (fleet) tier (``kjit_remote_state``)."""
     NONE = 0       #: no remote configured
     OK = 1         #: configured; last attempt succeeded or none made yet

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import ctypes
-import enum
 import math
 import struct
 from dataclasses import dataclass
@@ -11,13 +10,13 @@ from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tupl
 
 from . import _lib
 from ._arrays import pointer_getter, stream_handle
-from ._errors import ArgumentMismatch, InvalidArgument, InternalError
+from ._errors import ArgumentMismatch, IntEnum, InvalidArgument, InternalError
 from ._util import Handle, as_int, check, text
 
 _U32 = (1 << 32) - 1
 
 
-class LoadPath(enum.IntEnum):
+class LoadPath(IntEnum):
     """How a kernel's code was loaded (``kjit_load_path``)."""
     CUBIN = 0  #: CUBIN for the device's exact architecture
     PTX = 1    #: PTX JIT-compiled by the driver (no matching CUBIN)
