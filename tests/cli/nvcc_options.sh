@@ -97,5 +97,12 @@ expect_rc 1 "$KJIT" --cache-dir "$C" compile "$TMP/t.cu" -n 'axpi<float,4>' --ar
 ! grep -q "kjit_options_clone" "$TMP/err" || fail "the API's advice in the tool's output"
 expect_grep "a name expression (-n, or a manifest entry's" "$TMP/err" "name expression advice"
 
+cat >"$TMP/m.json" <<JSON
+{"version": 1, "kernels": [{"file": "$TMP/t.cu", "target": "sm_90", "name_expressions": ["axpi<float,4>"]}]}
+JSON
+expect_rc 1 "$KJIT" --cache-dir "$C" warm "$TMP/m.json"
+! grep -q "kjit_options_clone" "$TMP/out" "$TMP/err" || fail "the API's advice in warm's output"
+expect_grep "a name expression (-n, or a manifest entry's" "$TMP/out" "warm: name expression advice"
+
 [ "$FAILURES" = 0 ] || exit 1
 echo "all nvcc_options tests passed"
