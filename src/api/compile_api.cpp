@@ -235,6 +235,7 @@ KJIT_EXPORT kjit_status kjit_compile_many(kjit_compiler* compiler, size_t count,
     for (size_t i = 0; i < count; ++i) {
       outs[i] = nullptr;
       const Outcome& r = results[i];
+      warn_if_no_entry_point(r);
       if (delivers_binary(r)) outs[i] = make_binary(r);
       statuses[i] = r.status;
       if (r.status != KJIT_OK && first == KJIT_OK) {
