@@ -578,6 +578,89 @@ TEST_F(Worker, ModesWhenTheWorkerCannotStart) {
   EXPECT_EQ(from_env.mode(), CompileMode::InProcess);
 }
 
+// A started "worker" that misbehaves costs a bounded wait: worker mode returns a status,
+// auto mode compiles in this process.
+class WorkerStart : public Worker {
+ protected:
+  void use_script(const std::string& body) {
+    const std::string path = tmp_.path() + "/fake-worker.sh";
+    kjit::test::write_file(path, "#!/bin/sh\n" + body);
+    ASSERT_EQ(chmod(path.c_str(), 0700), 0);
+    setenv("KJIT_WORKER", path.c_str(), 1);
+  }
+  // Worker mode fails within `bound_ms` and names the start; auto mode succeeds.
+  void expect_bounded(double bound_ms, const char* said) {
+    TempDir dir;
+    auto cache = open_cache(dir.path());
+    kjit::Compiler compiler(cache.get(), 1);
+    compiler.set_mode(CompileMode::Worker);
+    const double t0 = kjit::monotonic_ms();
+    const Outcome w = compiler.compile(kjit::test::kSaxpySource, sm90());
+    EXPECT_LT(kjit::monotonic_ms() - t0, bound_ms);
+    EXPECT_EQ(w.status, KJIT_ERROR_UNSUPPORTED) << w.message;
+    EXPECT_NE(w.message.find(said), std::string::npos) << w.message;
+    compiler.set_mode(CompileMode::Auto);
+    const Outcome a = compiler.compile(kjit::test::kSaxpySource, sm90());
+    EXPECT_EQ(a.status, KJIT_OK) << a.message;
+  }
+};
+
+TEST_F(WorkerStart, ClosesTheReadyPipeAndDoesNotExit) {
+  use_script("exec 3>&-\nsleep 100\n");
+  expect_bounded(5000, "did not start (no report)");
+}
+
+TEST_F(WorkerStart, WritesMoreThanAPipeHolds) {
+  use_script("head -c 100000 /dev/zero >&3\nsleep 100\n");
+  expect_bounded(5000, "did not start");
+}
+
+TEST_F(WorkerStart, ReportsReadyButDoesNotExitOrListen) {
+  use_script("echo 'OK 1' >&3\nexec 3>&-\nsleep 100\n");
+  expect_bounded(8000, "the started worker does not answer");
+}
+
+TEST_F(WorkerStart, SaysNothingWithThePipeOpen) {
+  use_script("sleep 100\n");
+  expect_bounded(15000, "did not start (no report)");
+}
+
+// A peer that accepts and never greets (a stopped worker) is asked once, briefly, then
+// replaced by a new worker.
+TEST_F(Worker, SilentSocketIsAskedOnceThenReplaced) {
+  TempDir dir;
+  auto cache = open_cache(dir.path());
+  const kjit::WorkerAddress a = address(cache.get());
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un sa{};
+  const size_t len = kjit::socket_address(a.directory, -1, a.name + ".sock", &sa);
+  ASSERT_GT(len, 0u);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&sa), socklen_t(len)), 0);
+  ASSERT_EQ(listen(fd, 8), 0);
+  std::atomic<int> accepted{0};
+  std::vector<int> held;
+  std::thread silent([&] {
+    for (;;) {
+      const int c = accept(fd, nullptr, nullptr);
+      if (c < 0) return;
+      held.push_back(c);  // says nothing
+      accepted++;
+    }
+  });
+  kjit::Compiler compiler(cache.get(), 1);
+  compiler.set_mode(CompileMode::Worker);
+  const Outcome o = compiler.compile(kjit::test::kSaxpySource, sm90());
+  EXPECT_EQ(o.status, KJIT_OK) << o.message;
+  EXPECT_EQ(accepted.load(), 1);
+  const int64_t pid = worker_pid(cache.get());
+  EXPECT_NE(pid, 0);
+  EXPECT_NE(pid, int64_t(getpid()));
+  shutdown(fd, SHUT_RDWR);
+  close(fd);
+  silent.join();
+  for (int c : held) close(c);
+}
+
 // ---- the same bytes either way ----------------------------------------------------------------
 
 TEST_F(Worker, ResultsAreByteIdenticalToInProcess) {

@@ -195,6 +195,26 @@ else
   fail "building examples/tutorial failed"; cat "$work/tutorial.log" >&2
 fi
 
+# 5. The tutorial's pkg-config route (docs/tutorial.md, section 7): its sh block, run as it
+#    is written in a copy of examples/tutorial, with the toolkit of the nvcc found above.
+if [ -n "$nvcc" ]; then
+  mkdir -p "$work/tutorial-pc"
+  cp "$root"/examples/tutorial/* "$work/tutorial-pc/"
+  awk '/^## 7\./ { s = 1 } s && /^```sh$/ { b = 1; next } b && /^```$/ { exit } b' \
+    "$root/docs/tutorial.md" >"$work/tutorial-pc/build.sh"
+  cuda=$(dirname "$(dirname "$nvcc")")
+  sed -i "s|^CUDA=[^ ]*|CUDA=$cuda|" "$work/tutorial-pc/build.sh"
+  if grep -q "^CUDA=$cuda " "$work/tutorial-pc/build.sh" &&
+     (cd "$work/tutorial-pc" && PKG_CONFIG_PATH=$lib/pkgconfig KJIT_CACHE_DIR=$work/cache-tutorial-pc \
+        bash -eu build.sh >"$work/tutorial-pc.txt" 2>&1); then
+    grep -q '^step 1: scale for .*: compiled (miss)' "$work/tutorial-pc.txt" ||
+      fail "tutorial (pkg-config route): the program did not compile its kernel"
+    echo "--- tutorial (pkg-config route): built and ran"
+  else
+    fail "the tutorial's pkg-config route failed:"; sed 's/^/  | /' "$work/tutorial-pc.txt" >&2
+  fi
+fi
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures check(s) failed" >&2
   exit 1

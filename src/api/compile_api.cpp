@@ -4,6 +4,7 @@
 #include "api/handles.h"
 #include "api/versioned.h"
 #include "compile/async.h"
+#include "util/log.h"
 #include "util/sha256.h"
 
 using namespace kjit;
@@ -29,8 +30,29 @@ const CompileOptions& options_or_default(const kjit_options* opts) {
   return opts ? opts->opts : defaults;
 }
 
+// A compile that succeeded but holds no kernel entry point, said in the log when it is
+// compiled: most often a __global__ template compiled without a name expression (only an
+// instantiation is compiled). Relocatable code and LTO-IR, meant for linking, are quiet.
+void warn_if_no_entry_point(const Outcome& o) {
+  if (o.status != KJIT_OK || o.tier != KJIT_TIER_COMPILED || !o.entry) return;
+  const Entry& e = *o.entry;
+  if (!e.kernels.empty() || !e.names.empty() || !e.ltoir.empty()) return;
+  for (const std::string& opt : e.options) {
+    if (opt == "-dc" || opt == "--device-c" || opt == "-rdc=true" ||
+        opt == "--relocatable-device-code=true" || opt == "-ewp" ||
+        opt == "--extensible-whole-program") {
+      return;
+    }
+  }
+  log_warn("'" + e.program_name + "' (" + e.target +
+           ") compiled to no kernel entry point: a __global__ template is compiled only where "
+           "it is instantiated; name the instantiation with a name expression, e.g. "
+           "'kernel<float>'");
+}
+
 // Hands an outcome to the C caller: a binary for success and for failures with a log.
 kjit_status deliver(const Outcome& o, kjit_binary** out) {
+  warn_if_no_entry_point(o);
   if (delivers_binary(o)) *out = make_binary(o);
   if (o.status != KJIT_OK) return error(o.status, o.message);
   return KJIT_OK;
@@ -213,6 +235,7 @@ KJIT_EXPORT kjit_status kjit_compile_many(kjit_compiler* compiler, size_t count,
     for (size_t i = 0; i < count; ++i) {
       outs[i] = nullptr;
       const Outcome& r = results[i];
+      warn_if_no_entry_point(r);
       if (delivers_binary(r)) outs[i] = make_binary(r);
       statuses[i] = r.status;
       if (r.status != KJIT_OK && first == KJIT_OK) {

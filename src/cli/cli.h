@@ -84,6 +84,9 @@ Parsed parse_args(const std::string& cmd, const std::vector<std::string>& args,
 // The one check of a file or directory name given to an option (`option` as "--output"):
 // a usage error when it is empty.
 void require_path(const std::string& cmd, const std::string& option, const std::string& value);
+// A compile log with the library's advice to API users (kjit_options_clone()) said in the
+// tool's terms.
+std::string log_for_cli(std::string log);
 
 // ---- helpers ------------------------------------------------------------------------
 
@@ -225,6 +228,17 @@ void add_worker_json(cJSON* parent, kjit_cache* cache);
 int exit_code_for_compile_status(kjit_status st);
 
 // ---- commands -------------------------------------------------------------------------
+
+// `kjit compile`'s arguments taken apart: NVRTC's options in either spelling (-std=c++17,
+// --use_fast_math, -Xptxas -v as -Xptxas=-v, -rdc as -rdc=true) and nvcc's spellings of
+// kjit's options (-arch sm_90, -ptx, -cubin, -dlto, --output-file) are taken in place;
+// after "--", every argument goes to NVRTC as it is but an output file (-o OUT).
+struct CompileArgs {
+  std::vector<std::string> kjit;    // kjit's options (nvcc's spellings as kjit's), FILE
+  std::vector<std::string> nvrtc;   // NVRTC's options found in place, one argument each
+  std::vector<std::string> passed;  // after "--"
+};
+CompileArgs split_compile_args(const std::vector<std::string>& args);
 
 int cmd_compile(const std::vector<std::string>& args, Global& g);
 int cmd_cache(const std::vector<std::string>& args, Global& g);

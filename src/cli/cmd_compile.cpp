@@ -13,7 +13,8 @@ const char* const kHelp =
     "Usage: kjit compile FILE.cu [--arch sm_XY|compute_XY|auto] [--ptx|--cubin|--ltoir]\n"
     "                    [-o OUT] [-I DIR]... [-D NAME[=VALUE]]... [-n EXPR]...\n"
     "                    [--program-name NAME]\n"
-    "                    [--json] [-q] [--cache-dir DIR] [-- NVRTC-OPTION...]\n"
+    "                    [--json] [-q] [--cache-dir DIR] [NVRTC-OPTION...]\n"
+    "                    [-- NVRTC-OPTION...]\n"
     "\n"
     "Compile FILE.cu with NVRTC through the kjit cache, like 'nvcc -cubin' but a second\n"
     "compile of the same input (source, reachable headers, options, target, NVRTC build)\n"
@@ -26,16 +27,19 @@ const char* const kHelp =
     "\n"
     "The status line on stderr gives NVRTC's compile time and, apart, the time spent\n"
     "waiting for another process that was compiling the same input: 'compiled in 1.2 s\n"
-    "after waiting 30.7 s for another process'.\n"
+    "after waiting 30.7 s for another process'. With --arch auto, the time spent asking\n"
+    "the CUDA driver for device 0's target (its initialisation) is given apart too.\n"
     "\n"
     "Options:\n"
     "  -a, --arch TARGET          sm_90, sm_90a, compute_90, ... or auto (the exact\n"
     "                             architecture of device 0; needs a GPU). Default auto.\n"
     "      --ptx | --cubin | --ltoir\n"
-    "                             what to write (default: cubin for sm_ targets, ptx for\n"
-    "                             compute_ targets). The cached entry holds PTX and CUBIN\n"
-    "                             as a program using the default outputs would; --ltoir\n"
-    "                             compiles to LTO-IR (-dlto) instead.\n"
+    "                             what to write (default: from OUT's extension, .ptx,\n"
+    "                             .cubin, .ltoir or .lto; else cubin for sm_ targets, ptx\n"
+    "                             for compute_ targets; an extension that contradicts\n"
+    "                             the option is refused). The cached entry holds PTX\n"
+    "                             and CUBIN as a program using the default outputs\n"
+    "                             would; --ltoir compiles to LTO-IR (-dlto) instead.\n"
     "  -o, --output OUT           output file ('-' = stdout). Default: FILE's base name\n"
     "                             with .cubin, .ptx or .ltoir, in the current directory.\n"
     "                             OUT is replaced whole: written to a temporary file in\n"
@@ -61,10 +65,21 @@ const char* const kHelp =
     "                             writing the output, not '-'): elapsed_ms is the wall\n"
     "                             time, compile_ms NVRTC's time for the entry (on a hit:\n"
     "                             when it was first compiled), wait_ms the time spent\n"
-    "                             waiting for another process compiling the same input\n"
+    "                             waiting for another process compiling the same input,\n"
+    "                             device_ms the time --arch auto spent asking the CUDA\n"
+    "                             driver for device 0's target (0 for an explicit one)\n"
     "  -q, --quiet                print nothing on success\n"
     "      --cache-dir DIR        use the cache in DIR\n"
-    "  -- OPTION...               pass the remaining arguments to NVRTC as is, e.g.\n"
+    "  NVRTC-OPTION               NVRTC's options are taken in place, in either spelling:\n"
+    "                             -std=c++17, --use_fast_math, -default-device, -lineinfo,\n"
+    "                             -G, -rdc (=true), -dopt (=on), -maxrregcount=64 or\n"
+    "                             -maxrregcount 64, -Xptxas -v, -U NAME, -include FILE,\n"
+    "                             -ftz=true, -w, -time=FILE... nvcc's -arch sm_90,\n"
+    "                             -arch=sm_90, -ptx, -cubin, -dlto and -o are kjit's.\n"
+    "                             A result with no kernel entry point (a template without\n"
+    "                             -n) is warned about on stderr.\n"
+    "  -- OPTION...               pass the remaining arguments to NVRTC as they are,\n"
+    "                             unchecked (but -o OUT, which is kjit's), e.g.\n"
     "                             -- -std=c++17 --use_fast_math -maxrregcount=64\n"
     "\n"
     "Exit status: 0 ok; 1 compile error (NVRTC log printed on stderr) or FILE not UTF-8\n"
@@ -73,8 +88,9 @@ const char* const kHelp =
 
 // What to compile and where the output goes, from the command line.
 struct Request {
-  std::string file;  // FILE as given, "-" for standard input
-  std::string arch;  // --arch
+  std::string file;    // FILE as given, "-" for standard input
+  std::string arch;    // --arch as given ("auto" included)
+  std::string target;  // the target compiled for: --arch, or device 0's for auto
   int kind = KJIT_OUTPUT_CUBIN;
   const char* ext = ".cubin";
   std::string out_path;
@@ -87,9 +103,26 @@ struct Result {
   double elapsed_ms = 0;  // wall time of the call
   double compile_ms = 0;  // NVRTC's time for this entry (on a hit: when first compiled)
   double wait_ms = 0;     // waiting for another process's compile of the same key
+  double device_ms = 0;   // --arch auto: asking the CUDA driver for device 0's target
 };
 
+Parsed parse_known_args(const std::vector<std::string>& args, Global& g);
+
 Parsed parse_compile_args(const std::vector<std::string>& args, Global& g) {
+  try {
+    return parse_known_args(args, g);
+  } catch (Failure& f) {
+    const size_t at = f.message.rfind(" (see 'kjit compile --help')");
+    if (f.message.rfind("unknown option", 0) == 0 && at != std::string::npos) {
+      f.message.insert(at,
+                       "; NVRTC's options are taken as they are (see --help), and every"
+                       " argument after '--' goes to NVRTC unchecked");
+    }
+    throw;
+  }
+}
+
+Parsed parse_known_args(const std::vector<std::string>& args, Global& g) {
   return parse_args("compile", args,
                     {{"arch", 'a', true},
                      {"ptx", 0, false},
@@ -107,6 +140,26 @@ Parsed parse_compile_args(const std::vector<std::string>& args, Global& g) {
                     g);
 }
 
+// The output kind an output file's extension names (.ptx, .cubin, .ltoir or .lto), or 0.
+int kind_of_extension(const std::string& path) {
+  const std::string base = basename_of(path);
+  const size_t dot = base.rfind('.');
+  if (dot == std::string::npos || dot == 0) return 0;
+  const std::string ext = base.substr(dot);
+  if (ext == ".ptx") return KJIT_OUTPUT_PTX;
+  if (ext == ".cubin") return KJIT_OUTPUT_CUBIN;
+  if (ext == ".ltoir" || ext == ".lto") return KJIT_OUTPUT_LTOIR;
+  return 0;
+}
+
+const char* kind_name(int kind) {
+  return kind == KJIT_OUTPUT_PTX ? "PTX" : kind == KJIT_OUTPUT_CUBIN ? "CUBIN" : "LTO-IR";
+}
+
+const char* kind_option(int kind) {
+  return kind == KJIT_OUTPUT_PTX ? "--ptx" : kind == KJIT_OUTPUT_CUBIN ? "--cubin" : "--ltoir";
+}
+
 Request make_request(const Parsed& p, const Global& g) {
   const std::string cmd = "compile";
   if (p.positional.empty()) usage_error(cmd, "missing FILE.cu");
@@ -118,12 +171,18 @@ Request make_request(const Parsed& p, const Global& g) {
   r.arch = p.get("arch", "auto");
   if (r.arch.empty()) usage_error(cmd, "--arch needs a target such as sm_90");
   const bool compute_target = r.arch.rfind("compute_", 0) == 0;
-  if (p.has("ptx") || (compute_target && !p.has("cubin") && !p.has("ltoir"))) {
-    r.kind = KJIT_OUTPUT_PTX;
+  const int asked = p.has("ptx")     ? KJIT_OUTPUT_PTX
+                    : p.has("cubin") ? KJIT_OUTPUT_CUBIN
+                    : p.has("ltoir") ? KJIT_OUTPUT_LTOIR
+                                     : 0;
+  const int named = kind_of_extension(p.get("output"));
+  if (asked && named && asked != named) {
+    usage_error(cmd, "-o '" + p.get("output") + "' names " + kind_name(named) + " output, but " +
+                         kind_option(asked) + " asks for " + kind_name(asked));
   }
-  if (p.has("ltoir")) r.kind = KJIT_OUTPUT_LTOIR;
+  r.kind = asked ? asked : named ? named : compute_target ? KJIT_OUTPUT_PTX : KJIT_OUTPUT_CUBIN;
   if (r.kind == KJIT_OUTPUT_CUBIN && compute_target) {
-    usage_error(cmd, "--cubin needs an sm_ target, not " + r.arch);
+    usage_error(cmd, "CUBIN output (--cubin, or -o FILE.cubin) needs an sm_ target, not " + r.arch);
   }
   r.ext = r.kind == KJIT_OUTPUT_PTX ? ".ptx" : r.kind == KJIT_OUTPUT_CUBIN ? ".cubin" : ".ltoir";
   r.out_path = p.get("output");
@@ -174,7 +233,8 @@ Request make_request(const Parsed& p, const Global& g) {
 
 // The options of the command line as a kjit_options. An argument the library refuses is a
 // usage error.
-void build_compile_options(const Parsed& p, const Request& r, kjit_options* opts) {
+void build_compile_options(const Parsed& p, const Request& r, const CompileArgs& ca,
+                           kjit_options* opts) {
   const std::string cmd = "compile";
   auto check = [&](kjit_status s, const std::string& what) {
     if (s == KJIT_OK) return;
@@ -190,7 +250,7 @@ void build_compile_options(const Parsed& p, const Request& r, kjit_options* opts
                               : r.file == "-"       ? std::string("stdin.cu")
                                                     : r.file;
   check(kjit_options_set_name(opts, program.c_str()), "bad program name '" + program + "'");
-  check(kjit_options_set_target(opts, r.arch.c_str()), "bad target '" + r.arch + "'");
+  check(kjit_options_set_target(opts, r.target.c_str()), "bad target '" + r.target + "'");
   if (r.kind == KJIT_OUTPUT_LTOIR) {
     check(kjit_options_set_outputs(opts, KJIT_OUTPUT_LTOIR), "cannot ask for LTO-IR");
   }
@@ -216,8 +276,10 @@ void build_compile_options(const Parsed& p, const Request& r, kjit_options* opts
   for (const std::string& e : p.all("name-expression")) {
     check(kjit_options_add_name_expression(opts, e.c_str()), "bad name expression '" + e + "'");
   }
-  for (const std::string& o : p.after_dashdash) {
-    check(kjit_options_add(opts, o.c_str()), "bad NVRTC option '" + o + "'");
+  for (const auto* list : {&ca.nvrtc, &ca.passed}) {
+    for (const std::string& o : *list) {
+      check(kjit_options_add(opts, o.c_str()), "bad NVRTC option '" + o + "'");
+    }
   }
 }
 
@@ -234,31 +296,40 @@ void print_result_json(const Request& r, const Result& res, kjit_binary* bin) {
   cJSON_AddBoolToObject(j.p, "hit", res.tier != KJIT_TIER_COMPILED);
   cJSON_AddNumberToObject(j.p, "elapsed_ms", res.elapsed_ms);
   cJSON_AddNumberToObject(j.p, "wait_ms", res.wait_ms);
+  cJSON_AddNumberToObject(j.p, "device_ms", res.device_ms);
   add_binary_json(j.p, bin, false);  // target, compile_ms, sizes, kernels, names, log
   print_json(j.p);
+}
+
+// " (+ 32 ms to ask the CUDA driver for device 0's target)" for --arch auto, else "".
+std::string device_text(const Request& r, const Result& res) {
+  if (r.arch != "auto") return "";
+  return " (+ " + human_ms(res.device_ms) + " to ask the CUDA driver for device 0's target)";
 }
 
 // The status line (and the log, and the lowered names) on stderr, so that `-o -` keeps
 // stdout for the binary.
 void print_result_text(const Request& r, const Result& res, kjit_binary* bin) {
-  const std::string log = kjit_binary_log(bin);
+  const std::string log = log_for_cli(kjit_binary_log(bin));
   if (!log.empty()) std::fprintf(stderr, "%s%s", log.c_str(), log.back() == '\n' ? "" : "\n");
   const std::string key = kjit_binary_key(bin);
   const char* target = kjit_binary_target(bin);
   const std::string size = human_bytes(res.size);
   if (res.tier == KJIT_TIER_COMPILED) {
-    std::fprintf(stderr, "%s -> %s (%s, %s): cache miss, compiled in %s%s [key %.16s]\n",
+    std::fprintf(stderr, "%s -> %s (%s, %s): cache miss, compiled in %s%s%s [key %.16s]\n",
                  r.file.c_str(), r.out_path.c_str(), target, size.c_str(),
-                 human_ms(res.compile_ms).c_str(), waited_text(res.wait_ms).c_str(), key.c_str());
+                 human_ms(res.compile_ms).c_str(), waited_text(res.wait_ms).c_str(),
+                 device_text(r, res).c_str(), key.c_str());
   } else if (res.wait_ms > 0) {
     std::fprintf(stderr,
                  "%s -> %s (%s, %s): cache hit (%s)%s to compile it, compile took %s [key %.16s]\n",
                  r.file.c_str(), r.out_path.c_str(), target, size.c_str(), tier_name(res.tier),
                  waited_text(res.wait_ms).c_str(), human_ms(res.compile_ms).c_str(), key.c_str());
   } else {
-    std::fprintf(stderr, "%s -> %s (%s, %s): cache hit (%s) in %s, compile took %s [key %.16s]\n",
+    std::fprintf(stderr, "%s -> %s (%s, %s): cache hit (%s) in %s%s, compile took %s [key %.16s]\n",
                  r.file.c_str(), r.out_path.c_str(), target, size.c_str(), tier_name(res.tier),
-                 human_ms(res.elapsed_ms).c_str(), human_ms(res.compile_ms).c_str(), key.c_str());
+                 human_ms(res.elapsed_ms).c_str(), device_text(r, res).c_str(),
+                 human_ms(res.compile_ms).c_str(), key.c_str());
   }
   for (size_t i = 0; i < kjit_binary_name_count(bin); ++i) {
     const char* lowered = kjit_binary_lowered_name_at(bin, i);
@@ -267,24 +338,65 @@ void print_result_text(const Request& r, const Result& res, kjit_binary* bin) {
   }
 }
 
+// A result without any kernel entry point: most often a __global__ template compiled
+// without a name expression. Relocatable code and LTO-IR, meant for linking, are quiet.
+void warn_if_no_kernel(const Request& r, const CompileArgs& ca, kjit_binary* bin) {
+  if (r.kind == KJIT_OUTPUT_LTOIR || kjit_binary_name_count(bin) > 0) return;
+  for (const auto* list : {&ca.nvrtc, &ca.passed}) {
+    for (const std::string& o : *list) {
+      if (o == "-dc" || o == "--device-c" || o == "-rdc=true" ||
+          o == "--relocatable-device-code=true" || o == "-ewp" ||
+          o == "--extensible-whole-program") {
+        return;
+      }
+    }
+  }
+  const char* meta_text = kjit_binary_metadata_json(bin);
+  JsonHolder meta;
+  meta.p = meta_text ? cJSON_Parse(meta_text) : nullptr;
+  const cJSON* kernels = meta.p ? cJSON_GetObjectItemCaseSensitive(meta.p, "kernels") : nullptr;
+  if (!cJSON_IsArray(kernels) || cJSON_GetArraySize(kernels) > 0) return;
+  std::fprintf(stderr,
+               "kjit compile: warning: '%s' (%s) holds no kernel entry point: a __global__ "
+               "template is compiled only where it is instantiated; name the instantiation, "
+               "e.g. -n 'kernel<float>'\n",
+               r.out_path.c_str(), kjit_binary_target(bin));
+}
+
 }  // namespace
 
 int cmd_compile(const std::vector<std::string>& args, Global& g) {
-  const Parsed p = parse_compile_args(args, g);
+  const CompileArgs ca = split_compile_args(args);
+  const Parsed p = parse_compile_args(ca.kjit, g);
   if (p.help) {
     std::fputs(kHelp, stdout);
     return kExitOk;
   }
-  const Request r = make_request(p, g);
+  Request r = make_request(p, g);
   std::string source, err;
   if (!read_bounded_file(r.file, kMaxSourceBytes, "a source", true, &source, &err)) {
     const std::string what = r.file == "-" ? "standard input" : "'" + r.file + "'";
     fail(kExitError, "cannot read " + what + ": " + err);
   }
+  // --arch auto: device 0's target, asked of the CUDA driver here so that its cost (the
+  // driver's initialisation) is reported apart from the compile or the hit.
+  Result res;
+  r.target = r.arch;
+  if (r.arch == "auto") {
+    char arch[64] = {0};
+    const double t = now_ms();
+    const kjit_status ds = kjit_device_arch(0, arch, sizeof arch);
+    res.device_ms = now_ms() - t;
+    if (ds != KJIT_OK) {
+      const std::string detail = kjit_last_error() ? kjit_last_error() : "";
+      report_failure(g, r, ds, detail, "");
+    }
+    r.target = arch;
+  }
   OptionsHolder opts;
   kjit_status st = kjit_options_create(&opts.p);
   if (st != KJIT_OK) fail_status(st, "cannot create options");
-  build_compile_options(p, r, opts.p);
+  build_compile_options(p, r, ca, opts.p);
   // NVRTC takes the source as a C string, which a NUL byte would end: refused like invalid
   // UTF-8, which the library reports as KJIT_ERROR_INVALID_SOURCE.
   const std::string nul = nul_byte_problem(source);
@@ -300,14 +412,13 @@ int cmd_compile(const std::vector<std::string>& args, Global& g) {
   // same key; the cache counts such waits, so the wait is reported apart from the compile.
   const uint64_t waits_before = cache_waits(cache.p);
   BinaryHolder bin;
-  Result res;
   const double t0 = now_ms();
   st = kjit_compile(compiler.p, source.c_str(), opts.p, &bin.p);
   res.elapsed_ms = now_ms() - t0;
   if (st != KJIT_OK) {
     // The library's message first, before another call can replace it.
     const std::string detail = kjit_last_error() ? kjit_last_error() : "";
-    report_failure(g, r, st, detail, bin.p ? kjit_binary_log(bin.p) : "");
+    report_failure(g, r, st, detail, bin.p ? log_for_cli(kjit_binary_log(bin.p)) : "");
   }
   const bool waited = cache_waits(cache.p) > waits_before;
   const void* data = kjit_binary_data(bin.p, r.kind, &res.size);
@@ -318,6 +429,7 @@ int cmd_compile(const std::vector<std::string>& args, Global& g) {
   if (!write_file(r.out_path, data, res.size, &err)) {
     fail(kExitError, "cannot write '" + r.out_path + "': " + err);
   }
+  if (!g.quiet) warn_if_no_kernel(r, ca, bin.p);
   res.tier = kjit_binary_tier(bin.p);
   res.compile_ms = kjit_binary_compile_ms(bin.p);
   res.wait_ms = wait_ms_of(waited, res.tier, res.elapsed_ms, res.compile_ms);

@@ -461,7 +461,7 @@ class Runner {
         j.status != KJIT_OK && kjit_last_error() ? kjit_last_error() : std::string();
     if (b.p) {
       const char* log = kjit_binary_log(b.p);
-      j.log = log ? log : "";
+      j.log = log ? log_for_cli(log) : "";
     }
     if (j.status == KJIT_OK) {
       j.tier = kjit_binary_tier(b.p);

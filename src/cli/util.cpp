@@ -34,6 +34,19 @@ void usage_error(const std::string& cmd, const std::string& msg) {
   fail(kExitUsage, msg + " (see 'kjit " + (cmd.empty() ? std::string() : cmd + " ") + "--help')");
 }
 
+std::string log_for_cli(std::string log) {
+  const std::string note = "kjit: note: a name expression is looked up in every program";
+  const size_t at = log.find(note);
+  if (at == std::string::npos || (at > 0 && log[at - 1] != '\n')) return log;
+  size_t end = log.find('\n', at);
+  end = end == std::string::npos ? log.size() : end + 1;
+  log.replace(at, end - at,
+              "kjit: note: a name expression (-n, or a manifest entry's \"name_expressions\") "
+              "must name a __global__ function or an instantiation of a __global__ template "
+              "that its source declares, spelled as in C++ (e.g. 'scale<float, 4>')\n");
+  return log;
+}
+
 void require_path(const std::string& cmd, const std::string& option, const std::string& value) {
   if (value.empty()) usage_error(cmd, "option '" + option + "' needs a non-empty path");
 }

@@ -91,13 +91,29 @@ std::string signal_name(int sig) {
   return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
+// Bounds of every wait on another process while connecting and starting: a worker that
+// does not answer costs a caller a few seconds, never a compile's time.
+constexpr double kHelloMs = 2000;       // the worker's hello after connect
+constexpr double kStartMs = 10000;      // the started worker's report on the ready pipe
+constexpr double kExitMs = 2000;        // the started process's exit after its report
+constexpr double kStartLockMs = 20000;  // another process starting the worker
+
 // Where a connection attempt ended.
 struct Conn {
-  enum class State { Ok, Missing, Stale, Mismatch, Foreign, Broken } state = State::Broken;
+  // Silent: connected, but no hello within kHelloMs (a stopped or hung peer).
+  enum class State { Ok, Missing, Stale, Mismatch, Foreign, Silent, Broken } state = State::Broken;
   Fd fd;
+  std::string socket_file;  // the socket file's identity when connecting ("" = none)
   std::string detail;
   worker::Hello hello;
 };
+
+// Device and inode of the socket file `name`.sock in `dir_fd`, or "".
+std::string socket_file_identity(int dir_fd, const std::string& name) {
+  struct stat st;
+  if (::fstatat(dir_fd, (name + ".sock").c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return "";
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+}
 
 Conn connect_and_hello(const WorkerAddress& addr, const std::string& toolchain) {
   Conn c;
@@ -117,6 +133,7 @@ Conn connect_and_hello(const WorkerAddress& addr, const std::string& toolchain) 
     c.detail = std::string("socket: ") + std::strerror(errno);
     return c;
   }
+  c.socket_file = socket_file_identity(dir.get(), addr.name);
   int r;
   do {
     r = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), socklen_t(len));
@@ -137,9 +154,11 @@ Conn connect_and_hello(const WorkerAddress& addr, const std::string& toolchain) 
   }
   FrameType type;
   std::string payload;
-  const ReadResult rr = worker::read_frame(fd.get(), &type, &payload, monotonic_ms() + 10000);
+  const ReadResult rr = worker::read_frame(fd.get(), &type, &payload, monotonic_ms() + kHelloMs);
   if (rr != ReadResult::Ok) {
-    c.detail = rr == ReadResult::Timeout ? "no hello from the worker within 10 s"
+    if (rr == ReadResult::Timeout) c.state = Conn::State::Silent;
+    c.detail = rr == ReadResult::Timeout ? "no hello from the worker within " +
+                                               std::to_string(int(kHelloMs / 1000)) + " s"
                                          : "the worker closed the connection before its hello";
     return c;
   }
@@ -180,6 +199,61 @@ Conn connect_and_hello(const WorkerAddress& addr, const std::string& toolchain) 
 std::string nvrtc_library_dir() {
   const std::string lib = nvrtc_library_path();
   return lib.empty() ? "" : dirname_of(lib);
+}
+
+// The first line a starting worker writes on the ready pipe ("OK <pid>" or why it failed),
+// read until a newline, end of file, 4 KiB or `deadline`; made printable.
+std::string read_ready_report(int fd, double deadline) {
+  std::string said;
+  for (;;) {
+    const double left = deadline - monotonic_ms();
+    if (left <= 0) break;
+    pollfd pf{fd, POLLIN, 0};
+    const int r = ::poll(&pf, 1, int(left) + 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    char buf[512];
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    said.append(buf, size_t(n));
+    if (said.find('\n') != std::string::npos || said.size() > 4096) break;
+  }
+  const size_t nl = said.find('\n');
+  if (nl != std::string::npos) said.resize(nl);
+  if (said.size() > 200) said = said.substr(0, 200) + "...";
+  for (char& ch : said) {
+    if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) >= 0x7f) ch = '?';
+  }
+  return said;
+}
+
+// Waits for `pid` up to `ms`; true once it is reaped.
+bool reap_within(pid_t pid, double ms) {
+  const double deadline = monotonic_ms() + ms;
+  for (;;) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR)) return true;
+    if (monotonic_ms() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// Reaps the process that was started to become the worker, within bounds. One that failed
+// to report, or that does not exit after its report, is killed with its process group (its
+// own session: the worker itself leaves it with setsid() before it reports "OK").
+void end_started_process(pid_t pid, bool reported_ok) {
+  if (reported_ok && reap_within(pid, kExitMs)) return;
+  ::kill(-pid, SIGKILL);  // the group id is the unreaped pid: it cannot name another group
+  ::kill(pid, SIGKILL);
+  if (reap_within(pid, 1000)) return;
+  std::thread([pid] {  // not reaped yet (uninterruptible): reaped in the background
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  })
+      .detach();
 }
 
 // Starts the worker for `addr` and waits until it listens. Called with the start lock held.
@@ -246,27 +320,11 @@ bool spawn_worker(const WorkerAddress& addr, int dir_fd, std::string* why) {
     return false;
   }
   // The started process forks the worker and exits; the worker reports on the pipe.
-  std::string said;
-  const double deadline = monotonic_ms() + 30000;
-  for (;;) {
-    const double left = deadline - monotonic_ms();
-    if (left <= 0) break;
-    pollfd pf{rd.get(), POLLIN, 0};
-    const int r = ::poll(&pf, 1, int(left) + 1);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    char buf[512];
-    const ssize_t n = ::read(rd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    said.append(buf, size_t(n));
-    if (said.size() > 4096) break;
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (said.rfind("OK", 0) == 0) return true;
-  while (!said.empty() && (said.back() == '\n' || said.back() == '\r')) said.pop_back();
+  std::string said = read_ready_report(rd.get(), monotonic_ms() + kStartMs);
+  rd.reset();  // a process that writes on is not blocked by a full pipe
+  const bool ok = said.rfind("OK", 0) == 0;
+  end_started_process(pid, ok);
+  if (ok) return true;
   *why = exe + " did not start" + (said.empty() ? std::string(" (no report)") : ": " + said);
   return false;
 }
@@ -295,12 +353,17 @@ Conn connect_or_start(const WorkerAddress& addr, const std::string& toolchain) {
         "cannot open the worker's lock file in " + addr.directory + ": " + std::strerror(errno);
     return c;
   }
-  if (!try_lock(lock.get(), 60000)) {
+  if (!try_lock(lock.get(), kStartLockMs)) {
     c.state = Conn::State::Broken;
-    c.detail = "another process held the worker's start lock for 60 s";
+    c.detail = "another process held the worker's start lock for " +
+               std::to_string(int(kStartLockMs / 1000)) + " s";
     return c;
   }
-  c = connect_and_hello(addr, toolchain);  // another process may have started one
+  // Another process may have started one meanwhile; a peer that was silent is not asked
+  // twice while its socket file is the same.
+  const bool same_silent = c.state == Conn::State::Silent && !c.socket_file.empty() &&
+                           socket_file_identity(dir.get(), addr.name) == c.socket_file;
+  if (!same_silent) c = connect_and_hello(addr, toolchain);
   if (c.state == Conn::State::Ok) return c;
   if (c.state != Conn::State::Missing) {
     // Stale (no one listens), mismatched, foreign or broken: replace it.

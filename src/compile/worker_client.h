@@ -15,6 +15,11 @@
 // relative to the library file (dladdr). Both sides check the peer's user (SO_PEERCRED)
 // and the hello (library version, protocol version, toolchain id); a worker that differs
 // is never used.
+//
+// Every wait on another process is bounded, so that a worker that cannot be used costs a
+// caller seconds: its hello (2 s; a silent peer is asked once, then replaced), the started
+// worker's report on the ready pipe (10 s), the started process's exit after it (2 s; past
+// these it is killed with its process group), another process's start (20 s).
 #pragma once
 
 #include <atomic>

@@ -33,4 +33,18 @@ json_check "$TMP/out" 'j["worker"]["running"] and j["worker"]["crashes"] == 1 an
 # The same bytes as NVRTC in the tool's own process.
 KJIT_COMPILE_MODE=inprocess expect_rc 0 "$KJIT" --cache-dir "$TMP/other" compile "$TMP/saxpy.cu" --arch sm_90 -o "$TMP/i.cubin"
 cmp -s "$TMP/w.cubin" "$TMP/i.cubin" || fail "worker and in-process CUBINs differ"
+
+# A "worker" that never starts costs a bounded wait (kjit(1): KJIT_COMPILE_MODE): one that
+# closes its ready pipe and lives on, one that floods it. Worker mode fails with a
+# status, auto mode compiles in the process.
+printf '#!/bin/sh\nexec 3>&-\nsleep 100\n' >"$TMP/hang.sh"
+printf '#!/bin/sh\nhead -c 100000 /dev/zero >&3\nsleep 100\n' >"$TMP/noise.sh"
+chmod +x "$TMP/hang.sh" "$TMP/noise.sh"
+for s in hang noise; do
+  KJIT_WORKER=$TMP/$s.sh KJIT_COMPILE_MODE=worker expect_rc 3 timeout 30 "$KJIT" --cache-dir "$TMP/c-$s" \
+    compile "$TMP/saxpy.cu" --arch sm_90 --ptx -o /dev/null
+  expect_grep 'the compile worker cannot be used' "$TMP/err" "$s.sh in worker mode"
+  KJIT_WORKER=$TMP/$s.sh expect_rc 0 timeout 30 "$KJIT" --cache-dir "$TMP/c-$s" \
+    compile "$TMP/saxpy.cu" --arch sm_90 --ptx -o /dev/null
+done
 finish

@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import ctypes
-import enum
 import os
 
 from . import _lib
-from ._errors import InvalidArgument, InvalidHandle
+from ._errors import IntEnum, InvalidArgument, InvalidHandle
 from ._util import Handle, Users, as_bool, as_int, check, cstr, out_handle, record, text
 
 TYPE_CHECKING = False  # typing only for type checkers: annotations are strings
@@ -18,7 +17,7 @@ if TYPE_CHECKING:
 _U64 = (1 << 64) - 1
 
 
-class DiskState(enum.IntEnum):
+class DiskState(IntEnum):
     """State of a cache's disk tier (``kjit_disk_state``)."""
     OK = 0           #: read-write SQLite tier
     READ_ONLY = 1    #: opened read-only, by request or because it is not writable
@@ -26,7 +25,7 @@ class DiskState(enum.IntEnum):
     UNAVAILABLE = 3  #: could not be used; CacheStats.message says why
 
 
-class RemoteState(enum.IntEnum):
+class RemoteState(IntEnum):
     """State of a cache's remote (fleet) tier (``kjit_remote_state``)."""
     NONE = 0       #: no remote configured
     OK = 1         #: configured; last attempt succeeded or none made yet

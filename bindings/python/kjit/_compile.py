@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import ctypes
-import enum
 
 from . import _lib
 from ._cache import Cache, _cache_handle
-from ._errors import InvalidArgument, NameNotFound, Status, make_error
+from ._errors import IntEnum, InvalidArgument, NameNotFound, make_error
 from ._options import Options, resolve_options
 from ._util import Handle, as_int, check, cstr, last_error, out_handle, text
 
@@ -21,7 +20,7 @@ if TYPE_CHECKING:
     Source = Union[str, bytes]
 
 
-class Tier(enum.IntEnum):
+class Tier(IntEnum):
     """Where a binary came from (``kjit_tier``)."""
     COMPILED = 0  #: NVRTC ran for this request
     MEMORY = 1    #: in-process memory tier hit
@@ -217,7 +216,7 @@ class CompileFuture(Handle):
         out = ctypes.c_void_p()
         st = _lib.lib().kjit_future_wait(self._handle(), ms, ctypes.byref(out))
         if st:
-            raise _compile_failure(st, out.value if st == Status.COMPILE else None)
+            raise _compile_failure(st, out.value)
         return Binary._wrap(out_handle(out))
 
 
@@ -279,7 +278,7 @@ class Compiler(Handle):
             if owned and opts is not None:
                 opts.close()
         if st:
-            raise _compile_failure(st, out.value if st == Status.COMPILE else None)
+            raise _compile_failure(st, out.value)
         return Binary._wrap(out_handle(out))
 
     def compile_async(self, source: Source, options: Optional[Options] = None,

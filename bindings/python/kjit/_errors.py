@@ -16,7 +16,34 @@ if TYPE_CHECKING:
     from typing import Dict, Optional, Tuple, Type
 
 
-class Status(enum.IntEnum):
+_NUMERIC_FORMATS = frozenset("bcdeEfFgGnoxX%")
+
+
+def _enum_str(self: enum.Enum) -> str:
+    return enum.Flag.__str__(self) if isinstance(self, enum.Flag) else enum.Enum.__str__(self)
+
+
+def _enum_format(self: enum.Enum, spec: str) -> str:
+    if spec and spec[-1] in _NUMERIC_FORMATS:
+        return int.__format__(int(self), spec)  # type: ignore[call-overload]
+    return format(str(self), spec)
+
+
+class IntEnum(enum.IntEnum):
+    """An ``enum.IntEnum`` that prints as ``Tier.COMPILED`` on every Python (3.11 made
+    ``str()`` and ``format()`` of an IntEnum its number); ``%d`` and ``{:d}`` give the
+    number."""
+    __str__ = _enum_str
+    __format__ = _enum_format
+
+
+class IntFlag(enum.IntFlag):
+    """An ``enum.IntFlag`` that prints as ``Output.PTX|CUBIN`` on every Python."""
+    __str__ = _enum_str
+    __format__ = _enum_format
+
+
+class Status(IntEnum):
     """``kjit_status`` values (stable numbers, include/kjit/common.h)."""
     OK = 0
     INVALID_ARGUMENT = 1
@@ -146,9 +173,14 @@ class UnsupportedTarget(InvalidArgument):
     default_status = Status.UNSUPPORTED_TARGET
 
 
-class NameNotFound(KjitError, LookupError):
+class NameNotFound(_WithLog, LookupError):
     """A name expression or kernel name is not in the program
-    (``KJIT_ERROR_NAME_NOT_FOUND``)."""
+    (``KJIT_ERROR_NAME_NOT_FOUND``).
+
+    Attributes:
+        log: the compile log, with a line for each name expression that names nothing
+            ("" when the error did not come from a compile).
+    """
     default_status = Status.NAME_NOT_FOUND
 
 
@@ -281,6 +313,6 @@ def make_error(status: int, message: str, log: str = "") -> KjitError:
     except ValueError:
         st = None
         message = "unknown kjit status %d%s" % (status, ": " + message if message else "")
-    if cls is CompileError or cls is LinkError:
+    if issubclass(cls, _WithLog):
         return cls(st, message, log)
     return cls(st, message)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import enum
 from dataclasses import dataclass
 TYPE_CHECKING = False  # typing only for type checkers: annotations are strings
 if TYPE_CHECKING:
@@ -19,11 +18,11 @@ if TYPE_CHECKING:
 from . import _lib
 from ._arrays import ArrayInfo, array_info, device_pointer, stream_handle
 from ._cache import Cache, _cache_handle
-from ._errors import InvalidArgument
+from ._errors import IntEnum, InvalidArgument
 from ._util import Handle, as_bool, as_int, check, out_handle
 
 
-class GemmDtype(enum.IntEnum):
+class GemmDtype(IntEnum):
     """Element types (``kjit_gemm_dtype``)."""
     DEFAULT = 0   #: derive it (see GemmDesc)
     F32 = 1
@@ -34,7 +33,7 @@ class GemmDtype(enum.IntEnum):
     F64 = 6
 
 
-class GemmCompute(enum.IntEnum):
+class GemmCompute(IntEnum):
     """Compute (accumulation) type (``kjit_gemm_compute``)."""
     DEFAULT = 0        #: F64 for f64 data, F32 otherwise
     F32 = 1
@@ -45,19 +44,19 @@ class GemmCompute(enum.IntEnum):
     F32_FAST_BF16 = 6
 
 
-class GemmOrder(enum.IntEnum):
+class GemmOrder(IntEnum):
     """Storage order shared by A, B, C and D (``kjit_gemm_order``)."""
     COL_MAJOR = 0
     ROW_MAJOR = 1
 
 
-class GemmOp(enum.IntEnum):
+class GemmOp(IntEnum):
     """Operation applied to A or B (``kjit_gemm_op``)."""
     N = 0  #: as stored
     T = 1  #: transposed
 
 
-class GemmEpilogue(enum.IntEnum):
+class GemmEpilogue(IntEnum):
     """Epilogue (``kjit_gemm_epilogue``); GELU is the tanh approximation. The bias has
     one element per column of a row-major D (per row of a column-major D)."""
     NONE = 0

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import ctypes
-import enum
 import math
 import os
 import struct
@@ -15,13 +14,13 @@ if TYPE_CHECKING:
 
 from . import _lib
 from ._arrays import pointer_getter, pointer_kind, stream_handle
-from ._errors import ArgumentMismatch, InvalidArgument, InternalError
+from ._errors import ArgumentMismatch, IntEnum, InvalidArgument, InternalError
 from ._util import Handle, as_int, check, record, text
 
 _U32 = (1 << 32) - 1
 
 
-class LoadPath(enum.IntEnum):
+class LoadPath(IntEnum):
     """How a kernel's code was loaded (``kjit_load_path``)."""
     CUBIN = 0  #: CUBIN for the device's exact architecture
     PTX = 1    #: PTX JIT-compiled by the driver (no matching CUBIN)

@@ -12,7 +12,6 @@ CUBIN, cached like a compile.
 from __future__ import annotations
 
 import ctypes
-import enum
 import os
 from ctypes import POINTER, c_char_p, c_int, c_size_t, c_uint, c_void_p
 TYPE_CHECKING = False  # typing only for type checkers: annotations are strings
@@ -22,7 +21,7 @@ if TYPE_CHECKING:
 from . import _lib
 from ._cache import Cache, _cache_handle
 from ._compile import Binary
-from ._errors import InvalidArgument, make_error
+from ._errors import IntEnum, InvalidArgument, make_error
 from ._util import Handle, as_int, check, cstr, last_error, out_handle, text
 
 # The C functions of link.h, declared with the others when the library is loaded (or
@@ -42,7 +41,7 @@ _lib.declare({
 })
 
 
-class InputKind(enum.IntEnum):
+class InputKind(IntEnum):
     """Kinds of link input (``kjit_link_input``)."""
     AUTO = 0     #: files only: from the name (.cubin .ptx .ltoir .fatbin .o .a)
     CUBIN = 1    #: relocatable CUBIN (compiled with -rdc=true)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import ctypes
-import enum
 import os
 from collections.abc import Iterable, Mapping
 
@@ -11,11 +10,11 @@ if TYPE_CHECKING:
     from typing import Any, List, Optional, Tuple, Union
 
 from . import _lib
-from ._errors import InvalidArgument
+from ._errors import IntFlag, InvalidArgument
 from ._util import Handle, as_bool, as_int, check, cstr, out_handle
 
 
-class Output(enum.IntFlag):
+class Output(IntFlag):
     """What a compile produces (``kjit_output``); combine with ``|``. DEFAULT (0) means
     PTX + CUBIN for sm_ targets, PTX for compute_ targets."""
     DEFAULT = 0

@@ -104,8 +104,33 @@ class CompileTest(unittest.TestCase):
         self.assertEqual(again.lowered_name("fill<float, 2>"), lf)
 
     def test_name_expression_that_names_nothing(self):
-        with self.assertRaises(kjit.NameNotFound):
+        with self.assertRaises(kjit.NameNotFound) as cm:
             self.compile(TEMPLATED, name_expressions=["nothing_here<int>"])
+        e = cm.exception
+        self.assertEqual(e.status, kjit.Status.NAME_NOT_FOUND)
+        # The compile's log, as the C status carries it, names the expression.
+        self.assertIn("nothing_here<int>", e.log)
+        self.assertIn(e.log.rstrip("\n"), str(e))
+        # A lookup on a binary has no compile log.
+        b = self.compile(TEMPLATED, name_expressions=["fill<float, 2>"])
+        with self.assertRaises(kjit.NameNotFound) as cm:
+            b.lowered_name("fill<double, 1>")
+        self.assertEqual(cm.exception.log, "")
+
+    def test_enums_print_their_names(self):
+        b = self.compile()
+        self.assertEqual(str(b.tier), "Tier.COMPILED")
+        self.assertEqual("%s" % b.tier, "Tier.COMPILED")
+        self.assertEqual("{}".format(b.tier), "Tier.COMPILED")
+        self.assertEqual("%d" % b.tier, "0")
+        self.assertEqual("{:d}".format(kjit.Tier.DISK), "2")
+        self.assertEqual(b.tier, 0)
+        self.assertEqual(str(kjit.Status.NAME_NOT_FOUND), "Status.NAME_NOT_FOUND")
+        both = kjit.Output.PTX | kjit.Output.CUBIN
+        self.assertIn("PTX", str(both))
+        self.assertIn("CUBIN", str(both))
+        self.assertTrue(str(both).startswith("Output."))
+        self.assertEqual(int(both), 3)
 
     def test_compile_error_carries_the_log(self):
         src = "extern \"C\" __global__ void broken(int* p) { *p = undeclared_thing; }\n"
