@@ -68,6 +68,7 @@ class Worker : public ::testing::Test {
     setenv("TMPDIR", tmp_.path().c_str(), 1);  // private worker directories live here
     unsetenv("KJIT_COMPILE_MODE");
     unsetenv("KJIT_COMPILE_TIMEOUT_S");
+    unsetenv("KJIT_COMPILE_MEMORY_MB");
     unsetenv("KJIT_CACHE_DIR");
   }
   void TearDown() override {
@@ -281,6 +282,27 @@ TEST_F(Worker, SlowCompileIsStoppedAtItsTimeLimit) {
   EXPECT_NE(o.message.find("time limit of 2 s"), std::string::npos) << o.message;
   EXPECT_GE(ms, 1900);
   EXPECT_LT(ms, 9000);
+  const Outcome next = compiler.compile(kjit::test::kSaxpySource, sm90());
+  EXPECT_EQ(next.status, KJIT_OK) << next.message;
+}
+
+// KJIT_COMPILE_MEMORY_MB: a compile during which the worker's resident memory passes the
+// limit is stopped with KJIT_ERROR_OUT_OF_MEMORY, and the worker serves the next compile.
+// (1 MiB: any worker passes it at once.)
+TEST_F(Worker, MemoryLimitStopsTheCompile) {
+  setenv("KJIT_COMPILE_MEMORY_MB", "1", 1);
+  TempDir dir;
+  auto cache = open_cache(dir.path());
+  {
+    kjit::Compiler compiler(cache.get(), 1);
+    compiler.set_mode(CompileMode::Worker);
+    const Outcome o = compiler.compile(kSlowSource, sm90("slow.cu"));
+    EXPECT_EQ(o.status, KJIT_ERROR_OUT_OF_MEMORY) << o.message;
+    EXPECT_NE(o.message.find("KJIT_COMPILE_MEMORY_MB"), std::string::npos) << o.message;
+  }
+  unsetenv("KJIT_COMPILE_MEMORY_MB");
+  kjit::Compiler compiler(cache.get(), 1);
+  compiler.set_mode(CompileMode::Worker);
   const Outcome next = compiler.compile(kjit::test::kSaxpySource, sm90());
   EXPECT_EQ(next.status, KJIT_OK) << next.message;
 }

@@ -18,6 +18,7 @@
 // when its socket file is removed or replaced.
 #include <dirent.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -334,6 +335,10 @@ void handle_compile(Server& s, int fd, const wk::CompileRequest& q) {
                 KJIT_TIER_COMPILED};
   }
   t_client_fd = -1;
+  // A heavy compile leaves gigabytes free in the allocator's arenas, counted in this
+  // worker's resident memory (and so against KJIT_COMPILE_MEMORY_MB) until returned: the
+  // last compile to finish gives them back to the system.
+  if (s.in_flight.load() == 1) ::malloc_trim(0);
   for (kjit::OpenedFile& f : rep.audit.opened) f.nvrtc_private = kjit::nvrtc_private(f.path);
   const int stop = r->stop.load();
   if ((stop == kTimeLimit || stop == kMemoryLimit) && o.status == KJIT_ERROR_CANCELLED) {
