@@ -168,6 +168,20 @@ int child_raw(const std::string& cutlass, const std::vector<int>& variants) {
   return 0;
 }
 
+// kjit's own lines of a compile's log (why a result was not stored, a PCH that failed...).
+void print_kjit_notes(int variant, const kjit_binary* b) {
+  const std::string log = kjit_binary_log(b) ? kjit_binary_log(b) : "";
+  size_t pos = 0;
+  while (pos < log.size()) {
+    size_t end = log.find('\n', pos);
+    if (end == std::string::npos) end = log.size();
+    if (log.compare(pos, 5, "kjit:") == 0) {
+      std::fprintf(stderr, "  variant %d: %.*s\n", variant, int(end - pos), log.c_str() + pos);
+    }
+    pos = end + 1;
+  }
+}
+
 int child_kjit(const std::string& cutlass, const std::string& cache_dir,
                const std::vector<int>& variants) {
   kjit_cache_options co;
@@ -200,6 +214,7 @@ int child_kjit(const std::string& cutlass, const std::string& cache_dir,
       break;
     }
     std::printf("C %f %d\n", s, kjit_binary_tier(b));
+    print_kjit_notes(v, b);
     std::fflush(stdout);
     kjit_binary_destroy(b);
   }
@@ -402,6 +417,12 @@ std::string worker_text(const After& a) {
   return buf;
 }
 
+// Compiles whose result the cache did not keep (NVRTC read a file the key does not cover).
+std::string not_stored_text(const After& a) {
+  if (a.stats.total_not_stored == 0) return "";
+  return "; not stored: " + std::to_string(a.stats.total_not_stored);
+}
+
 std::string tiers_text(const std::vector<Child>& children) {
   int compiled = 0, hits = 0;
   for (const Child& c : children) {
@@ -441,7 +462,8 @@ void rows_1_to_3(const std::set<int>& rows) {
   const After a2 = after_row(dir);
   g_rows.push_back({"2", "kjit first compile, fresh process, fresh cache, default mode (auto)",
                     fmt(1, c2.wall), fmt(1, c2.compiles.at(0).first),
-                    tier_name(c2.compiles.at(0).second), pch_text(a2), worker_text(a2)});
+                    tier_name(c2.compiles.at(0).second) + not_stored_text(a2), pch_text(a2),
+                    worker_text(a2)});
   if (rows.count(3)) {
     const std::string out = g_workdir + "/heavy_output.txt";
     if (FILE* f = std::fopen(out.c_str(), "w")) {
@@ -454,7 +476,8 @@ void rows_1_to_3(const std::set<int>& rows) {
     const After a3 = after_row(dir);
     g_rows.push_back({"3", "kjit same program, new process, after an output file in its cwd",
                       fmt(3, c3.wall), fmt(3, c3.compiles.at(0).first),
-                      tier_name(c3.compiles.at(0).second), pch_text(a3), worker_text(a3)});
+                      tier_name(c3.compiles.at(0).second) + not_stored_text(a3), pch_text(a3),
+                      worker_text(a3)});
     stop_worker(dir, a3);
   } else {
     stop_worker(dir, a2);
@@ -481,8 +504,8 @@ void row_4() {
                       mode == std::string("kjit")
                           ? "4 variants, 4 processes at once: kjit default mode, shared cache"
                           : "4 variants, 4 processes at once: kjit KJIT_COMPILE_MODE=inprocess",
-                      fmt(1, wall), fmt(1, max_compile(kj)) + " (slowest)", tiers_text(kj),
-                      pch_text(a), worker_text(a)});
+                      fmt(1, wall), fmt(1, max_compile(kj)) + " (slowest)",
+                      tiers_text(kj) + not_stored_text(a), pch_text(a), worker_text(a)});
     stop_worker(dir, a);
   }
 }
@@ -494,11 +517,11 @@ void row_5() {
   const double wall = run_set("kjit", dir, std::vector<int>(8, 5), &kj);
   progress("row 5", "kjit", wall);
   const After a = after_row(dir);
-  g_rows.push_back(
-      {"5", "8 processes, same kernel at once: kjit default mode, shared cache", fmt(1, wall),
-       fmt(1, max_compile(kj)) + " (slowest)",
-       tiers_text(kj) + "; NVRTC compiles in total: " + std::to_string(a.stats.total_compiles),
-       pch_text(a), worker_text(a)});
+  g_rows.push_back({"5", "8 processes, same kernel at once: kjit default mode, shared cache",
+                    fmt(1, wall), fmt(1, max_compile(kj)) + " (slowest)",
+                    tiers_text(kj) + "; NVRTC compiles in total: " +
+                        std::to_string(a.stats.total_compiles) + not_stored_text(a),
+                    pch_text(a), worker_text(a)});
   stop_worker(dir, a);
 }
 
@@ -518,7 +541,7 @@ void row_6() {
   g_rows.push_back({"6", "variant, then another in the same process: kjit default mode",
                     fmt(1, kj.wall),
                     fmt(1, kj.compiles.at(0).first) + " then " + fmt(1, kj.compiles.at(1).first),
-                    tiers_text({kj}), pch_text(a), worker_text(a)});
+                    tiers_text({kj}) + not_stored_text(a), pch_text(a), worker_text(a)});
   stop_worker(dir, a);
 }
 
