@@ -11,13 +11,19 @@
 //   --rows    comma-separated row numbers out of 1-6 (default all); row 7 is the PCH and
 //             worker columns of the others.
 //
-// On a GPU host, from the bundle made by tools/make_bundle.sh (run where bundle/ and
-// shared/ lie side by side; no GPU is used, only NVRTC and the toolkit's headers):
+// On a GPU host, from the bundle made by tools/make_bundle.sh (bench_heavy is one of its
+// bin/bench_* programs; no GPU is used, only NVRTC and the toolkit's headers), with TGZ the
+// project's shared/testdata/cutlass-4.7.tgz:
 //
-//   mkdir -p /tmp/cutlass && tar -xzf shared/testdata/cutlass-4.7.tgz -C /tmp/cutlass
+//   mkdir -p /tmp/cutlass && tar -xzf TGZ -C /tmp/cutlass
 //   export KJIT_WORKER=$PWD/bundle/libexec/kjit/kjit-worker
 //   export LD_LIBRARY_PATH=$PWD/bundle/lib:$PWD/bundle/bin:/usr/local/cuda/lib64
-//   bundle/bin/bench_heavy --cutlass /tmp/cutlass > heavy.md
+//   bundle/bin/bench_heavy --cutlass /tmp/cutlass > heavy.md 2> heavy.err
+//
+// All rows run about 20 compiles of the kernel (tens of seconds each on a fast core, up to 8
+// at once); where one command may run only 10 minutes, run `--rows 1,2,3` and
+// `--rows 4,5,6` as two commands. Progress, with each row's times, goes to stderr as it
+// goes; the table comes at the end.
 //
 // The program (the test's source, with the test's options, for sm_90a):
 //   #include "kernel/thread/contraction.hpp"
