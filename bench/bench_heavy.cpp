@@ -40,8 +40,8 @@
 //      the toolkit's include directories explicitly (kjit_toolkit_include_path()).
 //   2. kjit_compile, default settings (compile mode auto: through the compile worker when it
 //      starts), fresh process, fresh cache.
-//   3. the same program again in a new process after an output file was written into the
-//      children's working directory: tier and time.
+//   3. the same program again in a new process: 3a with nothing changed (the control), 3b
+//      after an output file was written into the children's working directory: tier, time.
 //   4. 4 variants from 4 processes at once: raw NVRTC; kjit default mode (one fresh cache
 //      shared by the 4); kjit with KJIT_COMPILE_MODE=inprocess (another fresh shared cache).
 //   5. 8 processes compiling the same kernel at once through kjit (fresh shared cache): wall
@@ -137,7 +137,8 @@ std::vector<int> parse_list(const std::string& s) {
   return out;
 }
 
-// ---- the child: compiles the listed variants in order, one "C <seconds> <tier>" line each --
+// ---- the child: compiles the listed variants in order, one line each:
+//      "C <seconds> <tier> <NVRTC seconds>" (kjit_binary_compile_ms for kjit) -----------------
 
 int child_raw(const std::string& cutlass, const std::vector<int>& variants) {
   std::vector<std::string> args(std::begin(kTestOptions), std::end(kTestOptions));
@@ -168,7 +169,7 @@ int child_raw(const std::string& cutlass, const std::vector<int>& variants) {
       return 1;
     }
     nvrtcDestroyProgram(&p);
-    std::printf("C %f %d\n", s, KJIT_TIER_COMPILED);
+    std::printf("C %f %d %f\n", s, KJIT_TIER_COMPILED, s);
     std::fflush(stdout);
   }
   return 0;
@@ -219,7 +220,7 @@ int child_kjit(const std::string& cutlass, const std::string& cache_dir,
       rc = 1;
       break;
     }
-    std::printf("C %f %d\n", s, kjit_binary_tier(b));
+    std::printf("C %f %d %f\n", s, kjit_binary_tier(b), kjit_binary_compile_ms(b) / 1000.0);
     print_kjit_notes(v, b);
     std::fflush(stdout);
     kjit_binary_destroy(b);
@@ -251,6 +252,7 @@ struct Child {
   double start = 0;
   double wall = 0;                               // seconds, fork to exit
   std::vector<std::pair<double, int>> compiles;  // seconds, tier
+  std::vector<double> nvrtc;                     // NVRTC's own seconds of each
 };
 
 std::string g_cutlass;
@@ -303,8 +305,10 @@ void finish_child(Child& c, const char* what) {
     if (end == std::string::npos) end = text.size();
     double s = 0;
     int tier = -1;
-    if (std::sscanf(text.c_str() + pos, "C %lf %d", &s, &tier) == 2) {
+    double nvrtc = 0;
+    if (std::sscanf(text.c_str() + pos, "C %lf %d %lf", &s, &tier, &nvrtc) == 3) {
       c.compiles.emplace_back(s, tier);
+      c.nvrtc.push_back(nvrtc);
     }
     pos = end + 1;
   }
@@ -429,6 +433,15 @@ std::string not_stored_text(const After& a) {
   return "; not stored: " + std::to_string(a.stats.total_not_stored);
 }
 
+// The tier of a child's i-th compile, with NVRTC's own time when it compiled.
+std::string tier_text(const Child& c, size_t i) {
+  std::string out = tier_name(c.compiles.at(i).second);
+  if (c.compiles.at(i).second == KJIT_TIER_COMPILED) {
+    out += " (NVRTC " + fmt(1, c.nvrtc.at(i)) + " s)";
+  }
+  return out;
+}
+
 std::string tiers_text(const std::vector<Child>& children) {
   int compiled = 0, hits = 0;
   for (const Child& c : children) {
@@ -468,9 +481,16 @@ void rows_1_to_3(const std::set<int>& rows) {
   const After a2 = after_row(dir);
   g_rows.push_back({"2", "kjit first compile, fresh process, fresh cache, default mode (auto)",
                     fmt(1, c2.wall), fmt(1, c2.compiles.at(0).first),
-                    tier_name(c2.compiles.at(0).second) + not_stored_text(a2), pch_text(a2),
-                    worker_text(a2)});
+                    tier_text(c2, 0) + not_stored_text(a2), pch_text(a2), worker_text(a2)});
   if (rows.count(3)) {
+    // The control: a new process, nothing changed.
+    std::fprintf(stderr, "row 3: kjit again, new process, nothing changed...\n");
+    const Child c3a = run_child("kjit", dir, {0});
+    progress("row 3", tier_name(c3a.compiles.at(0).second), c3a.wall);
+    const After a3a = after_row(dir);
+    g_rows.push_back({"3a", "kjit same program, new process, nothing changed", fmt(3, c3a.wall),
+                      fmt(3, c3a.compiles.at(0).first), tier_text(c3a, 0) + not_stored_text(a3a),
+                      pch_text(a3a), worker_text(a3a)});
     const std::string out = g_workdir + "/heavy_output.txt";
     if (FILE* f = std::fopen(out.c_str(), "w")) {
       std::fprintf(f, "first compile %.3f s\n", c2.compiles.at(0).first);
@@ -480,10 +500,9 @@ void rows_1_to_3(const std::set<int>& rows) {
     const Child c3 = run_child("kjit", dir, {0});
     progress("row 3", tier_name(c3.compiles.at(0).second), c3.wall);
     const After a3 = after_row(dir);
-    g_rows.push_back({"3", "kjit same program, new process, after an output file in its cwd",
+    g_rows.push_back({"3b", "kjit same program, new process, after an output file in its cwd",
                       fmt(3, c3.wall), fmt(3, c3.compiles.at(0).first),
-                      tier_name(c3.compiles.at(0).second) + not_stored_text(a3), pch_text(a3),
-                      worker_text(a3)});
+                      tier_text(c3, 0) + not_stored_text(a3), pch_text(a3), worker_text(a3)});
     stop_worker(dir, a3);
   } else {
     stop_worker(dir, a2);
@@ -547,7 +566,8 @@ void row_6() {
   g_rows.push_back({"6", "variant, then another in the same process: kjit default mode",
                     fmt(1, kj.wall),
                     fmt(1, kj.compiles.at(0).first) + " then " + fmt(1, kj.compiles.at(1).first),
-                    tiers_text({kj}) + not_stored_text(a), pch_text(a), worker_text(a)});
+                    tier_text(kj, 0) + ", " + tier_text(kj, 1) + not_stored_text(a), pch_text(a),
+                    worker_text(a)});
   stop_worker(dir, a);
 }
 
@@ -570,7 +590,7 @@ void print_table() {
   std::printf(
       "\nwall: fork of the child process to its exit; compile call: nvrtcCreateProgram to "
       "the CUBIN, or kjit_compile, inside it. Every kjit row uses a fresh cache directory "
-      "(row 3 reuses row 2's); PCH counts are totals over all processes of that cache.\n");
+      "(rows 3a and 3b reuse row 2's); PCH counts are totals over all processes of that cache.\n");
 }
 
 void usage() {
