@@ -8,8 +8,8 @@
 //   DIR    holds CUTLASS's include/ (CUTLASS and CuTe) and test/unit/nvrtc/: the project's
 //          test data, `tar -xzf shared/testdata/cutlass-4.7.tgz -C DIR`.
 //   --quick   rows 1-3 only (a smoke test).
-//   --rows    comma-separated row numbers out of 1-6 (default all); row 7 is the PCH and
-//             worker columns of the others.
+//   --rows    comma-separated row numbers out of 1-6 (default all); row 3 runs row 2 first
+//             (it reuses its cache); row 7 is the PCH and worker columns of the others.
 //
 // On a GPU host, from the bundle made by tools/make_bundle.sh (bench_heavy is one of its
 // bin/bench_* programs; no GPU is used, only NVRTC and the toolkit's headers), with TGZ the
@@ -484,9 +484,9 @@ void rows_1_to_3(const std::set<int>& rows) {
                     tier_text(c2, 0) + not_stored_text(a2), pch_text(a2), worker_text(a2)});
   if (rows.count(3)) {
     // The control: a new process, nothing changed.
-    std::fprintf(stderr, "row 3: kjit again, new process, nothing changed...\n");
+    std::fprintf(stderr, "row 3a: kjit again, new process, nothing changed...\n");
     const Child c3a = run_child("kjit", dir, {0});
-    progress("row 3", tier_name(c3a.compiles.at(0).second), c3a.wall);
+    progress("row 3a", tier_name(c3a.compiles.at(0).second), c3a.wall);
     const After a3a = after_row(dir);
     g_rows.push_back({"3a", "kjit same program, new process, nothing changed", fmt(3, c3a.wall),
                       fmt(3, c3a.compiles.at(0).first), tier_text(c3a, 0) + not_stored_text(a3a),
@@ -496,9 +496,9 @@ void rows_1_to_3(const std::set<int>& rows) {
       std::fprintf(f, "first compile %.3f s\n", c2.compiles.at(0).first);
       std::fclose(f);
     }
-    std::fprintf(stderr, "row 3: kjit again, new process, after writing %s...\n", out.c_str());
+    std::fprintf(stderr, "row 3b: kjit again, new process, after writing %s...\n", out.c_str());
     const Child c3 = run_child("kjit", dir, {0});
-    progress("row 3", tier_name(c3.compiles.at(0).second), c3.wall);
+    progress("row 3b", tier_name(c3.compiles.at(0).second), c3.wall);
     const After a3 = after_row(dir);
     g_rows.push_back({"3b", "kjit same program, new process, after an output file in its cwd",
                       fmt(3, c3.wall), fmt(3, c3.compiles.at(0).first),
