@@ -23,6 +23,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 #include <math.h>
 #include <stddef.h>
@@ -513,53 +514,57 @@ fail:
   return NULL;
 }
 
-/* The launch configuration from grid, block, stream and shared_mem (args[1..5] of the
- * launch methods). 0 = done, 1 = not ours, -1 = error raised. */
-static int config_of(PyObject *const *args, launch_config *cfg) {
+/* The launch configuration from grid, block, stream and shared_mem (NULL: 0).
+ * 0 = done, 1 = not ours, -1 = error raised. */
+static int config_of(PyObject *grid, PyObject *block, PyObject *stream_obj, PyObject *shared_obj,
+                     launch_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
   cfg->struct_size = sizeof *cfg;
-  if (dims_of(args[1], cfg->grid) < 0 || dims_of(args[2], cfg->block) < 0) return 1;
-  uint64_t shared;
-  if (u64_of(args[5], &shared) < 0 || shared > UINT32_MAX) return 1;
+  if (dims_of(grid, cfg->grid) < 0 || dims_of(block, cfg->block) < 0) return 1;
+  uint64_t shared = 0;
+  if (shared_obj != NULL && (u64_of(shared_obj, &shared) < 0 || shared > UINT32_MAX)) return 1;
   cfg->shared_bytes = (uint32_t)shared;
   uint64_t stream;
-  if (stream_of(args[4], &stream) < 0) return -1;
+  if (stream_of(stream_obj, &stream) < 0) return -1;
   cfg->stream = (void *)(uintptr_t)stream;
   return 0;
 }
 
-static PyObject *call(Launcher *self, PyObject *handle, const launch_config *cfg,
-                      const void *buffer, size_t size) {
-  void *h = PyLong_AsVoidPtr(handle);
-  if (h == NULL && PyErr_Occurred()) return NULL;
+/* The launch itself: kjit_kernel_launch_packed's status. */
+static int call(Launcher *self, void *h, const launch_config *cfg, const void *buffer,
+                size_t size) {
   int status;
   launch_fn launch = self->launch;
-  /* The launch takes microseconds, and may wait for room in the launch queue: other
-   * threads run meanwhile, as with ctypes. */
+  /* The launch takes microseconds, but may wait for room in the launch queue (as long as
+   * the GPU takes to drain it): other threads run meanwhile, as with ctypes. Releasing
+   * and taking back an uncontended GIL costs tens of nanoseconds. */
   Py_BEGIN_ALLOW_THREADS
   status = launch(h, cfg, buffer, size);
   Py_END_ALLOW_THREADS
-  return PyLong_FromLong(status);
+  return status;
+}
+
+/* The kernel handle (an int) as the C pointer. 0 = done, -1 = error raised. */
+static int handle_of(PyObject *handle, void **out) {
+  *out = PyLong_AsVoidPtr(handle);
+  return *out == NULL && PyErr_Occurred() ? -1 : 0;
 }
 
 #define LAUNCH_ARGS "(handle, grid, block, args, stream, shared_mem)"
 
-/* launch(handle, grid, block, args, stream, shared_mem): the status of
- * kjit_kernel_launch_packed, or None when the Python path must do this launch. */
-static PyObject *launcher_launch(Launcher *self, PyObject *const *args, Py_ssize_t nargs) {
-  if (nargs != 6) {
-    PyErr_SetString(PyExc_TypeError, "launch" LAUNCH_ARGS " takes 6 arguments");
-    return NULL;
-  }
-  PyObject *values = args[3];
+/* One launch of `values` (the kernel arguments) with grid, block, stream and shared
+ * (NULL: 0). 0 = launched (*status set), 1 = not ours (the Python path must do this
+ * launch), -1 = error raised. */
+static int launch_values(Launcher *self, void *h, PyObject *grid, PyObject *block,
+                         PyObject *values, PyObject *stream, PyObject *shared, int *status) {
   PyObject *owned = NULL;
   if (PyList_CheckExact(values)) { /* a copy: converting an item may run Python code */
     values = owned = PyList_AsTuple(values);
-    if (values == NULL) return NULL;
+    if (values == NULL) return -1;
   } else if (!PyTuple_CheckExact(values)) {
-    Py_RETURN_NONE;
+    return 1;
   }
-  PyObject *result = Py_None;
+  int r = 1;
   char stack[STACK_BUFFER];
   char *buf = stack;
   size_t n = self->nparams;
@@ -567,7 +572,8 @@ static PyObject *launcher_launch(Launcher *self, PyObject *const *args, Py_ssize
   if (self->bufsize > sizeof stack) {
     buf = PyMem_Malloc(self->bufsize);
     if (buf == NULL) {
-      result = PyErr_NoMemory();
+      PyErr_NoMemory();
+      r = -1;
       goto done;
     }
   }
@@ -578,16 +584,28 @@ static PyObject *launcher_launch(Launcher *self, PyObject *const *args, Py_ssize
       goto done;
   }
   launch_config cfg;
-  int r = config_of(args, &cfg);
-  if (r < 0)
-    result = NULL;
-  else if (r == 0)
-    result = call(self, args[0], &cfg, buf, self->bufsize);
+  r = config_of(grid, block, stream, shared, &cfg);
+  if (r == 0) *status = call(self, h, &cfg, buf, self->bufsize);
 done:
   if (buf != stack) PyMem_Free(buf);
   Py_XDECREF(owned);
-  if (result == Py_None) Py_RETURN_NONE;
-  return result;
+  return r;
+}
+
+/* launch(handle, grid, block, args, stream, shared_mem): the status of
+ * kjit_kernel_launch_packed, or None when the Python path must do this launch. */
+static PyObject *launcher_launch(Launcher *self, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 6) {
+    PyErr_SetString(PyExc_TypeError, "launch" LAUNCH_ARGS " takes 6 arguments");
+    return NULL;
+  }
+  void *h;
+  int status = 0;
+  if (handle_of(args[0], &h) < 0) return NULL;
+  int r = launch_values(self, h, args[1], args[2], args[3], args[4], args[5], &status);
+  if (r < 0) return NULL;
+  if (r > 0) Py_RETURN_NONE;
+  return PyLong_FromLong(status);
 }
 
 /* launch_packed(handle, grid, block, buffer, stream, shared_mem): likewise, with a
@@ -601,11 +619,13 @@ static PyObject *launcher_launch_packed(Launcher *self, PyObject *const *args,
   PyObject *buffer = args[3];
   if (!PyBytes_CheckExact(buffer) || (size_t)PyBytes_GET_SIZE(buffer) != self->bufsize)
     Py_RETURN_NONE;
+  void *h;
+  if (handle_of(args[0], &h) < 0) return NULL;
   launch_config cfg;
-  int r = config_of(args, &cfg);
+  int r = config_of(args[1], args[2], args[4], args[5], &cfg);
   if (r < 0) return NULL;
   if (r > 0) Py_RETURN_NONE;
-  return call(self, args[0], &cfg, PyBytes_AS_STRING(buffer), self->bufsize);
+  return PyLong_FromLong(call(self, h, &cfg, PyBytes_AS_STRING(buffer), self->bufsize));
 }
 
 static PyMethodDef launcher_methods[] = {
@@ -630,78 +650,166 @@ static PyTypeObject LauncherType = {
 
 #if PY_VERSION_HEX < 0x03090000
 #define PyObject_Vectorcall _PyObject_Vectorcall
+#define Py_TPFLAGS_HAVE_VECTORCALL _Py_TPFLAGS_HAVE_VECTORCALL
 #endif
 
+/* KernelBase: the C base of kjit.Kernel (when this module is in use). It holds what a
+ * launch reads, the kernel handle (_h) and its Launcher (_launcher), in C fields rather
+ * than the instance dict, and a vectorcall entry, so that kernel(grid, block, args,
+ * stream=s) comes straight to kernel_call: no Python frame, no argument tuple and no
+ * keyword dict. */
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall; /* kernel_vectorcall, set by tp_new */
+  PyObject *h;               /* _h: the handle (an int), or None / NULL once closed */
+  PyObject *launcher;        /* _launcher: a Launcher, or None for the Python path */
+} KernelBase;
+
+static PyTypeObject KernelBaseType;
+static PyObject *empty_tuple;
+
+static PyObject *kernel_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames);
+
+static PyObject *kernel_base_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+  (void)args;
+  (void)kwargs;
+  KernelBase *self = (KernelBase *)type->tp_alloc(type, 0);
+  if (self != NULL) self->vectorcall = kernel_vectorcall;
+  return (PyObject *)self;
+}
+
+static int kernel_base_traverse(KernelBase *self, visitproc visit, void *arg) {
+  Py_VISIT(self->h);
+  Py_VISIT(self->launcher);
+  return 0;
+}
+
+static int kernel_base_clear(KernelBase *self) {
+  Py_CLEAR(self->h);
+  Py_CLEAR(self->launcher);
+  return 0;
+}
+
+static void kernel_base_dealloc(KernelBase *self) {
+  PyObject_GC_UnTrack(self);
+  kernel_base_clear(self);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef kernel_base_members[] = {
+    {"_h", T_OBJECT, offsetof(KernelBase, h), 0, "the kernel handle, None once closed"},
+    {"_launcher", T_OBJECT, offsetof(KernelBase, launcher), 0,
+     "the kernel's Launcher, None for the Python path"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject KernelBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kjit._fastlaunch.KernelBase",
+    .tp_basicsize = sizeof(KernelBase),
+    .tp_dealloc = (destructor)kernel_base_dealloc,
+    .tp_vectorcall_offset = offsetof(KernelBase, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC |
+                Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "The compiled part of kjit.Kernel: its handle, Launcher and call.",
+    .tp_traverse = (traverseproc)kernel_base_traverse,
+    .tp_clear = (inquiry)kernel_base_clear,
+    .tp_members = kernel_base_members,
+    .tp_new = kernel_base_new,
+};
+
+/* The kernel's handle and Launcher (new references; *launcher NULL when there is none),
+ * from the C fields of a KernelBase, else from the attributes. -1 = error raised. */
+static int kernel_state(PyObject *self, PyObject **h, PyObject **launcher) {
+  if (PyObject_TypeCheck(self, &KernelBaseType)) {
+    KernelBase *k = (KernelBase *)self;
+    *h = k->h != NULL ? k->h : Py_None;
+    Py_INCREF(*h);
+    *launcher = k->launcher != NULL && Py_TYPE(k->launcher) == &LauncherType ? k->launcher : NULL;
+    Py_XINCREF(*launcher);
+    return 0;
+  }
+  *launcher = PyObject_GetAttr(self, str_launcher);
+  if (*launcher == NULL) return -1;
+  *h = PyObject_GetAttr(self, str_h);
+  if (*h == NULL) {
+    Py_CLEAR(*launcher);
+    return -1;
+  }
+  if (Py_TYPE(*launcher) != &LauncherType) Py_CLEAR(*launcher);
+  return 0;
+}
+
 /* Kernel.__call__(grid, block, args=(), *, stream=None, shared_mem=0, cluster=None,
- * cooperative=False) as a method of the Python class kjit.Kernel (make_call()), which
- * spares a Python frame per launch. It launches through the kernel's Launcher
- * (self._launcher) when it can; otherwise, and for anything unusual in the call itself,
- * it calls self._call_python with the same arguments, which launches or raises. */
+ * cooperative=False): the method of kjit.Kernel (make_call()) and the vectorcall of its
+ * instances (kernel_vectorcall). It launches through the kernel's Launcher when it can;
+ * otherwise, and for anything unusual in the call itself, it calls self._call_python
+ * with the same arguments, which launches or raises. */
 static PyObject *kernel_call(PyObject *self, PyObject *const *args, size_t nargsf,
                              PyObject *kwnames) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  PyObject *grid = NULL, *block = NULL, *values = NULL, *stream = Py_None, *shared = NULL;
-  int usual = nargs >= 2 && nargs <= 3;
+  PyObject *grid = NULL, *block = NULL, *values = empty_tuple, *stream = Py_None,
+           *shared = NULL;
+  int usual = nargs >= 2 && nargs <= 3, have_values = 0;
   if (usual) {
     grid = args[0];
     block = args[1];
-    if (nargs == 3) values = args[2];
+    if (nargs == 3) {
+      values = args[2];
+      have_values = 1;
+    }
   }
+  /* Keyword names are interned by the compiler, so identity finds the usual ones. */
   Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
   for (Py_ssize_t i = 0; usual && i < nkw; i++) {
     PyObject *name = PyTuple_GET_ITEM(kwnames, i), *v = args[nargs + i];
-    if (name == str_stream)
+    if (name == str_stream) {
       stream = v;
-    else if (name == str_shared_mem)
+    } else if (name == str_shared_mem) {
       shared = v;
-    else if (name == str_args && values == NULL)
+    } else if (name == str_args && !have_values) {
       values = v;
-    else if (!((name == str_cluster && v == Py_None) || (name == str_cooperative && v == Py_False)))
+      have_values = 1;
+    } else if (!((name == str_cluster && v == Py_None) ||
+                 (name == str_cooperative && v == Py_False))) {
       usual = 0; /* cluster, cooperative, other spellings: the Python method decides */
-  }
-  PyObject *result = NULL;
-  if (usual) {
-    PyObject *launcher = PyObject_GetAttr(self, str_launcher);
-    PyObject *h = launcher != NULL ? PyObject_GetAttr(self, str_h) : NULL;
-    if (h == NULL) {
-      Py_XDECREF(launcher);
-      return NULL;
     }
-    if (Py_TYPE(launcher) == &LauncherType && h != Py_None) {
-      PyObject *small_zero = PyLong_FromLong(0);
-      PyObject *call[6] = {h, grid, block, values != NULL ? values : PyTuple_New(0), stream,
-                           shared != NULL ? shared : small_zero};
-      if (call[3] != NULL && small_zero != NULL) {
-        result = launcher_launch((Launcher *)launcher, call, 6);
-        if (values == NULL) Py_DECREF(call[3]);
-      } else {
-        Py_XDECREF(values == NULL ? call[3] : NULL);
-      }
-      Py_XDECREF(small_zero);
-    } else {
-      result = Py_None;
-      Py_INCREF(result);
+  }
+  if (usual) {
+    PyObject *h, *launcher;
+    if (kernel_state(self, &h, &launcher) < 0) return NULL;
+    int r = 1, status = 0;
+    void *ptr = NULL;
+    if (launcher != NULL && h != Py_None) {
+      r = handle_of(h, &ptr);
+      if (r == 0)
+        r = launch_values((Launcher *)launcher, ptr, grid, block, values, stream, shared,
+                          &status);
     }
     Py_DECREF(h);
-    Py_DECREF(launcher);
-    if (result == NULL) return NULL;
-    if (result != Py_None) { /* launched: the status */
-      int launched_ok = PyLong_CheckExact(result) && PyLong_AsLong(result) == 0;
-      if (launched_ok) {
-        Py_DECREF(result);
-        Py_RETURN_NONE;
-      }
-      PyObject *r = PyObject_CallFunctionObjArgs(check_status, result, NULL);
-      Py_DECREF(result);
-      return r; /* raises (NULL) */
+    Py_XDECREF(launcher);
+    if (r < 0) return NULL;
+    if (r == 0) { /* launched */
+      if (status == 0) Py_RETURN_NONE;
+      PyObject *st = PyLong_FromLong(status);
+      if (st == NULL) return NULL;
+      PyObject *res = PyObject_CallFunctionObjArgs(check_status, st, NULL);
+      Py_DECREF(st);
+      return res; /* raises (NULL) */
     }
-    Py_DECREF(result);
   }
   PyObject *slow = PyObject_GetAttr(self, str_call_python);
   if (slow == NULL) return NULL;
-  result = PyObject_Vectorcall(slow, args, nargs, kwnames);
+  PyObject *result = PyObject_Vectorcall(slow, args, nargs, kwnames);
   Py_DECREF(slow);
   return result;
+}
+
+/* The vectorcall of KernelBase instances: `self` is the callable. */
+static PyObject *kernel_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames) {
+  return kernel_call(self, args, nargsf, kwnames);
 }
 
 static PyMethodDef kernel_call_def = {
@@ -718,6 +826,32 @@ static PyObject *make_call(PyObject *module, PyObject *cls) {
     return NULL;
   }
   return PyDescr_NewMethod((PyTypeObject *)cls, &kernel_call_def);
+}
+
+/* use_vectorcall(cls): calls of instances of `cls`, a subclass of KernelBase whose
+ * __call__ is make_call()'s, go to kernel_vectorcall directly. Setting __call__ in a
+ * Python class makes its tp_call slot_tp_call, which builds an argument tuple and a
+ * keyword dict and looks __call__ up on every call; and Python before 3.12 does not let
+ * a Python subclass inherit its base's vectorcall. Both run the same kernel_call. Call it
+ * after __call__ is set: a later assignment of __call__ would not be seen. */
+static PyObject *use_vectorcall(PyObject *module, PyObject *cls) {
+  (void)module;
+  if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &KernelBaseType)) {
+    PyErr_SetString(PyExc_TypeError, "use_vectorcall(cls) takes a subclass of KernelBase");
+    return NULL;
+  }
+  PyTypeObject *tp = (PyTypeObject *)cls;
+  PyObject *call = PyObject_GetAttrString(cls, "__call__");
+  if (call == NULL) return NULL;
+  int ours = Py_IS_TYPE(call, &PyMethodDescr_Type) &&
+             ((PyMethodDescrObject *)call)->d_method->ml_meth ==
+                 (PyCFunction)(void (*)(void))kernel_call;
+  Py_DECREF(call);
+  if (!ours) Py_RETURN_FALSE; /* a __call__ of its own: slot_tp_call runs it */
+  tp->tp_vectorcall_offset = offsetof(KernelBase, vectorcall);
+  tp->tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL;
+  PyType_Modified(tp);
+  Py_RETURN_TRUE;
 }
 
 /* ---- module ---------------------------------------------------------------------------- */
@@ -754,6 +888,8 @@ static PyMethodDef module_methods[] = {
     {"setup", (PyCFunction)(void (*)(void))setup, METH_FASTCALL,
      "setup(kind_of_type, stream_handle, check)"},
     {"make_call", make_call, METH_O, "make_call(cls): the compiled Kernel.__call__ for cls"},
+    {"use_vectorcall", use_vectorcall, METH_O,
+     "use_vectorcall(cls): instances of cls (a KernelBase) are called without slot_tp_call"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -782,12 +918,19 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
       intern(&str_cluster, "cluster") < 0 || intern(&str_cooperative, "cooperative") < 0)
     return NULL;
   if (kinds == NULL && (kinds = PyDict_New()) == NULL) return NULL;
-  if (PyType_Ready(&LauncherType) < 0) return NULL;
+  if (empty_tuple == NULL && (empty_tuple = PyTuple_New(0)) == NULL) return NULL;
+  if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&KernelBaseType) < 0) return NULL;
   PyObject *m = PyModule_Create(&module_def);
   if (m == NULL) return NULL;
   Py_INCREF(&LauncherType);
   if (PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0) {
     Py_DECREF(&LauncherType);
+    Py_DECREF(m);
+    return NULL;
+  }
+  Py_INCREF(&KernelBaseType);
+  if (PyModule_AddObject(m, "KernelBase", (PyObject *)&KernelBaseType) < 0) {
+    Py_DECREF(&KernelBaseType);
     Py_DECREF(m);
     return NULL;
   }

@@ -405,8 +405,13 @@ class KernelAttributes:
 if TYPE_CHECKING:
     Dim3 = Union[int, Tuple[int, ...]]
 
+# With the compiled path, Kernel's handle (_h) and Launcher (_launcher) live in the C
+# base _fastlaunch.KernelBase, which also lets kernel(...) reach C without a Python frame.
+_KERNEL_BASES: Tuple[type, ...] = (Handle,) if _fastlaunch is None else \
+    (_fastlaunch.KernelBase, Handle)
 
-class Kernel(Handle):
+
+class Kernel(*_KERNEL_BASES):  # type: ignore[misc]
     """A loaded, launchable kernel, from :meth:`Compiler.kernel` or
     :meth:`Binary.kernel`. Call it like CuPy's RawKernel::
 
@@ -421,6 +426,11 @@ class Kernel(Handle):
     """
 
     _kind = "Kernel"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if _fastlaunch is not None:
+            _fastlaunch.use_vectorcall(cls)  # unless cls has a __call__ of its own
 
     def __init__(self) -> None:
         raise TypeError("kjit.Kernel objects come from Compiler.kernel() or Binary.kernel()")
@@ -685,6 +695,8 @@ class Kernel(Handle):
 
 
 if _fastlaunch is not None:
-    # kernel(...) straight into C: the compiled launch path without a Python frame.
-    # Kernel.launch stays the Python method (same path, one frame more).
+    # kernel(...) straight into C: the compiled launch path without a Python frame, and
+    # (use_vectorcall) without an argument tuple or keyword dict. Kernel.launch stays the
+    # Python method (same path, one frame more).
     Kernel.__call__ = _fastlaunch.make_call(Kernel)  # type: ignore[method-assign]
+    _fastlaunch.use_vectorcall(Kernel)

@@ -358,5 +358,62 @@ class LaunchPathTest(unittest.TestCase):
         k._h = None
 
 
+@unittest.skipIf(NO_FAST, NO_FAST)
+class CompiledKernelTest(unittest.TestCase):
+    """kjit.Kernel on the compiled path: its C base, and calls that reach C directly."""
+    VECTORCALL = 1 << 11  # Py_TPFLAGS_HAVE_VECTORCALL
+
+    def test_handle_and_launcher_are_c_fields(self):
+        k = fake_kernel(SAXPY_LAYOUT, fast=True)
+        self.assertIsInstance(k, _kernel._fastlaunch.KernelBase)
+        self.assertNotIn("_h", vars(k))
+        self.assertNotIn("_launcher", vars(k))
+        self.assertEqual(k._h, 1)
+        self.assertIsInstance(k._launcher, _kernel._fastlaunch.Launcher)
+        self.assertFalse(k.closed)
+        k.close()
+        self.assertIsNone(k._h)
+        self.assertTrue(k.closed)
+        k = kjit.Kernel.__new__(kjit.Kernel)  # nothing set yet: None, as Handle._h
+        self.assertIsNone(k._h)
+        self.assertIsNone(k._launcher)
+        with self.assertRaises(kjit.InvalidHandle):
+            k(1, 1)
+
+    def test_every_call_form_launches_in_c(self):
+        x = FakeCudaArray(0x1000)
+        k = fake_kernel(SAXPY_LAYOUT, fast=True)
+        k._call_python = None  # not called
+        k(1, 1, (2.0, x, x, 4))                        # vectorcall
+        kjit.Kernel.__call__(k, 1, 1, [2.0, x, x, 4])  # the method descriptor
+        k(*(1, 1), **{"args": (2.0, x, x, 4), "stream": 5})  # tp_call: a tuple and dict
+        self.assertEqual(len(k.calls), 3)
+        self.assertEqual(k.calls[0], k.calls[1])
+
+    def test_vectorcall_is_used_by_kernel_and_subclasses(self):
+        for cls in (kjit.Kernel, type(fake_kernel([], fast=True))):
+            self.assertTrue(cls.__flags__ & self.VECTORCALL, cls)
+
+        class OwnCall(kjit.Kernel):
+            def __call__(self, *args, **kwargs):
+                return "own"
+
+        self.assertFalse(OwnCall.__flags__ & self.VECTORCALL)
+        k = OwnCall.__new__(OwnCall)
+        self.assertEqual(k(1, 1), "own")
+        with self.assertRaises(TypeError):
+            _kernel._fastlaunch.use_vectorcall(int)
+
+    def test_kernel_in_a_cycle_is_collected(self):
+        import gc
+        import weakref
+        k = fake_kernel([], fast=True)
+        k.me = k
+        ref = weakref.ref(k)
+        del k
+        gc.collect()
+        self.assertIsNone(ref())
+
+
 if __name__ == "__main__":
     unittest.main()
