@@ -94,6 +94,15 @@ static PyObject *kind_of_type;  /* callable: type -> kind */
 static PyObject *stream_handle; /* kjit._arrays.stream_handle */
 static PyObject *check_status;  /* kjit._util.check: raises for a status */
 static PyObject *kinds;         /* dict: type -> kind */
+static unsigned long kinds_generation; /* bumped by setup(): cached kinds are stale */
+
+/* A Launcher's memory of the last argument type at one parameter and its kind, so that
+ * launches with the same types as the last one need no dict lookup. */
+typedef struct {
+  PyObject *type; /* strong reference (the Launcher is tracked by the GC), or NULL */
+  int kind;
+  unsigned long generation;
+} kind_cache;
 
 static PyObject *str_raw, *str_is_cuda, *str_data_ptr, *str_data, *str_ptr, *str_cai,
     *str_dlpack, *str_mask, *str_cuda_stream_proto, *str_stream_attrs[3], *str_h,
@@ -368,14 +377,24 @@ static int pack_numpy(PyObject *v, int kind, char *dst, size_t size) {
   return 0;
 }
 
-/* One argument into its `size` bytes at `dst`. */
-static int pack_arg(PyObject *v, char *dst, size_t size) {
+/* One argument into its `size` bytes at `dst`; `cache` remembers its type's kind. */
+static int pack_arg(PyObject *v, char *dst, size_t size, kind_cache *cache) {
   if (PyLong_CheckExact(v)) return pack_int(v, dst, size);
   if (PyFloat_CheckExact(v)) return pack_float(v, dst, size);
-  int kind = kind_of(v);
-  if (kind < 0) {
-    PyErr_Clear();
-    return -1;
+  PyObject *tp = (PyObject *)Py_TYPE(v);
+  int kind;
+  if (cache->type == tp && cache->generation == kinds_generation) {
+    kind = cache->kind;
+  } else {
+    kind = kind_of(v);
+    if (kind < 0) {
+      PyErr_Clear();
+      return -1;
+    }
+    Py_INCREF(tp);
+    Py_XSETREF(cache->type, tp);
+    cache->kind = kind;
+    cache->generation = kinds_generation;
   }
   uint64_t p = 0;
   int r;
@@ -450,9 +469,25 @@ typedef struct {
   size_t nparams;
   size_t bufsize;
   size_t *offsets; /* nparams offsets, then nparams sizes */
+  kind_cache *kinds; /* nparams */
 } Launcher;
 
+static int launcher_traverse(Launcher *self, visitproc visit, void *arg) {
+  for (size_t i = 0; self->kinds != NULL && i < self->nparams; i++)
+    Py_VISIT(self->kinds[i].type);
+  return 0;
+}
+
+static int launcher_clear(Launcher *self) {
+  for (size_t i = 0; self->kinds != NULL && i < self->nparams; i++)
+    Py_CLEAR(self->kinds[i].type);
+  return 0;
+}
+
 static void launcher_dealloc(Launcher *self) {
+  PyObject_GC_UnTrack(self);
+  launcher_clear(self);
+  PyMem_Free(self->kinds);
   PyMem_Free(self->offsets);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -483,7 +518,8 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
   if (size_of(bufsize, &self->bufsize) < 0) goto fail;
   self->nparams = (size_t)PySequence_Fast_GET_SIZE(seq);
   self->offsets = PyMem_Calloc(2 * self->nparams + 1, sizeof(size_t));
-  if (self->offsets == NULL) {
+  self->kinds = PyMem_Calloc(self->nparams + 1, sizeof(kind_cache));
+  if (self->offsets == NULL || self->kinds == NULL) {
     PyErr_NoMemory();
     goto fail;
   }
@@ -580,7 +616,7 @@ static int launch_values(Launcher *self, void *h, PyObject *grid, PyObject *bloc
   memset(buf, 0, self->bufsize);
   for (size_t i = 0; i < n; i++) {
     if (pack_arg(PyTuple_GET_ITEM(values, i), buf + self->offsets[i],
-                 self->offsets[n + i]) < 0)
+                 self->offsets[n + i], &self->kinds[i]) < 0)
       goto done;
   }
   launch_config cfg;
@@ -640,7 +676,9 @@ static PyTypeObject LauncherType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kjit._fastlaunch.Launcher",
     .tp_basicsize = sizeof(Launcher),
     .tp_dealloc = (destructor)launcher_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)launcher_traverse,
+    .tp_clear = (inquiry)launcher_clear,
     .tp_doc = "Launcher(launch_address, params, bufsize): launches of one kernel",
     .tp_methods = launcher_methods,
     .tp_new = launcher_new,
@@ -872,6 +910,7 @@ static PyObject *setup(PyObject *module, PyObject *const *args, Py_ssize_t nargs
   Py_INCREF(args[1]);
   Py_XSETREF(stream_handle, args[1]);
   PyDict_Clear(kinds);
+  kinds_generation++;
   Py_RETURN_NONE;
 }
 

@@ -404,6 +404,32 @@ class CompiledKernelTest(unittest.TestCase):
         with self.assertRaises(TypeError):
             _kernel._fastlaunch.use_vectorcall(int)
 
+    def test_kind_cache_follows_types_per_parameter(self):
+        # One kernel launched again and again with other types at each parameter: each
+        # launch packs what the ctypes path packs (the last type's kind is remembered).
+        fast = fake_kernel([(0, 8), (8, 8)], fast=True)
+        slow = fake_kernel([(0, 8), (8, 8)], fast=False)
+        values = [FakeCudaArray(0x10), 5, cupy_like(0x20), kjit.int64(-3), TorchLike(0x30),
+                  b"12345678", FakeDLPack(0x40), kjit.float64(1.5), ctypes.c_int64(9), 2.5]
+        for i in range(3 * len(values)):
+            args = (values[i % len(values)], values[(i * 3) % len(values)])
+            fast(1, 1, args)
+            slow(1, 1, args)
+        self.assertEqual(fast.calls, slow.calls)
+
+    def test_setup_makes_cached_kinds_stale(self):
+        fl = _kernel._fastlaunch
+        k = fake_kernel([(0, 8)], fast=True)
+        x = FakeCudaArray(0x10)
+        self.assertEqual(k._fast_launch(1, 1, 1, (x,), None, 0), 0)
+        fl.setup(lambda tp: 0, _kernel.stream_handle, _kernel.check)  # nothing is C's
+        try:
+            self.assertIsNone(k._fast_launch(1, 1, 1, (x,), None, 0))
+        finally:
+            fl.setup(_kernel._fast_kind, _kernel.stream_handle, _kernel.check)
+        self.assertEqual(k._fast_launch(1, 1, 1, (x,), None, 0), 0)
+        self.assertEqual(len(k.calls), 2)
+
     def test_kernel_in_a_cycle_is_collected(self):
         import gc
         import weakref
