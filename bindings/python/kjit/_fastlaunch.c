@@ -566,14 +566,30 @@ static int config_of(PyObject *grid, PyObject *block, PyObject *stream_obj, PyOb
   return 0;
 }
 
+/* Whether another Python thread exists in this interpreter (one that could wait for the
+ * GIL). The thread list is read without its lock: a thread state being added this very
+ * moment (a C thread's first PyGILState_Ensure) may be missed, and that thread then
+ * waits for this one launch, as for any C call that keeps the GIL. */
+static int other_threads(void) {
+  PyThreadState *me = PyThreadState_Get();
+#if PY_VERSION_HEX < 0x03090000
+  PyThreadState *t = PyInterpreterState_ThreadHead(me->interp);
+#else
+  PyThreadState *t = PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(me));
+#endif
+  return t != me || PyThreadState_Next(t) != NULL;
+}
+
 /* The launch itself: kjit_kernel_launch_packed's status. */
 static int call(Launcher *self, void *h, const launch_config *cfg, const void *buffer,
                 size_t size) {
-  int status;
   launch_fn launch = self->launch;
   /* The launch takes microseconds, but may wait for room in the launch queue (as long as
-   * the GPU takes to drain it): other threads run meanwhile, as with ctypes. Releasing
-   * and taking back an uncontended GIL costs tens of nanoseconds. */
+   * the GPU takes to drain it): other threads run meanwhile, as with ctypes. With no
+   * other thread, nobody waits for the GIL, and keeping it spares a release and a take
+   * (a mutex and a condition variable, tens of nanoseconds a launch). */
+  if (!other_threads()) return launch(h, cfg, buffer, size);
+  int status;
   Py_BEGIN_ALLOW_THREADS
   status = launch(h, cfg, buffer, size);
   Py_END_ALLOW_THREADS

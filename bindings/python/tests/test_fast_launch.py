@@ -430,6 +430,38 @@ class CompiledKernelTest(unittest.TestCase):
         self.assertEqual(k._fast_launch(1, 1, 1, (x,), None, 0), 0)
         self.assertEqual(len(k.calls), 2)
 
+    def test_gil_is_released_when_other_threads_exist(self):
+        # libc's usleep as the launch function: it blocks for `handle` microseconds
+        # without touching Python. A thread counting meanwhile must get to run.
+        import threading
+        libc = ctypes.CDLL(None)
+        launch = ctypes.cast(libc.usleep, ctypes.c_void_p).value
+        k = kjit.Kernel.__new__(kjit.Kernel)
+        k._h = 300000
+        k._init(0, "sleep", [], 0, ctypes.CFUNCTYPE(
+            ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+            ctypes.c_size_t)(launch), fast=True)
+        k(1, 1)  # no other thread: the GIL is kept, nothing waits for it
+        counts, stop, started = [0], threading.Event(), threading.Event()
+
+        def count():
+            started.set()
+            while not stop.is_set():
+                counts[0] += 1
+
+        t = threading.Thread(target=count)
+        t.start()
+        started.wait()
+        try:
+            before = counts[0]
+            k(1, 1)
+            during = counts[0] - before
+        finally:
+            stop.set()
+            t.join()
+            k._h = None
+        self.assertGreater(during, 1000)
+
     def test_kernel_in_a_cycle_is_collected(self):
         import gc
         import weakref
