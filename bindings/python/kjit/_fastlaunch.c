@@ -106,7 +106,8 @@ typedef struct {
 
 static PyObject *str_raw, *str_is_cuda, *str_data_ptr, *str_data, *str_ptr, *str_cai,
     *str_dlpack, *str_mask, *str_cuda_stream_proto, *str_stream_attrs[3], *str_h,
-    *str_launcher, *str_call_python, *str_args, *str_stream, *str_shared_mem, *str_cluster,
+    *str_launcher, *str_call_python, *str_buffer, *str_launch_packed_python, *str_args,
+    *str_stream, *str_shared_mem, *str_cluster,
     *str_cooperative;
 
 /* ---- small conversions: 0 = done, -1 = not ours (the Python path decides) -------------- */
@@ -795,6 +796,63 @@ static int kernel_state(PyObject *self, PyObject **h, PyObject **launcher) {
   return 0;
 }
 
+/* The arguments of a usual launch call: (grid, block, third, *, stream=None,
+ * shared_mem=0, cluster=None, cooperative=False), the third by position or by the name
+ * `third_name`. */
+typedef struct {
+  PyObject *grid, *block;
+  PyObject *third;  /* NULL when not given */
+  PyObject *stream; /* Py_None when not given */
+  PyObject *shared; /* NULL when not given (0) */
+} call_args;
+
+/* 1 = a usual call (c filled in), 0 = anything else: missing or repeated arguments,
+ * other keywords, a cluster or a cooperative launch (the Python method decides). Keyword
+ * names are interned by the compiler, so identity finds the usual ones. */
+static int usual_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                      PyObject *third_name, call_args *c) {
+  if (nargs < 2 || nargs > 3) return 0;
+  c->grid = args[0];
+  c->block = args[1];
+  c->third = nargs == 3 ? args[2] : NULL;
+  c->stream = Py_None;
+  c->shared = NULL;
+  Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+  for (Py_ssize_t i = 0; i < nkw; i++) {
+    PyObject *name = PyTuple_GET_ITEM(kwnames, i), *v = args[nargs + i];
+    if (name == str_stream)
+      c->stream = v;
+    else if (name == str_shared_mem)
+      c->shared = v;
+    else if (name == third_name && c->third == NULL)
+      c->third = v;
+    else if (!((name == str_cluster && v == Py_None) ||
+               (name == str_cooperative && v == Py_False)))
+      return 0;
+  }
+  return 1;
+}
+
+/* What a launch returns: None for status 0, else check(status)'s exception. */
+static PyObject *launched(int status) {
+  if (status == 0) Py_RETURN_NONE;
+  PyObject *st = PyLong_FromLong(status);
+  if (st == NULL) return NULL;
+  PyObject *res = PyObject_CallFunctionObjArgs(check_status, st, NULL);
+  Py_DECREF(st);
+  return res; /* raises (NULL) */
+}
+
+/* self.<name>(*args, **kwargs): the Python method, which launches or raises. */
+static PyObject *python_method(PyObject *self, PyObject *name, PyObject *const *args,
+                               Py_ssize_t nargs, PyObject *kwnames) {
+  PyObject *slow = PyObject_GetAttr(self, name);
+  if (slow == NULL) return NULL;
+  PyObject *result = PyObject_Vectorcall(slow, args, nargs, kwnames);
+  Py_DECREF(slow);
+  return result;
+}
+
 /* Kernel.__call__(grid, block, args=(), *, stream=None, shared_mem=0, cluster=None,
  * cooperative=False): the method of kjit.Kernel (make_call()) and the vectorcall of its
  * instances (kernel_vectorcall). It launches through the kernel's Launcher when it can;
@@ -803,34 +861,8 @@ static int kernel_state(PyObject *self, PyObject **h, PyObject **launcher) {
 static PyObject *kernel_call(PyObject *self, PyObject *const *args, size_t nargsf,
                              PyObject *kwnames) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  PyObject *grid = NULL, *block = NULL, *values = empty_tuple, *stream = Py_None,
-           *shared = NULL;
-  int usual = nargs >= 2 && nargs <= 3, have_values = 0;
-  if (usual) {
-    grid = args[0];
-    block = args[1];
-    if (nargs == 3) {
-      values = args[2];
-      have_values = 1;
-    }
-  }
-  /* Keyword names are interned by the compiler, so identity finds the usual ones. */
-  Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-  for (Py_ssize_t i = 0; usual && i < nkw; i++) {
-    PyObject *name = PyTuple_GET_ITEM(kwnames, i), *v = args[nargs + i];
-    if (name == str_stream) {
-      stream = v;
-    } else if (name == str_shared_mem) {
-      shared = v;
-    } else if (name == str_args && !have_values) {
-      values = v;
-      have_values = 1;
-    } else if (!((name == str_cluster && v == Py_None) ||
-                 (name == str_cooperative && v == Py_False))) {
-      usual = 0; /* cluster, cooperative, other spellings: the Python method decides */
-    }
-  }
-  if (usual) {
+  call_args c;
+  if (usual_call(args, nargs, kwnames, str_args, &c)) {
     PyObject *h, *launcher;
     if (kernel_state(self, &h, &launcher) < 0) return NULL;
     int r = 1, status = 0;
@@ -838,26 +870,46 @@ static PyObject *kernel_call(PyObject *self, PyObject *const *args, size_t nargs
     if (launcher != NULL && h != Py_None) {
       r = handle_of(h, &ptr);
       if (r == 0)
-        r = launch_values((Launcher *)launcher, ptr, grid, block, values, stream, shared,
+        r = launch_values((Launcher *)launcher, ptr, c.grid, c.block,
+                          c.third != NULL ? c.third : empty_tuple, c.stream, c.shared,
                           &status);
     }
     Py_DECREF(h);
     Py_XDECREF(launcher);
     if (r < 0) return NULL;
-    if (r == 0) { /* launched */
-      if (status == 0) Py_RETURN_NONE;
-      PyObject *st = PyLong_FromLong(status);
-      if (st == NULL) return NULL;
-      PyObject *res = PyObject_CallFunctionObjArgs(check_status, st, NULL);
-      Py_DECREF(st);
-      return res; /* raises (NULL) */
-    }
+    if (r == 0) return launched(status);
   }
-  PyObject *slow = PyObject_GetAttr(self, str_call_python);
-  if (slow == NULL) return NULL;
-  PyObject *result = PyObject_Vectorcall(slow, args, nargs, kwnames);
-  Py_DECREF(slow);
-  return result;
+  return python_method(self, str_call_python, args, nargs, kwnames);
+}
+
+/* Kernel.launch_packed(grid, block, buffer, *, stream=None, shared_mem=0, cluster=None,
+ * cooperative=False) likewise (make_launch_packed()): a bytes buffer of the kernel's size
+ * is launched here, anything else goes to self._launch_packed_python. */
+static PyObject *kernel_launch_packed(PyObject *self, PyObject *const *args, size_t nargsf,
+                                      PyObject *kwnames) {
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  call_args c;
+  if (usual_call(args, nargs, kwnames, str_buffer, &c) && c.third != NULL &&
+      PyBytes_CheckExact(c.third)) {
+    PyObject *h, *launcher;
+    if (kernel_state(self, &h, &launcher) < 0) return NULL;
+    int r = 1, status = 0;
+    void *ptr = NULL;
+    if (launcher != NULL && h != Py_None &&
+        (size_t)PyBytes_GET_SIZE(c.third) == ((Launcher *)launcher)->bufsize) {
+      launch_config cfg;
+      r = handle_of(h, &ptr);
+      if (r == 0) r = config_of(c.grid, c.block, c.stream, c.shared, &cfg);
+      if (r == 0)
+        status = call((Launcher *)launcher, ptr, &cfg, PyBytes_AS_STRING(c.third),
+                      (size_t)PyBytes_GET_SIZE(c.third));
+    }
+    Py_DECREF(h);
+    Py_XDECREF(launcher);
+    if (r < 0) return NULL;
+    if (r == 0) return launched(status);
+  }
+  return python_method(self, str_launch_packed_python, args, nargs, kwnames);
 }
 
 /* The vectorcall of KernelBase instances: `self` is the callable. */
@@ -872,14 +924,32 @@ static PyMethodDef kernel_call_def = {
     "         cooperative=False)\n--\n\n"
     "Launch asynchronously (see Kernel.launch): the compiled launch path."};
 
+static PyMethodDef kernel_launch_packed_def = {
+    "launch_packed", (PyCFunction)(void (*)(void))kernel_launch_packed,
+    METH_FASTCALL | METH_KEYWORDS,
+    "launch_packed($self, grid, block, buffer, *, stream=None, shared_mem=0, cluster=None,\n"
+    "              cooperative=False)\n--\n\n"
+    "Launch with a parameter buffer made by pack() (or by hand, laid out by params); its\n"
+    "length must be param_buffer_size. The compiled launch path."};
+
+static PyObject *method_for(PyObject *cls, PyMethodDef *def) {
+  if (!PyType_Check(cls)) {
+    PyErr_Format(PyExc_TypeError, "%s: takes a class", def->ml_name);
+    return NULL;
+  }
+  return PyDescr_NewMethod((PyTypeObject *)cls, def);
+}
+
 /* make_call(cls): kernel_call as a method of the Python class `cls` (kjit.Kernel). */
 static PyObject *make_call(PyObject *module, PyObject *cls) {
   (void)module;
-  if (!PyType_Check(cls)) {
-    PyErr_SetString(PyExc_TypeError, "make_call(cls) takes a class");
-    return NULL;
-  }
-  return PyDescr_NewMethod((PyTypeObject *)cls, &kernel_call_def);
+  return method_for(cls, &kernel_call_def);
+}
+
+/* make_launch_packed(cls): kernel_launch_packed as a method of `cls` likewise. */
+static PyObject *make_launch_packed(PyObject *module, PyObject *cls) {
+  (void)module;
+  return method_for(cls, &kernel_launch_packed_def);
 }
 
 /* use_vectorcall(cls): calls of instances of `cls`, a subclass of KernelBase whose
@@ -943,6 +1013,8 @@ static PyMethodDef module_methods[] = {
     {"setup", (PyCFunction)(void (*)(void))setup, METH_FASTCALL,
      "setup(kind_of_type, stream_handle, check)"},
     {"make_call", make_call, METH_O, "make_call(cls): the compiled Kernel.__call__ for cls"},
+    {"make_launch_packed", make_launch_packed, METH_O,
+     "make_launch_packed(cls): the compiled Kernel.launch_packed for cls"},
     {"use_vectorcall", use_vectorcall, METH_O,
      "use_vectorcall(cls): instances of cls (a KernelBase) are called without slot_tp_call"},
     {NULL, NULL, 0, NULL},
@@ -968,7 +1040,9 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
       intern(&str_stream_attrs[0], "cuda_stream") < 0 ||
       intern(&str_stream_attrs[1], "ptr") < 0 || intern(&str_stream_attrs[2], "handle") < 0 ||
       intern(&str_h, "_h") < 0 || intern(&str_launcher, "_launcher") < 0 ||
-      intern(&str_call_python, "_call_python") < 0 || intern(&str_args, "args") < 0 ||
+      intern(&str_call_python, "_call_python") < 0 || intern(&str_buffer, "buffer") < 0 ||
+      intern(&str_launch_packed_python, "_launch_packed_python") < 0 ||
+      intern(&str_args, "args") < 0 ||
       intern(&str_stream, "stream") < 0 || intern(&str_shared_mem, "shared_mem") < 0 ||
       intern(&str_cluster, "cluster") < 0 || intern(&str_cooperative, "cooperative") < 0)
     return NULL;

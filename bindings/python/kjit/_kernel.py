@@ -678,6 +678,9 @@ class Kernel(*_KERNEL_BASES):  # type: ignore[misc]
         cfg = self._config(grid, block, stream, shared_mem, cluster, cooperative)
         check(self._launch(h, cfg, buf, len(buf)))
 
+    # The Python launch_packed, to which the compiled one hands what it does not launch.
+    _launch_packed_python = launch_packed
+
     @staticmethod
     def _config(grid: Any, block: Any, stream: Any, shared_mem: Any, cluster: Any,
                 cooperative: Any) -> bytes:
@@ -696,7 +699,8 @@ class Kernel(*_KERNEL_BASES):  # type: ignore[misc]
 
 if _fastlaunch is not None:
     # kernel(...) straight into C: the compiled launch path without a Python frame, and
-    # (use_vectorcall) without an argument tuple or keyword dict. Kernel.launch stays the
-    # Python method (same path, one frame more).
+    # (use_vectorcall) without an argument tuple or keyword dict; launch_packed likewise.
+    # Kernel.launch stays the Python method (same path, one frame more).
     Kernel.__call__ = _fastlaunch.make_call(Kernel)  # type: ignore[method-assign]
+    Kernel.launch_packed = _fastlaunch.make_launch_packed(Kernel)  # type: ignore
     _fastlaunch.use_vectorcall(Kernel)

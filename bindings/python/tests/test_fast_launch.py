@@ -462,6 +462,25 @@ class CompiledKernelTest(unittest.TestCase):
             k._h = None
         self.assertGreater(during, 1000)
 
+    def test_launch_packed_launches_in_c(self):
+        k = fake_kernel(SAXPY_LAYOUT, fast=True)
+        buf = k.pack((2.0, 1, 2, 3))
+        k._launch_packed_python = None  # not called
+        k.launch_packed(1, 1, buf)
+        k.launch_packed((2, 2), [32], buffer=buf, stream=7, shared_mem=16, cluster=None,
+                        cooperative=False)
+        self.assertEqual(len(k.calls), 2)
+        self.assertIn("($self, grid, block, buffer",
+                      kjit.Kernel.launch_packed.__text_signature__)
+        self.assertIn("param_buffer_size", kjit.Kernel.launch_packed.__doc__)
+        for form in (lambda k: k.launch_packed(1, 1, buf, cluster=(1,)),
+                     lambda k: k.launch_packed(1, 1), lambda k: k.launch_packed(1, 1, buf, 2),
+                     lambda k: k.launch_packed(1, 1, buf, buffer=buf),
+                     lambda k: k.launch_packed(grid=1, block=1, buffer=buf),
+                     lambda k: k.launch_packed(1, 1, bytearray(buf)),
+                     lambda k: k.launch_packed(1, 1, buf[:-1])):
+            SamePathsTest.same(self, SAXPY_LAYOUT, form)
+
     def test_kernel_in_a_cycle_is_collected(self):
         import gc
         import weakref
