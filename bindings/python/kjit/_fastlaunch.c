@@ -7,9 +7,12 @@
  * called through the function pointer the binding found with ctypes, so that the very
  * library ctypes loaded is used and this module links nothing but Python.
  *
- * kjit.Kernel's __call__ is this module's kernel_call (make_call()), so kernel(grid, block,
- * args) runs no Python frame before the launch; Launcher.launch / launch_packed serve
- * Kernel.launch and Kernel.launch_packed.
+ * kjit.Kernel derives from this module's KernelBase, which holds its handle and Launcher
+ * in C fields; its __call__ is kernel_call (make_call()), also the vectorcall of its
+ * instances (use_vectorcall()), so kernel(grid, block, args) runs no Python frame and
+ * builds no argument tuple or keyword dict before the launch; its launch_packed is
+ * kernel_launch_packed likewise. Launcher.launch / launch_packed serve the Python
+ * methods (Kernel.launch, and the fallbacks _call_python / _launch_packed_python).
  *
  * The rule that keeps both paths identical: this module converts only the values it is
  * sure of and returns None for anything else (another type, a value out of range, a
@@ -967,7 +970,7 @@ static PyObject *use_vectorcall(PyObject *module, PyObject *cls) {
   PyTypeObject *tp = (PyTypeObject *)cls;
   PyObject *call = PyObject_GetAttrString(cls, "__call__");
   if (call == NULL) return NULL;
-  int ours = Py_IS_TYPE(call, &PyMethodDescr_Type) &&
+  int ours = Py_TYPE(call) == &PyMethodDescr_Type &&
              ((PyMethodDescrObject *)call)->d_method->ml_meth ==
                  (PyCFunction)(void (*)(void))kernel_call;
   Py_DECREF(call);
