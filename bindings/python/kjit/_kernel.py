@@ -407,11 +407,15 @@ if TYPE_CHECKING:
 
 # With the compiled path, Kernel's handle (_h) and Launcher (_launcher) live in the C
 # base _fastlaunch.KernelBase, which also lets kernel(...) reach C without a Python frame.
-_KERNEL_BASES: Tuple[type, ...] = (Handle,) if _fastlaunch is None else \
-    (_fastlaunch.KernelBase, Handle)
+# Type checkers see Handle alone.
+if TYPE_CHECKING or _fastlaunch is None:
+    _KernelBase = Handle
+else:
+    class _KernelBase(_fastlaunch.KernelBase, Handle):
+        __slots__ = ()
 
 
-class Kernel(*_KERNEL_BASES):  # type: ignore[misc]
+class Kernel(_KernelBase):
     """A loaded, launchable kernel, from :meth:`Compiler.kernel` or
     :meth:`Binary.kernel`. Call it like CuPy's RawKernel::
 
