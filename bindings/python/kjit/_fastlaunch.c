@@ -7,9 +7,12 @@
  * called through the function pointer the binding found with ctypes, so that the very
  * library ctypes loaded is used and this module links nothing but Python.
  *
- * kjit.Kernel's __call__ is this module's kernel_call (make_call()), so kernel(grid, block,
- * args) runs no Python frame before the launch; Launcher.launch / launch_packed serve
- * Kernel.launch and Kernel.launch_packed.
+ * kjit.Kernel derives from this module's KernelBase, which holds its handle and Launcher
+ * in C fields; its __call__ is kernel_call (make_call()), also the vectorcall of its
+ * instances (use_vectorcall()), so kernel(grid, block, args) runs no Python frame and
+ * builds no argument tuple or keyword dict before the launch; its launch_packed is
+ * kernel_launch_packed likewise. Launcher.launch / launch_packed serve the Python
+ * methods (Kernel.launch, and the fallbacks _call_python / _launch_packed_python).
  *
  * The rule that keeps both paths identical: this module converts only the values it is
  * sure of and returns None for anything else (another type, a value out of range, a
@@ -23,6 +26,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 #include <math.h>
 #include <stddef.h>
@@ -93,10 +97,20 @@ static PyObject *kind_of_type;  /* callable: type -> kind */
 static PyObject *stream_handle; /* kjit._arrays.stream_handle */
 static PyObject *check_status;  /* kjit._util.check: raises for a status */
 static PyObject *kinds;         /* dict: type -> kind */
+static unsigned long kinds_generation; /* bumped by setup(): cached kinds are stale */
+
+/* A Launcher's memory of the last argument type at one parameter and its kind, so that
+ * launches with the same types as the last one need no dict lookup. */
+typedef struct {
+  PyObject *type; /* strong reference (the Launcher is tracked by the GC), or NULL */
+  int kind;
+  unsigned long generation;
+} kind_cache;
 
 static PyObject *str_raw, *str_is_cuda, *str_data_ptr, *str_data, *str_ptr, *str_cai,
     *str_dlpack, *str_mask, *str_cuda_stream_proto, *str_stream_attrs[3], *str_h,
-    *str_launcher, *str_call_python, *str_args, *str_stream, *str_shared_mem, *str_cluster,
+    *str_launcher, *str_call_python, *str_buffer, *str_launch_packed_python, *str_args,
+    *str_stream, *str_shared_mem, *str_cluster,
     *str_cooperative;
 
 /* ---- small conversions: 0 = done, -1 = not ours (the Python path decides) -------------- */
@@ -367,14 +381,24 @@ static int pack_numpy(PyObject *v, int kind, char *dst, size_t size) {
   return 0;
 }
 
-/* One argument into its `size` bytes at `dst`. */
-static int pack_arg(PyObject *v, char *dst, size_t size) {
+/* One argument into its `size` bytes at `dst`; `cache` remembers its type's kind. */
+static int pack_arg(PyObject *v, char *dst, size_t size, kind_cache *cache) {
   if (PyLong_CheckExact(v)) return pack_int(v, dst, size);
   if (PyFloat_CheckExact(v)) return pack_float(v, dst, size);
-  int kind = kind_of(v);
-  if (kind < 0) {
-    PyErr_Clear();
-    return -1;
+  PyObject *tp = (PyObject *)Py_TYPE(v);
+  int kind;
+  if (cache->type == tp && cache->generation == kinds_generation) {
+    kind = cache->kind;
+  } else {
+    kind = kind_of(v);
+    if (kind < 0) {
+      PyErr_Clear();
+      return -1;
+    }
+    Py_INCREF(tp);
+    Py_XSETREF(cache->type, tp);
+    cache->kind = kind;
+    cache->generation = kinds_generation;
   }
   uint64_t p = 0;
   int r;
@@ -449,9 +473,25 @@ typedef struct {
   size_t nparams;
   size_t bufsize;
   size_t *offsets; /* nparams offsets, then nparams sizes */
+  kind_cache *kinds; /* nparams */
 } Launcher;
 
+static int launcher_traverse(Launcher *self, visitproc visit, void *arg) {
+  for (size_t i = 0; self->kinds != NULL && i < self->nparams; i++)
+    Py_VISIT(self->kinds[i].type);
+  return 0;
+}
+
+static int launcher_clear(Launcher *self) {
+  for (size_t i = 0; self->kinds != NULL && i < self->nparams; i++)
+    Py_CLEAR(self->kinds[i].type);
+  return 0;
+}
+
 static void launcher_dealloc(Launcher *self) {
+  PyObject_GC_UnTrack(self);
+  launcher_clear(self);
+  PyMem_Free(self->kinds);
   PyMem_Free(self->offsets);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -482,7 +522,8 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
   if (size_of(bufsize, &self->bufsize) < 0) goto fail;
   self->nparams = (size_t)PySequence_Fast_GET_SIZE(seq);
   self->offsets = PyMem_Calloc(2 * self->nparams + 1, sizeof(size_t));
-  if (self->offsets == NULL) {
+  self->kinds = PyMem_Calloc(self->nparams + 1, sizeof(kind_cache));
+  if (self->offsets == NULL || self->kinds == NULL) {
     PyErr_NoMemory();
     goto fail;
   }
@@ -513,36 +554,99 @@ fail:
   return NULL;
 }
 
-/* The launch configuration from grid, block, stream and shared_mem (args[1..5] of the
- * launch methods). 0 = done, 1 = not ours, -1 = error raised. */
-static int config_of(PyObject *const *args, launch_config *cfg) {
+/* The launch configuration from grid, block, stream and shared_mem (NULL: 0).
+ * 0 = done, 1 = not ours, -1 = error raised. */
+static int config_of(PyObject *grid, PyObject *block, PyObject *stream_obj, PyObject *shared_obj,
+                     launch_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
   cfg->struct_size = sizeof *cfg;
-  if (dims_of(args[1], cfg->grid) < 0 || dims_of(args[2], cfg->block) < 0) return 1;
-  uint64_t shared;
-  if (u64_of(args[5], &shared) < 0 || shared > UINT32_MAX) return 1;
+  if (dims_of(grid, cfg->grid) < 0 || dims_of(block, cfg->block) < 0) return 1;
+  uint64_t shared = 0;
+  if (shared_obj != NULL && (u64_of(shared_obj, &shared) < 0 || shared > UINT32_MAX)) return 1;
   cfg->shared_bytes = (uint32_t)shared;
   uint64_t stream;
-  if (stream_of(args[4], &stream) < 0) return -1;
+  if (stream_of(stream_obj, &stream) < 0) return -1;
   cfg->stream = (void *)(uintptr_t)stream;
   return 0;
 }
 
-static PyObject *call(Launcher *self, PyObject *handle, const launch_config *cfg,
-                      const void *buffer, size_t size) {
-  void *h = PyLong_AsVoidPtr(handle);
-  if (h == NULL && PyErr_Occurred()) return NULL;
-  int status;
+/* Whether another Python thread exists in this interpreter (one that could wait for the
+ * GIL). The thread list is read without its lock: a thread state being added this very
+ * moment (a C thread's first PyGILState_Ensure) may be missed, and that thread then
+ * waits for this one launch, as for any C call that keeps the GIL. */
+static int other_threads(void) {
+  PyThreadState *me = PyThreadState_Get();
+#if PY_VERSION_HEX < 0x03090000
+  PyThreadState *t = PyInterpreterState_ThreadHead(me->interp);
+#else
+  PyThreadState *t = PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(me));
+#endif
+  return t != me || PyThreadState_Next(t) != NULL;
+}
+
+/* The launch itself: kjit_kernel_launch_packed's status. */
+static int call(Launcher *self, void *h, const launch_config *cfg, const void *buffer,
+                size_t size) {
   launch_fn launch = self->launch;
-  /* The launch takes microseconds, and may wait for room in the launch queue: other
-   * threads run meanwhile, as with ctypes. */
+  /* The launch takes microseconds, but may wait for room in the launch queue (as long as
+   * the GPU takes to drain it): other threads run meanwhile, as with ctypes. With no
+   * other thread, nobody waits for the GIL, and keeping it spares a release and a take
+   * (a mutex and a condition variable, tens of nanoseconds a launch). */
+  if (!other_threads()) return launch(h, cfg, buffer, size);
+  int status;
   Py_BEGIN_ALLOW_THREADS
   status = launch(h, cfg, buffer, size);
   Py_END_ALLOW_THREADS
-  return PyLong_FromLong(status);
+  return status;
+}
+
+/* The kernel handle (an int) as the C pointer. 0 = done, -1 = error raised. */
+static int handle_of(PyObject *handle, void **out) {
+  *out = PyLong_AsVoidPtr(handle);
+  return *out == NULL && PyErr_Occurred() ? -1 : 0;
 }
 
 #define LAUNCH_ARGS "(handle, grid, block, args, stream, shared_mem)"
+
+/* One launch of `values` (the kernel arguments) with grid, block, stream and shared
+ * (NULL: 0). 0 = launched (*status set), 1 = not ours (the Python path must do this
+ * launch), -1 = error raised. */
+static int launch_values(Launcher *self, void *h, PyObject *grid, PyObject *block,
+                         PyObject *values, PyObject *stream, PyObject *shared, int *status) {
+  PyObject *owned = NULL;
+  if (PyList_CheckExact(values)) { /* a copy: converting an item may run Python code */
+    values = owned = PyList_AsTuple(values);
+    if (values == NULL) return -1;
+  } else if (!PyTuple_CheckExact(values)) {
+    return 1;
+  }
+  int r = 1;
+  char stack[STACK_BUFFER];
+  char *buf = stack;
+  size_t n = self->nparams;
+  if ((size_t)PyTuple_GET_SIZE(values) != n) goto done;
+  if (self->bufsize > sizeof stack) {
+    buf = PyMem_Malloc(self->bufsize);
+    if (buf == NULL) {
+      PyErr_NoMemory();
+      r = -1;
+      goto done;
+    }
+  }
+  memset(buf, 0, self->bufsize);
+  for (size_t i = 0; i < n; i++) {
+    if (pack_arg(PyTuple_GET_ITEM(values, i), buf + self->offsets[i],
+                 self->offsets[n + i], &self->kinds[i]) < 0)
+      goto done;
+  }
+  launch_config cfg;
+  r = config_of(grid, block, stream, shared, &cfg);
+  if (r == 0) *status = call(self, h, &cfg, buf, self->bufsize);
+done:
+  if (buf != stack) PyMem_Free(buf);
+  Py_XDECREF(owned);
+  return r;
+}
 
 /* launch(handle, grid, block, args, stream, shared_mem): the status of
  * kjit_kernel_launch_packed, or None when the Python path must do this launch. */
@@ -551,43 +655,13 @@ static PyObject *launcher_launch(Launcher *self, PyObject *const *args, Py_ssize
     PyErr_SetString(PyExc_TypeError, "launch" LAUNCH_ARGS " takes 6 arguments");
     return NULL;
   }
-  PyObject *values = args[3];
-  PyObject *owned = NULL;
-  if (PyList_CheckExact(values)) { /* a copy: converting an item may run Python code */
-    values = owned = PyList_AsTuple(values);
-    if (values == NULL) return NULL;
-  } else if (!PyTuple_CheckExact(values)) {
-    Py_RETURN_NONE;
-  }
-  PyObject *result = Py_None;
-  char stack[STACK_BUFFER];
-  char *buf = stack;
-  size_t n = self->nparams;
-  if ((size_t)PyTuple_GET_SIZE(values) != n) goto done;
-  if (self->bufsize > sizeof stack) {
-    buf = PyMem_Malloc(self->bufsize);
-    if (buf == NULL) {
-      result = PyErr_NoMemory();
-      goto done;
-    }
-  }
-  memset(buf, 0, self->bufsize);
-  for (size_t i = 0; i < n; i++) {
-    if (pack_arg(PyTuple_GET_ITEM(values, i), buf + self->offsets[i],
-                 self->offsets[n + i]) < 0)
-      goto done;
-  }
-  launch_config cfg;
-  int r = config_of(args, &cfg);
-  if (r < 0)
-    result = NULL;
-  else if (r == 0)
-    result = call(self, args[0], &cfg, buf, self->bufsize);
-done:
-  if (buf != stack) PyMem_Free(buf);
-  Py_XDECREF(owned);
-  if (result == Py_None) Py_RETURN_NONE;
-  return result;
+  void *h;
+  int status = 0;
+  if (handle_of(args[0], &h) < 0) return NULL;
+  int r = launch_values(self, h, args[1], args[2], args[3], args[4], args[5], &status);
+  if (r < 0) return NULL;
+  if (r > 0) Py_RETURN_NONE;
+  return PyLong_FromLong(status);
 }
 
 /* launch_packed(handle, grid, block, buffer, stream, shared_mem): likewise, with a
@@ -601,11 +675,13 @@ static PyObject *launcher_launch_packed(Launcher *self, PyObject *const *args,
   PyObject *buffer = args[3];
   if (!PyBytes_CheckExact(buffer) || (size_t)PyBytes_GET_SIZE(buffer) != self->bufsize)
     Py_RETURN_NONE;
+  void *h;
+  if (handle_of(args[0], &h) < 0) return NULL;
   launch_config cfg;
-  int r = config_of(args, &cfg);
+  int r = config_of(args[1], args[2], args[4], args[5], &cfg);
   if (r < 0) return NULL;
   if (r > 0) Py_RETURN_NONE;
-  return call(self, args[0], &cfg, PyBytes_AS_STRING(buffer), self->bufsize);
+  return PyLong_FromLong(call(self, h, &cfg, PyBytes_AS_STRING(buffer), self->bufsize));
 }
 
 static PyMethodDef launcher_methods[] = {
@@ -620,7 +696,9 @@ static PyTypeObject LauncherType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kjit._fastlaunch.Launcher",
     .tp_basicsize = sizeof(Launcher),
     .tp_dealloc = (destructor)launcher_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)launcher_traverse,
+    .tp_clear = (inquiry)launcher_clear,
     .tp_doc = "Launcher(launch_address, params, bufsize): launches of one kernel",
     .tp_methods = launcher_methods,
     .tp_new = launcher_new,
@@ -630,78 +708,217 @@ static PyTypeObject LauncherType = {
 
 #if PY_VERSION_HEX < 0x03090000
 #define PyObject_Vectorcall _PyObject_Vectorcall
+#define Py_TPFLAGS_HAVE_VECTORCALL _Py_TPFLAGS_HAVE_VECTORCALL
 #endif
 
+/* KernelBase: the C base of kjit.Kernel (when this module is in use). It holds what a
+ * launch reads, the kernel handle (_h) and its Launcher (_launcher), in C fields rather
+ * than the instance dict, and a vectorcall entry, so that kernel(grid, block, args,
+ * stream=s) comes straight to kernel_call: no Python frame, no argument tuple and no
+ * keyword dict. */
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall; /* kernel_vectorcall, set by tp_new */
+  PyObject *h;               /* _h: the handle (an int), or None / NULL once closed */
+  PyObject *launcher;        /* _launcher: a Launcher, or None for the Python path */
+} KernelBase;
+
+static PyTypeObject KernelBaseType;
+static PyObject *empty_tuple;
+
+static PyObject *kernel_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames);
+
+static PyObject *kernel_base_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+  (void)args;
+  (void)kwargs;
+  KernelBase *self = (KernelBase *)type->tp_alloc(type, 0);
+  if (self != NULL) self->vectorcall = kernel_vectorcall;
+  return (PyObject *)self;
+}
+
+static int kernel_base_traverse(KernelBase *self, visitproc visit, void *arg) {
+  Py_VISIT(self->h);
+  Py_VISIT(self->launcher);
+  return 0;
+}
+
+static int kernel_base_clear(KernelBase *self) {
+  Py_CLEAR(self->h);
+  Py_CLEAR(self->launcher);
+  return 0;
+}
+
+static void kernel_base_dealloc(KernelBase *self) {
+  PyObject_GC_UnTrack(self);
+  kernel_base_clear(self);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef kernel_base_members[] = {
+    {"_h", T_OBJECT, offsetof(KernelBase, h), 0, "the kernel handle, None once closed"},
+    {"_launcher", T_OBJECT, offsetof(KernelBase, launcher), 0,
+     "the kernel's Launcher, None for the Python path"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject KernelBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kjit._fastlaunch.KernelBase",
+    .tp_basicsize = sizeof(KernelBase),
+    .tp_dealloc = (destructor)kernel_base_dealloc,
+    .tp_vectorcall_offset = offsetof(KernelBase, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC |
+                Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "The compiled part of kjit.Kernel: its handle, Launcher and call.",
+    .tp_traverse = (traverseproc)kernel_base_traverse,
+    .tp_clear = (inquiry)kernel_base_clear,
+    .tp_members = kernel_base_members,
+    .tp_new = kernel_base_new,
+};
+
+/* The kernel's handle and Launcher (new references; *launcher NULL when there is none),
+ * from the C fields of a KernelBase, else from the attributes. -1 = error raised. */
+static int kernel_state(PyObject *self, PyObject **h, PyObject **launcher) {
+  if (PyObject_TypeCheck(self, &KernelBaseType)) {
+    KernelBase *k = (KernelBase *)self;
+    *h = k->h != NULL ? k->h : Py_None;
+    Py_INCREF(*h);
+    *launcher = k->launcher != NULL && Py_TYPE(k->launcher) == &LauncherType ? k->launcher : NULL;
+    Py_XINCREF(*launcher);
+    return 0;
+  }
+  *launcher = PyObject_GetAttr(self, str_launcher);
+  if (*launcher == NULL) return -1;
+  *h = PyObject_GetAttr(self, str_h);
+  if (*h == NULL) {
+    Py_CLEAR(*launcher);
+    return -1;
+  }
+  if (Py_TYPE(*launcher) != &LauncherType) Py_CLEAR(*launcher);
+  return 0;
+}
+
+/* The arguments of a usual launch call: (grid, block, third, *, stream=None,
+ * shared_mem=0, cluster=None, cooperative=False), the third by position or by the name
+ * `third_name`. */
+typedef struct {
+  PyObject *grid, *block;
+  PyObject *third;  /* NULL when not given */
+  PyObject *stream; /* Py_None when not given */
+  PyObject *shared; /* NULL when not given (0) */
+} call_args;
+
+/* 1 = a usual call (c filled in), 0 = anything else: missing or repeated arguments,
+ * other keywords, a cluster or a cooperative launch (the Python method decides). Keyword
+ * names are interned by the compiler, so identity finds the usual ones. */
+static int usual_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                      PyObject *third_name, call_args *c) {
+  if (nargs < 2 || nargs > 3) return 0;
+  c->grid = args[0];
+  c->block = args[1];
+  c->third = nargs == 3 ? args[2] : NULL;
+  c->stream = Py_None;
+  c->shared = NULL;
+  Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+  for (Py_ssize_t i = 0; i < nkw; i++) {
+    PyObject *name = PyTuple_GET_ITEM(kwnames, i), *v = args[nargs + i];
+    if (name == str_stream)
+      c->stream = v;
+    else if (name == str_shared_mem)
+      c->shared = v;
+    else if (name == third_name && c->third == NULL)
+      c->third = v;
+    else if (!((name == str_cluster && v == Py_None) ||
+               (name == str_cooperative && v == Py_False)))
+      return 0;
+  }
+  return 1;
+}
+
+/* What a launch returns: None for status 0, else check(status)'s exception. */
+static PyObject *launched(int status) {
+  if (status == 0) Py_RETURN_NONE;
+  PyObject *st = PyLong_FromLong(status);
+  if (st == NULL) return NULL;
+  PyObject *res = PyObject_CallFunctionObjArgs(check_status, st, NULL);
+  Py_DECREF(st);
+  return res; /* raises (NULL) */
+}
+
+/* self.<name>(*args, **kwargs): the Python method, which launches or raises. */
+static PyObject *python_method(PyObject *self, PyObject *name, PyObject *const *args,
+                               Py_ssize_t nargs, PyObject *kwnames) {
+  PyObject *slow = PyObject_GetAttr(self, name);
+  if (slow == NULL) return NULL;
+  PyObject *result = PyObject_Vectorcall(slow, args, nargs, kwnames);
+  Py_DECREF(slow);
+  return result;
+}
+
 /* Kernel.__call__(grid, block, args=(), *, stream=None, shared_mem=0, cluster=None,
- * cooperative=False) as a method of the Python class kjit.Kernel (make_call()), which
- * spares a Python frame per launch. It launches through the kernel's Launcher
- * (self._launcher) when it can; otherwise, and for anything unusual in the call itself,
- * it calls self._call_python with the same arguments, which launches or raises. */
+ * cooperative=False): the method of kjit.Kernel (make_call()) and the vectorcall of its
+ * instances (kernel_vectorcall). It launches through the kernel's Launcher when it can;
+ * otherwise, and for anything unusual in the call itself, it calls self._call_python
+ * with the same arguments, which launches or raises. */
 static PyObject *kernel_call(PyObject *self, PyObject *const *args, size_t nargsf,
                              PyObject *kwnames) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  PyObject *grid = NULL, *block = NULL, *values = NULL, *stream = Py_None, *shared = NULL;
-  int usual = nargs >= 2 && nargs <= 3;
-  if (usual) {
-    grid = args[0];
-    block = args[1];
-    if (nargs == 3) values = args[2];
-  }
-  Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-  for (Py_ssize_t i = 0; usual && i < nkw; i++) {
-    PyObject *name = PyTuple_GET_ITEM(kwnames, i), *v = args[nargs + i];
-    if (name == str_stream)
-      stream = v;
-    else if (name == str_shared_mem)
-      shared = v;
-    else if (name == str_args && values == NULL)
-      values = v;
-    else if (!((name == str_cluster && v == Py_None) || (name == str_cooperative && v == Py_False)))
-      usual = 0; /* cluster, cooperative, other spellings: the Python method decides */
-  }
-  PyObject *result = NULL;
-  if (usual) {
-    PyObject *launcher = PyObject_GetAttr(self, str_launcher);
-    PyObject *h = launcher != NULL ? PyObject_GetAttr(self, str_h) : NULL;
-    if (h == NULL) {
-      Py_XDECREF(launcher);
-      return NULL;
-    }
-    if (Py_TYPE(launcher) == &LauncherType && h != Py_None) {
-      PyObject *small_zero = PyLong_FromLong(0);
-      PyObject *call[6] = {h, grid, block, values != NULL ? values : PyTuple_New(0), stream,
-                           shared != NULL ? shared : small_zero};
-      if (call[3] != NULL && small_zero != NULL) {
-        result = launcher_launch((Launcher *)launcher, call, 6);
-        if (values == NULL) Py_DECREF(call[3]);
-      } else {
-        Py_XDECREF(values == NULL ? call[3] : NULL);
-      }
-      Py_XDECREF(small_zero);
-    } else {
-      result = Py_None;
-      Py_INCREF(result);
+  call_args c;
+  if (usual_call(args, nargs, kwnames, str_args, &c)) {
+    PyObject *h, *launcher;
+    if (kernel_state(self, &h, &launcher) < 0) return NULL;
+    int r = 1, status = 0;
+    void *ptr = NULL;
+    if (launcher != NULL && h != Py_None) {
+      r = handle_of(h, &ptr);
+      if (r == 0)
+        r = launch_values((Launcher *)launcher, ptr, c.grid, c.block,
+                          c.third != NULL ? c.third : empty_tuple, c.stream, c.shared,
+                          &status);
     }
     Py_DECREF(h);
-    Py_DECREF(launcher);
-    if (result == NULL) return NULL;
-    if (result != Py_None) { /* launched: the status */
-      int launched_ok = PyLong_CheckExact(result) && PyLong_AsLong(result) == 0;
-      if (launched_ok) {
-        Py_DECREF(result);
-        Py_RETURN_NONE;
-      }
-      PyObject *r = PyObject_CallFunctionObjArgs(check_status, result, NULL);
-      Py_DECREF(result);
-      return r; /* raises (NULL) */
-    }
-    Py_DECREF(result);
+    Py_XDECREF(launcher);
+    if (r < 0) return NULL;
+    if (r == 0) return launched(status);
   }
-  PyObject *slow = PyObject_GetAttr(self, str_call_python);
-  if (slow == NULL) return NULL;
-  result = PyObject_Vectorcall(slow, args, nargs, kwnames);
-  Py_DECREF(slow);
-  return result;
+  return python_method(self, str_call_python, args, nargs, kwnames);
+}
+
+/* Kernel.launch_packed(grid, block, buffer, *, stream=None, shared_mem=0, cluster=None,
+ * cooperative=False) likewise (make_launch_packed()): a bytes buffer of the kernel's size
+ * is launched here, anything else goes to self._launch_packed_python. */
+static PyObject *kernel_launch_packed(PyObject *self, PyObject *const *args, size_t nargsf,
+                                      PyObject *kwnames) {
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  call_args c;
+  if (usual_call(args, nargs, kwnames, str_buffer, &c) && c.third != NULL &&
+      PyBytes_CheckExact(c.third)) {
+    PyObject *h, *launcher;
+    if (kernel_state(self, &h, &launcher) < 0) return NULL;
+    int r = 1, status = 0;
+    void *ptr = NULL;
+    if (launcher != NULL && h != Py_None &&
+        (size_t)PyBytes_GET_SIZE(c.third) == ((Launcher *)launcher)->bufsize) {
+      launch_config cfg;
+      r = handle_of(h, &ptr);
+      if (r == 0) r = config_of(c.grid, c.block, c.stream, c.shared, &cfg);
+      if (r == 0)
+        status = call((Launcher *)launcher, ptr, &cfg, PyBytes_AS_STRING(c.third),
+                      (size_t)PyBytes_GET_SIZE(c.third));
+    }
+    Py_DECREF(h);
+    Py_XDECREF(launcher);
+    if (r < 0) return NULL;
+    if (r == 0) return launched(status);
+  }
+  return python_method(self, str_launch_packed_python, args, nargs, kwnames);
+}
+
+/* The vectorcall of KernelBase instances: `self` is the callable. */
+static PyObject *kernel_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames) {
+  return kernel_call(self, args, nargsf, kwnames);
 }
 
 static PyMethodDef kernel_call_def = {
@@ -710,14 +927,58 @@ static PyMethodDef kernel_call_def = {
     "         cooperative=False)\n--\n\n"
     "Launch asynchronously (see Kernel.launch): the compiled launch path."};
 
+static PyMethodDef kernel_launch_packed_def = {
+    "launch_packed", (PyCFunction)(void (*)(void))kernel_launch_packed,
+    METH_FASTCALL | METH_KEYWORDS,
+    "launch_packed($self, grid, block, buffer, *, stream=None, shared_mem=0, cluster=None,\n"
+    "              cooperative=False)\n--\n\n"
+    "Launch with a parameter buffer made by pack() (or by hand, laid out by params); its\n"
+    "length must be param_buffer_size. The compiled launch path."};
+
+static PyObject *method_for(PyObject *cls, PyMethodDef *def) {
+  if (!PyType_Check(cls)) {
+    PyErr_Format(PyExc_TypeError, "%s: takes a class", def->ml_name);
+    return NULL;
+  }
+  return PyDescr_NewMethod((PyTypeObject *)cls, def);
+}
+
 /* make_call(cls): kernel_call as a method of the Python class `cls` (kjit.Kernel). */
 static PyObject *make_call(PyObject *module, PyObject *cls) {
   (void)module;
-  if (!PyType_Check(cls)) {
-    PyErr_SetString(PyExc_TypeError, "make_call(cls) takes a class");
+  return method_for(cls, &kernel_call_def);
+}
+
+/* make_launch_packed(cls): kernel_launch_packed as a method of `cls` likewise. */
+static PyObject *make_launch_packed(PyObject *module, PyObject *cls) {
+  (void)module;
+  return method_for(cls, &kernel_launch_packed_def);
+}
+
+/* use_vectorcall(cls): calls of instances of `cls`, a subclass of KernelBase whose
+ * __call__ is make_call()'s, go to kernel_vectorcall directly. Setting __call__ in a
+ * Python class makes its tp_call slot_tp_call, which builds an argument tuple and a
+ * keyword dict and looks __call__ up on every call; and Python before 3.12 does not let
+ * a Python subclass inherit its base's vectorcall. Both run the same kernel_call. Call it
+ * after __call__ is set: a later assignment of __call__ would not be seen. */
+static PyObject *use_vectorcall(PyObject *module, PyObject *cls) {
+  (void)module;
+  if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &KernelBaseType)) {
+    PyErr_SetString(PyExc_TypeError, "use_vectorcall(cls) takes a subclass of KernelBase");
     return NULL;
   }
-  return PyDescr_NewMethod((PyTypeObject *)cls, &kernel_call_def);
+  PyTypeObject *tp = (PyTypeObject *)cls;
+  PyObject *call = PyObject_GetAttrString(cls, "__call__");
+  if (call == NULL) return NULL;
+  int ours = Py_TYPE(call) == &PyMethodDescr_Type &&
+             ((PyMethodDescrObject *)call)->d_method->ml_meth ==
+                 (PyCFunction)(void (*)(void))kernel_call;
+  Py_DECREF(call);
+  if (!ours) Py_RETURN_FALSE; /* a __call__ of its own: slot_tp_call runs it */
+  tp->tp_vectorcall_offset = offsetof(KernelBase, vectorcall);
+  tp->tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL;
+  PyType_Modified(tp);
+  Py_RETURN_TRUE;
 }
 
 /* ---- module ---------------------------------------------------------------------------- */
@@ -738,6 +999,7 @@ static PyObject *setup(PyObject *module, PyObject *const *args, Py_ssize_t nargs
   Py_INCREF(args[1]);
   Py_XSETREF(stream_handle, args[1]);
   PyDict_Clear(kinds);
+  kinds_generation++;
   Py_RETURN_NONE;
 }
 
@@ -754,6 +1016,10 @@ static PyMethodDef module_methods[] = {
     {"setup", (PyCFunction)(void (*)(void))setup, METH_FASTCALL,
      "setup(kind_of_type, stream_handle, check)"},
     {"make_call", make_call, METH_O, "make_call(cls): the compiled Kernel.__call__ for cls"},
+    {"make_launch_packed", make_launch_packed, METH_O,
+     "make_launch_packed(cls): the compiled Kernel.launch_packed for cls"},
+    {"use_vectorcall", use_vectorcall, METH_O,
+     "use_vectorcall(cls): instances of cls (a KernelBase) are called without slot_tp_call"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -777,17 +1043,26 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
       intern(&str_stream_attrs[0], "cuda_stream") < 0 ||
       intern(&str_stream_attrs[1], "ptr") < 0 || intern(&str_stream_attrs[2], "handle") < 0 ||
       intern(&str_h, "_h") < 0 || intern(&str_launcher, "_launcher") < 0 ||
-      intern(&str_call_python, "_call_python") < 0 || intern(&str_args, "args") < 0 ||
+      intern(&str_call_python, "_call_python") < 0 || intern(&str_buffer, "buffer") < 0 ||
+      intern(&str_launch_packed_python, "_launch_packed_python") < 0 ||
+      intern(&str_args, "args") < 0 ||
       intern(&str_stream, "stream") < 0 || intern(&str_shared_mem, "shared_mem") < 0 ||
       intern(&str_cluster, "cluster") < 0 || intern(&str_cooperative, "cooperative") < 0)
     return NULL;
   if (kinds == NULL && (kinds = PyDict_New()) == NULL) return NULL;
-  if (PyType_Ready(&LauncherType) < 0) return NULL;
+  if (empty_tuple == NULL && (empty_tuple = PyTuple_New(0)) == NULL) return NULL;
+  if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&KernelBaseType) < 0) return NULL;
   PyObject *m = PyModule_Create(&module_def);
   if (m == NULL) return NULL;
   Py_INCREF(&LauncherType);
   if (PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0) {
     Py_DECREF(&LauncherType);
+    Py_DECREF(m);
+    return NULL;
+  }
+  Py_INCREF(&KernelBaseType);
+  if (PyModule_AddObject(m, "KernelBase", (PyObject *)&KernelBaseType) < 0) {
+    Py_DECREF(&KernelBaseType);
     Py_DECREF(m);
     return NULL;
   }

@@ -405,8 +405,17 @@ class KernelAttributes:
 if TYPE_CHECKING:
     Dim3 = Union[int, Tuple[int, ...]]
 
+# With the compiled path, Kernel's handle (_h) and Launcher (_launcher) live in the C
+# base _fastlaunch.KernelBase, which also lets kernel(...) reach C without a Python frame.
+# Type checkers see Handle alone.
+if TYPE_CHECKING or _fastlaunch is None:
+    _KernelBase = Handle
+else:
+    class _KernelBase(_fastlaunch.KernelBase, Handle):
+        __slots__ = ()
 
-class Kernel(Handle):
+
+class Kernel(_KernelBase):
     """A loaded, launchable kernel, from :meth:`Compiler.kernel` or
     :meth:`Binary.kernel`. Call it like CuPy's RawKernel::
 
@@ -421,6 +430,11 @@ class Kernel(Handle):
     """
 
     _kind = "Kernel"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if _fastlaunch is not None:
+            _fastlaunch.use_vectorcall(cls)  # unless cls has a __call__ of its own
 
     def __init__(self) -> None:
         raise TypeError("kjit.Kernel objects come from Compiler.kernel() or Binary.kernel()")
@@ -668,6 +682,9 @@ class Kernel(Handle):
         cfg = self._config(grid, block, stream, shared_mem, cluster, cooperative)
         check(self._launch(h, cfg, buf, len(buf)))
 
+    # The Python launch_packed, to which the compiled one hands what it does not launch.
+    _launch_packed_python = launch_packed
+
     @staticmethod
     def _config(grid: Any, block: Any, stream: Any, shared_mem: Any, cluster: Any,
                 cooperative: Any) -> bytes:
@@ -685,6 +702,9 @@ class Kernel(Handle):
 
 
 if _fastlaunch is not None:
-    # kernel(...) straight into C: the compiled launch path without a Python frame.
+    # kernel(...) straight into C: the compiled launch path without a Python frame, and
+    # (use_vectorcall) without an argument tuple or keyword dict; launch_packed likewise.
     # Kernel.launch stays the Python method (same path, one frame more).
     Kernel.__call__ = _fastlaunch.make_call(Kernel)  # type: ignore[method-assign]
+    Kernel.launch_packed = _fastlaunch.make_launch_packed(Kernel)  # type: ignore
+    _fastlaunch.use_vectorcall(Kernel)

@@ -358,5 +358,139 @@ class LaunchPathTest(unittest.TestCase):
         k._h = None
 
 
+@unittest.skipIf(NO_FAST, NO_FAST)
+class CompiledKernelTest(unittest.TestCase):
+    """kjit.Kernel on the compiled path: its C base, and calls that reach C directly."""
+    VECTORCALL = 1 << 11  # Py_TPFLAGS_HAVE_VECTORCALL
+
+    def test_handle_and_launcher_are_c_fields(self):
+        k = fake_kernel(SAXPY_LAYOUT, fast=True)
+        self.assertIsInstance(k, _kernel._fastlaunch.KernelBase)
+        self.assertNotIn("_h", vars(k))
+        self.assertNotIn("_launcher", vars(k))
+        self.assertEqual(k._h, 1)
+        self.assertIsInstance(k._launcher, _kernel._fastlaunch.Launcher)
+        self.assertFalse(k.closed)
+        k.close()
+        self.assertIsNone(k._h)
+        self.assertTrue(k.closed)
+        k = kjit.Kernel.__new__(kjit.Kernel)  # nothing set yet: None, as Handle._h
+        self.assertIsNone(k._h)
+        self.assertIsNone(k._launcher)
+        with self.assertRaises(kjit.InvalidHandle):
+            k(1, 1)
+
+    def test_every_call_form_launches_in_c(self):
+        x = FakeCudaArray(0x1000)
+        k = fake_kernel(SAXPY_LAYOUT, fast=True)
+        k._call_python = None  # not called
+        k(1, 1, (2.0, x, x, 4))                        # vectorcall
+        kjit.Kernel.__call__(k, 1, 1, [2.0, x, x, 4])  # the method descriptor
+        k(*(1, 1), **{"args": (2.0, x, x, 4), "stream": 5})  # tp_call: a tuple and dict
+        self.assertEqual(len(k.calls), 3)
+        self.assertEqual(k.calls[0], k.calls[1])
+
+    def test_vectorcall_is_used_by_kernel_and_subclasses(self):
+        for cls in (kjit.Kernel, type(fake_kernel([], fast=True))):
+            self.assertTrue(cls.__flags__ & self.VECTORCALL, cls)
+
+        class OwnCall(kjit.Kernel):
+            def __call__(self, *args, **kwargs):
+                return "own"
+
+        self.assertFalse(OwnCall.__flags__ & self.VECTORCALL)
+        k = OwnCall.__new__(OwnCall)
+        self.assertEqual(k(1, 1), "own")
+        with self.assertRaises(TypeError):
+            _kernel._fastlaunch.use_vectorcall(int)
+
+    def test_kind_cache_follows_types_per_parameter(self):
+        # One kernel launched again and again with other types at each parameter: each
+        # launch packs what the ctypes path packs (the last type's kind is remembered).
+        fast = fake_kernel([(0, 8), (8, 8)], fast=True)
+        slow = fake_kernel([(0, 8), (8, 8)], fast=False)
+        values = [FakeCudaArray(0x10), 5, cupy_like(0x20), kjit.int64(-3), TorchLike(0x30),
+                  b"12345678", FakeDLPack(0x40), kjit.float64(1.5), ctypes.c_int64(9), 2.5]
+        for i in range(3 * len(values)):
+            args = (values[i % len(values)], values[(i * 3) % len(values)])
+            fast(1, 1, args)
+            slow(1, 1, args)
+        self.assertEqual(fast.calls, slow.calls)
+
+    def test_setup_makes_cached_kinds_stale(self):
+        fl = _kernel._fastlaunch
+        k = fake_kernel([(0, 8)], fast=True)
+        x = FakeCudaArray(0x10)
+        self.assertEqual(k._fast_launch(1, 1, 1, (x,), None, 0), 0)
+        fl.setup(lambda tp: 0, _kernel.stream_handle, _kernel.check)  # nothing is C's
+        try:
+            self.assertIsNone(k._fast_launch(1, 1, 1, (x,), None, 0))
+        finally:
+            fl.setup(_kernel._fast_kind, _kernel.stream_handle, _kernel.check)
+        self.assertEqual(k._fast_launch(1, 1, 1, (x,), None, 0), 0)
+        self.assertEqual(len(k.calls), 2)
+
+    def test_gil_is_released_when_other_threads_exist(self):
+        # libc's usleep as the launch function: it blocks for `handle` microseconds
+        # without touching Python. A thread counting meanwhile must get to run.
+        import threading
+        libc = ctypes.CDLL(None)
+        launch = ctypes.cast(libc.usleep, ctypes.c_void_p).value
+        k = kjit.Kernel.__new__(kjit.Kernel)
+        k._h = 300000
+        k._init(0, "sleep", [], 0, ctypes.CFUNCTYPE(
+            ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+            ctypes.c_size_t)(launch), fast=True)
+        k(1, 1)  # no other thread: the GIL is kept, nothing waits for it
+        counts, stop, started = [0], threading.Event(), threading.Event()
+
+        def count():
+            started.set()
+            while not stop.is_set():
+                counts[0] += 1
+
+        t = threading.Thread(target=count)
+        t.start()
+        started.wait()
+        try:
+            before = counts[0]
+            k(1, 1)
+            during = counts[0] - before
+        finally:
+            stop.set()
+            t.join()
+            k._h = None
+        self.assertGreater(during, 1000)
+
+    def test_launch_packed_launches_in_c(self):
+        k = fake_kernel(SAXPY_LAYOUT, fast=True)
+        buf = k.pack((2.0, 1, 2, 3))
+        k._launch_packed_python = None  # not called
+        k.launch_packed(1, 1, buf)
+        k.launch_packed((2, 2), [32], buffer=buf, stream=7, shared_mem=16, cluster=None,
+                        cooperative=False)
+        self.assertEqual(len(k.calls), 2)
+        self.assertIn("($self, grid, block, buffer",
+                      kjit.Kernel.launch_packed.__text_signature__)
+        self.assertIn("param_buffer_size", kjit.Kernel.launch_packed.__doc__)
+        for form in (lambda k: k.launch_packed(1, 1, buf, cluster=(1,)),
+                     lambda k: k.launch_packed(1, 1), lambda k: k.launch_packed(1, 1, buf, 2),
+                     lambda k: k.launch_packed(1, 1, buf, buffer=buf),
+                     lambda k: k.launch_packed(grid=1, block=1, buffer=buf),
+                     lambda k: k.launch_packed(1, 1, bytearray(buf)),
+                     lambda k: k.launch_packed(1, 1, buf[:-1])):
+            SamePathsTest.same(self, SAXPY_LAYOUT, form)
+
+    def test_kernel_in_a_cycle_is_collected(self):
+        import gc
+        import weakref
+        k = fake_kernel([], fast=True)
+        k.me = k
+        ref = weakref.ref(k)
+        del k
+        gc.collect()
+        self.assertIsNone(ref())
+
+
 if __name__ == "__main__":
     unittest.main()
