@@ -175,6 +175,24 @@ TEST_P(PchTruth, HeaderCreatedEarlierOnThePath) {
   check(program("ka"), options("a.cu"), "3333");
 }
 
+// A header reached through a link that is pointed at another file.
+TEST_P(PchTruth, LinkRetargeted) {
+  Cwd cwd(dir_.path());
+  write(dir_.path() + "/inc/h.h", kHeader);
+  write(dir_.path() + "/inc/v1.h", "#define V 1111\n");
+  write(dir_.path() + "/inc/v2.h", "#define V 2222\n");
+  ASSERT_EQ(symlink("v1.h", (dir_.path() + "/inc/v.h").c_str()), 0);
+  kjit::make_directories(dir_.path() + "/inc2", 0755);
+  settle();
+  check(program("ka"), options("a.cu"), "1111");
+  check(program("kb"), options("b.cu"), "1111");
+  expect_pch_in_play();
+  ASSERT_EQ(unlink((dir_.path() + "/inc/v.h").c_str()), 0);
+  ASSERT_EQ(symlink("v2.h", (dir_.path() + "/inc/v.h").c_str()), 0);
+  check(program("kb"), options("b.cu"), "2222");
+  check(program("ka"), options("a.cu"), "2222");
+}
+
 // After an edit has settled, a new PCH is made from the new header and used again.
 TEST_P(PchTruth, NewPchAfterAnEditIsUsed) {
   Cwd cwd(dir_.path());

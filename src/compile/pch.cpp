@@ -179,16 +179,16 @@ std::string leading_directives(const std::string& s) {
 // had been settled for the racy window), or the bytes do.
 bool input_holds(const PchInput& in) {
   PathStamp now;
-  if (!stamp_path(in.path, &now)) return false;
+  if (!stamp_path(in.opened, &now)) return false;
   if (!in.exists) return now.kind == 0;
   if (now.kind != 1) return false;
   const PathStamp& was = in.stamp;
   if (now.dev == was.dev && now.ino == was.ino && now.size == was.size &&
       now.mtime_ns == was.mtime_ns && now.ctime_ns == was.ctime_ns &&
-      network_fs_type(in.path).empty()) {
+      network_fs_type(in.opened).empty()) {
     return true;
   }
-  const auto bytes = read_file(in.path);
+  const auto bytes = read_file(in.opened);
   return bytes && to_hex(sha256(*bytes)) == in.digest;
 }
 
@@ -218,12 +218,13 @@ bool record_inputs(const AuditRecord& audit, const std::string& program, int64_t
       *why = "NVRTC listed the directory " + path;
       return false;
     }
-    if (!seen.insert(path).second) continue;
+    if (!seen.insert(f.path).second) continue;
     PchInput in;
     in.path = path;
+    in.opened = f.path;
     in.exists = f.ok;
-    if (!stamp_path(path, &in.stamp)) {
-      *why = "cannot stat " + path;
+    if (!stamp_path(f.path, &in.stamp)) {
+      *why = "cannot stat " + f.path;
       return false;
     }
     if (!f.ok) {
@@ -232,9 +233,9 @@ bool record_inputs(const AuditRecord& audit, const std::string& program, int64_t
         return false;
       }
     } else {
-      const auto bytes = read_file(path);
+      const auto bytes = read_file(f.path);
       PathStamp after;
-      if (!bytes || in.stamp.kind != 1 || !stamp_path(path, &after) ||
+      if (!bytes || in.stamp.kind != 1 || !stamp_path(f.path, &after) ||
           after.mtime_ns != in.stamp.mtime_ns || after.ctime_ns != in.stamp.ctime_ns ||
           after.ino != in.stamp.ino || !stamp_settled(in.stamp, started_ns)) {
         *why = path + " was modified around the time of the compile";
