@@ -91,23 +91,7 @@ Result compile(kjit_cache* cache, const std::string& source, const char* target 
 
 std::string db_path(const TempDir& d) { return d.file("kjit.db"); }
 
-// Messages logged while a test runs (every level).
-struct LogCapture {
-  std::vector<std::string> messages;
-  LogCapture() {
-    kjit_set_log_callback(
-        [](int, const char* m, void* user) {
-          static_cast<LogCapture*>(user)->messages.emplace_back(m);
-        },
-        this);
-  }
-  ~LogCapture() { kjit_set_log_callback(nullptr, nullptr); }
-  size_t count(const std::string& needle) const {
-    size_t n = 0;
-    for (const auto& m : messages) n += m.find(needle) != std::string::npos;
-    return n;
-  }
-};
+using kjit::test::LogCapture;
 
 // Sets an environment variable for the scope of a test.
 struct ScopedEnv {

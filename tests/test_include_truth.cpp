@@ -323,18 +323,7 @@ CaseSetup make_case(const Form& f, Naming naming, const std::string& root,
   return s;
 }
 
-class Cwd {
- public:
-  explicit Cwd(const std::string& dir) {
-    char buf[4096];
-    old_ = getcwd(buf, sizeof buf) ? buf : "/";
-    EXPECT_EQ(chdir(dir.c_str()), 0) << dir;
-  }
-  ~Cwd() { (void)!chdir(old_.c_str()); }
-
- private:
-  std::string old_;
-};
+using kjit::test::Cwd;
 
 struct Event {
   std::string kind;

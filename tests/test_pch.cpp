@@ -25,6 +25,8 @@
 using kjit::CompileMode;
 using kjit::CompileOptions;
 using kjit::Outcome;
+using kjit::test::Cwd;
+using kjit::test::LogCapture;
 using kjit::test::TempDir;
 
 namespace {
@@ -37,42 +39,11 @@ void write(const std::string& path, const std::string& text) {
   std::fclose(f);
 }
 
-// Messages logged while a test runs (every level).
-struct LogCapture {
-  std::vector<std::string> messages;
-  LogCapture() {
-    kjit_set_log_callback(
-        [](int, const char* m, void* user) {
-          static_cast<LogCapture*>(user)->messages.emplace_back(m);
-        },
-        this);
-  }
-  ~LogCapture() { kjit_set_log_callback(nullptr, nullptr); }
-  size_t count(const std::string& needle) const {
-    size_t n = 0;
-    for (const auto& m : messages) n += m.find(needle) != std::string::npos;
-    return n;
-  }
-};
-
 // Files must have been left alone for the racy window before a PCH made from them is
 // trusted (pch.h): wait it out once after writing them.
 void settle() {
   std::this_thread::sleep_for(std::chrono::milliseconds(2100));
 }
-
-class Cwd {
- public:
-  explicit Cwd(const std::string& dir) {
-    char buf[4096];
-    old_ = getcwd(buf, sizeof buf) ? buf : "/";
-    EXPECT_EQ(chdir(dir.c_str()), 0) << dir;
-  }
-  ~Cwd() { (void)!chdir(old_.c_str()); }
-
- private:
-  std::string old_;
-};
 
 // A header that reaches the toolkit (so kjit uses a PCH) and defines V through v.h.
 const char* const kHeader = "#pragma once\n#include <cuda/std/cstdint>\n#include <v.h>\n";

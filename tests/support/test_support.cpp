@@ -1,5 +1,6 @@
 #include "support/test_support.h"
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -12,6 +13,34 @@
 #include "kjit/kjit.h"
 
 namespace kjit::test {
+
+LogCapture::LogCapture() {
+  kjit_set_log_callback(
+      [](int, const char* m, void* user) {
+        static_cast<LogCapture*>(user)->messages.emplace_back(m);
+      },
+      this);
+}
+
+LogCapture::~LogCapture() {
+  kjit_set_log_callback(nullptr, nullptr);
+}
+
+size_t LogCapture::count(const std::string& needle) const {
+  size_t n = 0;
+  for (const auto& m : messages) n += m.find(needle) != std::string::npos;
+  return n;
+}
+
+Cwd::Cwd(const std::string& dir) {
+  char buf[4096];
+  old_ = getcwd(buf, sizeof buf) ? buf : "/";
+  EXPECT_EQ(chdir(dir.c_str()), 0) << dir;
+}
+
+Cwd::~Cwd() {
+  (void)!chdir(old_.c_str());
+}
 
 TempDir::TempDir() {
   const char* tmp = std::getenv("TMPDIR");
@@ -66,7 +95,9 @@ extern "C" __global__ void block_sum(const float* in, float* out, int n) {
 }
 )";
 
-std::string cub_include_dir() { return std::string(KJIT_CUDA_INCLUDE_DIR) + "/cccl"; }
+std::string cub_include_dir() {
+  return std::string(KJIT_CUDA_INCLUDE_DIR) + "/cccl";
+}
 
 std::string gpu_unavailable_reason() {
   int count = 0;
