@@ -307,42 +307,6 @@ TEST_F(Worker, MemoryLimitStopsTheCompile) {
   EXPECT_EQ(next.status, KJIT_OK) << next.message;
 }
 
-// NVRTC compiles one program per process at a time. In auto mode a compile that finds the
-// worker compiling another program runs in its own process at once instead of queueing
-// there; in worker mode it waits its turn in the worker.
-TEST_F(Worker, BusyWorkerLetsAutoModeCompileElsewhere) {
-  TempDir dir;
-  auto cache = open_cache(dir.path());
-  for (CompileMode mode : {CompileMode::Auto, CompileMode::Worker}) {
-    const bool automatic = mode == CompileMode::Auto;
-    SCOPED_TRACE(automatic ? "auto" : "worker");
-    kjit::Compiler slow(cache.get(), 1), quick(cache.get(), 1);
-    slow.set_mode(mode);
-    quick.set_mode(mode);
-    ASSERT_EQ(quick.compile(saxpy_variant(automatic ? 40 : 50), sm90()).status, KJIT_OK);
-    std::string why;
-    auto st = kjit::worker_status_for(cache.get(), &why);
-    ASSERT_TRUE(st) << why;
-    const uint64_t before = st->compiles;
-    std::thread t([&] {
-      const std::string src = std::string(kSlowSource) + (automatic ? "// a\n" : "// w\n");
-      const kjit_status done = slow.compile(src, sm90("slow.cu")).status;
-      EXPECT_TRUE(done == KJIT_OK || done == KJIT_ERROR_COMPILE) << done;  // its step limit
-    });
-    for (int i = 0; i < 3000; ++i) {  // until the worker has the slow compile
-      st = kjit::worker_status_for(cache.get(), &why);
-      if (st && st->in_flight > 0) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    const Outcome o = quick.compile(saxpy_variant(automatic ? 41 : 51), sm90());
-    EXPECT_EQ(o.status, KJIT_OK) << o.message;
-    t.join();
-    st = kjit::worker_status_for(cache.get(), &why);
-    ASSERT_TRUE(st) << why;
-    EXPECT_EQ(st->compiles - before, automatic ? 1u : 2u);
-  }
-}
-
 // A client killed in the middle of its request leaves the worker serving others.
 TEST_F(Worker, ClientKilledMidRequestLeavesTheWorkerHealthy) {
   TempDir dir;

@@ -302,13 +302,8 @@ std::optional<Outcome> Compiler::compile_in_worker_process(
     q.use_pch = norm.pch && scan.outside;
     q.time_limit_ms = limits_.time_limit_ms;
     q.memory_limit_bytes = limits_.memory_limit_bytes;
-    q.may_decline = m == CompileMode::Auto;
     a = compile_in_worker(addr, tool, q, cancel);
     why = a.message;
-    if (a.busy) {  // compiled here at once, in parallel with the worker's compile
-      log_debug("compiling '" + opts.name + "' in this process: " + why);
-      return std::nullopt;
-    }
   }
   if (a.kind == WorkerAnswer::Kind::Failed) {
     Outcome o = a.failure;

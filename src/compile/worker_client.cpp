@@ -598,11 +598,6 @@ WorkerAnswer compile_in_worker(const WorkerAddress& addr, const std::string& too
       a.message = "the compile worker refused the request: " + reply;
       return a;
     }
-    if (rr == ReadResult::Ok && type == FrameType::Busy) {
-      a.message = "the compile worker is compiling another program";
-      a.busy = true;
-      return a;
-    }
     if (rr == ReadResult::Timeout) {
       if (cancel && cancel->load()) return failed(KJIT_ERROR_CANCELLED, what + " was cancelled");
       return failed(KJIT_ERROR_TIMEOUT,

@@ -57,8 +57,6 @@ struct WorkerAnswer {
   worker::CompileReply reply;  // Reply
   Outcome failure;             // Failed
   bool crashed = false;        // Failed because the compiler crashed on this input
-  bool busy = false;           // Unavailable because the worker is compiling another program
-                               // and the request allowed it to decline (may_decline)
   std::string message;         // Unavailable
 };
 

@@ -200,7 +200,6 @@ std::string encode(const CompileRequest& q) {
   w.u32(q.use_pch ? 1 : 0);
   w.u64(q.time_limit_ms);
   w.u64(q.memory_limit_bytes);
-  w.u32(q.may_decline ? 1 : 0);
   return std::move(w.bytes());
 }
 
@@ -225,7 +224,6 @@ CompileRequest decode_request(const std::string& payload) {
   q.use_pch = r.boolean();
   q.time_limit_ms = r.u64();
   q.memory_limit_bytes = r.u64();
-  q.may_decline = r.boolean();
   r.finish();
   return q;
 }

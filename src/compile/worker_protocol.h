@@ -33,8 +33,6 @@ enum class FrameType : uint32_t {
   Status = 5,       // client -> worker: empty
   StatusReply = 6,  // worker -> client: WorkerStatus
   Refused = 7,      // worker -> client: reason text (mismatched hello, too many clients)
-  Busy = 8,         // worker -> client: another compile is running; the client compiles
-                    // itself (only for a request with may_decline)
 };
 
 struct Hello {
@@ -58,11 +56,6 @@ struct CompileRequest {
   bool use_pch = false;
   uint64_t time_limit_ms = 0;       // 0 = none
   uint64_t memory_limit_bytes = 0;  // 0 = the worker's default
-  // The client may compile in its own process (auto mode): a worker that is already
-  // compiling answers Busy rather than queueing it. NVRTC runs one compile per process at a
-  // time (its front end is serialised), so a second compile queued in one worker would
-  // wait for the first, where another process runs it at once.
-  bool may_decline = false;
 };
 
 struct CompileReply {

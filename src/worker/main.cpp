@@ -295,14 +295,6 @@ void handle_compile(Server& s, int fd, const wk::CompileRequest& q) {
     }
   } unregister{s, r.get()};
 
-  // NVRTC compiles one program per process at a time: a client that can compile itself
-  // is not kept waiting behind another compile.
-  if (q.may_decline && s.in_flight.load() > 1) {
-    std::lock_guard<std::mutex> lock(r->write_mu);
-    r->answered = true;
-    wk::write_frame(fd, wk::FrameType::Busy, "");
-    return;
-  }
   Slot slot(s, *r);
   if (!slot.held()) return;           // the client left while waiting
   if (::chdir(q.cwd.c_str()) != 0) {  // this thread's own working directory (CLONE_FS)
