@@ -388,9 +388,15 @@ KJIT_EXPORT kjit_status kjit_hash_options(const char* const* options, size_t cou
                                           char out_hex[65]);
 
 /**
- * The cache key kjit_compile() would use for (source, opts), without compiling.
- * Reads files reachable through #include. Target "auto" needs the CUDA driver.
- * Returns the same argument/target errors as kjit_compile(). Thread-safe.
+ * The cache key kjit_compile() would give for (source, opts) now.
+ * A program that cannot read files (no #include, __has_include or pre-included header)
+ * is not compiled: its key is a hash of the request. The key of a program that can read
+ * files covers the files NVRTC reads for it (docs/cache-keys.md): it is taken from the
+ * default cache's record of an earlier compile when every file of that record is
+ * unchanged; otherwise the program is compiled (and its result stored in the default
+ * cache) to learn what NVRTC reads, and a compile error still gives the key.
+ * Target "auto" needs the CUDA driver. Returns the same argument/target errors as
+ * kjit_compile(), and its failures other than compile errors. Thread-safe.
  */
 KJIT_EXPORT kjit_status kjit_compute_key(const char* source, const kjit_options* opts,
                                          char out_hex[65]);

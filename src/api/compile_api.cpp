@@ -370,8 +370,13 @@ KJIT_EXPORT kjit_status kjit_compute_key(const char* source, const kjit_options*
   return guard([&] {
     if (!source || !out_hex) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_compute_key: NULL argument");
     if (opts && !ok(opts)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compute_key: invalid options handle");
-    Compiler c(nullptr, 1);
-    const std::string key = c.key(source, options_or_default(opts));
+    // A program that can read files gets its key from what NVRTC read for it: from the
+    // default cache's records, else from compiling it there (compiler.h: Compiler::key).
+    const kjit::CompileOptions& o = options_or_default(opts);
+    std::unique_ptr<Cache> cache;
+    if (may_read_files(source, o)) cache = std::make_unique<Cache>(CacheConfig{});
+    Compiler c(cache.get(), 1);
+    const std::string key = c.key(source, o);
     std::memcpy(out_hex, key.c_str(), 65);
     return KJIT_OK;
   });

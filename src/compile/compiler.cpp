@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "compile/builtin_std.h"
+#include "compile/dep_manifest.h"
 #include "compile/file_audit.h"
 #include "compile/include_scan.h"
 #include "compile/nvrtc_program.h"
@@ -42,12 +43,14 @@ Outcome from_flight(FlightResult r) {
 
 namespace {
 
-// Length-prefixed, versioned encoding of everything that affects the output.
-std::string compute_key(const std::string& source, const CompileOptions& opts,
-                        const NormalisedOptions& norm, const std::string& toolchain,
-                        const IncludeScan& scan) {
-  Sha256 h;
-  h.field("kjit-key");
+// The request's own part of the key: everything that affects the output except the files
+// NVRTC reads (length-prefixed, versioned). `domain` separates the keys of programs that
+// read no file ("kjit-key", hashed with their empty scan) from the base hashes of those
+// that do (dep_manifest.h).
+void hash_request(Sha256& h, const char* domain, const std::string& source,
+                  const CompileOptions& opts, const NormalisedOptions& norm,
+                  const std::string& toolchain) {
+  h.field(domain);
   h.u64(kCacheFormatVersion);
   h.field(toolchain);
   h.field(norm.target);
@@ -66,6 +69,38 @@ std::string compute_key(const std::string& source, const CompileOptions& opts,
   h.u64(opts.name_expressions.size());
   for (const auto& e : opts.name_expressions) h.field(e);
   h.field(norm.toolkit_fingerprint);
+}
+
+std::string compute_base(const std::string& source, const CompileOptions& opts,
+                         const NormalisedOptions& norm, const std::string& toolchain) {
+  Sha256 h;
+  hash_request(h, "kjit-base", source, opts, norm, toolchain);
+  return to_hex(h.finish());
+}
+
+// Options that write the names of source files into the code (debug and line
+// information): a key from names NVRTC used relative to the working directory then also
+// covers that directory.
+bool writes_source_paths(const NormalisedOptions& norm) {
+  for (const std::string& o : norm.key) {
+    for (const char* p : {"-G", "--device-debug", "-lineinfo", "--generate-line-info"}) {
+      if (o == p || o.rfind(std::string(p) + "=", 0) == 0) return true;
+    }
+  }
+  return false;
+}
+
+std::string current_directory() {
+  char buf[4096];
+  return getcwd(buf, sizeof buf) ? std::string(buf) : std::string();
+}
+
+// Length-prefixed, versioned encoding of everything that affects the output.
+std::string compute_key(const std::string& source, const CompileOptions& opts,
+                        const NormalisedOptions& norm, const std::string& toolchain,
+                        const IncludeScan& scan) {
+  Sha256 h;
+  hash_request(h, "kjit-key", source, opts, norm, toolchain);
   h.u64(scan.files.size());
   for (const auto& f : scan.files) {
     h.field(f.path);
@@ -213,7 +248,7 @@ std::string user_pch_doubt(const std::vector<std::string>& options, const std::s
 }  // namespace
 
 IncludeScan scan_for(const std::string& source, const CompileOptions& opts,
-                     const NormalisedOptions& norm) {
+                     const NormalisedOptions& norm, bool read_directories) {
   IncludeScanInput in;
   in.source = source;
   in.program_name = opts.name;
@@ -223,6 +258,7 @@ IncludeScan scan_for(const std::string& source, const CompileOptions& opts,
   in.defines = norm.defines;
   in.skip_roots = norm.skip_roots;
   in.builtin_std = norm.builtin_std;
+  in.read_directories = read_directories;
   return scan_includes(in);
 }
 
@@ -266,7 +302,8 @@ Outcome compile_audited(const std::string& source, const CompileOptions& opts,
 
 std::optional<Outcome> Compiler::compile_in_worker_process(
     const std::string& source, const CompileOptions& opts, const NormalisedOptions& norm,
-    const std::string& key, const IncludeScan& scan, const CancelFlag& cancel, CompileMode m) {
+    const std::string& key, bool use_pch, const CancelFlag& cancel, CompileMode m,
+    AuditRecord* audit) {
   const std::string& tool = toolchain();
   std::string why;
   WorkerAddress addr = worker_address(cache_, tool, &why);
@@ -299,7 +336,7 @@ std::optional<Outcome> Compiler::compile_in_worker_process(
     q.outputs = norm.outputs;
     q.nvrtc = norm.nvrtc;
     q.key_options = norm.key;
-    q.use_pch = norm.pch && scan.outside;
+    q.use_pch = use_pch;
     q.time_limit_ms = limits_.time_limit_ms;
     q.memory_limit_bytes = limits_.memory_limit_bytes;
     a = compile_in_worker(addr, tool, q, cancel);
@@ -313,12 +350,7 @@ std::optional<Outcome> Compiler::compile_in_worker_process(
   if (a.kind == WorkerAnswer::Kind::Reply) {
     Outcome o = std::move(a.reply.outcome);
     if (o.entry) std::const_pointer_cast<Entry>(o.entry)->key = key;
-    const AuditRecord& audit = a.reply.audit;
-    const std::string uncov = uncovered(scan, audit.available ? &audit : nullptr, opts.name, norm);
-    if (!uncov.empty()) {
-      o.cacheable = false;
-      report_uncovered(opts.name, uncov);
-    }
+    *audit = std::move(a.reply.audit);
     return o;
   }
   if (m == CompileMode::Worker) {
@@ -352,7 +384,19 @@ std::string Compiler::key(const std::string& source, const CompileOptions& opts)
   find_toolkits(opts, reads_files);
   const std::string& tool = toolchain();  // first: normalising asks for its facts
   const NormalisedOptions norm = normalise(opts, reads_files);
-  return compute_key(source, opts, norm, tool, scan_for(source, opts, norm));
+  if (!reads_files) return compute_key(source, opts, norm, tool, scan_for(source, opts, norm));
+  // The key of a program that reads files comes from what NVRTC read for it: a stored
+  // record that still holds gives it, else the program is compiled (and stored) to learn it.
+  if (cache_) {
+    const std::string base = compute_base(source, opts, norm, tool);
+    if (auto o = manifest_hit(base, writes_source_paths(norm) ? current_directory() : "",
+                              source, opts, /*fresh=*/false)) {
+      return o->entry->key;
+    }
+  }
+  Outcome o = compile_request(source, opts, nullptr);
+  if (o.entry && !o.entry->key.empty()) return o.entry->key;
+  fail(o.status, o.message);
 }
 
 std::optional<Outcome> Compiler::remembered_hit(const std::string& key) {
@@ -379,6 +423,73 @@ Outcome Compiler::compile(std::string_view source, const CompileOptions& opts,
   return compile_request(source, opts, cancel);
 }
 
+std::optional<Outcome> Compiler::manifest_hit(const std::string& base, const std::string& cwd_tag,
+                                              const std::string& source,
+                                              const CompileOptions& opts, bool fresh) {
+  const std::string mkey = manifest_key(base);
+  EntryPtr m;
+  if (fresh) {
+    m = cache_->stored(mkey);
+  } else {
+    kjit_tier tier;
+    m = cache_->lookup(mkey, &tier, nullptr, /*counted=*/false);
+  }
+  if (!m || !m->is_manifest()) return std::nullopt;
+  const auto records = parse_manifest(m->manifest);
+  if (!records) {
+    log_debug("the dependency manifest " + mkey + " cannot be read; compiling");
+    return std::nullopt;
+  }
+  for (const DepRecord& r : *records) {
+    std::vector<PathStamp> now;
+    bool settled = false;
+    if (!inputs_hold(r.inputs, &now, &settled)) continue;
+    // The entry's key is recomputed from the record, never taken from it.
+    if (dep_entry_key(base, r, cwd_tag) != r.entry_key) continue;
+    kjit_tier tier;
+    EntryPtr e = cache_->lookup(r.entry_key, &tier);
+    if (!e) continue;
+    IncludeScan coverage;  // for the memo: the stamps just checked
+    coverage.looked = std::move(now);
+    coverage.settled = settled;
+    if (std::any_of(r.inputs.begin(), r.inputs.end(), [](const FileInput& in) { return in.relative; })) {
+      coverage.cwd = current_directory();
+      PathStamp here;
+      if (coverage.cwd.empty() || !stamp_path(".", &here)) {
+        coverage.settled = false;
+      } else {
+        coverage.cwd_dev = here.dev;
+        coverage.cwd_ino = here.ino;
+      }
+    }
+    memo_.remember(source, opts, r.entry_key, coverage);
+    return Outcome{KJIT_OK, "", e, tier};
+  }
+  return std::nullopt;
+}
+
+bool Compiler::add_to_manifest(const std::string& base, DepRecord record, const Entry& like) {
+  const std::string mkey = manifest_key(base);
+  std::vector<DepRecord> records;
+  if (EntryPtr old = cache_->stored(mkey)) {
+    if (auto parsed = parse_manifest(old->manifest)) records = std::move(*parsed);
+  }
+  records.erase(std::remove_if(records.begin(), records.end(),
+                               [&](const DepRecord& r) { return r.entry_key == record.entry_key; }),
+                records.end());
+  records.insert(records.begin(), std::move(record));
+  if (records.size() > kMaxDepRecords) records.resize(kMaxDepRecords);
+  auto m = std::make_shared<Entry>();
+  m->key = mkey;
+  m->target = like.target;
+  m->toolchain = like.toolchain;
+  m->program_name = like.program_name;
+  m->options = like.options;
+  m->created = like.created;
+  m->manifest = manifest_text(records);
+  return cache_->store(m);
+}
+
 Outcome Compiler::compile_request(std::string_view source_bytes, const CompileOptions& opts,
                                   const CancelFlag& cancel) {
   const std::string source(source_bytes);
@@ -388,8 +499,60 @@ Outcome Compiler::compile_request(std::string_view source_bytes, const CompileOp
   find_toolkits(opts, reads_files);
   const std::string& tool = toolchain();  // first: normalising asks for its facts
   const NormalisedOptions norm = normalise(opts, reads_files);
+  if (reads_files) return compile_reading_files(source, opts, norm, cancel);
   const IncludeScan scan = scan_for(source, opts, norm);
   const std::string key = compute_key(source, opts, norm, tool, scan);
+  auto run = [&]() -> Outcome {
+    const CompileMode m = mode();
+    AuditRecord audit;
+    std::optional<Outcome> o;
+    if (m != CompileMode::InProcess) {
+      o = compile_in_worker_process(source, opts, norm, key, false, cancel, m, &audit);
+    }
+    if (!o) o = compile_audited(source, opts, norm, key, tool, cancel, false, &audit);
+    const std::string why = uncovered(scan, audit.available ? &audit : nullptr, opts.name, norm);
+    if (!why.empty()) {
+      o->cacheable = false;
+      report_uncovered(opts.name, why);
+    }
+    return *o;
+  };
+  if (!cache_) return run();
+  std::function<bool()> cancelled;  // also ends a wait for another process's compile
+  if (cancel) cancelled = [&cancel] { return cancel->load(std::memory_order_relaxed); };
+  Outcome o = from_flight(cache_->get_or_compile(
+      key, [&] { return to_flight(run()); }, cancelled));
+  if (o.status == KJIT_OK && o.entry && o.cacheable) memo_.remember(source, opts, key, scan);
+  return o;
+}
+
+Outcome Compiler::compile_reading_files(const std::string& source, const CompileOptions& opts,
+                                        const NormalisedOptions& norm, const CancelFlag& cancel) {
+  const std::string& tool = toolchain();
+  const std::string base = compute_base(source, opts, norm, tool);
+  const std::string cwd_tag = writes_source_paths(norm) ? current_directory() : "";
+  if (cache_) {
+    if (auto o = manifest_hit(base, cwd_tag, source, opts, /*fresh=*/false)) return *o;
+  }
+  // A preview of what NVRTC will read: the built-in standard headers it needs, whether
+  // its includes reach the toolkit (precompiled headers pay there), and the bytes of the
+  // files before the compile (a file modified just before it is vouched for by them).
+  // No directory is read whole for a computed include the scan cannot follow.
+  const IncludeScan scan = scan_for(source, opts, norm, /*read_directories=*/false);
+  std::map<std::string, std::shared_ptr<const std::string>> before;
+  for (const IncludedFile& f : scan.files) before.emplace(f.path, f.content);
+  // Where a file would shadow a built-in header: those places must stay empty.
+  std::vector<std::string> extra_absent;
+  for (const std::string& place : scan.absent) {
+    for (const std::string& name : scan.builtins) {
+      for (const std::string& tail : {"/" + name, "/" + name + ".stdh"}) {
+        if (place.size() > tail.size() &&
+            place.compare(place.size() - tail.size(), tail.size(), tail) == 0) {
+          extra_absent.push_back(place);
+        }
+      }
+    }
+  }
   // NVRTC is given the built-in standard headers the program uses as in-memory headers,
   // and a macro naming them: NVRTC checks in-memory headers against no precompiled header,
   // but takes a PCH only for the options it was made with, so one made with other headers
@@ -403,31 +566,77 @@ Outcome Compiler::compile_request(std::string_view source_bytes, const CompileOp
   }
   const CompileOptions& given = scan.builtins.empty() ? opts : with_builtins;
   const NormalisedOptions& given_norm = scan.builtins.empty() ? norm : norm_builtins;
+  // Header-heavy programs (their includes reach the toolkit) use precompiled headers.
+  const bool use_pch = given_norm.pch && scan.outside;
+  bool stored = false;
   auto run = [&]() -> Outcome {
+    const int64_t started = realtime_ns();
+    const std::string cwd = current_directory();
     const CompileMode m = mode();
-    if (m != CompileMode::InProcess) {
-      if (auto o = compile_in_worker_process(source, given, given_norm, key, scan, cancel, m)) {
-        return *o;
-      }
-    }
-    // Header-heavy programs (their includes reach the toolkit) use precompiled headers.
     AuditRecord audit;
-    Outcome o = compile_audited(source, given, given_norm, key, tool, cancel,
-                                given_norm.pch && scan.outside, &audit);
-    const std::string why = uncovered(scan, audit.available ? &audit : nullptr, opts.name, norm);
-    if (!why.empty()) {
-      o.cacheable = false;
-      report_uncovered(opts.name, why);
+    std::optional<Outcome> o;
+    if (m != CompileMode::InProcess) {
+      o = compile_in_worker_process(source, given, given_norm, "", use_pch, cancel, m, &audit);
     }
-    return o;
+    if (!o) o = compile_audited(source, given, given_norm, "", tool, cancel, use_pch, &audit);
+    if (!o->entry) return *o;  // no compile happened (cancelled, the worker failed...)
+    DepRecord record;
+    std::string why;
+    if (!audit.available) {
+      why = "the files NVRTC reads cannot be audited on this system";
+    } else if (!audit.doubt.empty()) {
+      why = audit.doubt;
+    } else {
+      make_dep_record(audit, opts.name, started, before, norm.skip_roots, extra_absent, cwd,
+                      &record, &why);
+    }
+    record.builtins = scan.builtins;
+    auto entry = std::const_pointer_cast<Entry>(o->entry);
+    if (!why.empty()) {
+      Sha256 h;  // a key of its own, never stored
+      h.field("kjit-not-stored");
+      h.field(base);
+      entry->key = to_hex(h.finish());
+      o->cacheable = false;
+      report_uncovered(opts.name, why);
+      return *o;
+    }
+    entry->key = dep_entry_key(base, record, cwd_tag);
+    if (cache_ && o->status == KJIT_OK) {
+      // The entry first, then the record that leads to it.
+      record.entry_key = entry->key;
+      stored = cache_->store(o->entry);
+      add_to_manifest(base, std::move(record), *entry);
+    }
+    return *o;
   };
   if (!cache_) return run();
   std::function<bool()> cancelled;  // also ends a wait for another process's compile
   if (cancel) cancelled = [&cancel] { return cancel->load(std::memory_order_relaxed); };
-  Outcome o = from_flight(cache_->get_or_compile(
-      key, [&] { return to_flight(run()); }, cancelled));
-  if (o.status == KJIT_OK && o.entry && o.cacheable) memo_.remember(source, opts, key, scan);
-  return o;
+  // One compile per request at a time across threads and processes; a waiter takes the
+  // record another compile stored if it holds here (the same files read the same way).
+  Sha256 flight;
+  flight.field("kjit-flight");
+  flight.field(base);
+  const FlightProbe probe = [&]() -> std::optional<FlightResult> {
+    try {
+      if (auto o = manifest_hit(base, cwd_tag, source, opts, /*fresh=*/true)) {
+        return to_flight(std::move(*o));
+      }
+    } catch (const std::exception& e) {
+      log_debug(std::string("checking a dependency manifest: ") + e.what());
+    }
+    return std::nullopt;
+  };
+  return from_flight(cache_->get_or_compile(
+      to_hex(flight.finish()),
+      [&] {
+        FlightResult r = to_flight(run());
+        r.stored = stored;
+        r.record_failure = false;  // the flight's key does not cover the files
+        return r;
+      },
+      cancelled, probe));
 }
 
 const std::string& Compiler::toolchain() {

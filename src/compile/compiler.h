@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "compile/dep_manifest.h"
 #include "compile/file_audit.h"
 #include "compile/include_scan.h"
 #include "compile/key_memo.h"
@@ -62,12 +63,25 @@ class Compiler {
   void find_toolkits(const CompileOptions& opts, bool reads_files);
 
   // Runs the compile in the worker. nullopt when the worker cannot be used and `mode` lets
-  // the compile run in this process instead.
+  // the compile run in this process instead. *audit receives the worker's audit.
   std::optional<Outcome> compile_in_worker_process(const std::string& source,
                                                    const CompileOptions& opts,
                                                    const NormalisedOptions& norm,
-                                                   const std::string& key, const IncludeScan& scan,
-                                                   const CancelFlag& cancel, CompileMode mode);
+                                                   const std::string& key, bool use_pch,
+                                                   const CancelFlag& cancel, CompileMode mode,
+                                                   AuditRecord* audit);
+
+  // compile_request() for a program that can read files: its key comes from what NVRTC
+  // read (dep_manifest.h).
+  Outcome compile_reading_files(const std::string& source, const CompileOptions& opts,
+                                const NormalisedOptions& norm, const CancelFlag& cancel);
+  // The entry of the first record of the request's manifest that holds here, remembered
+  // by the memo; `fresh` reads the manifest from disk (not the memory tier).
+  std::optional<Outcome> manifest_hit(const std::string& base, const std::string& cwd_tag,
+                                      const std::string& source, const CompileOptions& opts,
+                                      bool fresh);
+  // Adds `record` to the request's manifest (newest first) and stores it.
+  bool add_to_manifest(const std::string& base, DepRecord record, const Entry& like);
 
   // The toolchain id, read once per compiler (the process-wide lookup takes a lock).
   const std::string& toolchain();
@@ -97,7 +111,8 @@ Outcome compile_audited(const std::string& source, const CompileOptions& opts,
 void validate_source(const std::string& source);
 
 // The files on disk that (source, opts) can reach, as the cache key covers them.
+// `read_directories`: IncludeScanInput::read_directories.
 IncludeScan scan_for(const std::string& source, const CompileOptions& opts,
-                     const NormalisedOptions& norm);
+                     const NormalisedOptions& norm, bool read_directories = true);
 
 }  // namespace kjit

@@ -66,6 +66,7 @@ void record_open(const char* path, bool ok, bool write, bool directory) {
     try {
       OpenedFile f;
       f.path = path && *path ? absolute_at(AT_FDCWD, path) : std::string();
+      f.relative = path && *path && *path != '/';
       f.ok = ok;
       f.write = write;
       f.directory = directory;
@@ -83,7 +84,12 @@ namespace {
 
 void record_at(int dirfd, const char* path, bool ok, bool write) {
   const int saved = errno;
-  if (path) record_open(absolute_at(dirfd, path).c_str(), ok, write, false);
+  if (!path) {
+  } else if (dirfd == AT_FDCWD) {
+    record_open(path, ok, write, false);  // relative stays relative to the working directory
+  } else {
+    record_open(absolute_at(dirfd, path).c_str(), ok, write, false);
+  }
   errno = saved;
 }
 

@@ -17,6 +17,7 @@ namespace kjit {
 
 struct OpenedFile {
   std::string path;        // absolute (relative paths joined to the working directory at the call)
+  bool relative = false;   // NVRTC named it relative to the working directory
   bool ok = false;         // the open succeeded
   bool write = false;      // opened for writing only (an output, e.g. --time=FILE)
   bool directory = false;  // opendir

@@ -390,7 +390,7 @@ class Scanner {
     }
     // A computed include that no macro explains could name any file in a searched
     // directory: read them all.
-    while (out_.computed) {
+    while (out_.computed && in_.read_directories) {
       std::vector<std::string> dirs = include_dirs_;
       dirs.insert(dirs.end(), searched_.begin(), searched_.end());
       bool more = false;

@@ -34,6 +34,11 @@ struct IncludeScanInput {
   std::vector<std::string> defines;     // from -D options: NAME or NAME=BODY
   std::vector<std::string> skip_roots;  // files under these (CUDA toolkits) are not read
   bool builtin_std = false;  // a standard header found nowhere else is kjit's (builtin_std.h)
+  // A computed include no macro explains makes the scan read every searched directory
+  // whole. False: it is left unexplained (`computed` stays set) and nothing is listed, for
+  // a scan that only previews what NVRTC will read (the key then comes from NVRTC's own
+  // reads: dep_manifest.h).
+  bool read_directories = true;
 };
 
 // What stat() said about a path the scan looked at, as it was looked up (links are

@@ -175,79 +175,6 @@ std::string leading_directives(const std::string& s) {
   return s.substr(0, end);
 }
 
-// Same file, same bytes: the stamps say so without reading (a stamp taken when the file
-// had been settled for the racy window), or the bytes do.
-bool input_holds(const PchInput& in) {
-  PathStamp now;
-  if (!stamp_path(in.opened, &now)) return false;
-  if (!in.exists) return now.kind == 0;
-  if (now.kind != 1) return false;
-  const PathStamp& was = in.stamp;
-  if (now.dev == was.dev && now.ino == was.ino && now.size == was.size &&
-      now.mtime_ns == was.mtime_ns && now.ctime_ns == was.ctime_ns &&
-      network_fs_type(in.opened).empty()) {
-    return true;
-  }
-  const auto bytes = read_file(in.opened);
-  return bytes && to_hex(sha256(*bytes)) == in.digest;
-}
-
-bool inputs_hold(const std::vector<PchInput>& inputs) {
-  return std::all_of(inputs.begin(), inputs.end(), input_holds);
-}
-
-// The inputs of a PCH from the audit of the compile that created it, or false when they
-// cannot be vouched for: the audit is not whole, NVRTC listed a directory, or a file was
-// modified within the racy window before the compile began (NVRTC may have read other bytes
-// than are read here), or a place NVRTC found empty is no longer empty.
-bool record_inputs(const AuditRecord& audit, const std::string& program, int64_t started_ns,
-                   std::vector<PchInput>* out, std::string* why) {
-  if (!audit.available || !audit.whole) {
-    *why = "the files NVRTC read could not all be recorded";
-    return false;
-  }
-  std::set<std::string> seen;
-  for (size_t i = 0; i < audit.opened.size(); ++i) {
-    const OpenedFile& f = audit.opened[i];
-    if (f.write || f.nvrtc_private || f.from_pch) continue;
-    const std::string path = resolve_path(f.path);
-    if (nvrtc_private(path)) continue;
-    // NVRTC's first look at the program's own name: it compiles the source it was given.
-    if (i == 0 && !program.empty() && path == resolve_path(program)) continue;
-    if (f.directory) {
-      *why = "NVRTC listed the directory " + path;
-      return false;
-    }
-    if (!seen.insert(f.path).second) continue;
-    PchInput in;
-    in.path = path;
-    in.opened = f.path;
-    in.exists = f.ok;
-    if (!stamp_path(f.path, &in.stamp)) {
-      *why = "cannot stat " + f.path;
-      return false;
-    }
-    if (!f.ok) {
-      if (in.stamp.kind != 0) {
-        *why = path + " appeared during the compile";
-        return false;
-      }
-    } else {
-      const auto bytes = read_file(f.path);
-      PathStamp after;
-      if (!bytes || in.stamp.kind != 1 || !stamp_path(f.path, &after) ||
-          after.mtime_ns != in.stamp.mtime_ns || after.ctime_ns != in.stamp.ctime_ns ||
-          after.ino != in.stamp.ino || !stamp_settled(in.stamp, started_ns)) {
-        *why = path + " was modified around the time of the compile";
-        return false;
-      }
-      in.digest = to_hex(sha256(*bytes));
-    }
-    out->push_back(std::move(in));
-  }
-  return true;
-}
-
 std::string slot_identity(const std::string& source, const std::vector<std::string>& nvrtc,
                           const std::string& program,
                           const std::vector<std::pair<std::string, std::string>>& headers) {
@@ -376,7 +303,7 @@ bool PchTicket::settle(AuditRecord* audit) {
       // NVRTC made none (it chose not to, or could not): do not ask again for this slot.
       std::lock_guard<std::mutex> lock(g_mu);
       if (slot_->state == SlotState::Creating) slot_->state = SlotState::Failed;
-    } else if (!record_inputs(*audit, program_, started_ns_, &inputs, &why)) {
+    } else if (!record_inputs(*audit, program_, started_ns_, nullptr, {}, &inputs, &why)) {
       log_debug("precompiled header " + said_.created + " is not reused: " + why);
       set_state(slot_, SlotState::Stale);
     } else {

@@ -38,20 +38,14 @@
 
 #include "compile/file_audit.h"
 #include "compile/include_scan.h"
+#include "compile/inputs.h"
 
 namespace kjit {
 
 enum class PchOutcome { None, Created, Used, Failed };
 
 // One file a PCH was made from, or one place NVRTC looked for a file and found none.
-struct PchInput {
-  std::string path;    // resolved (resolve_path): as the cache key's coverage names it
-  std::string opened;  // as NVRTC opened it, made absolute: what is checked (stat() and
-                       // reading follow links there, so a retargeted link is a change)
-  bool exists = false;
-  std::string digest;  // SHA-256 (hex) of the bytes NVRTC read, when it exists
-  PathStamp stamp;     // taken when the PCH was made
-};
+using PchInput = FileInput;
 
 struct PchSlot;
 

@@ -79,7 +79,7 @@ void write_opened(Writer& w, const std::vector<OpenedFile>& files) {
   for (const OpenedFile& f : files) {
     w.str(f.path);
     w.u32((f.ok ? 1u : 0u) | (f.write ? 2u : 0u) | (f.directory ? 4u : 0u) |
-          (f.nvrtc_private ? 8u : 0u) | (f.from_pch ? 16u : 0u));
+          (f.nvrtc_private ? 8u : 0u) | (f.from_pch ? 16u : 0u) | (f.relative ? 32u : 0u));
     if (f.from_pch) w.str(f.digest);
   }
 }
@@ -308,6 +308,7 @@ CompileReply decode_reply(const std::string& payload) {
     f.directory = flags & 4;
     f.nvrtc_private = flags & 8;
     f.from_pch = flags & 16;
+    f.relative = flags & 32;
     if (f.from_pch) f.digest = r.str();
     rep.audit.opened.push_back(std::move(f));
   }

@@ -22,7 +22,8 @@
 namespace kjit::worker {
 
 // Bumped whenever a frame's layout or meaning changes.
-constexpr uint32_t kProtocolVersion = 2;         // 2: PCH inputs and doubts in the audit
+constexpr uint32_t kProtocolVersion = 3;         // 2: PCH inputs and doubts in the audit;
+                                                 // 3: relative opens
 constexpr uint64_t kMaxFrameBytes = 1ull << 30;  // 1 GiB
 
 enum class FrameType : uint32_t {

@@ -304,22 +304,35 @@ bool Cache::disk_put(const Entry& e) {
   }
 }
 
-void Cache::remember(const EntryPtr& e, kjit_tier tier) {
-  if (tier == KJIT_TIER_MEMORY) {
+void Cache::remember(const EntryPtr& e, kjit_tier tier, bool counted) {
+  if (!counted) {
+  } else if (tier == KJIT_TIER_MEMORY) {
     count(Counter::memory_hits);
   } else if (tier == KJIT_TIER_DISK) {
     count(Counter::disk_hits);
   }
-  if (tier != KJIT_TIER_COMPILED) {
+  if (counted && tier != KJIT_TIER_COMPILED) {
     count(Counter::compile_us_saved, static_cast<uint64_t>(e->compile_ms * 1000.0));
   }
   if (tier != KJIT_TIER_MEMORY) memory_.put(e);
 }
 
-EntryPtr Cache::lookup(const std::string& key, kjit_tier* tier, bool* corrupt) {
+EntryPtr Cache::stored(const std::string& key) {
+  if (!disk_) return memory_.get(key);
+  return disk_get(key);
+}
+
+bool Cache::store(const EntryPtr& e) {
+  const bool stored = disk_put(*e);
+  memory_.put(e);
+  publish(e);
+  return stored;
+}
+
+EntryPtr Cache::lookup(const std::string& key, kjit_tier* tier, bool* corrupt, bool counted) {
   if (EntryPtr e = memory_.get(key)) {
     *tier = KJIT_TIER_MEMORY;
-    remember(e, *tier);
+    remember(e, *tier, counted);
     return e;
   }
   if (EntryPtr e = disk_get(key, corrupt)) {
@@ -327,16 +340,16 @@ EntryPtr Cache::lookup(const std::string& key, kjit_tier* tier, bool* corrupt) {
     // Recency is recorded coarsely: only when the stored time is over an hour old.
     const int64_t now = unix_time();
     if (now - e->last_used > 3600 && disk_) disk_->touch(key, now);
-    remember(e, *tier);
+    remember(e, *tier, counted);
     return e;
   }
   if (remote_) {
     if (std::optional<Entry> fetched = remote_->get(key)) {
       auto e = std::make_shared<const Entry>(std::move(*fetched));
       *tier = KJIT_TIER_REMOTE;
-      count(Counter::remote_hits);
+      if (counted) count(Counter::remote_hits);
       if (disk_ && !disk_->read_only()) store_later(e);
-      remember(e, *tier);
+      remember(e, *tier, counted);
       return e;
     }
   }

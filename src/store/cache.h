@@ -101,7 +101,17 @@ struct FlightResult {
   bool remember_failure = false;
   // Precompiled headers in this compile: 0 none, 1 created, 2 used, 3 failed (PchOutcome).
   int pch = 0;
+  // The compile stored its result itself, under the entry's own key (not the flight's).
+  bool stored = false;
+  // False when the flight's key does not cover every input (a compile found through a
+  // dependency manifest): a failure is then never recorded as the answer for that key.
+  bool record_failure = true;
 };
+
+// Asked by a flight before it compiles and while it waits for another process: a result
+// that became available meanwhile (a dependency manifest another compile stored), or
+// nullopt. Must not throw.
+using FlightProbe = std::function<std::optional<FlightResult>()>;
 
 // Default cache directory from the environment (KJIT_CACHE_DIR, XDG_CACHE_HOME, HOME, tmp).
 std::string default_cache_directory();
@@ -115,7 +125,15 @@ class Cache {
 
   // Memory, then disk. nullptr on a miss; `tier` receives where it was found.
   // `corrupt` (optional) is set when a stored entry failed verification (and was removed).
-  EntryPtr lookup(const std::string& key, kjit_tier* tier, bool* corrupt = nullptr);
+  // `counted` false: a hit is not counted (a dependency manifest, not a kernel).
+  EntryPtr lookup(const std::string& key, kjit_tier* tier, bool* corrupt = nullptr,
+                  bool counted = true);
+  // The disk tier's entry under `key` (the memory tier's when there is no disk tier),
+  // uncounted: for a read-modify-write of a dependency manifest.
+  EntryPtr stored(const std::string& key);
+  // Stores `e` in every tier (memory, disk, remote) as a compiled entry is. False when the
+  // disk tier could not store it.
+  bool store(const EntryPtr& e);
 
   // Lookup, else run `compile` exactly once across the threads of this process and the
   // processes sharing the database; others wait for its result. `compile` must not throw
@@ -125,8 +143,10 @@ class Cache {
   // compiles itself. A waiter gives up with KJIT_ERROR_CANCELLED when `cancelled` (may be
   // empty) returns true; a process that died mid-compile is taken over within a poll
   // interval (at most 50 ms) of its death.
+  // `probe` (may be empty) is asked before compiling and while waiting (FlightProbe).
   FlightResult get_or_compile(const std::string& key, const std::function<FlightResult()>& compile,
-                              const std::function<bool()>& cancelled = {});
+                              const std::function<bool()>& cancelled = {},
+                              const FlightProbe& probe = {});
 
   // Raw insert/remove for tools. insert() throws on failure.
   void insert(const Entry& e);
@@ -183,19 +203,20 @@ class Cache {
   // a follower's wait for the leader, and the leader's hand-over of its result.
   FlightResult compile_with_claim(const std::string& key,
                                   const std::function<FlightResult()>& compile,
-                                  const std::function<bool()>& cancelled);
+                                  const std::function<bool()>& cancelled, const FlightProbe& probe);
   FlightResult wait_for_leader(const std::string& key, Flight& flight,
                                const std::function<FlightResult()>& compile,
-                               const std::function<bool()>& cancelled);
+                               const std::function<bool()>& cancelled, const FlightProbe& probe);
   void finish_flight(const std::string& key, Flight& flight, const FlightResult& result);
   FlightResult wait_for_process(const std::string& key, const Claim& claim, double start,
                                 const std::function<FlightResult()>& run,
-                                const std::function<bool()>& cancelled, bool* claim_again);
+                                const std::function<bool()>& cancelled, const FlightProbe& probe,
+                                bool* claim_again);
   std::string owner();  // this process and handle (recomputed in a forked child)
   // The database file is corrupt: move it aside and continue with a new one. False when
   // that was not possible (then the problem is reported like any other disk failure).
   bool quarantine_disk(const DatabaseCorrupt& e);
-  void remember(const EntryPtr& e, kjit_tier tier);
+  void remember(const EntryPtr& e, kjit_tier tier, bool counted = true);
   void open_remote();
   // Writes a compiled entry to the remote tier: through the fleet claim this node holds
   // (then releases it), else in the background.

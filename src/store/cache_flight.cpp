@@ -99,7 +99,8 @@ FlightResult cancelled_outcome(const std::string& key) {
 
 FlightResult Cache::get_or_compile(const std::string& key,
                                    const std::function<FlightResult()>& compile,
-                                   const std::function<bool()>& cancelled) {
+                                   const std::function<bool()>& cancelled,
+                                   const FlightProbe& probe) {
   kjit_tier tier;
   if (EntryPtr e = lookup(key, &tier)) return FlightResult{KJIT_OK, "", e, tier};
 
@@ -121,11 +122,11 @@ FlightResult Cache::get_or_compile(const std::string& key,
       flight = it->second;
     }
   }
-  if (!leader) return wait_for_leader(key, *flight, compile, cancelled);
+  if (!leader) return wait_for_leader(key, *flight, compile, cancelled, probe);
 
   FlightResult result;
   try {
-    result = compile_with_claim(key, compile, cancelled);
+    result = compile_with_claim(key, compile, cancelled, probe);
   } catch (...) {
     FlightResult failed;
     failed.status = KJIT_ERROR_INTERNAL;
@@ -150,7 +151,8 @@ void Cache::finish_flight(const std::string& key, Flight& flight, const FlightRe
 
 FlightResult Cache::wait_for_leader(const std::string& key, Flight& flight,
                                     const std::function<FlightResult()>& compile,
-                                    const std::function<bool()>& cancelled) {
+                                    const std::function<bool()>& cancelled,
+                                    const FlightProbe& probe) {
   waits_++;
   FlightResult o;
   {
@@ -169,17 +171,21 @@ FlightResult Cache::wait_for_leader(const std::string& key, Flight& flight,
   }
   if (deterministic_failure(o.status)) return o;
   // The leader was cancelled or failed for a reason of its own: try for ourselves.
-  return get_or_compile(key, compile, cancelled);
+  return get_or_compile(key, compile, cancelled, probe);
 }
 
 FlightResult Cache::compile_with_claim(const std::string& key,
                                        const std::function<FlightResult()>& compile,
-                                       const std::function<bool()>& cancelled) {
+                                       const std::function<bool()>& cancelled,
+                                       const FlightProbe& probe) {
   bool stored = false;  // a stored entry also releases the claim, in the same transaction
   const std::function<FlightResult()> run = [&]() {
     std::unique_ptr<FleetClaim> fleet_claim;  // released when this returns
     if (std::optional<FlightResult> o = fleet_wait(key, cancelled, &fleet_claim, &stored)) {
       return *o;
+    }
+    if (probe) {
+      if (std::optional<FlightResult> found = probe()) return *found;
     }
     count(Counter::misses);
     count(Counter::compiles);
@@ -187,6 +193,7 @@ FlightResult Cache::compile_with_claim(const std::string& key,
     if (o.pch == 1) count(Counter::pch_created);
     if (o.pch == 2) count(Counter::pch_used);
     if (o.pch == 3) count(Counter::pch_failed);
+    if (o.stored) return o;
     if (!o.cacheable) {
       count(Counter::not_stored);
       return o;
@@ -237,7 +244,7 @@ FlightResult Cache::compile_with_claim(const std::string& key,
         throw;
       }
       try {
-        if (o.status != KJIT_OK && o.cacheable &&
+        if (o.status != KJIT_OK && o.cacheable && o.record_failure &&
             (deterministic_failure(o.status) || o.remember_failure)) {
           disk_->fail_claim(key, me, serialize_failure(o));
         } else if (!stored) {
@@ -253,7 +260,7 @@ FlightResult Cache::compile_with_claim(const std::string& key,
       waits_++;
     }
     bool claim_again = false;
-    FlightResult o = wait_for_process(key, claim, start, run, cancelled, &claim_again);
+    FlightResult o = wait_for_process(key, claim, start, run, cancelled, probe, &claim_again);
     if (!claim_again) return o;
   }
 }
@@ -262,7 +269,8 @@ FlightResult Cache::compile_with_claim(const std::string& key,
 // claim again (*claim_again) when its claim goes away (released, or its owner died).
 FlightResult Cache::wait_for_process(const std::string& key, const Claim& claim, double start,
                                      const std::function<FlightResult()>& run,
-                                     const std::function<bool()>& cancelled, bool* claim_again) {
+                                     const std::function<bool()>& cancelled,
+                                     const FlightProbe& probe, bool* claim_again) {
   double sleep_ms = 2;
   for (;;) {
     if (cancelled && cancelled()) return cancelled_outcome(key);
@@ -275,6 +283,9 @@ FlightResult Cache::wait_for_process(const std::string& key, const Claim& claim,
     if (EntryPtr e = disk_get(key)) {
       remember(e, KJIT_TIER_DISK);
       return FlightResult{KJIT_OK, "", e, KJIT_TIER_DISK};
+    }
+    if (probe) {
+      if (std::optional<FlightResult> found = probe()) return *found;
     }
     Claim now;
     try {

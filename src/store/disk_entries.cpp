@@ -101,7 +101,8 @@ std::string read_blobs(SqliteConn& c, const std::string& key, Entry* entry) {
       entry->ltoir.size() != rs.ltoir) {
     return "parts missing or of the wrong size (" + std::to_string(parts) + " blobs)";
   }
-  if (entry->ptx.empty() && entry->cubin.empty() && entry->ltoir.empty()) {
+  if (entry->ptx.empty() && entry->cubin.empty() && entry->ltoir.empty() &&
+      !entry->is_manifest()) {
     return "entry has no code";
   }
   return "";

@@ -87,7 +87,7 @@ std::string* Entry::blob(BlobKind kind) {
 }
 
 uint64_t Entry::bytes() const {
-  uint64_t n = ptx.size() + cubin.size() + ltoir.size() + log.size();
+  uint64_t n = ptx.size() + cubin.size() + ltoir.size() + log.size() + manifest.size();
   for (const auto& [e, l] : names) n += e.size() + l.size();
   return n;
 }
@@ -118,6 +118,7 @@ std::string Entry::metadata_json() const {
   cJSON_AddNumberToObject(r, "compile_ms", compile_ms);
   cJSON_AddStringToObject(r, "pch", pch >= 0 && pch <= 3 ? kPchNames[pch] : "none");
   cJSON_AddNumberToObject(r, "created", static_cast<double>(created));
+  if (!manifest.empty()) cJSON_AddStringToObject(r, "manifest", manifest.c_str());
   cJSON* sizes = cJSON_CreateObject();
   cJSON_AddNumberToObject(sizes, "ptx", static_cast<double>(ptx.size()));
   cJSON_AddNumberToObject(sizes, "cubin", static_cast<double>(cubin.size()));
@@ -156,6 +157,9 @@ void Entry::load_metadata(const std::string& json) {
     if (pch_text == kPchNames[i]) pch = i;
   }
   if (pch < 0) corrupt("bad pch");
+  const cJSON* m = cJSON_GetObjectItemCaseSensitive(r, "manifest");
+  if (m && !cJSON_IsString(m)) corrupt("bad manifest");
+  manifest = m ? m->valuestring : "";
   const cJSON* sizes = cJSON_GetObjectItemCaseSensitive(r, "sizes");
   if (!cJSON_IsObject(sizes)) corrupt("missing sizes");
   recorded_sizes.ptx = get_count(sizes, "ptx");

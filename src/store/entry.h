@@ -52,6 +52,10 @@ struct Entry {
   double compile_ms = 0;
   // Precompiled headers in the compile: 0 none, 1 created, 2 used (inputs checked), 3 failed.
   int pch = 0;
+  // Not code but a dependency manifest (compile/dep_manifest.h), as JSON text: what the
+  // compiles of one request read, each with the key of its entry. "" for code entries.
+  std::string manifest;
+  bool is_manifest() const { return !manifest.empty(); }
   int64_t created = 0;
   int64_t last_used = 0;
   // Blob sizes as recorded in the metadata (filled by load_metadata) so a reader can tell
