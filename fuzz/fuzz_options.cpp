@@ -50,8 +50,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kjit::Compiler compiler(nullptr, 1);
   std::string source = r.source.empty() ? "x" : r.source;
   try {
-    const std::string k1 = compiler.key(source, opts);
-    const std::string k2 = compiler.key(source, opts);
+    const std::string k1 = compiler.request_hash(source, opts);
+    const std::string k2 = compiler.request_hash(source, opts);
     if (!kjit::is_hex_key(k1) || k1 != k2) kjit_fuzz::bug("key", k1 + " / " + k2);
   } catch (const kjit::Error& e) {
     // Invalid UTF-8 or a NUL byte: in the source or a header's contents, or in a name.

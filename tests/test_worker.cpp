@@ -70,6 +70,7 @@ class Worker : public ::testing::Test {
     unsetenv("KJIT_COMPILE_TIMEOUT_S");
     unsetenv("KJIT_COMPILE_MEMORY_MB");
     unsetenv("KJIT_CACHE_DIR");
+    setenv("KJIT_WORKER_PROCESSES", "1", 1);  // one worker per address unless a test says
   }
   void TearDown() override {
     if (had_tmpdir_) {
@@ -354,6 +355,46 @@ TEST_F(Worker, CancelledAsyncCompileInTheWorker) {
 }
 
 // ---- lifetime, versions, sockets --------------------------------------------------------------
+
+// Independent compiles at once run in workers of their own (KJIT_WORKER_PROCESSES): NVRTC
+// compiles one program at a time in a process, so one worker would make them queue.
+TEST_F(Worker, IndependentCompilesRunInWorkersOfTheirOwn) {
+  setenv("KJIT_WORKER_PROCESSES", "2", 1);
+  TempDir dir;
+  auto cache = open_cache(dir.path());
+  kjit::Compiler compiler(cache.get(), 2);
+  compiler.set_mode(CompileMode::Worker);
+  auto slow = [](int v) {  // a second or two of NVRTC each
+    return std::string(kSlowSource).replace(std::string(kSlowSource).find("1000000ull"), 10,
+                                            "150000ull") +
+           "// variant " + std::to_string(v) + "\n";
+  };
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int v = 0; v < 2; ++v) {
+    threads.emplace_back([&, v] {
+      CompileOptions o90 = sm90();
+      o90.raw = {"-default-device"};
+      const Outcome o = compiler.compile(slow(v), o90);
+      EXPECT_EQ(o.status, KJIT_OK) << o.message << (o.entry ? o.entry->log : "");
+      ok += o.status == KJIT_OK;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_EQ(ok.load(), 2);
+  kjit::WorkerAddress a = address(cache.get());
+  const std::string tool = kjit::toolchain_id(cache.get());
+  std::string why;
+  const auto first = kjit::query_worker(a, tool, &why);
+  ASSERT_TRUE(first) << why;
+  a.name += "-1";
+  const auto second = kjit::query_worker(a, tool, &why);
+  ASSERT_TRUE(second) << why;
+  EXPECT_NE(first->pid, second->pid);
+  EXPECT_EQ(first->compiles, 1u);
+  EXPECT_EQ(second->compiles, 1u);
+  unsetenv("KJIT_WORKER_PROCESSES");
+}
 
 TEST_F(Worker, ExitsWhenIdle) {
   setenv("KJIT_WORKER_IDLE_S", "1", 1);

@@ -75,6 +75,8 @@ std::string compute_base(const std::string& source, const CompileOptions& opts,
                          const NormalisedOptions& norm, const std::string& toolchain) {
   Sha256 h;
   hash_request(h, "kjit-base", source, opts, norm, toolchain);
+  // Whether built-in standard headers may be given: the records say which were.
+  h.u64(norm.builtin_std ? 1 : 0);
   return to_hex(h.finish());
 }
 
@@ -339,7 +341,8 @@ std::optional<Outcome> Compiler::compile_in_worker_process(
     q.use_pch = use_pch;
     q.time_limit_ms = limits_.time_limit_ms;
     q.memory_limit_bytes = limits_.memory_limit_bytes;
-    a = compile_in_worker(addr, tool, q, cancel);
+    WorkerSlot slot;  // one of the address's workers, held for this compile
+    a = compile_in_worker(take_worker(addr, cancel, &slot), tool, q, cancel);
     why = a.message;
   }
   if (a.kind == WorkerAnswer::Kind::Failed) {
@@ -397,6 +400,16 @@ std::string Compiler::key(const std::string& source, const CompileOptions& opts)
   Outcome o = compile_request(source, opts, nullptr);
   if (o.entry && !o.entry->key.empty()) return o.entry->key;
   fail(o.status, o.message);
+}
+
+std::string Compiler::request_hash(const std::string& source, const CompileOptions& opts) {
+  validate_request(source, opts);
+  const bool reads_files = may_read_files(source, opts);
+  find_toolkits(opts, reads_files);
+  const std::string& tool = toolchain();
+  const NormalisedOptions norm = normalise(opts, reads_files);
+  if (!reads_files) return compute_key(source, opts, norm, tool, IncludeScan());
+  return compute_base(source, opts, norm, tool);
 }
 
 std::optional<Outcome> Compiler::remembered_hit(const std::string& key) {
@@ -481,7 +494,7 @@ bool Compiler::add_to_manifest(const std::string& base, DepRecord record, const 
   if (records.size() > kMaxDepRecords) records.resize(kMaxDepRecords);
   auto m = std::make_shared<Entry>();
   m->key = mkey;
-  m->target = like.target;
+  m->target = "manifest";  // what `kjit cache stats` and `list` show for it
   m->toolchain = like.toolchain;
   m->program_name = like.program_name;
   m->options = like.options;
@@ -576,9 +589,11 @@ Outcome Compiler::compile_reading_files(const std::string& source, const Compile
     AuditRecord audit;
     std::optional<Outcome> o;
     if (m != CompileMode::InProcess) {
-      o = compile_in_worker_process(source, given, given_norm, "", use_pch, cancel, m, &audit);
+      // The request's base stands for the key until NVRTC's reads give it (the worker
+      // remembers crashes under it).
+      o = compile_in_worker_process(source, given, given_norm, base, use_pch, cancel, m, &audit);
     }
-    if (!o) o = compile_audited(source, given, given_norm, "", tool, cancel, use_pch, &audit);
+    if (!o) o = compile_audited(source, given, given_norm, base, tool, cancel, use_pch, &audit);
     if (!o->entry) return *o;  // no compile happened (cancelled, the worker failed...)
     DepRecord record;
     std::string why;
@@ -633,7 +648,6 @@ Outcome Compiler::compile_reading_files(const std::string& source, const Compile
       [&] {
         FlightResult r = to_flight(run());
         r.stored = stored;
-        r.record_failure = false;  // the flight's key does not cover the files
         return r;
       },
       cancelled, probe));

@@ -38,8 +38,13 @@ class Compiler {
   Outcome compile(const char* source, const CompileOptions& opts,
                   const CancelFlag& cancel = nullptr);
 
-  // The cache key of (source, opts), as compile() computes it.
+  // The cache key of (source, opts), as compile() gives it. For a program that can read
+  // files: from a stored record that holds, else by compiling it (dep_manifest.h).
   std::string key(const std::string& source, const CompileOptions& opts);
+
+  // The hash of the request alone, without compiling or reading any file: the key of a
+  // program that can read no file, the base hash of one that can (dep_manifest.h).
+  std::string request_hash(const std::string& source, const CompileOptions& opts);
 
   // Run `job` on the worker pool (started on first use).
   void submit(std::function<void()> job);

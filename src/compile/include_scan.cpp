@@ -251,8 +251,7 @@ void line_pass(const std::string& t, Directives* out) {
 
 // A file as read, with its references. Kept across scans while stat() says it is the same
 // file and it was not modified within kRacySeconds of being read: a file rewritten within
-// one timestamp tick (same size, same mtime) would otherwise look unchanged.
-constexpr int64_t kRacySeconds = 2;
+// one timestamp tick (same size, same mtime) would otherwise look unchanged (kRacySeconds).
 
 // The stamp of `path` without its name; false when stat() failed for another reason than
 // the path's absence.

@@ -69,6 +69,10 @@ bool stamp_path(const std::string& path, PathStamp* out);
 bool paths_unchanged(const std::vector<PathStamp>& looked, const std::string& cwd = {},
                      const PathStamp* cwd_now = nullptr);
 
+// How long after its last change a file's stamp is trusted to show the next change: an
+// edit within one timestamp tick keeps the modification time.
+constexpr int64_t kRacySeconds = 2;
+
 // True when the stamp's modification and change times are kRacySeconds or more before
 // `now_ns` (CLOCK_REALTIME): a change after `now_ns` then shows in the stamp.
 bool stamp_settled(const PathStamp& s, int64_t now_ns);

@@ -40,6 +40,17 @@ class LocalDirs {
   std::map<std::string, bool> seen_;
 };
 
+// True when the stamp shows no change after `started_ns` (CLOCK_REALTIME). A file system
+// that keeps nanoseconds stamps a change with the kernel's coarse clock, at most a tick
+// (a few ms) behind: 50 ms before the start are enough there. Whole seconds (a file system
+// with coarse times, or one in a billion fine stamps) need the racy window.
+bool modified_before(const PathStamp& s, int64_t started_ns) {
+  constexpr int64_t kSecond = 1000000000;
+  const bool fine = s.mtime_ns % kSecond != 0 && s.ctime_ns % kSecond != 0;
+  const int64_t margin = fine ? 50 * 1000000 : int64_t(kRacySeconds) * kSecond;
+  return s.mtime_ns < started_ns - margin && s.ctime_ns < started_ns - margin;
+}
+
 }  // namespace
 
 bool record_inputs(const AuditRecord& audit, const std::string& program, int64_t started_ns,
@@ -91,16 +102,17 @@ bool record_inputs(const AuditRecord& audit, const std::string& program, int64_t
       *why = path + " was modified around the time of the compile";
       return false;
     }
-    if (!stamp_settled(in.stamp, started_ns)) {
-      // Modified shortly before the compile (or during it): the bytes read before the
-      // compile began must be the bytes now.
+    in.digest = to_hex(sha256(*bytes));
+    if (!stamp_settled(in.stamp, started_ns) && !(before && f.digest == in.digest) &&
+        !(before && modified_before(in.stamp, started_ns) && network_fs_type(f.path).empty())) {
+      // Modified shortly before the compile (or during it): the bytes NVRTC opened (the
+      // audit's snapshot) or read before the compile began must be the bytes now.
       const auto it = before ? before->find(path) : decltype(before->end()){};
       if (!before || it == before->end() || !it->second || *it->second != *bytes) {
         *why = path + " was modified around the time of the compile";
         return false;
       }
     }
-    in.digest = to_hex(sha256(*bytes));
     in.trusted = stamp_settled(in.stamp, now_ns);
     out->push_back(std::move(in));
   }

@@ -32,7 +32,10 @@ struct FileInput {
 // is no longer empty, or a file's bytes now may not be the bytes NVRTC read. A file
 // modified within the racy window before `started_ns` (CLOCK_REALTIME) is vouched for only
 // when `before` holds its bytes as read before the compile began (resolved path -> bytes)
-// and they are the same now. Skipped: files opened for writing, NVRTC's own PCH and
+// and they are the same now, or, with `before` given, when the audit's snapshot of its
+// bytes as NVRTC opened them (OpenedFile::digest) is the digest of its bytes now, or when
+// its stamps on a local file system with nanosecond times show no change since 50 ms
+// before the start. Skipped: files opened for writing, NVRTC's own PCH and
 // temporary files, NVRTC's first look at the program's own name, inputs of a PCH the
 // compile used (from_pch), and files under `skip_roots` (resolved; the CUDA toolkits).
 bool record_inputs(const AuditRecord& audit, const std::string& program, int64_t started_ns,

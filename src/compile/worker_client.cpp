@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -527,6 +529,45 @@ WorkerAddress worker_address(Cache* cache, const std::string& toolchain, std::st
   }
   a.directory = dir;
   return a;
+}
+
+unsigned worker_processes() {
+  const double n = env_number("KJIT_WORKER_PROCESSES", 0);
+  if (n >= 1) return unsigned(std::min(n, 64.0));
+  return std::max(1u, std::min(8u, std::thread::hardware_concurrency() / 2));
+}
+
+WorkerSlot::~WorkerSlot() {
+  if (fd_ >= 0) ::close(fd_);  // releases the flock
+}
+
+WorkerAddress take_worker(const WorkerAddress& addr, const CancelFlag& cancel, WorkerSlot* held) {
+  const unsigned n = worker_processes();
+  auto named = [&](unsigned i) {
+    WorkerAddress a = addr;
+    if (i > 0) a.name += "-" + std::to_string(i);
+    return a;
+  };
+  if (n <= 1) return addr;
+  // Start where this process's last compile was not, so concurrent callers spread out.
+  static std::atomic<unsigned> next{0};
+  const unsigned start = next.fetch_add(1, std::memory_order_relaxed) + unsigned(getpid());
+  for (double sleep_ms = 1;; sleep_ms = std::min(sleep_ms * 2, 50.0)) {
+    for (unsigned k = 0; k < n; ++k) {
+      const unsigned i = (start + k) % n;
+      const WorkerAddress a = named(i);
+      const std::string path = a.directory + "/" + a.name + ".busy";
+      const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+      if (fd < 0) return a;  // cannot be held: used as the single worker was
+      if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        held->fd_ = fd;
+        return a;
+      }
+      ::close(fd);
+    }
+    if (cancel && cancel->load(std::memory_order_relaxed)) return addr;
+    std::this_thread::sleep_for(std::chrono::microseconds(int64_t(sleep_ms * 1000)));
+  }
 }
 
 WorkerAnswer compile_in_worker(const WorkerAddress& addr, const std::string& toolchain,

@@ -68,6 +68,32 @@ struct WorkerAddress {
 };
 WorkerAddress worker_address(Cache* cache, const std::string& toolchain, std::string* why);
 
+// NVRTC compiles one program at a time in a process, so one address has several workers:
+// the first under the address's own name, the others under "<name>-<i>" (i = 1 .. n-1),
+// n = $KJIT_WORKER_PROCESSES, by default half the cores (at least 1, at most 8). A compile
+// holds one of them for its duration (flock() on "<name>[-i].busy", released when the
+// holder ends or dies), so independent compiles from every thread and process run side
+// by side, each worker starting on first need and leaving when idle.
+unsigned worker_processes();
+
+// Holds one worker of an address for one compile.
+class WorkerSlot {
+ public:
+  WorkerSlot() = default;
+  ~WorkerSlot();
+  WorkerSlot(const WorkerSlot&) = delete;
+  WorkerSlot& operator=(const WorkerSlot&) = delete;
+
+ private:
+  friend WorkerAddress take_worker(const WorkerAddress&, const CancelFlag&, WorkerSlot*);
+  int fd_ = -1;
+};
+
+// The address of a free worker of `addr`, held in *held; when all are busy, waits for
+// one (polling `cancel`, which ends the wait with the first worker's address unheld).
+// A worker whose busy file cannot be opened is used unheld.
+WorkerAddress take_worker(const WorkerAddress& addr, const CancelFlag& cancel, WorkerSlot* held);
+
 // Runs one compile in the worker for `addr`, starting it when none answers. A worker that
 // dies mid-compile without a crash report (killed, or another request crashed it) is
 // replaced and the compile tried once more.

@@ -79,8 +79,9 @@ void write_opened(Writer& w, const std::vector<OpenedFile>& files) {
   for (const OpenedFile& f : files) {
     w.str(f.path);
     w.u32((f.ok ? 1u : 0u) | (f.write ? 2u : 0u) | (f.directory ? 4u : 0u) |
-          (f.nvrtc_private ? 8u : 0u) | (f.from_pch ? 16u : 0u) | (f.relative ? 32u : 0u));
-    if (f.from_pch) w.str(f.digest);
+          (f.nvrtc_private ? 8u : 0u) | (f.from_pch ? 16u : 0u) | (f.relative ? 32u : 0u) |
+          (f.digest.empty() ? 0u : 64u));
+    if (!f.digest.empty()) w.str(f.digest);
   }
 }
 
@@ -309,7 +310,7 @@ CompileReply decode_reply(const std::string& payload) {
     f.nvrtc_private = flags & 8;
     f.from_pch = flags & 16;
     f.relative = flags & 32;
-    if (f.from_pch) f.digest = r.str();
+    if (flags & 64) f.digest = r.str();
     rep.audit.opened.push_back(std::move(f));
   }
   rep.audit.doubt = r.str();

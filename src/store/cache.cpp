@@ -288,7 +288,7 @@ bool Cache::disk_put(const Entry& e) {
   for (int attempt = 0;; ++attempt) {
     try {
       count(Counter::evictions, disk_->put(e, max_bytes_));
-      stores_++;
+      if (!e.is_manifest()) stores_++;  // kernels stored
       flush_counters();
       return true;
     } catch (const DatabaseCorrupt& ex) {

@@ -103,14 +103,13 @@ struct FlightResult {
   int pch = 0;
   // The compile stored its result itself, under the entry's own key (not the flight's).
   bool stored = false;
-  // False when the flight's key does not cover every input (a compile found through a
-  // dependency manifest): a failure is then never recorded as the answer for that key.
-  bool record_failure = true;
 };
 
 // Asked by a flight before it compiles and while it waits for another process: a result
 // that became available meanwhile (a dependency manifest another compile stored), or
-// nullopt. Must not throw.
+// nullopt. Must not throw. A flight with a probe is keyed by a request whose files its key
+// does not cover: a compile failure then answers the processes that waited for that
+// compile, never a later request (the files may have been fixed since).
 using FlightProbe = std::function<std::optional<FlightResult>()>;
 
 // Default cache directory from the environment (KJIT_CACHE_DIR, XDG_CACHE_HOME, HOME, tmp).

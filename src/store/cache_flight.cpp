@@ -214,7 +214,7 @@ FlightResult Cache::compile_with_claim(const std::string& key,
   for (;;) {
     Claim claim;
     try {
-      claim = disk_->try_claim(key, me);
+      claim = disk_->try_claim(key, me, /*failures_answer=*/!probe);
     } catch (const DatabaseCorrupt& e) {
       if (quarantine_disk(e) && ++unreadable < 3) continue;
       return run();
@@ -244,7 +244,7 @@ FlightResult Cache::compile_with_claim(const std::string& key,
         throw;
       }
       try {
-        if (o.status != KJIT_OK && o.cacheable && o.record_failure &&
+        if (o.status != KJIT_OK && o.cacheable &&
             (deterministic_failure(o.status) || o.remember_failure)) {
           disk_->fail_claim(key, me, serialize_failure(o));
         } else if (!stored) {

@@ -85,7 +85,8 @@ bool owner_is_dead(const std::string& owner, const std::string& key, int64_t sta
   return process_start_time(pid) != parts[2];
 }
 
-Claim DiskStore::try_claim(const std::string& key, const std::string& owner) {
+Claim DiskStore::try_claim(const std::string& key, const std::string& owner,
+                           bool failures_answer) {
   Claim out;
   if (read_only_) {
     out.state = Claim::State::Claimed;  // cannot coordinate; compile without a claim
@@ -112,7 +113,7 @@ Claim DiskStore::try_claim(const std::string& key, const std::string& owner) {
     const std::string holder = col_text(s, 0);
     const int64_t started = sqlite3_column_int64(s, 1);
     const bool failed = sqlite3_column_type(s, 2) != SQLITE_NULL;
-    if (failed && now - started <= kFailedClaimSeconds && now >= started) {
+    if (failed && failures_answer && now - started <= kFailedClaimSeconds && now >= started) {
       // A recent compile error is the answer for everyone who asks: don't compile again.
       take = false;
       out.state = Claim::State::Failed;

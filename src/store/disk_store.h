@@ -87,7 +87,9 @@ class DiskStore {
   // failure recorded less than kFailedClaimSeconds ago: deliver it, don't retry). A claim
   // whose owner died (same host: the process is gone or a zombie) or stopped renewing it
   // for kClaimLeaseSeconds is taken over.
-  Claim try_claim(const std::string& key, const std::string& owner);
+  // `failures_answer` false: a recorded failure is not this caller's answer (it is taken
+  // over as an expired one would be).
+  Claim try_claim(const std::string& key, const std::string& owner, bool failures_answer = true);
   void release_claim(const std::string& key, const std::string& owner);
   void renew_claim(const std::string& key, const std::string& owner);  // the lease
   // Records a deterministic failure (a compile error) for every waiter and newcomer.
