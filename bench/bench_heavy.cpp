@@ -8,8 +8,8 @@
 //   DIR    holds CUTLASS's include/ (CUTLASS and CuTe) and test/unit/nvrtc/: the project's
 //          test data, `tar -xzf shared/testdata/cutlass-4.7.tgz -C DIR`.
 //   --quick   rows 1-3 only (a smoke test).
-//   --rows    comma-separated row numbers out of 1-6 (default all); row 3 runs row 2 first
-//             (it reuses its cache); row 7 is the PCH and worker columns of the others.
+//   --rows    comma-separated row numbers out of 1-6 and 8 (default all); row 3 runs row 2
+//             first (it reuses its cache); row 7 is the PCH and worker columns of the others.
 //
 // On a GPU host, from the bundle made by tools/make_bundle.sh (bench_heavy is one of its
 // bin/bench_* programs; no GPU is used, only NVRTC and the toolkit's headers), with TGZ the
@@ -22,7 +22,7 @@
 //
 // All rows run about 20 compiles of the kernel (tens of seconds each on a fast core, up to 8
 // at once); where one command may run only 10 minutes, run `--rows 1,2,3` and
-// `--rows 4,5,6` as two commands. Progress, with each row's times, goes to stderr as it
+// `--rows 4,5,6,8` as two commands. Progress, with each row's times, goes to stderr as it
 // goes; the table comes at the end.
 //
 // The program (the test's source, with the test's options, for sm_90a):
@@ -48,6 +48,7 @@
 //      and the number of NVRTC compiles over all processes (kjit_cache_stats totals).
 //   6. a variant compiled right after another in the same process: kjit (default mode,
 //      fresh cache) against raw NVRTC.
+//   8. all 8 variants from 8 processes at once: raw NVRTC; kjit default mode (fresh cache).
 //   7. (columns) PCH created/used/failed over all processes of each kjit row's cache, and
 //      the compile worker's resident memory after the row when one served it.
 #include <nvrtc.h>
@@ -509,31 +510,44 @@ void rows_1_to_3(const std::set<int>& rows) {
   }
 }
 
-void row_4() {
-  const std::vector<int> variants{1, 2, 3, 4};
-  std::fprintf(stderr, "row 4: 4 variants, 4 raw NVRTC processes at once...\n");
+// `n` variants from as many processes at once: raw NVRTC, kjit in its default mode and (with
+// `inprocess`) kjit with KJIT_COMPILE_MODE=inprocess, each kjit set on one fresh cache.
+void row_variants(const char* row, int n, bool inprocess) {
+  std::vector<int> variants;
+  for (int v = 0; v < n; ++v) variants.push_back(n == 4 ? v + 1 : v);
+  const std::string label = std::to_string(n) + " variants, " + std::to_string(n) +
+                            " processes at once: ";
+  std::fprintf(stderr, "row %s: %d variants, %d raw NVRTC processes at once...\n", row, n, n);
   std::vector<Child> raw;
   const double raw_wall = run_set("raw", "", variants, &raw);
-  progress("row 4", "raw", raw_wall);
-  g_rows.push_back({"4", "4 variants, 4 processes at once: raw NVRTC", fmt(1, raw_wall),
-                    fmt(1, max_compile(raw)) + " (slowest)", "4 compiled", "-", "-"});
-  for (const char* mode : {"kjit", "inprocess"}) {
-    const std::string dir = fresh_cache(mode == std::string("kjit") ? "four" : "four-inproc");
-    std::fprintf(stderr, "row 4: 4 variants, 4 kjit processes (%s) at once, shared cache...\n",
-                 mode);
+  progress((std::string("row ") + row).c_str(), "raw", raw_wall);
+  g_rows.push_back({row, label + "raw NVRTC", fmt(1, raw_wall),
+                    fmt(1, max_compile(raw)) + " (slowest)", std::to_string(n) + " compiled", "-",
+                    "-"});
+  std::vector<const char*> modes{"kjit"};
+  if (inprocess) modes.push_back("inprocess");
+  for (const char* mode : modes) {
+    const std::string dir = fresh_cache((std::string(row) + "-" + mode).c_str());
+    std::fprintf(stderr, "row %s: %d variants, %d kjit processes (%s) at once, shared cache...\n",
+                 row, n, n, mode);
     std::vector<Child> kj;
     const double wall = run_set(mode, dir, variants, &kj);
-    progress("row 4", mode, wall);
+    progress((std::string("row ") + row).c_str(), mode, wall);
     const After a = after_row(dir);
-    g_rows.push_back({"4",
-                      mode == std::string("kjit")
-                          ? "4 variants, 4 processes at once: kjit default mode, shared cache"
-                          : "4 variants, 4 processes at once: kjit KJIT_COMPILE_MODE=inprocess",
+    g_rows.push_back({row,
+                      label + (mode == std::string("kjit")
+                                   ? "kjit default mode, shared cache"
+                                   : "kjit KJIT_COMPILE_MODE=inprocess"),
                       fmt(1, wall), fmt(1, max_compile(kj)) + " (slowest)",
                       tiers_text(kj) + not_stored_text(a), pch_text(a), worker_text(a)});
     stop_worker(dir, a);
   }
 }
+
+void row_4() { row_variants("4", 4, true); }
+
+// Row 8: all 8 variants at once.
+void row_8() { row_variants("8", 8, false); }
 
 void row_5() {
   const std::string dir = fresh_cache("eight");
@@ -602,7 +616,7 @@ void usage() {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--child") == 0) return child_main(argc, argv);
-  std::set<int> rows{1, 2, 3, 4, 5, 6};
+  std::set<int> rows{1, 2, 3, 4, 5, 6, 8};
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--cutlass") == 0 && i + 1 < argc) {
       g_cutlass = argv[++i];
@@ -641,6 +655,7 @@ int main(int argc, char** argv) {
   if (rows.count(4)) row_4();
   if (rows.count(5)) row_5();
   if (rows.count(6)) row_6();
+  if (rows.count(8)) row_8();
   std::fprintf(stderr, "bench_heavy: all rows in %.0f s\n", now_s() - t0);
   print_table();
   const std::string rm = "rm -rf '" + g_tmp_root + "'";
