@@ -10,8 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "compile/dep_manifest.h"
 #include "kjit/kjit.h"
@@ -229,6 +231,35 @@ INSTANTIATE_TEST_SUITE_P(Modes, Manifest,
                          [](const ::testing::TestParamInfo<int>& i) {
                            return i.param == KJIT_COMPILE_MODE_INPROCESS ? "InProcess" : "Auto";
                          });
+
+// A repeated request is answered by the compiler's memo, which checks a settled directory
+// once for all the names NVRTC did not find in it: a file made there afterwards, which
+// NVRTC would now read first, is still a miss with the new code.
+TEST(ManifestMemo, AFileMadeWhereAHeaderWasNotFoundIsSeenAfterHits) {
+  TempDir cache, d;
+  ASSERT_EQ(mkdir(d.file("prog").c_str(), 0700), 0);
+  ASSERT_EQ(mkdir(d.file("inc").c_str(), 0700), 0);
+  write_file(d.file("inc/b.h"), "#define B 5511\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2200));  // settled: one stamp vouches
+  const std::string src = "#include \"b.h\"\nextern \"C\" __global__ void k(int* p) { *p = B; }\n";
+  Options o;
+  o.include(d.file("inc"));
+  ASSERT_EQ(kjit_options_set_name(o.o, d.file("prog/kernel.cu").c_str()), KJIT_OK);
+  Session s(cache.path(), KJIT_COMPILE_MODE_INPROCESS);
+  for (int i = 0; i < 3; ++i) {
+    Binary b;
+    s.compile(src, o, &b);
+    ASSERT_EQ(b.status, KJIT_OK) << b.log();
+    EXPECT_EQ(b.tier() == KJIT_TIER_COMPILED, i == 0) << i;
+    EXPECT_NE(b.ptx().find("5511"), std::string::npos);
+  }
+  write_file(d.file("prog/b.h"), "#define B 5522\n");
+  Binary shadowed;
+  s.compile(src, o, &shadowed);
+  ASSERT_EQ(shadowed.status, KJIT_OK) << shadowed.log();
+  EXPECT_EQ(shadowed.tier(), KJIT_TIER_COMPILED);
+  EXPECT_NE(shadowed.ptx().find("5522"), std::string::npos);
+}
 
 // The manifest's text round-trips; damaged or foreign text is no manifest.
 TEST(ManifestText, RoundTripsAndRefusesDamage) {

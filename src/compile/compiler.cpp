@@ -436,6 +436,41 @@ Outcome Compiler::compile(std::string_view source, const CompileOptions& opts,
   return compile_request(source, opts, cancel);
 }
 
+namespace {
+
+// The stamps the memo checks for a record: its files' own, and for places found empty,
+// their directory's stamp (one stat() for all the names it lacks; any entry made, removed
+// or renamed there changes its times) where the directory had been settled for the racy
+// window and is on a local file system; else the place's own.
+std::vector<PathStamp> memo_stamps(std::vector<PathStamp> now) {
+  std::vector<PathStamp> out;
+  std::map<std::string, bool> dirs;  // directory -> its stamp vouches (and was added)
+  const int64_t now_ns = realtime_ns();
+  for (PathStamp& s : now) {
+    const size_t slash = s.path.rfind('/');
+    if (s.kind != 0 || slash == std::string::npos || slash == 0) {
+      out.push_back(std::move(s));
+      continue;
+    }
+    const std::string dir = s.path.substr(0, slash);
+    auto it = dirs.find(dir);
+    if (it == dirs.end()) {
+      PathStamp d;
+      const bool vouches = stamp_path(dir, &d) && d.kind == 2 && stamp_settled(d, now_ns) &&
+                           network_fs_type(dir).empty();
+      if (vouches) {
+        d.listing = true;
+        out.push_back(std::move(d));
+      }
+      it = dirs.emplace(dir, vouches).first;
+    }
+    if (!it->second) out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::optional<Outcome> Compiler::manifest_hit(const std::string& base, const std::string& cwd_tag,
                                               const std::string& source,
                                               const CompileOptions& opts, bool fresh) {
@@ -463,7 +498,7 @@ std::optional<Outcome> Compiler::manifest_hit(const std::string& base, const std
     EntryPtr e = cache_->lookup(r.entry_key, &tier);
     if (!e) continue;
     IncludeScan coverage;  // for the memo: the stamps just checked
-    coverage.looked = std::move(now);
+    coverage.looked = memo_stamps(std::move(now));
     coverage.settled = settled;
     if (std::any_of(r.inputs.begin(), r.inputs.end(), [](const FileInput& in) { return in.relative; })) {
       coverage.cwd = current_directory();
