@@ -270,6 +270,30 @@ TEST(Pch, ConcurrentVariantsShareOnePch) {
   }
 }
 
+// A program whose own headers are large (as CUTLASS's are) gets no automatic PCH, even
+// where its includes reach the toolkit; one with small headers does.
+TEST(Pch, NoneForProgramsWithLargeOwnHeaders) {
+  kjit::test::TempDir inc;
+  const std::string big(3u << 20, ' ');  // 3 MB: past the 2 MB of own headers
+  kjit::test::write_file(inc.file("big.h"), "#include <cuda_fp16.h>\n/*" + big + "*/\n");
+  kjit::test::write_file(inc.file("small.h"), "#include <cuda_fp16.h>\n");
+  for (const char* header : {"big.h", "small.h"}) {
+    Cache cache;
+    Compiler c(cache.c);
+    ASSERT_EQ(kjit_compiler_set_compile_mode(c.c, KJIT_COMPILE_MODE_INPROCESS), KJIT_OK);
+    Options o;
+    ASSERT_EQ(kjit_options_add_include_path(o.o, inc.path().c_str()), KJIT_OK);
+    Binary b;
+    ASSERT_EQ(kjit_compile(c.c, program(header).c_str(), o.o, &b.b), KJIT_OK) << b.log();
+    const kjit_cache_stats st = cache.stats();
+    if (std::string(header) == "big.h") {
+      EXPECT_EQ(st.pch_created + st.pch_used + st.pch_failed, 0u) << header;
+    } else {
+      EXPECT_EQ(st.pch_created + st.pch_used + st.pch_failed, 1u) << header;
+    }
+  }
+}
+
 TEST(Pch, OffMeansNone) {
   Cache cache;
   Compiler c(cache.c);

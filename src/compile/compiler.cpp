@@ -80,6 +80,9 @@ std::string compute_base(const std::string& source, const CompileOptions& opts,
   return to_hex(h.finish());
 }
 
+// Past this many bytes of a program's own headers (not the toolkit's), no automatic PCH.
+constexpr uint64_t kPchOwnHeaderBytes = 2 << 20;
+
 // Options that write the names of source files into the code (debug and line
 // information): a key from names NVRTC used relative to the working directory then also
 // covers that directory.
@@ -614,8 +617,12 @@ Outcome Compiler::compile_reading_files(const std::string& source, const Compile
   }
   const CompileOptions& given = scan.builtins.empty() ? opts : with_builtins;
   const NormalisedOptions& given_norm = scan.builtins.empty() ? norm : norm_builtins;
-  // Header-heavy programs (their includes reach the toolkit) use precompiled headers.
-  const bool use_pch = given_norm.pch && scan.outside;
+  // Programs whose includes reach the toolkit (CUB...) use precompiled headers, unless
+  // their own headers are large (CUTLASS/CuTe): a PCH of those costs seconds to make and
+  // NVRTC often fails to make it, and each such program is compiled once.
+  uint64_t own_bytes = 0;
+  for (const IncludedFile& f : scan.files) own_bytes += f.content ? f.content->size() : 0;
+  const bool use_pch = given_norm.pch && scan.outside && own_bytes < kPchOwnHeaderBytes;
   bool stored = false;
   auto run = [&]() -> Outcome {
     const int64_t started = realtime_ns();
