@@ -36,7 +36,9 @@ const char* const kHelp =
     "  -a, --arch TARGET  compile every kernel for TARGET only (e.g. auto on a GPU host),\n"
     "                     instead of the targets the manifest names\n"
     "      --dry-run      print each kernel's cache key and whether it is cached, and\n"
-    "                     compile nothing (a cache that does not exist is not created)\n"
+    "                     compile nothing (a cache that does not exist is not created);\n"
+    "                     a kernel that may read files is 'unknown': its key comes from\n"
+    "                     what NVRTC reads, known once it is compiled\n"
     "      --no-progress  plain lines even on a terminal\n"
     "      --json         print the results as JSON on stdout\n"
     "  -q, --quiet        print only failures and the summary\n"
@@ -309,8 +311,33 @@ void read_sources(std::vector<KernelSpec>& specs, const std::string& base) {
   }
 }
 
+// Whether a kernel may make NVRTC read files: its key then comes from what NVRTC read
+// when it was compiled (docs/cache-keys.md), which a dry run cannot learn without compiling.
+// Conservative, as the library's own test: any of the words below, or a pre-included or
+// precompiled header option.
+bool may_read_files(const KernelSpec& k) {
+  auto mentions = [](const std::string& text) {
+    for (const char* word : {"include", "import", "embed"}) {
+      if (text.find(word) != std::string::npos) return true;
+    }
+    return false;
+  };
+  if (mentions(k.source)) return true;
+  for (const auto& h : k.headers) {
+    if (mentions(h.second)) return true;
+  }
+  for (const std::string& o : k.options) {
+    if (o.find("-include") != std::string::npos || o.find("pre-include") != std::string::npos ||
+        o.find("pch") != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // --dry-run: each job's key and whether `cache` holds it (a null cache, one that does not
-// exist yet, holds nothing). Compiles nothing.
+// exist yet, holds nothing). Compiles nothing: a kernel that may read files is listed as
+// such, without a key (its key is known once it is compiled).
 int dry_run(const std::vector<Job>& jobs, kjit_cache* cache, const Global& g) {
   JsonHolder doc;
   cJSON* results = nullptr;
@@ -324,17 +351,22 @@ int dry_run(const std::vector<Job>& jobs, kjit_cache* cache, const Global& g) {
     std::string why;
     char key[65] = {0};
     kjit_status st = KJIT_OK;
+    bool reads_files = false;
     if (!j.spec->problem.empty()) {
       why = j.spec->problem;
       st = j.spec->problem_status;
     } else if (!build_options(j, o, &why)) {
       st = KJIT_ERROR_INVALID_ARGUMENT;
+    } else if (may_read_files(*j.spec)) {
+      reads_files = true;
     } else {
       st = kjit_compute_key(j.spec->source.c_str(), o.p, key);
       if (st != KJIT_OK) why = kjit_last_error() ? kjit_last_error() : "";
     }
     bool cached = false;
-    if (st == KJIT_OK && cache) {
+    if (reads_files) {
+      why = "reads files: its key comes from what NVRTC reads, known once it is compiled";
+    } else if (st == KJIT_OK && cache) {
       BinaryHolder b;
       cached = kjit_cache_get(cache, key, &b.p) == KJIT_OK;
     } else if (st != KJIT_OK) {
@@ -345,10 +377,17 @@ int dry_run(const std::vector<Job>& jobs, kjit_cache* cache, const Global& g) {
       cJSON_AddStringToObject(r, "name", j.spec->name.c_str());
       cJSON_AddStringToObject(r, "target", j.target.c_str());
       cJSON_AddBoolToObject(r, "ok", st == KJIT_OK);
-      cJSON_AddStringToObject(r, "key", key);
-      cJSON_AddBoolToObject(r, "cached", cached);
+      if (reads_files) {
+        cJSON_AddNullToObject(r, "key");
+        cJSON_AddNullToObject(r, "cached");
+      } else {
+        cJSON_AddStringToObject(r, "key", key);
+        cJSON_AddBoolToObject(r, "cached", cached);
+      }
       cJSON_AddStringToObject(r, "message", why.c_str());
       cJSON_AddItemToArray(results, r);
+    } else if (reads_files) {
+      std::printf("%-64s  %-7s %s: %s\n", "-", "unknown", j.label.c_str(), why.c_str());
     } else if (st == KJIT_OK) {
       std::printf("%s  %-7s %s\n", key, cached ? "cached" : "missing", j.label.c_str());
     } else {

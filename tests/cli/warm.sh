@@ -77,6 +77,19 @@ expect_grep '^[0-9a-f]\{64\}  cached  saxpy (sm_80)$' "$TMP/out" "warm --dry-run
 expect_grep '^[0-9a-f]\{64\}  missing saxpy (sm_90)$' "$TMP/out" "warm --dry-run"
 expect_rc 0 "$KJIT" --cache-dir "$C" warm "$M/good.json" --dry-run --json
 json_check "$TMP/out" '[(r["target"], r["cached"]) for r in j["results"]] == [("sm_80", True), ("sm_90", False)]'
+# A kernel that may read files has no key before it is compiled: listed as unknown, and
+# nothing is compiled to learn it.
+cat >"$M/reads.json" <<'JSON'
+[ { "name": "inc", "source": "#include <x.h>\nextern \"C\" __global__ void k() {}\n", "targets": ["sm_90"] } ]
+JSON
+expect_rc 0 "$KJIT" --cache-dir "$C" cache stats --json
+BEFORE=$(json_get "$TMP/out" 'j["totals"]["compiles"]')
+expect_rc 0 "$KJIT" --cache-dir "$C" warm "$M/reads.json" --dry-run
+expect_grep '^- *unknown inc (sm_90): reads files' "$TMP/out" "warm --dry-run of a kernel that reads files"
+expect_rc 0 "$KJIT" --cache-dir "$C" warm "$M/reads.json" --dry-run --json
+json_check "$TMP/out" '[(r["ok"], r["key"], r["cached"]) for r in j["results"]] == [(True, None, None)]'
+expect_rc 0 "$KJIT" --cache-dir "$C" cache stats --json
+json_check "$TMP/out" 'j["totals"]["compiles"] == '"$BEFORE"
 
 # --arch replaces the manifest's targets; a good manifest exits 0.
 expect_rc 0 "$KJIT" --cache-dir "$C" warm "$M/good.json" --arch sm_90 -q
