@@ -549,12 +549,10 @@ WorkerAddress take_worker(const WorkerAddress& addr, const CancelFlag& cancel, W
     return a;
   };
   if (n <= 1) return addr;
-  // Start where this process's last compile was not, so concurrent callers spread out.
-  static std::atomic<unsigned> next{0};
-  const unsigned start = next.fetch_add(1, std::memory_order_relaxed) + unsigned(getpid());
+  // The first free one, in order: compiles one after another keep using one warm worker
+  // (NVRTC's second compile in a process is faster), concurrent ones spill over.
   for (double sleep_ms = 1;; sleep_ms = std::min(sleep_ms * 2, 50.0)) {
-    for (unsigned k = 0; k < n; ++k) {
-      const unsigned i = (start + k) % n;
+    for (unsigned i = 0; i < n; ++i) {
       const WorkerAddress a = named(i);
       const std::string path = a.directory + "/" + a.name + ".busy";
       const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);

@@ -71,9 +71,10 @@ WorkerAddress worker_address(Cache* cache, const std::string& toolchain, std::st
 // NVRTC compiles one program at a time in a process, so one address has several workers:
 // the first under the address's own name, the others under "<name>-<i>" (i = 1 .. n-1),
 // n = $KJIT_WORKER_PROCESSES, by default half the cores (at least 1, at most 8). A compile
-// holds one of them for its duration (flock() on "<name>[-i].busy", released when the
-// holder ends or dies), so independent compiles from every thread and process run side
-// by side, each worker starting on first need and leaving when idle.
+// holds the first free one for its duration (flock() on "<name>[-i].busy", released when
+// the holder ends or dies), so independent compiles from every thread and process run side
+// by side, compiles one after another stay in one warm worker, and each worker starts on
+// first need and leaves when idle.
 unsigned worker_processes();
 
 // Holds one worker of an address for one compile.
