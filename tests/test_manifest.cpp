@@ -261,6 +261,47 @@ TEST(ManifestMemo, AFileMadeWhereAHeaderWasNotFoundIsSeenAfterHits) {
   EXPECT_NE(shadowed.ptx().find("5522"), std::string::npos);
 }
 
+// Manifests travel with exports: another cache that imports them hits where the files are
+// the same at the same paths, and compiles where they differ (never a wrong hit).
+TEST(ManifestExport, ImportedManifestHitsWhereTheFilesAreTheSame) {
+  TempDir first, second, inc, files;
+  write_file(inc.file("v.h"), "#define V 6611\n");
+  const std::string src = "#include <v.h>\nextern \"C\" __global__ void k(int* p) { *p = V; }\n";
+  Options o;
+  o.include(inc.path());
+  std::string key;
+  {
+    Session s(first.path(), KJIT_COMPILE_MODE_INPROCESS);
+    Binary b;
+    s.compile(src, o, &b);
+    ASSERT_EQ(b.status, KJIT_OK) << b.log();
+    key = b.key();
+    uint64_t count = 0;
+    ASSERT_EQ(kjit_cache_export(s.cache, files.file("e.kjit").c_str(), &count), KJIT_OK)
+        << kjit_last_error();
+    EXPECT_EQ(count, 2u) << "the entry and its manifest";
+  }
+  Session s(second.path(), KJIT_COMPILE_MODE_INPROCESS);
+  uint64_t imported = 0, rejected = 0;
+  ASSERT_EQ(kjit_cache_import(s.cache, files.file("e.kjit").c_str(), &imported, &rejected),
+            KJIT_OK)
+      << kjit_last_error();
+  EXPECT_EQ(imported, 2u);
+  EXPECT_EQ(rejected, 0u);
+  Binary hit;
+  s.compile(src, o, &hit);
+  ASSERT_EQ(hit.status, KJIT_OK) << hit.log();
+  EXPECT_NE(hit.tier(), KJIT_TIER_COMPILED);  // imported entries are in memory too
+  EXPECT_EQ(hit.key(), key);
+  // The same path with other bytes (as on another node): a miss with its own code.
+  write_file(inc.file("v.h"), "#define V 6622\n");
+  Binary other;
+  s.compile(src, o, &other);
+  ASSERT_EQ(other.status, KJIT_OK) << other.log();
+  EXPECT_EQ(other.tier(), KJIT_TIER_COMPILED);
+  EXPECT_NE(other.ptx().find("6622"), std::string::npos);
+}
+
 // The manifest's text round-trips; damaged or foreign text is no manifest.
 TEST(ManifestText, RoundTripsAndRefusesDamage) {
   kjit::DepRecord r;
