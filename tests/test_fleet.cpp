@@ -340,6 +340,49 @@ TEST_F(FleetTest, SixteenColdNodesCompileEachKernelOnce) {
   RecordProperty("one_node_ms", int(one_node_ms));
 }
 
+// A program that reads files is found through its manifest on another node: both travel
+// through the fleet tier. The same path with the same bytes there hits; other bytes compile.
+TEST_F(FleetTest, ManifestsTravelThroughTheFleetTier) {
+  Redis redis(redis_dir_.path());
+  TempDir inc, first, second;
+  kjit::test::write_file(inc.file("v.h"), "#define V 8811\n");
+  const std::string src = "#include <v.h>\nextern \"C\" __global__ void k(int* p) { *p = V; }\n";
+  kjit::CompileOptions o = options();
+  o.outputs = KJIT_OUTPUT_PTX;
+  o.raw = {"-I" + inc.path()};
+  auto config = [&](const std::string& dir) {
+    kjit::CacheConfig c;
+    c.directory = dir;
+    c.remote = kjit::RemoteConfig::from_environment();
+    c.remote.url = redis.url();
+    return c;
+  };
+  std::string key;
+  {
+    kjit::Cache cache(config(first.path()));
+    kjit::Compiler comp(&cache, 1);
+    comp.set_mode(kjit::CompileMode::InProcess);
+    const kjit::Outcome a = comp.compile(src, o);
+    ASSERT_EQ(a.status, KJIT_OK) << a.message;
+    key = a.entry->key;
+    ASSERT_NE(cache.remote(), nullptr);
+    cache.remote()->flush();  // the entry and its manifest are written
+  }
+  kjit::Cache cache(config(second.path()));
+  kjit::Compiler comp(&cache, 1);
+  comp.set_mode(kjit::CompileMode::InProcess);
+  const kjit::Outcome b = comp.compile(src, o);
+  ASSERT_EQ(b.status, KJIT_OK) << b.message;
+  EXPECT_EQ(b.tier, KJIT_TIER_REMOTE);
+  EXPECT_EQ(b.entry->key, key);
+  EXPECT_EQ(cache.stats().compiles, 0u);
+  kjit::test::write_file(inc.file("v.h"), "#define V 8822\n");
+  const kjit::Outcome c = comp.compile(src, o);
+  ASSERT_EQ(c.status, KJIT_OK) << c.message;
+  EXPECT_EQ(c.tier, KJIT_TIER_COMPILED);
+  EXPECT_NE(c.entry->ptx.find("8822"), std::string::npos);
+}
+
 TEST_F(FleetTest, OwnerKilledMidCompileIsTakenOverAfterItsLease) {
   setenv("FLEET_TEST_SAY_WAITING", "1", 1);
   Redis redis(redis_dir_.path());
