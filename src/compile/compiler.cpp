@@ -124,13 +124,6 @@ std::string compute_key(const std::string& source, const CompileOptions& opts,
 
 namespace {
 
-bool under_any(const std::string& path, const std::vector<std::string>& roots) {
-  for (const std::string& root : roots) {
-    if (path == root || path.compare(0, root.size() + 1, root + "/") == 0) return true;
-  }
-  return false;
-}
-
 // Why a compile's result must not be stored, or "" when every file NVRTC opened for it is
 // covered by the key: a file the scan read (with the same bytes now), a candidate the scan
 // found absent, or a path below a directory the scan read whole. Not counted: NVRTC's first
@@ -156,10 +149,10 @@ std::string uncovered(const IncludeScan& scan, const AuditRecord* audit,
     if (f.write) continue;
     const std::string path = resolve_path(f.path);
     if (i == 0 && !program_name.empty() && path == resolve_path(program_name)) continue;
-    if (f.nvrtc_private || under_any(path, roots) || nvrtc_private(path)) continue;
+    if (f.nvrtc_private || path_under_any(path, roots) || nvrtc_private(path)) continue;
     bool covered;
     if (f.directory) {
-      covered = under_any(path, std::vector<std::string>(scan.listed.begin(), scan.listed.end()));
+      covered = path_under_any(path, std::vector<std::string>(scan.listed.begin(), scan.listed.end()));
     } else {
       covered = scan_covers(scan, path, f.ok);
     }
@@ -554,19 +547,14 @@ Outcome Compiler::compile_request(std::string_view source_bytes, const CompileOp
   const IncludeScan scan = scan_for(source, opts, norm);
   const std::string key = compute_key(source, opts, norm, tool, scan);
   auto run = [&]() -> Outcome {
-    const CompileMode m = mode();
     AuditRecord audit;
-    std::optional<Outcome> o;
-    if (m != CompileMode::InProcess) {
-      o = compile_in_worker_process(source, opts, norm, key, false, cancel, m, &audit);
-    }
-    if (!o) o = compile_audited(source, opts, norm, key, tool, cancel, false, &audit);
+    Outcome o = run_compile(source, opts, norm, key, false, cancel, &audit);
     const std::string why = uncovered(scan, audit.available ? &audit : nullptr, opts.name, norm);
     if (!why.empty()) {
-      o->cacheable = false;
+      o.cacheable = false;
       report_uncovered(opts.name, why);
     }
-    return *o;
+    return o;
   };
   if (!cache_) return run();
   std::function<bool()> cancelled;  // also ends a wait for another process's compile
@@ -627,16 +615,11 @@ Outcome Compiler::compile_reading_files(const std::string& source, const Compile
   auto run = [&]() -> Outcome {
     const int64_t started = realtime_ns();
     const std::string cwd = current_directory();
-    const CompileMode m = mode();
     AuditRecord audit;
-    std::optional<Outcome> o;
-    if (m != CompileMode::InProcess) {
-      // The request's base stands for the key until NVRTC's reads give it (the worker
-      // remembers crashes under it).
-      o = compile_in_worker_process(source, given, given_norm, base, use_pch, cancel, m, &audit);
-    }
-    if (!o) o = compile_audited(source, given, given_norm, base, tool, cancel, use_pch, &audit);
-    if (!o->entry) return *o;  // no compile happened (cancelled, the worker failed...)
+    // The request's base stands for the key until NVRTC's reads give it (the worker
+    // remembers crashes under it).
+    Outcome o = run_compile(source, given, given_norm, base, use_pch, cancel, &audit);
+    if (!o.entry) return o;  // no compile happened (cancelled, the worker failed...)
     DepRecord record;
     std::string why;
     if (!audit.available) {
@@ -648,24 +631,24 @@ Outcome Compiler::compile_reading_files(const std::string& source, const Compile
                       &record, &why);
     }
     record.builtins = scan.builtins;
-    auto entry = std::const_pointer_cast<Entry>(o->entry);
+    auto entry = std::const_pointer_cast<Entry>(o.entry);
     if (!why.empty()) {
       Sha256 h;  // a key of its own, never stored
       h.field("kjit-not-stored");
       h.field(base);
       entry->key = to_hex(h.finish());
-      o->cacheable = false;
+      o.cacheable = false;
       report_uncovered(opts.name, why);
-      return *o;
+      return o;
     }
     entry->key = dep_entry_key(base, record, cwd_tag);
-    if (cache_ && o->status == KJIT_OK) {
+    if (cache_ && o.status == KJIT_OK) {
       // The entry first, then the record that leads to it.
       record.entry_key = entry->key;
-      stored = cache_->store(o->entry);
+      stored = cache_->store(o.entry);
       add_to_manifest(base, std::move(record), *entry);
     }
-    return *o;
+    return o;
   };
   if (!cache_) return run();
   std::function<bool()> cancelled;  // also ends a wait for another process's compile
@@ -693,6 +676,18 @@ Outcome Compiler::compile_reading_files(const std::string& source, const Compile
         return r;
       },
       cancelled, probe));
+}
+
+Outcome Compiler::run_compile(const std::string& source, const CompileOptions& opts,
+                              const NormalisedOptions& norm, const std::string& key, bool use_pch,
+                              const CancelFlag& cancel, AuditRecord* audit) {
+  const CompileMode m = mode();
+  if (m != CompileMode::InProcess) {
+    if (auto o = compile_in_worker_process(source, opts, norm, key, use_pch, cancel, m, audit)) {
+      return std::move(*o);
+    }
+  }
+  return compile_audited(source, opts, norm, key, toolchain(), cancel, use_pch, audit);
 }
 
 const std::string& Compiler::toolchain() {

@@ -76,6 +76,12 @@ class Compiler {
                                                    const CancelFlag& cancel, CompileMode mode,
                                                    AuditRecord* audit);
 
+  // One audited NVRTC run where the compile mode says: in the worker, else (auto mode when
+  // it cannot be used, or in-process mode) in this process.
+  Outcome run_compile(const std::string& source, const CompileOptions& opts,
+                      const NormalisedOptions& norm, const std::string& key, bool use_pch,
+                      const CancelFlag& cancel, AuditRecord* audit);
+
   // compile_request() for a program that can read files: its key comes from what NVRTC
   // read (dep_manifest.h).
   Outcome compile_reading_files(const std::string& source, const CompileOptions& opts,

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "compile/builtin_std.h"
+#include "util/fs.h"
 #include "util/sha256.h"
 
 namespace kjit {
@@ -99,13 +100,11 @@ bool make_dep_record(const AuditRecord& audit, const std::string& program, int64
   // A compile that used a precompiled header read its headers when the PCH was made: they
   // are inputs too, with the bytes read then, which must be the bytes now.
   std::vector<std::string> roots;
-  for (const std::string& r : skip_roots) roots.push_back(resolve_path(r) + "/");
+  for (const std::string& r : skip_roots) roots.push_back(resolve_path(r));
   for (const OpenedFile& f : audit.opened) {
     if (!f.from_pch) continue;
-    const bool in_toolkit = std::any_of(roots.begin(), roots.end(), [&](const std::string& r) {
-      return f.path.compare(0, r.size(), r) == 0;
-    });
-    if (in_toolkit) continue;  // covered by the toolkit's fingerprint in the base
+    // Covered by the toolkit's fingerprint in the base.
+    if (path_under_any(resolve_path(f.path), roots)) continue;
     FileInput in;
     in.path = f.path;
     in.opened = f.path;

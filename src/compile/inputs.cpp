@@ -12,13 +12,6 @@ namespace kjit {
 
 namespace {
 
-bool under_any(const std::string& path, const std::vector<std::string>& roots) {
-  for (const std::string& root : roots) {
-    if (path == root || path.compare(0, root.size() + 1, root + "/") == 0) return true;
-  }
-  return false;
-}
-
 bool same_file_stamp(const PathStamp& a, const PathStamp& b) {
   return a.kind == b.kind && a.dev == b.dev && a.ino == b.ino && a.size == b.size &&
          a.mtime_ns == b.mtime_ns && a.ctime_ns == b.ctime_ns;
@@ -70,7 +63,7 @@ bool record_inputs(const AuditRecord& audit, const std::string& program, int64_t
     const OpenedFile& f = audit.opened[i];
     if (f.write || f.nvrtc_private || f.from_pch) continue;
     const std::string path = resolve_path(f.path);
-    if (nvrtc_private(path) || under_any(path, roots)) continue;
+    if (nvrtc_private(path) || path_under_any(path, roots)) continue;
     // NVRTC's first look at the program's own name: it compiles the source it was given.
     if (i == 0 && !program_path.empty() && path == program_path) continue;
     if (f.directory) {

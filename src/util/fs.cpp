@@ -100,4 +100,11 @@ double monotonic_ms() {
   return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
 }
 
+bool path_under_any(const std::string& path, const std::vector<std::string>& roots) {
+  for (const std::string& root : roots) {
+    if (path == root || path.compare(0, root.size() + 1, root + "/") == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace kjit

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kjit {
 
@@ -19,6 +20,8 @@ bool is_directory(const std::string& path);
 
 // Create `path` and missing parents with `mode`. Returns false with errno set on failure.
 bool make_directories(const std::string& path, unsigned mode);
+// True when `path` is one of `roots` or below one (plain string comparison of resolved paths).
+bool path_under_any(const std::string& path, const std::vector<std::string>& roots);
 
 // Directory part of a path ("" when there is none).
 std::string dirname_of(const std::string& path);
