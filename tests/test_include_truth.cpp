@@ -398,7 +398,14 @@ bool relevant(const Event& e, const CaseSetup& s, size_t index, const std::strin
 
 class IncludeTruth : public ::testing::Test {
  protected:
-  void SetUp() override { root_ = kjit::resolve_path(tmp_.path()); }
+  void SetUp() override {
+    root_ = kjit::resolve_path(tmp_.path());
+    setenv("KJIT_WORKER", KJIT_TEST_WORKER, 0);  // a bundle on a GPU host names its own
+    setenv("KJIT_WORKER_IDLE_S", "20", 1);
+  }
+  // The edit cases (below), with the cached compiler in `mode`.
+  void edits_are_never_stale(kjit::CompileMode mode);
+  void edits_are_never_stale_with_pch(kjit::CompileMode mode);
   kjit::test::TempDir tmp_;
   std::string root_;
 };
@@ -455,12 +462,14 @@ TEST_F(IncludeTruth, AuditSeesWhatNvrtcOpens) {
 // Editing the header (same size and modification time, then a new size), or creating one
 // earlier in the search, is a miss that gives exactly the uncached compiler's code; an
 // unchanged tree hits.
-TEST_F(IncludeTruth, EditedHeaderIsNeverAStaleHit) {
+void IncludeTruth::edits_are_never_stale(kjit::CompileMode mode) {
   kjit::CacheConfig config;
   config.directory = root_ + "/cache";
   kjit::Cache cache(config);
   kjit::Compiler compiler(&cache, 1);
+  compiler.set_mode(mode);
   kjit::Compiler uncached(nullptr, 1);
+  uncached.set_mode(kjit::CompileMode::InProcess);
   size_t cases = 0, k = 0;
   for (const Form& f : forms()) {
     for (Naming naming : {Naming::Absolute, Naming::Bare, Naming::Default}) {
@@ -503,17 +512,25 @@ TEST_F(IncludeTruth, EditedHeaderIsNeverAStaleHit) {
   std::printf("[ truth    ] %zu edit cases: every edit a miss with the new code\n", cases);
 }
 
+TEST_F(IncludeTruth, EditedHeaderIsNeverAStaleHit) {
+  edits_are_never_stale(kjit::CompileMode::InProcess);
+}
+
+TEST_F(IncludeTruth, EditedHeaderIsNeverAStaleHitThroughTheWorker) {
+  edits_are_never_stale(kjit::CompileMode::Worker);
+}
+
 // The same edits with precompiled headers in play: each program first reaches the toolkit,
 // so kjit compiles it with a PCH made from the form's files, which the next program that
 // starts the same way reuses. After an edit (same size and modification time, then a new
 // size) or a header created earlier in the search, every result is the code of the uncached
 // compiler without PCH, in this process.
-TEST_F(IncludeTruth, EditedHeaderIsNeverStaleWithPch) {
+void IncludeTruth::edits_are_never_stale_with_pch(kjit::CompileMode mode) {
   kjit::CacheConfig config;
   config.directory = root_ + "/cache-pch";
   kjit::Cache cache(config);
   kjit::Compiler compiler(&cache, 1);
-  compiler.set_mode(kjit::CompileMode::InProcess);
+  compiler.set_mode(mode);
   kjit::Compiler uncached(nullptr, 1);
   uncached.set_mode(kjit::CompileMode::InProcess);
   std::vector<std::pair<Form, CaseSetup>> cases;
@@ -560,6 +577,15 @@ TEST_F(IncludeTruth, EditedHeaderIsNeverStaleWithPch) {
   std::printf("[ truth    ] %zu edit cases with PCH: %llu PCHs made, %llu used\n", cases.size(),
               static_cast<unsigned long long>(st.pch_created),
               static_cast<unsigned long long>(st.pch_used));
+}
+
+TEST_F(IncludeTruth, EditedHeaderIsNeverStaleWithPch) {
+  edits_are_never_stale_with_pch(kjit::CompileMode::InProcess);
+}
+
+// The same through the compile worker, which keeps the PCHs and reports their inputs back.
+TEST_F(IncludeTruth, EditedHeaderIsNeverStaleWithPchThroughTheWorker) {
+  edits_are_never_stale_with_pch(kjit::CompileMode::Worker);
 }
 
 // A file NVRTC reads that the scan cannot foresee (a stringized include that leaves the

@@ -44,12 +44,42 @@ printf '#define H "h.h"\n#include H\n%s\n' "$kernel" >"$src/computed.cu"
 printf '/* c */ #include \\\n"h.h"\n%s\n' "$kernel" >"$src/continued.cu"
 
 cd "$src"
-check bare "$src/h.h" "$KJIT" compile k.cu --arch sm_90 --ptx -o "$TMP/bare.ptx"
-check absolute "$src/h.h" "$KJIT" compile "$src/k.cu" --arch sm_90 --ptx -o "$TMP/absolute.ptx"
-check computed "$src/h.h" "$KJIT" compile computed.cu --arch sm_90 --ptx -o "$TMP/computed.ptx"
-check continued "$src/h.h" "$KJIT" compile continued.cu --arch sm_90 --ptx -o "$TMP/continued.ptx"
-check include_path "$src/inc/h.h" "$KJIT" compile angled.cu -I inc --arch sm_90 --ptx -o "$TMP/include_path.ptx"
-stdin_compile() { "$KJIT" compile - --arch sm_90 --ptx -o "$TMP/stdin.ptx" <"$src/k.cu"; }
-check stdin "$src/h.h" stdin_compile
+# In this process and through the compile worker, each with a cache of its own.
+for mode in inprocess worker; do
+  export KJIT_COMPILE_MODE=$mode KJIT_CACHE_DIR=$TMP/cache-$mode
+  check bare-$mode "$src/h.h" "$KJIT" compile k.cu --arch sm_90 --ptx -o "$TMP/bare-$mode.ptx"
+  check absolute-$mode "$src/h.h" "$KJIT" compile "$src/k.cu" --arch sm_90 --ptx -o "$TMP/absolute-$mode.ptx"
+  check computed-$mode "$src/h.h" "$KJIT" compile computed.cu --arch sm_90 --ptx -o "$TMP/computed-$mode.ptx"
+  check continued-$mode "$src/h.h" "$KJIT" compile continued.cu --arch sm_90 --ptx -o "$TMP/continued-$mode.ptx"
+  check include_path-$mode "$src/inc/h.h" "$KJIT" compile angled.cu -I inc --arch sm_90 --ptx -o "$TMP/include_path-$mode.ptx"
+  stdin_compile() { "$KJIT" compile - --arch sm_90 --ptx -o "$TMP/stdin-$KJIT_COMPILE_MODE.ptx" <"$src/k.cu"; }
+  check stdin-$mode "$src/h.h" stdin_compile
+done
+
+# With precompiled headers in play, through the worker (which keeps them across processes):
+# a header that reaches the toolkit, settled so that its PCH is reused, then edited. A
+# compile that uses the PCH does not open the headers it holds; its result must still be
+# the new code.
+export KJIT_COMPILE_MODE=worker KJIT_CACHE_DIR=$TMP/cache-pch
+mkdir -p "$src/p"
+printf '#pragma once\n#include <cuda/std/cstdint>\n#include "v.h"\n' >"$src/p/h.h"
+printf '#define V 111\n' >"$src/p/v.h"
+for n in a b c d; do
+  printf '#include "h.h"\n__global__ void k%s(int* p) { *p = V; }\n' "$n" >"$src/p/$n.cu"
+done
+sleep 2.2  # PCHs are made only from files settled for the racy window
+pch() { "$KJIT" compile "p/$1.cu" --arch sm_90 --ptx -o "$TMP/p$1.ptx" 2>"$TMP/err" || fail "p/$1.cu: $(cat "$TMP/err")"; }
+pch a
+pch b
+expect_rc 0 "$KJIT" cache stats --json
+json_check "$TMP/out" 'j["totals"]["pch_used"] >= 1'
+same_stamp "$src/p/v.h" '#define V 222'
+pch c
+[ "$(ptx_value "$TMP/pc.ptx")" = 222 ] || fail "old code from a precompiled header after a same-size edit"
+pch b
+[ "$(ptx_value "$TMP/pb.ptx")" = 222 ] || fail "a stale hit after a same-size edit under a PCH"
+printf '#define V 33333\n' >"$src/p/v.h"
+pch d
+[ "$(ptx_value "$TMP/pd.ptx")" = 33333 ] || fail "old code from a precompiled header after an edit"
 
 finish
