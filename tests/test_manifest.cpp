@@ -302,6 +302,36 @@ TEST(ManifestExport, ImportedManifestHitsWhereTheFilesAreTheSame) {
   EXPECT_NE(other.ptx().find("6622"), std::string::npos);
 }
 
+// A compile that uses a precompiled header has the key of one that does not: the PCH's
+// inputs are named as NVRTC names them without it (here a relative look-up of a header
+// that is not there, made while the PCH was created).
+TEST(ManifestPch, KeyIsTheSameWithAndWithoutAPch) {
+  TempDir work, with, without;
+  kjit::test::Cwd cwd(work.path());
+  auto program = [](int v) {
+    return "#include <cuda/std/cstdint>\n#if __has_include(\"absent.h\")\n#error\n#endif\n"
+           "extern \"C\" __global__ void k(int* p) { *p = " + std::to_string(v) + "; }\n";
+  };
+  Options o;
+  ASSERT_EQ(kjit_options_set_name(o.o, "k.cu"), KJIT_OK);
+  Session pch(with.path(), KJIT_COMPILE_MODE_INPROCESS);
+  Binary first, second;
+  pch.compile(program(1), o, &first);  // makes the PCH
+  pch.compile(program(2), o, &second);  // uses it
+  ASSERT_EQ(second.status, KJIT_OK) << second.log();
+  kjit_cache_stats st = KJIT_CACHE_STATS_INIT;
+  ASSERT_EQ(kjit_cache_stats_get(pch.cache, &st), KJIT_OK);
+  ASSERT_GE(st.pch_used, 1u) << "no PCH was used: the test tests nothing";
+  Options plain;
+  ASSERT_EQ(kjit_options_set_name(plain.o, "k.cu"), KJIT_OK);
+  ASSERT_EQ(kjit_options_set_pch(plain.o, 0), KJIT_OK);
+  Session none(without.path(), KJIT_COMPILE_MODE_INPROCESS);
+  Binary again;
+  none.compile(program(2), plain, &again);
+  ASSERT_EQ(again.status, KJIT_OK) << again.log();
+  EXPECT_EQ(again.key(), second.key());
+}
+
 // The manifest's text round-trips; damaged or foreign text is no manifest.
 TEST(ManifestText, RoundTripsAndRefusesDamage) {
   kjit::DepRecord r;

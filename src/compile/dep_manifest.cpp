@@ -108,6 +108,7 @@ bool make_dep_record(const AuditRecord& audit, const std::string& program, int64
     FileInput in;
     in.path = f.path;
     in.opened = f.path;
+    in.relative = f.relative;  // named as a compile without the PCH names it
     in.exists = f.ok;
     if (!stamp_path(f.path, &in.stamp)) {
       *why = "cannot stat " + f.path;

@@ -326,6 +326,7 @@ bool PchTicket::settle(AuditRecord* audit) {
   for (const PchInput& in : slot_->inputs) {
     OpenedFile f;
     f.path = in.opened;  // as NVRTC opened it: a link there is checked as a link
+    f.relative = in.relative;
     f.ok = in.exists;
     f.from_pch = true;
     f.digest = in.digest;
