@@ -202,7 +202,19 @@ if [ -n "$nvcc" ]; then
   cp "$root"/examples/tutorial/* "$work/tutorial-pc/"
   awk '/^## 7\./ { s = 1 } s && /^```sh$/ { b = 1; next } b && /^```$/ { exit } b' \
     "$root/docs/tutorial.md" >"$work/tutorial-pc/build.sh"
-  cuda=$(dirname "$(dirname "$nvcc")")
+  # The toolkit of that nvcc: the first of its real directory (a PATH entry may be a link
+  # into the toolkit), the one whose headers CMake found for the tutorial above, and the TOP
+  # that nvcc itself reports, that holds cuda_runtime_api.h.
+  cmake_inc=$(sed -n 's/^FIND_PACKAGE_MESSAGE_DETAILS_CUDAToolkit:INTERNAL=\[\([^]]*\)\].*/\1/p' \
+    "$work/tutorial/CMakeCache.txt" 2>/dev/null | head -n 1)
+  nvcc_top=$("$nvcc" --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ TOP=//p' | head -n 1)
+  cuda=
+  for c in "$(dirname "$(dirname "$(readlink -f "$nvcc")")")" "${cmake_inc:+$(dirname "$cmake_inc")}" \
+           "${nvcc_top:+$(readlink -f "$nvcc_top")}"; do
+    if [ -n "$c" ] && [ -f "$c/include/cuda_runtime_api.h" ]; then cuda=$c; break; fi
+  done
+  [ -n "$cuda" ] || cuda=$(dirname "$(dirname "$nvcc")")
+  echo "--- tutorial (pkg-config route): nvcc $nvcc, CUDA=$cuda"
   sed -i "s|^CUDA=[^ ]*|CUDA=$cuda|" "$work/tutorial-pc/build.sh"
   if grep -q "^CUDA=$cuda " "$work/tutorial-pc/build.sh" &&
      (cd "$work/tutorial-pc" && PKG_CONFIG_PATH=$lib/pkgconfig KJIT_CACHE_DIR=$work/cache-tutorial-pc \
