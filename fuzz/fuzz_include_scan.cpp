@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <string>
 
-#include "compile/include_scan.h"
 #include "fuzz_input.h"
+#include "key/include_scan.h"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   kjit_fuzz::enter_fixture_dir();

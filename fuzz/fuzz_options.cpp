@@ -30,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   kjit::NormalisedOptions n;
   try {
-    n = kjit::normalise(opts);
+    n = kjit::normalise(opts, kjit::machine_facts(opts, true));
   } catch (const kjit::Error& e) {
     if (e.status() != KJIT_ERROR_INVALID_OPTION && e.status() != KJIT_ERROR_UNSUPPORTED_TARGET &&
         e.status() != KJIT_ERROR_CUDA_UNAVAILABLE) {
@@ -38,7 +38,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     return 0;
   }
-  if (n.target.empty() || n.target == "auto" || n.nvrtc.empty() || n.nvrtc[0] != "-arch=" + n.target) {
+  if (n.target.empty() || n.target == "auto" || n.nvrtc.empty() ||
+      n.nvrtc[0] != "-arch=" + n.target) {
     kjit_fuzz::bug("normalise: inconsistent result", n.target);
   }
   if (n.outputs == 0 || (n.outputs & ~7u) || ((n.outputs & KJIT_OUTPUT_CUBIN) && !n.real_target)) {

@@ -1,4 +1,4 @@
-// The built-in standard headers (src/compile/builtin_std.h): every header compiles alone
+// The built-in standard headers (src/key/builtin_std.h): every header compiles alone
 // and all together; programs written for nvcc that use <limits>, <type_traits>, <tuple>,
 // <algorithm>, <complex>, <cmath>, printf and assert compile unchanged (and, on a GPU,
 // compute what the CPU computes); a user's own header of the same name wins and is in the
@@ -22,10 +22,10 @@
 #include <thread>
 #include <vector>
 
-#include "compile/builtin_std.h"
-#include "compile/include_scan.h"
 #include "cuda/context.h"
 #include "cuda/driver.h"
+#include "key/builtin_std.h"
+#include "key/include_scan.h"
 #include "kjit/kjit.h"
 #include "support/cuda_checks.h"
 #include "support/test_support.h"

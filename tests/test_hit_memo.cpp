@@ -1,6 +1,6 @@
-// The hit path's memos: the compiler's memo of keys (compile/key_memo.h), trusted only
+// The hit path's memos: the compiler's memo of keys (key/key_memo.h), trusted only
 // while every path its include scan looked at stats the same, and the toolkit discovery
-// kept in the cache database (compile/toolkit.h). Each thing the memos trust is changed
+// kept in the cache database (key/toolkit.h). Each thing the memos trust is changed
 // in turn, and the change must be seen.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -17,10 +17,11 @@
 #include <vector>
 
 #include "compile/compiler.h"
-#include "compile/include_scan.h"
-#include "compile/key_memo.h"
 #include "compile/options.h"
-#include "compile/toolkit.h"
+#include "key/include_scan.h"
+#include "key/key.h"
+#include "key/key_memo.h"
+#include "key/toolkit.h"
 #include "kjit/kjit.h"
 #include "store/cache.h"
 #include "support/test_support.h"
@@ -38,7 +39,7 @@ void let_settle() {
 }
 
 kjit::IncludeScan scan(const std::string& source, const kjit::CompileOptions& o) {
-  return kjit::scan_for(source, o, kjit::normalise(o));
+  return kjit::scan_for(source, o, kjit::normalise(o, kjit::machine_facts(o, true)));
 }
 
 // A memo holding (source, o) with the key "k", from a scan made now.

@@ -23,10 +23,11 @@
 #include <thread>
 
 #include "compile/compiler.h"
-#include "compile/file_audit.h"
-#include "compile/include_scan.h"
 #include "compile/nvrtc_program.h"
-#include "compile/toolchain.h"
+#include "key/file_audit.h"
+#include "key/include_scan.h"
+#include "key/key.h"
+#include "key/toolchain.h"
 #include "support/test_support.h"
 #include "util/fs.h"
 #include "util/utf8.h"
@@ -420,7 +421,8 @@ TEST_F(IncludeTruth, ScanCoversEveryFileNvrtcOpens) {
       const CaseSetup s = make_case(f, naming, root_, "111");
       const std::vector<Event> truth = nvrtc_truth(s, root_);
       Cwd cwd(s.cwd);
-      const kjit::IncludeScan scan = kjit::scan_for(s.source, s.opts, kjit::normalise(s.opts));
+      const kjit::IncludeScan scan = kjit::scan_for(
+          s.source, s.opts, kjit::normalise(s.opts, kjit::machine_facts(s.opts, true)));
       for (size_t i = 0; i < truth.size(); ++i) {
         const Event& e = truth[i];
         if (!relevant(e, s, i, toolkit)) continue;
@@ -449,7 +451,7 @@ TEST_F(IncludeTruth, AuditSeesWhatNvrtcOpens) {
       }
     }
     Cwd cwd(s.cwd);
-    const kjit::NormalisedOptions norm = kjit::normalise(s.opts);
+    const kjit::NormalisedOptions norm = kjit::normalise(s.opts, kjit::machine_facts(s.opts, true));
     kjit::FileAudit audit;
     const Outcome o = kjit::run_nvrtc(s.source, s.opts, norm, "key", "toolchain", nullptr);
     EXPECT_EQ(o.status, KJIT_OK) << o.message;
@@ -667,7 +669,8 @@ TEST_F(IncludeTruth, FuzzCorpusStaysCovered) {
       const CaseSetup s = make_case(f, Naming::Bare, root_, "111");
       const std::vector<Event> truth = nvrtc_truth(s, root_, false);
       Cwd cwd(s.cwd);
-      const kjit::IncludeScan scan = kjit::scan_for(s.source, s.opts, kjit::normalise(s.opts));
+      const kjit::IncludeScan scan = kjit::scan_for(
+          s.source, s.opts, kjit::normalise(s.opts, kjit::machine_facts(s.opts, true)));
       for (size_t i = 0; i < truth.size(); ++i) {
         if (!relevant(truth[i], s, i, toolkit)) continue;
         ++events;

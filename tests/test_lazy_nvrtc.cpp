@@ -1,5 +1,5 @@
 // NVRTC is opened on the first compile, not when kjit is loaded: a process that only gets
-// hits from the cache never maps libnvrtc (compile/nvrtc_lib.h). The facts kjit needs
+// hits from the cache never maps libnvrtc (nvrtc/nvrtc_lib.h). The facts kjit needs
 // from it on the way to a hit (its identity and architectures) come from the cache
 // database, recorded by the process that compiled.
 #include <dlfcn.h>
@@ -9,8 +9,8 @@
 
 #include <string>
 
-#include "compile/nvrtc_lib.h"
 #include "kjit/kjit.h"
+#include "nvrtc/nvrtc_lib.h"
 #include "support/test_support.h"
 
 namespace {

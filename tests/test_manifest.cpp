@@ -1,4 +1,4 @@
-// Keys from what NVRTC read (src/compile/dep_manifest.h): a program whose includes go
+// Keys from what NVRTC read (src/key/dep_manifest.h): a program whose includes go
 // through a function-like computed include (as CuTe's CUDA_STD_HEADER(x)) has one key in
 // every process whatever is written to the working directory; an edit of a header it reads,
 // or a file made earlier on its search path, is a miss that gives the new code; an edit of a
@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-#include "compile/dep_manifest.h"
+#include "key/dep_manifest.h"
 #include "kjit/kjit.h"
 #include "support/test_support.h"
 
@@ -155,8 +155,9 @@ TEST_P(Manifest, FunctionLikeComputedIncludeHitsAcrossProcessesAndFollowsEdits) 
   EXPECT_EQ(unrelated.key(), first_key);
 
   // A header it reads: a miss with the new code.
-  write_file(inc.file("mylib/value.hpp"),
-             "#pragma once\n#include \"config.hpp\"\nnamespace mylib { constexpr int value = 2222; }\n");
+  write_file(
+      inc.file("mylib/value.hpp"),
+      "#pragma once\n#include \"config.hpp\"\nnamespace mylib { constexpr int value = 2222; }\n");
   Binary edited;
   s.compile(kProgram, o, &edited);
   ASSERT_EQ(edited.status, KJIT_OK) << edited.log();
@@ -176,8 +177,9 @@ TEST_P(Manifest, FunctionLikeComputedIncludeHitsAcrossProcessesAndFollowsEdits) 
 
   // Back to the first state: the first record holds again and gives its entry.
   ASSERT_EQ(unlink(inc0.file("mylib/value.hpp").c_str()), 0);
-  write_file(inc.file("mylib/value.hpp"),
-             "#pragma once\n#include \"config.hpp\"\nnamespace mylib { constexpr int value = 1111; }\n");
+  write_file(
+      inc.file("mylib/value.hpp"),
+      "#pragma once\n#include \"config.hpp\"\nnamespace mylib { constexpr int value = 1111; }\n");
   Binary back;
   s.compile(kProgram, o, &back);
   ASSERT_EQ(back.status, KJIT_OK) << back.log();
@@ -283,8 +285,7 @@ TEST(ManifestExport, ImportedManifestHitsWhereTheFilesAreTheSame) {
   }
   Session s(second.path(), KJIT_COMPILE_MODE_INPROCESS);
   uint64_t imported = 0, rejected = 0;
-  ASSERT_EQ(kjit_cache_import(s.cache, files.file("e.kjit").c_str(), &imported, &rejected),
-            KJIT_OK)
+  ASSERT_EQ(kjit_cache_import(s.cache, files.file("e.kjit").c_str(), &imported, &rejected), KJIT_OK)
       << kjit_last_error();
   EXPECT_EQ(imported, 2u);
   EXPECT_EQ(rejected, 0u);
@@ -310,13 +311,14 @@ TEST(ManifestPch, KeyIsTheSameWithAndWithoutAPch) {
   kjit::test::Cwd cwd(work.path());
   auto program = [](int v) {
     return "#include <cuda/std/cstdint>\n#if __has_include(\"absent.h\")\n#error\n#endif\n"
-           "extern \"C\" __global__ void k(int* p) { *p = " + std::to_string(v) + "; }\n";
+           "extern \"C\" __global__ void k(int* p) { *p = " +
+           std::to_string(v) + "; }\n";
   };
   Options o;
   ASSERT_EQ(kjit_options_set_name(o.o, "k.cu"), KJIT_OK);
   Session pch(with.path(), KJIT_COMPILE_MODE_INPROCESS);
   Binary first, second;
-  pch.compile(program(1), o, &first);  // makes the PCH
+  pch.compile(program(1), o, &first);   // makes the PCH
   pch.compile(program(2), o, &second);  // uses it
   ASSERT_EQ(second.status, KJIT_OK) << second.log();
   kjit_cache_stats st = KJIT_CACHE_STATS_INIT;

@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "compile/compiler.h"
-#include "compile/toolchain.h"
 #include "compile/worker_client.h"
 #include "compile/worker_protocol.h"
+#include "key/toolchain.h"
 #include "kjit/kjit.h"
 #include "store/cache.h"
 #include "support/test_support.h"
@@ -365,8 +365,8 @@ TEST_F(Worker, IndependentCompilesRunInWorkersOfTheirOwn) {
   kjit::Compiler compiler(cache.get(), 2);
   compiler.set_mode(CompileMode::Worker);
   auto slow = [](int v) {  // a second or two of NVRTC each
-    return std::string(kSlowSource).replace(std::string(kSlowSource).find("1000000ull"), 10,
-                                            "150000ull") +
+    return std::string(kSlowSource)
+               .replace(std::string(kSlowSource).find("1000000ull"), 10, "150000ull") +
            "// variant " + std::to_string(v) + "\n";
   };
   std::atomic<int> ok{0};

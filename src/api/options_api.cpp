@@ -1,6 +1,6 @@
 // C shims: the options builder.
 #include "api/handles.h"
-#include "compile/toolkit.h"
+#include "key/toolkit.h"
 
 using namespace kjit;
 using namespace kjit::api;
@@ -62,7 +62,8 @@ KJIT_EXPORT kjit_status kjit_options_set_target(kjit_options* opts, const char* 
 KJIT_EXPORT kjit_status kjit_options_set_device(kjit_options* opts, int device) {
   return guard([&] {
     if (kjit_status s = check(opts, "kjit_options_set_device")) return s;
-    if (device < 0) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_options_set_device: device < 0");
+    if (device < 0)
+      return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_options_set_device: device < 0");
     opts->opts.device = device;
     return KJIT_OK;
   });
@@ -152,7 +153,8 @@ KJIT_EXPORT kjit_status kjit_options_add_header(kjit_options* opts, const char* 
   return guard([&] {
     if (kjit_status s = check(opts, "kjit_options_add_header")) return s;
     if (kjit_status s = need(name, "kjit_options_add_header", "name")) return s;
-    if (!contents) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_options_add_header: contents is NULL");
+    if (!contents)
+      return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_options_add_header: contents is NULL");
     opts->opts.add_header(name, contents);
     return KJIT_OK;
   });

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "cli.h"
-#include "compile/builtin_std.h"
+#include "key/builtin_std.h"
 
 #if defined(KJIT_CLI_HAVE_CUBLASLT_VERSION) && __has_include(<kjit/gemm.h>)
 #include <kjit/gemm.h>

@@ -11,15 +11,16 @@
 #include <set>
 #include <thread>
 
-#include "compile/builtin_std.h"
-#include "compile/dep_manifest.h"
-#include "compile/file_audit.h"
-#include "compile/include_scan.h"
 #include "compile/nvrtc_program.h"
 #include "compile/pch.h"
 #include "compile/thread_pool.h"
-#include "compile/toolchain.h"
-#include "compile/toolkit.h"
+#include "key/builtin_std.h"
+#include "key/dep_manifest.h"
+#include "key/file_audit.h"
+#include "key/include_scan.h"
+#include "key/key.h"
+#include "key/toolchain.h"
+#include "key/toolkit.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -43,146 +44,8 @@ Outcome from_flight(FlightResult r) {
 
 namespace {
 
-// The request's own part of the key: everything that affects the output except the files
-// NVRTC reads (length-prefixed, versioned). `domain` separates the keys of programs that
-// read no file ("kjit-key", hashed with their empty scan) from the base hashes of those
-// that do (dep_manifest.h).
-void hash_request(Sha256& h, const char* domain, const std::string& source,
-                  const CompileOptions& opts, const NormalisedOptions& norm,
-                  const std::string& toolchain) {
-  h.field(domain);
-  h.u64(kCacheFormatVersion);
-  h.field(toolchain);
-  h.field(norm.target);
-  h.u64(norm.outputs);
-  h.field(opts.name);
-  h.field(source);
-  auto headers = opts.headers;
-  std::sort(headers.begin(), headers.end());
-  h.u64(headers.size());
-  for (const auto& [name, contents] : headers) {
-    h.field(name);
-    h.field(contents);
-  }
-  h.u64(norm.key.size());
-  for (const auto& o : norm.key) h.field(o);
-  h.u64(opts.name_expressions.size());
-  for (const auto& e : opts.name_expressions) h.field(e);
-  h.field(norm.toolkit_fingerprint);
-}
-
-std::string compute_base(const std::string& source, const CompileOptions& opts,
-                         const NormalisedOptions& norm, const std::string& toolchain) {
-  Sha256 h;
-  hash_request(h, "kjit-base", source, opts, norm, toolchain);
-  // Whether built-in standard headers may be given: the records say which were.
-  h.u64(norm.builtin_std ? 1 : 0);
-  return to_hex(h.finish());
-}
-
 // Past this many bytes of a program's own headers (not the toolkit's), no automatic PCH.
 constexpr uint64_t kPchOwnHeaderBytes = 2 << 20;
-
-// Options that write the names of source files into the code (debug and line
-// information): a key from names NVRTC used relative to the working directory then also
-// covers that directory.
-bool writes_source_paths(const NormalisedOptions& norm) {
-  for (const std::string& o : norm.key) {
-    for (const char* p : {"-G", "--device-debug", "-lineinfo", "--generate-line-info"}) {
-      if (o == p || o.rfind(std::string(p) + "=", 0) == 0) return true;
-    }
-  }
-  return false;
-}
-
-std::string current_directory() {
-  char buf[4096];
-  return getcwd(buf, sizeof buf) ? std::string(buf) : std::string();
-}
-
-// Length-prefixed, versioned encoding of everything that affects the output.
-std::string compute_key(const std::string& source, const CompileOptions& opts,
-                        const NormalisedOptions& norm, const std::string& toolchain,
-                        const IncludeScan& scan) {
-  Sha256 h;
-  hash_request(h, "kjit-key", source, opts, norm, toolchain);
-  h.u64(scan.files.size());
-  for (const auto& f : scan.files) {
-    h.field(f.path);
-    h.field(f.digest);  // SHA-256 of the bytes, computed once per version of the file
-  }
-  if (!scan.builtins.empty()) {  // only programs that use the built-in headers carry them
-    h.field("builtin-std");
-    h.field(builtin_std_version());
-    h.u64(scan.builtins.size());
-    for (const auto& name : scan.builtins) h.field(name);
-  }
-  return to_hex(h.finish());
-}
-
-}  // namespace
-
-namespace {
-
-// Why a compile's result must not be stored, or "" when every file NVRTC opened for it is
-// covered by the key: a file the scan read (with the same bytes now), a candidate the scan
-// found absent, or a path below a directory the scan read whole. Not counted: NVRTC's first
-// look at the program's own name (it compiles the source it was given), files opened only
-// for writing (outputs such as --time=FILE), NVRTC's own PCH and temporary files, and the
-// CUDA toolkit's files (covered by the toolchain id and the toolkit fingerprint in the key).
-// `audit` is null when opens cannot be audited; its files marked nvrtc_private are the
-// compile worker's own PCH and temporary files (it recognises them as this process would).
-std::string uncovered(const IncludeScan& scan, const AuditRecord* audit,
-                      const std::string& program_name, const NormalisedOptions& norm) {
-  if (!audit) {
-    return scan.reads_files() ? "the files NVRTC reads cannot be audited on this system" : "";
-  }
-  if (!audit->whole) {
-    return "NVRTC opened files in a way that cannot be audited (another thread or program)";
-  }
-  if (!audit->doubt.empty()) return audit->doubt;
-  std::vector<std::string> roots;
-  for (const std::string& r : norm.skip_roots) roots.push_back(resolve_path(r));
-  const auto& opened = audit->opened;
-  for (size_t i = 0; i < opened.size(); ++i) {
-    const OpenedFile& f = opened[i];
-    if (f.write) continue;
-    const std::string path = resolve_path(f.path);
-    if (i == 0 && !program_name.empty() && path == resolve_path(program_name)) continue;
-    if (f.nvrtc_private || path_under_any(path, roots) || nvrtc_private(path)) continue;
-    bool covered;
-    if (f.directory) {
-      covered = path_under_any(path, std::vector<std::string>(scan.listed.begin(), scan.listed.end()));
-    } else {
-      covered = scan_covers(scan, path, f.ok);
-    }
-    if (!covered) {
-      return std::string(f.from_pch ? "the precompiled header NVRTC used was made after NVRTC "
-                                    : "NVRTC ") +
-             (f.ok ? "read " : "looked for ") + path + ", which the cache key does not cover";
-    }
-    if (f.from_pch) {
-      // Read when the PCH was made: those bytes must be the ones the key covers.
-      if (!f.ok) continue;
-      bool same = false;
-      for (const auto& file : scan.files)
-        same = same || (file.path == path && file.digest == f.digest);
-      if (!same) {
-        return "the precompiled header NVRTC used was made from other bytes of " + path +
-               " than the cache key covers";
-      }
-      continue;
-    }
-    if (f.ok && !f.directory) {
-      for (const auto& file : scan.files) {
-        if (file.path != path) continue;
-        const auto now = read_file(path);
-        if (!now || *now != *file.content) return path + " changed during the compile";
-      }
-    }
-  }
-  return "";
-}
 
 // Says once per distinct reason why results are not cached.
 void report_uncovered(const std::string& program, const std::string& why) {
@@ -245,21 +108,6 @@ std::string user_pch_doubt(const std::vector<std::string>& options, const std::s
 
 }  // namespace
 
-IncludeScan scan_for(const std::string& source, const CompileOptions& opts,
-                     const NormalisedOptions& norm, bool read_directories) {
-  IncludeScanInput in;
-  in.source = source;
-  in.program_name = opts.name;
-  in.headers = opts.headers;
-  in.include_paths = norm.include_paths;
-  in.pre_includes = norm.pre_includes;
-  in.defines = norm.defines;
-  in.skip_roots = norm.skip_roots;
-  in.builtin_std = norm.builtin_std;
-  in.read_directories = read_directories;
-  return scan_includes(in);
-}
-
 void validate_source(const std::string& source) {
   if (source.empty()) fail(KJIT_ERROR_INVALID_SOURCE, "source is empty");
   validate_text(source, KJIT_ERROR_INVALID_SOURCE, "source");
@@ -282,6 +130,9 @@ Outcome compile_audited(const std::string& source, const CompileOptions& opts,
     Outcome out = run_nvrtc(source, opts, norm, key, toolchain, cancel, ticket);
     audit->whole = files.whole();
     audit->opened = files.opened();
+    for (OpenedFile& f : audit->opened) {
+      f.nvrtc_private = nvrtc_private(f.path) || nvrtc_private(resolve_path(f.path));
+    }
     return out;
   };
   Outcome o = audited(&pch);
@@ -298,10 +149,12 @@ Outcome compile_audited(const std::string& source, const CompileOptions& opts,
   return o;
 }
 
-std::optional<Outcome> Compiler::compile_in_worker_process(
-    const std::string& source, const CompileOptions& opts, const NormalisedOptions& norm,
-    const std::string& key, bool use_pch, const CancelFlag& cancel, CompileMode m,
-    AuditRecord* audit) {
+std::optional<Outcome> Compiler::compile_in_worker_process(const std::string& source,
+                                                           const CompileOptions& opts,
+                                                           const NormalisedOptions& norm,
+                                                           const std::string& key, bool use_pch,
+                                                           const CancelFlag& cancel, CompileMode m,
+                                                           AuditRecord* audit) {
   const std::string& tool = toolchain();
   std::string why;
   WorkerAddress addr = worker_address(cache_, tool, &why);
@@ -372,24 +225,18 @@ std::optional<Outcome> Compiler::compile_in_worker_process(
 
 Compiler::~Compiler() = default;  // the pool joins after finishing queued jobs
 
-void Compiler::find_toolkits(const CompileOptions& opts, bool reads_files) {
-  if (reads_files) find_toolkit("", cache_);
-  if (opts.toolkit_headers && !opts.toolkit_root.empty()) find_toolkit(opts.toolkit_root, cache_);
-}
-
 std::string Compiler::key(const std::string& source, const CompileOptions& opts) {
   validate_request(source, opts);
   const bool reads_files = may_read_files(source, opts);
-  find_toolkits(opts, reads_files);
-  const std::string& tool = toolchain();  // first: normalising asks for its facts
-  const NormalisedOptions norm = normalise(opts, reads_files);
+  const std::string& tool = toolchain();
+  const NormalisedOptions norm = normalise(opts, machine_facts(opts, reads_files, cache_));
   if (!reads_files) return compute_key(source, opts, norm, tool, scan_for(source, opts, norm));
   // The key of a program that reads files comes from what NVRTC read for it: a stored
   // record that still holds gives it, else the program is compiled (and stored) to learn it.
   if (cache_) {
     const std::string base = compute_base(source, opts, norm, tool);
-    if (auto o = manifest_hit(base, writes_source_paths(norm) ? current_directory() : "",
-                              source, opts, /*fresh=*/false)) {
+    if (auto o = manifest_hit(base, writes_source_paths(norm) ? current_directory() : "", source,
+                              opts, /*fresh=*/false)) {
       return o->entry->key;
     }
   }
@@ -401,9 +248,8 @@ std::string Compiler::key(const std::string& source, const CompileOptions& opts)
 std::string Compiler::request_hash(const std::string& source, const CompileOptions& opts) {
   validate_request(source, opts);
   const bool reads_files = may_read_files(source, opts);
-  find_toolkits(opts, reads_files);
   const std::string& tool = toolchain();
-  const NormalisedOptions norm = normalise(opts, reads_files);
+  const NormalisedOptions norm = normalise(opts, machine_facts(opts, reads_files, cache_));
   if (!reads_files) return compute_key(source, opts, norm, tool, IncludeScan());
   return compute_base(source, opts, norm, tool);
 }
@@ -432,44 +278,9 @@ Outcome Compiler::compile(std::string_view source, const CompileOptions& opts,
   return compile_request(source, opts, cancel);
 }
 
-namespace {
-
-// The stamps the memo checks for a record: its files' own, and for places found empty,
-// their directory's stamp (one stat() for all the names it lacks; any entry made, removed
-// or renamed there changes its times) where the directory had been settled for the racy
-// window and is on a local file system; else the place's own.
-std::vector<PathStamp> memo_stamps(std::vector<PathStamp> now) {
-  std::vector<PathStamp> out;
-  std::map<std::string, bool> dirs;  // directory -> its stamp vouches (and was added)
-  const int64_t now_ns = realtime_ns();
-  for (PathStamp& s : now) {
-    const size_t slash = s.path.rfind('/');
-    if (s.kind != 0 || slash == std::string::npos || slash == 0) {
-      out.push_back(std::move(s));
-      continue;
-    }
-    const std::string dir = s.path.substr(0, slash);
-    auto it = dirs.find(dir);
-    if (it == dirs.end()) {
-      PathStamp d;
-      const bool vouches = stamp_path(dir, &d) && d.kind == 2 && stamp_settled(d, now_ns) &&
-                           network_fs_type(dir).empty();
-      if (vouches) {
-        d.listing = true;
-        out.push_back(std::move(d));
-      }
-      it = dirs.emplace(dir, vouches).first;
-    }
-    if (!it->second) out.push_back(std::move(s));
-  }
-  return out;
-}
-
-}  // namespace
-
 std::optional<Outcome> Compiler::manifest_hit(const std::string& base, const std::string& cwd_tag,
-                                              const std::string& source,
-                                              const CompileOptions& opts, bool fresh) {
+                                              const std::string& source, const CompileOptions& opts,
+                                              bool fresh) {
   const std::string mkey = manifest_key(base);
   EntryPtr m;
   if (fresh) {
@@ -496,7 +307,8 @@ std::optional<Outcome> Compiler::manifest_hit(const std::string& base, const std
     IncludeScan coverage;  // for the memo: the stamps just checked
     coverage.looked = memo_stamps(std::move(now));
     coverage.settled = settled;
-    if (std::any_of(r.inputs.begin(), r.inputs.end(), [](const FileInput& in) { return in.relative; })) {
+    if (std::any_of(r.inputs.begin(), r.inputs.end(),
+                    [](const FileInput& in) { return in.relative; })) {
       coverage.cwd = current_directory();
       PathStamp here;
       if (coverage.cwd.empty() || !stamp_path(".", &here)) {
@@ -540,9 +352,8 @@ Outcome Compiler::compile_request(std::string_view source_bytes, const CompileOp
   validate_request(source, opts);
   // A program that can read no file does not need the toolkit found (options.h).
   const bool reads_files = may_read_files(source, opts);
-  find_toolkits(opts, reads_files);
-  const std::string& tool = toolchain();  // first: normalising asks for its facts
-  const NormalisedOptions norm = normalise(opts, reads_files);
+  const std::string& tool = toolchain();
+  const NormalisedOptions norm = normalise(opts, machine_facts(opts, reads_files, cache_));
   if (reads_files) return compile_reading_files(source, opts, norm, cancel);
   const IncludeScan scan = scan_for(source, opts, norm);
   const std::string key = compute_key(source, opts, norm, tool, scan);
@@ -581,17 +392,7 @@ Outcome Compiler::compile_reading_files(const std::string& source, const Compile
   std::map<std::string, std::shared_ptr<const std::string>> before;
   for (const IncludedFile& f : scan.files) before.emplace(f.path, f.content);
   // Where a file would shadow a built-in header: those places must stay empty.
-  std::vector<std::string> extra_absent;
-  for (const std::string& place : scan.absent) {
-    for (const std::string& name : scan.builtins) {
-      for (const std::string& tail : {"/" + name, "/" + name + ".stdh"}) {
-        if (place.size() > tail.size() &&
-            place.compare(place.size() - tail.size(), tail.size(), tail) == 0) {
-          extra_absent.push_back(place);
-        }
-      }
-    }
-  }
+  const std::vector<std::string> extra_absent = builtin_shadow_places(scan);
   // NVRTC is given the built-in standard headers the program uses as in-memory headers,
   // and a macro naming them: NVRTC checks in-memory headers against no precompiled header,
   // but takes a PCH only for the options it was made with, so one made with other headers

@@ -9,13 +9,13 @@
 #include <string>
 #include <string_view>
 
-#include "compile/dep_manifest.h"
-#include "compile/file_audit.h"
-#include "compile/include_scan.h"
-#include "compile/key_memo.h"
 #include "compile/options.h"
 #include "compile/outcome.h"
 #include "compile/worker_client.h"
+#include "key/dep_manifest.h"
+#include "key/file_audit.h"
+#include "key/include_scan.h"
+#include "key/key_memo.h"
 #include "store/cache.h"
 
 namespace kjit {
@@ -61,11 +61,6 @@ class Compiler {
   // compile() after the memo could not answer.
   Outcome compile_request(std::string_view source, const CompileOptions& opts,
                           const CancelFlag& cancel);
-
-  // Discovers the toolkits `opts` needs through the cache's record of an earlier
-  // discovery (toolkit.h), before normalise() asks for them: the automatic one only for a
-  // program that can read files (options.h: may_read_files).
-  void find_toolkits(const CompileOptions& opts, bool reads_files);
 
   // Runs the compile in the worker. nullopt when the worker cannot be used and `mode` lets
   // the compile run in this process instead. *audit receives the worker's audit.
@@ -120,10 +115,5 @@ Outcome compile_audited(const std::string& source, const CompileOptions& opts,
 
 // Checks that source is non-empty valid UTF-8; throws KJIT_ERROR_INVALID_SOURCE.
 void validate_source(const std::string& source);
-
-// The files on disk that (source, opts) can reach, as the cache key covers them.
-// `read_directories`: IncludeScanInput::read_directories.
-IncludeScan scan_for(const std::string& source, const CompileOptions& opts,
-                     const NormalisedOptions& norm, bool read_directories = true);
 
 }  // namespace kjit

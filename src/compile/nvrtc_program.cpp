@@ -4,9 +4,9 @@
 
 #include <exception>
 
-#include "compile/builtin_std.h"
 #include "compile/name_map.h"
-#include "compile/nvrtc_lib.h"
+#include "key/builtin_std.h"
+#include "nvrtc/nvrtc_lib.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"

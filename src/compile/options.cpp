@@ -5,11 +5,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "compile/builtin_std.h"
-#include "compile/include_scan.h"
-#include "compile/toolchain.h"
-#include "compile/toolkit.h"
 #include "cuda/device.h"
+#include "key/builtin_std.h"
+#include "key/include_scan.h"
+#include "key/toolchain.h"
+#include "key/toolkit.h"
 #include "kjit/compile.h"
 #include "util/error.h"
 #include "util/utf8.h"
@@ -58,8 +58,8 @@ bool suffix_exists(const std::string& target, int number) {
 void check_option_text(const std::string& o) {
   if (o.empty()) fail(KJIT_ERROR_INVALID_OPTION, "empty compile option");
   if (o.find_first_of("\n\r") != std::string::npos) {
-    fail(KJIT_ERROR_INVALID_OPTION, "compile option '" + o.substr(0, o.find_first_of("\n\r")) +
-                                        "...' contains a line break");
+    fail(KJIT_ERROR_INVALID_OPTION,
+         "compile option '" + o.substr(0, o.find_first_of("\n\r")) + "...' contains a line break");
   }
   const size_t bad = utf8_error(o);
   if (bad != std::string::npos) {
@@ -78,29 +78,6 @@ bool pch_enabled_by_environment() {
 }
 
 }  // namespace
-
-#if defined(__GLIBCXX__) && defined(__x86_64__)
-// CompileOptions::operator== must compare every field: this fails when one is added, as a
-// reminder to compare it there too.
-static_assert(sizeof(CompileOptions) == 192, "a field was added: compare it in operator==");
-#endif
-
-void CompileOptions::add_header(std::string header_name, std::string contents) {
-  for (auto& [n, c] : headers) {
-    if (n == header_name) {
-      c = std::move(contents);
-      return;
-    }
-  }
-  headers.emplace_back(std::move(header_name), std::move(contents));
-}
-
-void CompileOptions::add_name_expression(const std::string& expr) {
-  if (std::find(name_expressions.begin(), name_expressions.end(), expr) ==
-      name_expressions.end()) {
-    name_expressions.push_back(expr);
-  }
-}
 
 bool is_valid_target_syntax(const std::string& target) {
   return target == "auto" || arch_number(target) >= 0;
@@ -137,7 +114,7 @@ bool may_read_files(const std::string& source, const CompileOptions& opts) {
   return false;
 }
 
-NormalisedOptions normalise(const CompileOptions& opts, bool reads_files) {
+NormalisedOptions normalise(const CompileOptions& opts, const MachineFacts& machine) {
   NormalisedOptions n;
   std::string target = opts.target;
   bool lto = (opts.outputs & KJIT_OUTPUT_LTOIR) != 0;
@@ -164,8 +141,8 @@ NormalisedOptions normalise(const CompileOptions& opts, bool reads_files) {
     if (starts_with(o, "--gpu-architecture=")) arch = o.substr(19);
     if (!arch.empty()) {
       if (target != "auto" && target != arch) {
-        fail(KJIT_ERROR_INVALID_OPTION, "option '" + o + "' conflicts with target '" + target +
-                                            "' set on the options");
+        fail(KJIT_ERROR_INVALID_OPTION,
+             "option '" + o + "' conflicts with target '" + target + "' set on the options");
       }
       target = arch;
       continue;
@@ -210,24 +187,26 @@ NormalisedOptions normalise(const CompileOptions& opts, bool reads_files) {
     n.key.push_back(o);
   }
 
-  if (target == "auto") target = cuda::device_arch(opts.device);
+  const ToolchainFacts& nvrtc = *machine.nvrtc;
+  if (target == "auto") target = machine.device_arch(opts.device);
   if (!is_valid_target_syntax(target)) {
     fail(KJIT_ERROR_UNSUPPORTED_TARGET,
-         "target '" + target + "' is not a CUDA architecture; supported: " +
-             supported_archs_text());
+         "target '" + target +
+             "' is not a CUDA architecture; supported: " + supported_archs_text(nvrtc));
   }
   const int number = arch_number(target);
-  if (!arch_supported(number) || !suffix_exists(target, number)) {
+  if (!arch_supported(nvrtc, number) || !suffix_exists(target, number)) {
     fail(KJIT_ERROR_UNSUPPORTED_TARGET, "target '" + target + "' is not supported by NVRTC " +
-                                            nvrtc_version_short() +
-                                            "; supported: " + supported_archs_text());
+                                            nvrtc.version +
+                                            "; supported: " + supported_archs_text(nvrtc));
   }
   n.target = target;
   n.real_target = starts_with(target, "sm_");
 
   unsigned outputs = opts.outputs;
   if (lto) outputs |= KJIT_OUTPUT_LTOIR;
-  if (outputs == 0) outputs = n.real_target ? (KJIT_OUTPUT_PTX | KJIT_OUTPUT_CUBIN) : KJIT_OUTPUT_PTX;
+  if (outputs == 0)
+    outputs = n.real_target ? (KJIT_OUTPUT_PTX | KJIT_OUTPUT_CUBIN) : KJIT_OUTPUT_PTX;
   if ((outputs & ~unsigned(KJIT_OUTPUT_PTX | KJIT_OUTPUT_CUBIN | KJIT_OUTPUT_LTOIR)) != 0) {
     fail(KJIT_ERROR_INVALID_OPTION, "unknown output bits " + std::to_string(outputs));
   }
@@ -242,15 +221,22 @@ NormalisedOptions normalise(const CompileOptions& opts, bool reads_files) {
 
   // The toolkit's headers, searched after the caller's own include paths; for a program
   // that can read no file, only a toolkit named in the options (checked as always).
-  // (may_read_files saw the same pre-includes and PCH options; checked again on their
+  // (may_read_files saw the same pre-includes and PCH options: checked on their
   // normalised form.)
-  reads_files = reads_files || !n.pre_includes.empty() || n.user_pch;
+  const bool reads_files = machine.automatic != nullptr;
+  if (!reads_files && (!n.pre_includes.empty() || n.user_pch)) {
+    fail(KJIT_ERROR_INTERNAL,
+         "normalise: options that read files, facts for a program that reads none");
+  }
   static const Toolkit kNone;
-  const Toolkit& nvrtc_toolkit = reads_files ? find_toolkit("") : kNone;
-  if (reads_files && !toolkit_root().empty()) n.skip_roots.push_back(toolkit_root());
+  const Toolkit& nvrtc_toolkit = reads_files ? *machine.automatic : kNone;
+  if (reads_files && !machine.nvrtc_toolkit_root.empty()) {
+    n.skip_roots.push_back(machine.nvrtc_toolkit_root);
+  }
   n.toolkit_fingerprint = reads_files ? nvrtc_toolkit.fingerprint : "none: no file can be read";
-  if (opts.toolkit_headers && (reads_files || !opts.toolkit_root.empty())) {
-    const Toolkit& tk = find_toolkit(opts.toolkit_root);
+  const Toolkit* wanted = opts.toolkit_root.empty() ? machine.automatic : machine.named;
+  if (opts.toolkit_headers && wanted) {
+    const Toolkit& tk = *wanted;
     if (tk.include_dirs.empty() && (tk.found_by == "option" || tk.found_by == "KJIT_CUDA_HOME")) {
       fail(KJIT_ERROR_INVALID_OPTION,
            "the CUDA toolkit at '" + tk.root + "' (from " +
@@ -271,6 +257,18 @@ NormalisedOptions normalise(const CompileOptions& opts, bool reads_files) {
   // Deterministic output: equal inputs give byte-equal PTX.
   if (!has_seed) n.nvrtc.push_back("--frandom-seed=kjit");
   return n;
+}
+
+MachineFacts machine_facts(const CompileOptions& opts, bool reads_files, Cache* cache) {
+  MachineFacts m;
+  m.nvrtc = &toolchain_facts(cache);
+  m.nvrtc_toolkit_root = toolkit_root();
+  if (reads_files) m.automatic = &find_toolkit("", cache);
+  if (opts.toolkit_headers && !opts.toolkit_root.empty()) {
+    m.named = &find_toolkit(opts.toolkit_root, cache);
+  }
+  m.device_arch = [](int device) { return cuda::device_arch(device); };
+  return m;
 }
 
 }  // namespace kjit

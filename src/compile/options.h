@@ -1,64 +1,51 @@
-// Compile request options (what the public kjit_options builder holds) and their
-// normalisation into NVRTC arguments and cache-key fields.
+// The normalisation of a request's options (key/request.h) into NVRTC arguments and
+// cache-key fields.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "key/request.h"
+
 namespace kjit {
 
-struct CompileOptions {
-  std::string target = "auto";
-  unsigned outputs = 0;  // KJIT_OUTPUT_* mask; 0 = defaults for the target
-  int device = 0;
-  std::string name = "kernel.cu";
-  std::vector<std::string> raw;                                // NVRTC options as given
-  std::vector<std::pair<std::string, std::string>> headers;    // in-memory headers
-  std::vector<std::string> name_expressions;
-  bool toolkit_headers = true;  // add the CUDA toolkit's include directories (toolkit.h)
-  std::string toolkit_root;     // "" = automatic
-  bool pch = true;              // automatic precompiled headers for header-heavy programs
+class Cache;
+struct Toolkit;
+struct ToolchainFacts;
 
-  void add_header(std::string header_name, std::string contents);
-  void add_name_expression(const std::string& expr);  // ignores duplicates
-
-  // Every field: two requests with equal options and sources have the same key (the
-  // compiler's memo of keys relies on it; a field added above must be added here).
-  bool operator==(const CompileOptions& o) const {
-    return target == o.target && outputs == o.outputs && device == o.device && name == o.name &&
-           raw == o.raw && headers == o.headers && name_expressions == o.name_expressions &&
-           toolkit_headers == o.toolkit_headers && toolkit_root == o.toolkit_root && pch == o.pch;
-  }
+// What normalising needs to know of this machine, gathered before it by the caller
+// (machine_facts), so that normalise() itself asks nothing of the process's state.
+struct MachineFacts {
+  const ToolchainFacts* nvrtc = nullptr;  // NVRTC's version and architectures (toolchain.h)
+  std::string nvrtc_toolkit_root;         // the toolkit libnvrtc belongs to ("" = none found)
+  // The toolkit matching libnvrtc (toolkit.h), for a program that can read files; null for
+  // one that cannot, whose key then covers no toolkit.
+  const Toolkit* automatic = nullptr;
+  // The toolkit of the options' root (kjit_options_set_toolkit), when one is set and the
+  // toolkit's headers are wanted; null otherwise.
+  const Toolkit* named = nullptr;
+  // The architecture of device `n` (cuda/device.h), asked only for target "auto".
+  std::function<std::string(int)> device_arch;
 };
 
-// A request made concrete: exact target, outputs, and the option lists.
-struct NormalisedOptions {
-  std::string target;   // "sm_90", "sm_90a", "compute_90" ... never "auto"
-  bool real_target = false;  // sm_ (CUBIN possible) rather than compute_
-  unsigned outputs = 0;
-  std::vector<std::string> nvrtc;         // passed to nvrtcCompileProgram, in order
-  std::vector<std::string> key;           // normalised user options, in order (for the key)
-  std::vector<std::string> include_paths; // from -I / --include-path
-  std::vector<std::string> pre_includes;  // from -include / --pre-include
-  std::vector<std::string> defines;       // from -D / --define-macro: NAME or NAME=BODY
-  std::string toolkit_fingerprint;        // covers the toolkit files the scan skips
-  std::vector<std::string> skip_roots;    // toolkit roots: their files are not hashed
-  bool pch = false;                       // kjit may add automatic PCH options
-  bool user_pch = false;                  // the caller passed PCH options of their own
-  bool builtin_std = true;                // built-in standard headers (builtin_std.h); off
-                                          // with "--no-builtin-std", which NVRTC never sees
-};
+// The facts for compiling with `opts`: NVRTC's through `cache` (may be null; toolchain.h),
+// the toolkits `opts` needs found through the cache's record of an earlier discovery
+// (toolkit.h): the automatic one only where `reads_files` (may_read_files).
+MachineFacts machine_facts(const CompileOptions& opts, bool reads_files, Cache* cache = nullptr);
 
 // Throws kjit::Error: KJIT_ERROR_INVALID_OPTION (malformed or conflicting options),
 // KJIT_ERROR_UNSUPPORTED_TARGET, KJIT_ERROR_CUDA_UNAVAILABLE ("auto" without a driver).
-// With `reads_files` false (may_read_files: the program cannot make NVRTC open a file),
-// the automatic toolkit is not looked for: its include directories are not passed and its
-// fingerprint is not in the key, so that its files, which nothing can read, are neither
-// discovered on the way to a hit nor make a change of toolkit a miss. A toolkit named in
-// the options is still checked. NVRTC opening a toolkit file anyway is then uncovered by
-// the key, and the result is not stored (compiler.cpp: uncovered).
-NormalisedOptions normalise(const CompileOptions& opts, bool reads_files = true);
+// Without the automatic toolkit in `machine` (a program that cannot make NVRTC open a
+// file), the toolkit's include directories are not passed and its fingerprint is not in the
+// key, so that its files, which nothing can read, are neither discovered on the way to a hit
+// nor make a change of toolkit a miss. A toolkit named in the options is still checked.
+// NVRTC opening a toolkit file anyway is then uncovered by the key, and the result is not
+// stored (key.h: uncovered). KJIT_ERROR_INTERNAL when the options name a file to include or
+// a precompiled header and `machine` has no automatic toolkit (machine_facts was given
+// `reads_files` false for them).
+NormalisedOptions normalise(const CompileOptions& opts, const MachineFacts& machine);
 
 // Whether compiling `source` with `opts` can make NVRTC open any file: an #include,
 // #include_next, #import or #embed directive or a __has_include in the source or an

@@ -16,7 +16,7 @@
 #include <set>
 #include <shared_mutex>
 
-#include "compile/nvrtc_lib.h"
+#include "nvrtc/nvrtc_lib.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/sha256.h"

@@ -36,9 +36,9 @@
 #include <utility>
 #include <vector>
 
-#include "compile/file_audit.h"
-#include "compile/include_scan.h"
-#include "compile/inputs.h"
+#include "key/file_audit.h"
+#include "key/include_scan.h"
+#include "key/inputs.h"
 
 namespace kjit {
 

@@ -22,8 +22,8 @@
 #include <mutex>
 #include <thread>
 
-#include "compile/include_scan.h"
-#include "compile/toolchain.h"
+#include "key/include_scan.h"
+#include "key/toolchain.h"
 #include "kjit/common.h"
 #include "store/cache.h"
 #include "util/fs.h"

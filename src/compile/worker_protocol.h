@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "compile/file_audit.h"
 #include "compile/outcome.h"
+#include "key/file_audit.h"
 
 namespace kjit::worker {
 

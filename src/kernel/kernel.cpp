@@ -6,15 +6,17 @@
 #include <string>
 #include <utility>
 
-#include "compile/toolchain.h"
 #include "cuda/context.h"
+#include "key/toolchain.h"
 #include "util/error.h"
 #include "util/log.h"
 
 namespace kjit {
 namespace {
 
-bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+bool starts_with(const std::string& s, const char* prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
 
 std::string trim(const std::string& s) {
   size_t b = 0, e = s.size();
@@ -53,8 +55,9 @@ std::string find_symbol(const Entry& e, const std::string& name) {
   std::string msg = "kernel '" + name + "' is not in the program";
   msg += list.empty() ? " (it has no __global__ functions)" : " (its kernels: " + list + ")";
   if (looks_like_expression(name)) {
-    msg += "; a name expression must be added with kjit_options_add_name_expression() "
-           "before compiling";
+    msg +=
+        "; a name expression must be added with kjit_options_add_name_expression() "
+        "before compiling";
   }
   fail(KJIT_ERROR_NAME_NOT_FOUND, msg);
 }
@@ -112,13 +115,14 @@ KernelCreation Kernel::create(Compiler& compiler, const std::string& source,
   if (out.status == KJIT_ERROR_UNSUPPORTED_TARGET) {
     // This NVRTC predates the GPU: compile PTX for the newest architecture it knows below
     // the device's and let the driver JIT it.
+    const ToolchainFacts& nvrtc = toolchain_facts(compiler.cache());
     int best = 0;
     for (int a = cc; a >= 50 && best == 0; --a) {
-      if (arch_supported(a)) best = a;
+      if (arch_supported(nvrtc, a)) best = a;
     }
     if (best == 0) fail(out.status, out.message);
-    log_warn("NVRTC cannot target " + arch + "; loading PTX for compute_" +
-             std::to_string(best) + " through the driver JIT instead");
+    log_warn("NVRTC cannot target " + arch + "; loading PTX for compute_" + std::to_string(best) +
+             " through the driver JIT instead");
     o.target = "compute_" + std::to_string(best);
     o.outputs = KJIT_OUTPUT_PTX;
     out = compile_one(compiler, source, o);
@@ -169,8 +173,11 @@ std::unique_ptr<Kernel> Kernel::from_entry(const EntryPtr& entry, const std::str
 }
 
 Kernel::Kernel(EntryPtr entry, std::string symbol, int device, unsigned flags)
-    : drv_(&cuda::driver()), entry_(std::move(entry)), symbol_(std::move(symbol)),
-      device_(device), flags_(flags) {}
+    : drv_(&cuda::driver()),
+      entry_(std::move(entry)),
+      symbol_(std::move(symbol)),
+      device_(device),
+      flags_(flags) {}
 
 Kernel::~Kernel() {
   current_.store(nullptr, std::memory_order_release);
@@ -187,8 +194,7 @@ std::unique_ptr<Kernel::Loaded> Kernel::load_now(bool first) {
     const bool want_ptx = (flags_ & KJIT_KERNEL_FORCE_PTX) != 0 || entry_->cubin.empty();
     if (want_ptx && entry_->ptx.empty()) {
       fail(KJIT_ERROR_UNSUPPORTED,
-           "KJIT_KERNEL_FORCE_PTX: the compiled result has no PTX (target " + entry_->target +
-               ")");
+           "KJIT_KERNEL_FORCE_PTX: the compiled result has no PTX (target " + entry_->target + ")");
     }
     if (!want_ptx) {
       try {
@@ -243,9 +249,9 @@ std::unique_ptr<Kernel::Loaded> Kernel::load_now(bool first) {
   }
   const int shared = max_dynamic_shared_.load(std::memory_order_relaxed);
   if (shared >= 0) {
-    cuda::check(drv_->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                         shared),
-                "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    cuda::check(
+        drv_->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared),
+        "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
   }
   primary_ = primary_ || c.primary;
   auto l = std::make_unique<Loaded>();
@@ -262,11 +268,11 @@ const Kernel::Loaded& Kernel::reload(const Loaded* seen) {
   unsigned long long id = 0;
   if (cur != seen && cuda::context_id(cur->ctx, &id) && id == cur->ctx_id) return *cur;
   if (flags_ & KJIT_KERNEL_NO_RELOAD) {
-    fail(KJIT_ERROR_STALE_HANDLE,
-         "kernel '" + symbol_ + "': the CUDA context it was loaded into (id " +
-             std::to_string(cur->ctx_id) +
-             ") was reset or destroyed, and the handle was created with "
-             "KJIT_KERNEL_NO_RELOAD");
+    fail(KJIT_ERROR_STALE_HANDLE, "kernel '" + symbol_ +
+                                      "': the CUDA context it was loaded into (id " +
+                                      std::to_string(cur->ctx_id) +
+                                      ") was reset or destroyed, and the handle was created with "
+                                      "KJIT_KERNEL_NO_RELOAD");
   }
   std::unique_ptr<Loaded> fresh_load = load_now(false);
   const Loaded* next = fresh_load.get();
@@ -329,11 +335,11 @@ void Kernel::set_max_dynamic_shared(int bytes) {
   if (bytes < 0) fail(KJIT_ERROR_INVALID_ARGUMENT, "dynamic shared memory bytes must be >= 0");
   const Loaded& l = fresh();
   cuda::ScopedContext scope(l.ctx);
-  cuda::check(drv_->cuFuncSetAttribute(l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                       bytes),
-              ("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, " + std::to_string(bytes) +
-               ") for kernel '" + symbol_ + "'")
-                  .c_str());
+  cuda::check(
+      drv_->cuFuncSetAttribute(l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes),
+      ("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, " + std::to_string(bytes) +
+       ") for kernel '" + symbol_ + "'")
+          .c_str());
   max_dynamic_shared_.store(bytes, std::memory_order_relaxed);  // re-applied on reload
 }
 
@@ -342,9 +348,9 @@ int Kernel::occupancy(int block_size, size_t dynamic_shared) {
   const Loaded& l = fresh();
   cuda::ScopedContext scope(l.ctx);
   int blocks = 0;
-  cuda::check(drv_->cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, l.fn, block_size,
-                                                                dynamic_shared),
-              "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+  cuda::check(
+      drv_->cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, l.fn, block_size, dynamic_shared),
+      "cuOccupancyMaxActiveBlocksPerMultiprocessor");
   return blocks;
 }
 
@@ -352,9 +358,9 @@ void Kernel::suggest_block_size(size_t dynamic_shared, int* min_grid, int* block
   const Loaded& l = fresh();
   cuda::ScopedContext scope(l.ctx);
   int grid = 0, block = 0;
-  cuda::check(drv_->cuOccupancyMaxPotentialBlockSize(&grid, &block, l.fn, nullptr,
-                                                     dynamic_shared, 0),
-              "cuOccupancyMaxPotentialBlockSize");
+  cuda::check(
+      drv_->cuOccupancyMaxPotentialBlockSize(&grid, &block, l.fn, nullptr, dynamic_shared, 0),
+      "cuOccupancyMaxPotentialBlockSize");
   *min_grid = grid;
   *block_size = block;
 }
@@ -364,8 +370,8 @@ void Kernel::suggest_block_size(size_t dynamic_shared, int* min_grid, int* block
 void Kernel::check_config(const kjit_launch_config& cfg) const {
   if ((cfg.grid[0] == 0) | (cfg.grid[1] == 0) | (cfg.grid[2] == 0) | (cfg.block[0] == 0) |
       (cfg.block[1] == 0) | (cfg.block[2] == 0)) {
-    fail(KJIT_ERROR_INVALID_ARGUMENT, "launch of kernel '" + symbol_ + "': grid " +
-                                          dims(cfg.grid) + " and block " + dims(cfg.block) +
+    fail(KJIT_ERROR_INVALID_ARGUMENT, "launch of kernel '" + symbol_ + "': grid " + dims(cfg.grid) +
+                                          " and block " + dims(cfg.block) +
                                           " must have every dimension >= 1");
   }
 }
@@ -443,11 +449,13 @@ void Kernel::launch_failed(CUresult r, const kjit_launch_config& cfg, CUcontext 
   CUstream stream = static_cast<CUstream>(cfg.stream);
   CUcontext stream_ctx = nullptr;
   if (!cuda::is_sticky(r) && stream && stream != CU_STREAM_LEGACY &&
-      stream != CU_STREAM_PER_THREAD &&
-      drv_->cuStreamGetCtx(stream, &stream_ctx) == CUDA_SUCCESS && stream_ctx != ctx) {
+      stream != CU_STREAM_PER_THREAD && drv_->cuStreamGetCtx(stream, &stream_ctx) == CUDA_SUCCESS &&
+      stream_ctx != ctx) {
     fail(KJIT_ERROR_CUDA, what + " failed: " + cuda::error_text(r) + "; the stream belongs to " +
-                              cuda::describe_context(stream_ctx) + " but the kernel is loaded "
-                              "into " + cuda::describe_context(ctx) +
+                              cuda::describe_context(stream_ctx) +
+                              " but the kernel is loaded "
+                              "into " +
+                              cuda::describe_context(ctx) +
                               ": launch it on a stream of that context");
   }
   cuda::throw_error(r, what);
@@ -456,14 +464,14 @@ void Kernel::launch_failed(CUresult r, const kjit_launch_config& cfg, CUcontext 
 void Kernel::launch(const kjit_launch_config& cfg, void** args, size_t count) {
   check_config(cfg);
   if (count != params_.size()) {
-    fail(KJIT_ERROR_ARGUMENT_MISMATCH,
-         "kernel '" + symbol_ + "' takes " + std::to_string(params_.size()) +
-             " arguments, " + std::to_string(count) + " given");
+    fail(KJIT_ERROR_ARGUMENT_MISMATCH, "kernel '" + symbol_ + "' takes " +
+                                           std::to_string(params_.size()) + " arguments, " +
+                                           std::to_string(count) + " given");
   }
   for (size_t i = 0; i < count; ++i) {
     if (!args[i]) {
-      fail(KJIT_ERROR_INVALID_ARGUMENT, "argument " + std::to_string(i) + " of kernel '" +
-                                            symbol_ + "' is a NULL pointer (args[i] must "
+      fail(KJIT_ERROR_INVALID_ARGUMENT, "argument " + std::to_string(i) + " of kernel '" + symbol_ +
+                                            "' is a NULL pointer (args[i] must "
                                             "point at the value)");
     }
   }
@@ -477,8 +485,7 @@ void Kernel::launch_sized(const kjit_launch_config& cfg, void** args, const size
       if (sizes[i] != params_[i].size) {
         fail(KJIT_ERROR_ARGUMENT_MISMATCH,
              "argument " + std::to_string(i) + " of kernel '" + symbol_ + "': expected " +
-                 std::to_string(params_[i].size) + " bytes, given " +
-                 std::to_string(sizes[i]));
+                 std::to_string(params_[i].size) + " bytes, given " + std::to_string(sizes[i]));
       }
     }
   }

@@ -52,7 +52,7 @@ struct Entry {
   double compile_ms = 0;
   // Precompiled headers in the compile: 0 none, 1 created, 2 used (inputs checked), 3 failed.
   int pch = 0;
-  // Not code but a dependency manifest (compile/dep_manifest.h), as JSON text: what the
+  // Not code but a dependency manifest (key/dep_manifest.h), as JSON text: what the
   // compiles of one request read, each with the key of its entry. "" for code entries.
   std::string manifest;
   bool is_manifest() const { return !manifest.empty(); }

@@ -31,7 +31,55 @@ std::string join_path(const std::string& dir, const std::string& name);
 // "smb2", "fuse", ...), else "".
 std::string network_fs_type(const std::string& path);
 
-int64_t unix_time();           // seconds
-double monotonic_ms();         // steady clock, milliseconds
+// What stat() said about a path (an include scan, a manifest and the memo take them), as it was
+// looked up (links are followed again when it is checked): enough to tell, without reading or
+// resolving anything, that looking again would find the same thing.
+struct PathStamp {
+  std::string path;
+  int kind = 0;          // 0: absent (ENOENT or ENOTDIR), 1: regular file, 2: directory, 3: other
+  bool listing = false;  // a directory whose entries were read: its times count too
+  uint64_t dev = 0, ino = 0, size = 0;
+  int64_t mtime_ns = 0, ctime_ns = 0;
+};
+
+// Takes the stamp of `path` now. False when stat() failed for another reason than the
+// path's absence (then the stamp proves nothing).
+bool stamp_path(const std::string& path, PathStamp* out);
+
+// True when every path still stats as it did (a file: same device, inode, size,
+// modification and change times; a directory: same device and inode, and the times too
+// when its listing was read; absent: still absent). A file is only trusted this way when it had not
+// been modified for kRacySeconds when it was read (IncludeScan::settled), so an edit within the
+// same timestamp tick is seen; renames, hard links and permission changes update the change time,
+// and replacing a file changes its inode.
+//
+// `cwd_now`, when given, is the stamp of "." taken now and known to be the directory
+// object `cwd` named when the stamps were taken (same device and inode): a stamp of `cwd`
+// (or `cwd`/.) is then checked against it instead of looking the path up again.
+bool paths_unchanged(const std::vector<PathStamp>& looked, const std::string& cwd = {},
+                     const PathStamp* cwd_now = nullptr);
+
+// How long after its last change a file's stamp is trusted to show the next change: an
+// edit within one timestamp tick keeps the modification time.
+constexpr int64_t kRacySeconds = 2;
+
+// True when the stamp's modification and change times are kRacySeconds or more before
+// `now_ns` (CLOCK_REALTIME): a change after `now_ns` then shows in the stamp.
+bool stamp_settled(const PathStamp& s, int64_t now_ns);
+int64_t realtime_ns();
+
+// The stamp of `path` without setting its `path` field (as stamp_path).
+bool stat_stamp(const char* path, PathStamp* out);
+
+// The resolved form of a path that may not exist: the real path of its deepest existing
+// ancestor directory followed by the rest. Relative paths are taken from the working
+// directory. Used for both the scan's and the audit's paths, so they compare equal.
+std::string resolve_path(const std::string& path);
+
+// The working directory (getcwd), or "" when it cannot be read.
+std::string current_directory();
+
+int64_t unix_time();    // seconds
+double monotonic_ms();  // steady clock, milliseconds
 
 }  // namespace kjit

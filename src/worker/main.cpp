@@ -44,12 +44,12 @@
 #include <vector>
 
 #include "compile/compiler.h"
-#include "compile/file_audit.h"
-#include "compile/include_scan.h"
 #include "compile/pch.h"
-#include "compile/toolchain.h"
 #include "compile/worker_client.h"
 #include "compile/worker_protocol.h"
+#include "key/file_audit.h"
+#include "key/include_scan.h"
+#include "key/toolchain.h"
 #include "kjit/common.h"
 #include "store/disk_store.h"
 #include "util/error.h"
@@ -339,7 +339,6 @@ void handle_compile(Server& s, int fd, const wk::CompileRequest& q) {
   // worker's resident memory (and so against KJIT_COMPILE_MEMORY_MB) until returned: the
   // last compile to finish gives them back to the system.
   if (s.in_flight.load() == 1) ::malloc_trim(0);
-  for (kjit::OpenedFile& f : rep.audit.opened) f.nvrtc_private = kjit::nvrtc_private(f.path);
   const int stop = r->stop.load();
   if ((stop == kTimeLimit || stop == kMemoryLimit) && o.status == KJIT_ERROR_CANCELLED) {
     o = stopped_outcome(*r, stop);

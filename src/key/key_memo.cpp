@@ -1,4 +1,4 @@
-#include "compile/key_memo.h"
+#include "key/key_memo.h"
 
 #include <unistd.h>
 

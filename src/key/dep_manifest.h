@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "compile/inputs.h"
+#include "key/inputs.h"
 
 namespace kjit {
 

@@ -21,8 +21,9 @@ struct OpenedFile {
   bool ok = false;         // the open succeeded
   bool write = false;      // opened for writing only (an output, e.g. --time=FILE)
   bool directory = false;  // opendir
-  // One of NVRTC's own PCH or temporary files (set by the compile worker, which knows its
-  // own; the in-process check recognises this process's files itself).
+  // One of NVRTC's own PCH or temporary files: not an input. Set by whoever ran NVRTC
+  // (the compile worker for its own files, compile_audited for this process's), which
+  // knows where its PCHs are; the key's checks read only this flag.
   bool nvrtc_private = false;
   // Not opened by NVRTC in this compile but read when the precompiled header it used was
   // made (pch.h): `digest` is the SHA-256 (hex) of the bytes read then, when `ok`.

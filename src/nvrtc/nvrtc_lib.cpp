@@ -1,4 +1,4 @@
-#include "compile/nvrtc_lib.h"
+#include "nvrtc/nvrtc_lib.h"
 
 #include <dlfcn.h>
 

@@ -1,4 +1,4 @@
-#include "compile/include_scan.h"
+#include "key/include_scan.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -17,7 +17,7 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "compile/builtin_std.h"
+#include "key/builtin_std.h"
 #include "util/fs.h"
 #include "util/sha256.h"
 
@@ -255,32 +255,10 @@ void line_pass(const std::string& t, Directives* out) {
 
 // The stamp of `path` without its name; false when stat() failed for another reason than
 // the path's absence.
-bool stat_stamp(const char* path, PathStamp* out) {
-  struct stat st;
-  if (::stat(path, &st) != 0) {
-    out->kind = 0;
-    out->dev = out->ino = out->size = 0;
-    out->mtime_ns = out->ctime_ns = 0;
-    return errno == ENOENT || errno == ENOTDIR;
-  }
-  out->kind = S_ISREG(st.st_mode) ? 1 : S_ISDIR(st.st_mode) ? 2 : 3;
-  out->dev = uint64_t(st.st_dev);
-  out->ino = uint64_t(st.st_ino);
-  out->size = out->kind == 2 ? 0 : uint64_t(st.st_size);
-  out->mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  out->ctime_ns = int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
-  return true;
-}
 
 // The stamp of a regular file; false for anything else.
 bool file_stamp(const std::string& path, PathStamp* s) {
   return stat_stamp(path.c_str(), s) && s->kind == 1;
-}
-
-int64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
 bool same_stamp(const PathStamp& a, const PathStamp& b) {
@@ -313,7 +291,7 @@ FilePtr load(const std::string& path) {
       return it->second;
     }
   }
-  const int64_t read_at = now_ns();
+  const int64_t read_at = realtime_ns();
   auto content = read_file(path);
   if (!content) return nullptr;
   auto info = std::make_shared<FileInfo>();
@@ -336,11 +314,6 @@ FilePtr load(const std::string& path) {
     g_memo[path] = info;
   }
   return info;
-}
-
-std::string current_directory() {
-  char buf[PATH_MAX];
-  return getcwd(buf, sizeof buf) ? std::string(buf) : std::string("/");
 }
 
 std::string absolute(const std::string& path, const std::string& cwd) {
@@ -663,7 +636,8 @@ class Scanner {
   // The working directory, read when a relative path first needs it.
   const std::string& cwd() {
     if (cwd_.empty()) {
-      out_.cwd = cwd_ = current_directory();
+      const std::string here_path = current_directory();
+      out_.cwd = cwd_ = here_path.empty() ? "/" : here_path;  // unreadable: never vouched for
       PathStamp here;
       if (stat_stamp(".", &here) && here.kind == 2) {
         out_.cwd_dev = here.dev;
@@ -718,45 +692,6 @@ class Scanner {
 
 }  // namespace
 
-bool stamp_path(const std::string& path, PathStamp* out) {
-  out->path = path;
-  return stat_stamp(path.c_str(), out);
-}
-
-bool paths_unchanged(const std::vector<PathStamp>& looked, const std::string& cwd,
-                     const PathStamp* cwd_now) {
-  PathStamp now;
-  for (const PathStamp& was : looked) {
-    const bool is_cwd = cwd_now && !cwd.empty() &&
-                        (was.path == cwd || (was.path.size() == cwd.size() + 2 &&
-                                             was.path.compare(0, cwd.size(), cwd) == 0 &&
-                                             was.path.compare(cwd.size(), 2, "/.") == 0));
-    if (is_cwd) {
-      now = *cwd_now;
-    } else if (!stat_stamp(was.path.c_str(), &now)) {
-      return false;
-    }
-    if (now.kind != was.kind || now.dev != was.dev || now.ino != was.ino || now.size != was.size) {
-      return false;
-    }
-    // A directory's times change with every file made in it: they count only where its
-    // listing was read.
-    if ((was.kind != 2 || was.listing) &&
-        (now.mtime_ns != was.mtime_ns || now.ctime_ns != was.ctime_ns)) {
-      return false;
-    }
-  }
-  return true;
-}
-
-bool stamp_settled(const PathStamp& s, int64_t now) {
-  return now - std::max(s.mtime_ns, s.ctime_ns) >= kRacySeconds * 1000000000;
-}
-
-int64_t realtime_ns() {
-  return now_ns();
-}
-
 bool IncludeScan::reads_files() const {
   return !files.empty() || !absent.empty() || computed;
 }
@@ -781,24 +716,6 @@ Directives scan_directives(const std::string& text) {
 
 IncludeScan scan_includes(const IncludeScanInput& in) {
   return Scanner(in).run();
-}
-
-std::string resolve_path(const std::string& path) {
-  std::string abs = path;
-  if (abs.empty() || abs[0] != '/') abs = join_path(current_directory(), abs);
-  char buf[PATH_MAX];
-  if (realpath(abs.c_str(), buf)) return buf;
-  // Walk up to the deepest ancestor that exists; keep the rest as written.
-  std::string rest;
-  std::string dir = abs;
-  while (!dir.empty() && dir != "/") {
-    const size_t slash = dir.find_last_of('/');
-    const std::string last = dir.substr(slash + 1);
-    rest = rest.empty() ? last : last + "/" + rest;
-    dir = slash == 0 ? "/" : dir.substr(0, slash);
-    if (realpath(dir.c_str(), buf)) return join_path(buf, rest);
-  }
-  return abs;
 }
 
 bool scan_covers(const IncludeScan& scan, const std::string& resolved, bool exists) {

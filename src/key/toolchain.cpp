@@ -1,4 +1,4 @@
-#include "compile/toolchain.h"
+#include "key/toolchain.h"
 
 #include <dlfcn.h>
 
@@ -8,7 +8,7 @@
 #include <regex>
 #include <vector>
 
-#include "compile/nvrtc_lib.h"
+#include "nvrtc/nvrtc_lib.h"
 #include "store/cache.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -137,10 +137,6 @@ const ToolchainFacts& facts(Cache* cache) {
 
 }  // namespace
 
-std::string nvrtc_version_short() {
-  return facts(nullptr).version;
-}
-
 std::string nvrtc_library_path() {
   return nvrtc_library_file();
 }
@@ -157,20 +153,24 @@ std::string toolkit_root() {
   return root;
 }
 
+const ToolchainFacts& toolchain_facts(Cache* cache) {
+  return facts(cache);
+}
+
 std::string toolchain_id(Cache* cache) {
   return facts(cache).id;
 }
 
-bool arch_supported(int arch) {
-  for (int a : facts(nullptr).archs) {
+bool arch_supported(const ToolchainFacts& f, int arch) {
+  for (int a : f.archs) {
     if (a == arch) return true;
   }
   return false;
 }
 
-std::string supported_archs_text() {
+std::string supported_archs_text(const ToolchainFacts& f) {
   std::string out;
-  for (int a : facts(nullptr).archs) out += (out.empty() ? "sm_" : ", sm_") + std::to_string(a);
+  for (int a : f.archs) out += (out.empty() ? "sm_" : ", sm_") + std::to_string(a);
   return out.empty() ? "(none reported by NVRTC)" : out;
 }
 

@@ -1,18 +1,18 @@
-#include "compile/toolkit.h"
+#include "key/toolkit.h"
 
 #include <dirent.h>
 #include <sys/utsname.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <optional>
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
-#include "compile/include_scan.h"
-#include "compile/toolchain.h"
+#include "key/include_scan.h"
+#include "key/toolchain.h"
 #include "store/cache.h"
 #include "util/fs.h"
 #include "util/sha256.h"
@@ -230,8 +230,8 @@ bool decode(const std::string& in, Toolkit* t, std::vector<PathStamp>* looked) {
     int listing = 0;
     unsigned long long dev = 0, ino = 0, size = 0;
     long long mtime = 0, ctime = 0;
-    if (std::sscanf(fields.c_str(), "%d %d %llu %llu %llu %lld %lld", &s.kind, &listing, &dev,
-                    &ino, &size, &mtime, &ctime) != 7) {
+    if (std::sscanf(fields.c_str(), "%d %d %llu %llu %llu %lld %lld", &s.kind, &listing, &dev, &ino,
+                    &size, &mtime, &ctime) != 7) {
       return false;
     }
     s.listing = listing != 0;

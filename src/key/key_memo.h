@@ -15,8 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "compile/include_scan.h"
-#include "compile/options.h"
+#include "key/include_scan.h"
+#include "key/request.h"
 
 namespace kjit {
 

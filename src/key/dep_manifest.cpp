@@ -1,9 +1,9 @@
-#include "compile/dep_manifest.h"
+#include "key/dep_manifest.h"
 
 #include <algorithm>
 #include <cstdlib>
 
-#include "compile/builtin_std.h"
+#include "key/builtin_std.h"
 #include "util/fs.h"
 #include "util/sha256.h"
 
@@ -19,8 +19,12 @@ void put(std::string* out, const std::string& s) {
   *out += ':';
   *out += s;
 }
-void put(std::string* out, uint64_t v) { put(out, std::to_string(v)); }
-void put(std::string* out, int64_t v) { put(out, std::to_string(v)); }
+void put(std::string* out, uint64_t v) {
+  put(out, std::to_string(v));
+}
+void put(std::string* out, int64_t v) {
+  put(out, std::to_string(v));
+}
 
 class Reader {
  public:
@@ -75,8 +79,8 @@ std::string dep_entry_key(const std::string& base, const DepRecord& r, const std
   Sha256 h;
   h.field("kjit-entry-from-inputs");
   h.field(base);
-  const bool any_relative =
-      std::any_of(r.inputs.begin(), r.inputs.end(), [](const FileInput& in) { return in.relative; });
+  const bool any_relative = std::any_of(r.inputs.begin(), r.inputs.end(),
+                                        [](const FileInput& in) { return in.relative; });
   h.field(any_relative ? cwd : std::string());
   h.u64(sorted.size());
   for (const FileInput* in : sorted) {

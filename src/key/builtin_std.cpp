@@ -1,8 +1,8 @@
-#include "compile/builtin_std.h"
+#include "key/builtin_std.h"
 
 #include <map>
 
-#include "compile/options.h"
+#include "key/request.h"
 #include "util/sha256.h"
 
 namespace kjit {

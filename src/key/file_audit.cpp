@@ -1,4 +1,4 @@
-#include "compile/file_audit.h"
+#include "key/file_audit.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -19,9 +19,9 @@
 #include <cstring>
 #include <mutex>
 
-#include "compile/include_scan.h"
-#include "compile/nvrtc_lib.h"
-#include "compile/toolchain.h"
+#include "key/include_scan.h"
+#include "key/toolchain.h"
+#include "nvrtc/nvrtc_lib.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/sha256.h"

@@ -9,17 +9,17 @@
 #include <string>
 #include <vector>
 
-#include "compile/file_audit.h"
-#include "compile/include_scan.h"
+#include "key/file_audit.h"
+#include "key/include_scan.h"
 
 namespace kjit {
 
 // One file NVRTC read, or one place it looked for a file and found none.
 struct FileInput {
-  std::string path;    // resolved (resolve_path)
-  std::string opened;  // as NVRTC opened it, made absolute (a manifest keeps it relative
-                       // where NVRTC named it so): what is checked (stat() and reading
-                       // follow links there, so a retargeted link is a change)
+  std::string path;       // resolved (resolve_path)
+  std::string opened;     // as NVRTC opened it, made absolute (a manifest keeps it relative
+                          // where NVRTC named it so): what is checked (stat() and reading
+                          // follow links there, so a retargeted link is a change)
   bool relative = false;  // NVRTC named it relative to the working directory
   bool exists = false;
   std::string digest;    // SHA-256 (hex) of the bytes NVRTC read, when it exists

@@ -5,7 +5,7 @@
 //
 // Changing any text here changes the built-in set's version, and so the key of every
 // program that uses a built-in header (builtin_std.cpp).
-#include "compile/builtin_std.h"
+#include "key/builtin_std.h"
 
 namespace kjit {
 namespace {

@@ -1,10 +1,9 @@
-#include "compile/inputs.h"
+#include "key/inputs.h"
 
 #include <unistd.h>
 
 #include <set>
 
-#include "compile/pch.h"
 #include "util/fs.h"
 #include "util/sha256.h"
 
@@ -63,7 +62,7 @@ bool record_inputs(const AuditRecord& audit, const std::string& program, int64_t
     const OpenedFile& f = audit.opened[i];
     if (f.write || f.nvrtc_private || f.from_pch) continue;
     const std::string path = resolve_path(f.path);
-    if (nvrtc_private(path) || path_under_any(path, roots)) continue;
+    if (path_under_any(path, roots)) continue;
     // NVRTC's first look at the program's own name: it compiles the source it was given.
     if (i == 0 && !program_path.empty() && path == program_path) continue;
     if (f.directory) {
@@ -112,8 +111,7 @@ bool record_inputs(const AuditRecord& audit, const std::string& program, int64_t
   return true;
 }
 
-bool inputs_hold(const std::vector<FileInput>& inputs, std::vector<PathStamp>* now,
-                 bool* settled) {
+bool inputs_hold(const std::vector<FileInput>& inputs, std::vector<PathStamp>* now, bool* settled) {
   LocalDirs dirs;
   std::string cwd;
   const int64_t now_ns = settled ? realtime_ns() : 0;
