@@ -29,19 +29,6 @@
 
 namespace kjit {
 
-// The compile's outcome as the cache's single flight carries it, and back.
-FlightResult to_flight(Outcome o) {
-  return FlightResult{o.status, std::move(o.message), std::move(o.entry),
-                      o.tier,   o.cacheable,          o.remember_failure,
-                      o.pch};
-}
-
-Outcome from_flight(FlightResult r) {
-  return Outcome{r.status, std::move(r.message), std::move(r.entry),
-                 r.tier,   r.cacheable,          r.remember_failure,
-                 r.pch};
-}
-
 namespace {
 
 // Past this many bytes of a program's own headers (not the toolkit's), no automatic PCH.
@@ -370,8 +357,7 @@ Outcome Compiler::compile_request(std::string_view source_bytes, const CompileOp
   if (!cache_) return run();
   std::function<bool()> cancelled;  // also ends a wait for another process's compile
   if (cancel) cancelled = [&cancel] { return cancel->load(std::memory_order_relaxed); };
-  Outcome o = from_flight(cache_->get_or_compile(
-      key, [&] { return to_flight(run()); }, cancelled));
+  Outcome o = cache_->get_or_compile(key, run, cancelled);
   if (o.status == KJIT_OK && o.entry && o.cacheable) memo_.remember(source, opts, key, scan);
   return o;
 }
@@ -459,24 +445,24 @@ Outcome Compiler::compile_reading_files(const std::string& source, const Compile
   Sha256 flight;
   flight.field("kjit-flight");
   flight.field(base);
-  const FlightProbe probe = [&]() -> std::optional<FlightResult> {
+  const FlightProbe probe = [&]() -> std::optional<Outcome> {
     try {
       if (auto o = manifest_hit(base, cwd_tag, source, opts, /*fresh=*/true)) {
-        return to_flight(std::move(*o));
+        return std::move(*o);
       }
     } catch (const std::exception& e) {
       log_debug(std::string("checking a dependency manifest: ") + e.what());
     }
     return std::nullopt;
   };
-  return from_flight(cache_->get_or_compile(
+  return cache_->get_or_compile(
       to_hex(flight.finish()),
       [&] {
-        FlightResult r = to_flight(run());
+        Outcome r = run();
         r.stored = stored;
         return r;
       },
-      cancelled, probe));
+      cancelled, probe);
 }
 
 Outcome Compiler::run_compile(const std::string& source, const CompileOptions& opts,

@@ -10,13 +10,13 @@
 #include <string_view>
 
 #include "compile/options.h"
-#include "compile/outcome.h"
 #include "compile/worker_client.h"
 #include "key/dep_manifest.h"
 #include "key/file_audit.h"
 #include "key/include_scan.h"
 #include "key/key_memo.h"
 #include "store/cache.h"
+#include "store/outcome.h"
 
 namespace kjit {
 

@@ -6,7 +6,7 @@
 #include "compile/compiler.h"
 #include "compile/options.h"
 #include "compile/pch.h"
-#include "compile/outcome.h"
+#include "store/outcome.h"
 
 namespace kjit {
 
@@ -14,7 +14,6 @@ namespace kjit {
 // to it (Outcome::pch); PCH trouble never fails the compile (it is run again without).
 Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
                   const NormalisedOptions& norm, const std::string& key,
-                  const std::string& toolchain, const CancelFlag& cancel,
-                  PchTicket* pch = nullptr);
+                  const std::string& toolchain, const CancelFlag& cancel, PchTicket* pch = nullptr);
 
 }  // namespace kjit

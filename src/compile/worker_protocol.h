@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "compile/outcome.h"
 #include "key/file_audit.h"
+#include "store/outcome.h"
 
 namespace kjit::worker {
 

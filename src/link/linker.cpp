@@ -449,7 +449,7 @@ Outcome link(Cache* cache, const LinkRequest& request) {
     return o;
   };
   if (!cache) return run();
-  return from_flight(cache->get_or_compile(key, [&] { return to_flight(run()); }));
+  return cache->get_or_compile(key, run);
 }
 
 uint64_t link_runs() noexcept {

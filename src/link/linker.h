@@ -14,9 +14,9 @@
 #include <string_view>
 #include <vector>
 
-#include "compile/outcome.h"
 #include "store/cache.h"
 #include "store/entry.h"
+#include "store/outcome.h"
 
 namespace kjit::link {
 

@@ -17,6 +17,7 @@
 #include "store/disk_store.h"
 #include "store/fleet_claim.h"
 #include "store/memory_tier.h"
+#include "store/outcome.h"
 #include "store/remote.h"
 
 namespace kjit {
@@ -85,32 +86,12 @@ struct CacheStats {
   std::string message;  // why the disk tier is not OK, or ""
 };
 
-// What the compile run under single flight (get_or_compile) produced, as the cache needs
-// it: OK with an entry, or a failure. A compile error (KJIT_ERROR_COMPILE) still carries an
-// entry holding only the log. (The compiler's own result type is compile/outcome.h.)
-struct FlightResult {
-  kjit_status status = KJIT_OK;
-  std::string message;
-  EntryPtr entry;
-  kjit_tier tier = KJIT_TIER_COMPILED;
-  // False when the compile read a file that the key does not cover: the result is handed
-  // to the caller (and to threads waiting on the same compile) but never stored or shared.
-  bool cacheable = true;
-  // A failure that is not a compile error but must be answered like one for a while (the
-  // compiler crashed on this input): recorded for every waiter and newcomer.
-  bool remember_failure = false;
-  // Precompiled headers in this compile: 0 none, 1 created, 2 used, 3 failed (PchOutcome).
-  int pch = 0;
-  // The compile stored its result itself, under the entry's own key (not the flight's).
-  bool stored = false;
-};
-
 // Asked by a flight before it compiles and while it waits for another process: a result
 // that became available meanwhile (a dependency manifest another compile stored), or
 // nullopt. Must not throw. A flight with a probe is keyed by a request whose files its key
 // does not cover: a compile failure then answers the processes that waited for that
 // compile, never a later request (the files may have been fixed since).
-using FlightProbe = std::function<std::optional<FlightResult>()>;
+using FlightProbe = std::function<std::optional<Outcome>()>;
 
 // Default cache directory from the environment (KJIT_CACHE_DIR, XDG_CACHE_HOME, HOME, tmp).
 std::string default_cache_directory();
@@ -143,9 +124,9 @@ class Cache {
   // empty) returns true; a process that died mid-compile is taken over within a poll
   // interval (at most 50 ms) of its death.
   // `probe` (may be empty) is asked before compiling and while waiting (FlightProbe).
-  FlightResult get_or_compile(const std::string& key, const std::function<FlightResult()>& compile,
-                              const std::function<bool()>& cancelled = {},
-                              const FlightProbe& probe = {});
+  Outcome get_or_compile(const std::string& key, const std::function<Outcome()>& compile,
+                         const std::function<bool()>& cancelled = {},
+                         const FlightProbe& probe = {});
 
   // Raw insert/remove for tools. insert() throws on failure.
   void insert(const Entry& e);
@@ -191,7 +172,7 @@ class Cache {
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;
-    FlightResult outcome;
+    Outcome outcome;
   };
 
   void open_disk();
@@ -200,17 +181,16 @@ class Cache {
   bool disk_put(const Entry& e);
   // Single flight (cache_flight.cpp): the leader's compile under a cross-process claim,
   // a follower's wait for the leader, and the leader's hand-over of its result.
-  FlightResult compile_with_claim(const std::string& key,
-                                  const std::function<FlightResult()>& compile,
-                                  const std::function<bool()>& cancelled, const FlightProbe& probe);
-  FlightResult wait_for_leader(const std::string& key, Flight& flight,
-                               const std::function<FlightResult()>& compile,
-                               const std::function<bool()>& cancelled, const FlightProbe& probe);
-  void finish_flight(const std::string& key, Flight& flight, const FlightResult& result);
-  FlightResult wait_for_process(const std::string& key, const Claim& claim, double start,
-                                const std::function<FlightResult()>& run,
-                                const std::function<bool()>& cancelled, const FlightProbe& probe,
-                                bool* claim_again);
+  Outcome compile_with_claim(const std::string& key, const std::function<Outcome()>& compile,
+                             const std::function<bool()>& cancelled, const FlightProbe& probe);
+  Outcome wait_for_leader(const std::string& key, Flight& flight,
+                          const std::function<Outcome()>& compile,
+                          const std::function<bool()>& cancelled, const FlightProbe& probe);
+  void finish_flight(const std::string& key, Flight& flight, const Outcome& result);
+  Outcome wait_for_process(const std::string& key, const Claim& claim, double start,
+                           const std::function<Outcome()>& run,
+                           const std::function<bool()>& cancelled, const FlightProbe& probe,
+                           bool* claim_again);
   std::string owner();  // this process and handle (recomputed in a forked child)
   // The database file is corrupt: move it aside and continue with a new one. False when
   // that was not possible (then the problem is reported like any other disk failure).
@@ -223,7 +203,7 @@ class Cache {
   // Before compiling `key` after a miss: another node's entry (an outcome to return, with
   // *stored set when it went to disk), or nullopt to compile here, holding *claim when this
   // node took the fleet claim (cache_fleet.cpp).
-  std::optional<FlightResult> fleet_wait(const std::string& key, const std::function<bool()>& cancelled,
+  std::optional<Outcome> fleet_wait(const std::string& key, const std::function<bool()>& cancelled,
                                     std::unique_ptr<FleetClaim>* claim, bool* stored);
 
   CacheConfig config_;

@@ -4,7 +4,7 @@
 
 namespace kjit {
 
-std::optional<FlightResult> Cache::fleet_wait(const std::string& key,
+std::optional<Outcome> Cache::fleet_wait(const std::string& key,
                                          const std::function<bool()>& cancelled,
                                          std::unique_ptr<FleetClaim>* claim, bool* stored) {
   if (!fleet_) return std::nullopt;
@@ -12,9 +12,8 @@ std::optional<FlightResult> Cache::fleet_wait(const std::string& key,
   switch (fleet_->acquire(key, owner(), cancelled, &found, claim)) {
     case FleetClaims::Result::Compile:
       return std::nullopt;
-    case FleetClaims::Result::Cancelled:
-    {
-      FlightResult cancelled_result;
+    case FleetClaims::Result::Cancelled: {
+      Outcome cancelled_result;
       cancelled_result.status = KJIT_ERROR_CANCELLED;
       cancelled_result.message = "cancelled while waiting for another node to compile " + key;
       return cancelled_result;
@@ -28,7 +27,7 @@ std::optional<FlightResult> Cache::fleet_wait(const std::string& key,
   // transaction, and the processes of this machine waiting on it find it.
   *stored = disk_put(*e);
   remember(e, KJIT_TIER_REMOTE);
-  FlightResult hit;
+  Outcome hit;
   hit.entry = e;
   hit.tier = KJIT_TIER_REMOTE;
   return hit;

@@ -16,7 +16,7 @@ namespace {
 // How long a process waits for another process's compile before compiling itself.
 constexpr double kMaxClaimWaitMs = 15 * 60 * 1000.0;
 
-std::string serialize_failure(const FlightResult& o) {
+std::string serialize_failure(const Outcome& o) {
   cJSON* j = cJSON_CreateObject();
   cJSON_AddNumberToObject(j, "status", o.status);
   cJSON_AddStringToObject(j, "message", o.message.c_str());
@@ -28,8 +28,8 @@ std::string serialize_failure(const FlightResult& o) {
   return out;
 }
 
-FlightResult parse_failure(const std::string& text) {
-  FlightResult o;
+Outcome parse_failure(const std::string& text) {
+  Outcome o;
   o.status = KJIT_ERROR_COMPILE;
   o.message = "compile failed in another process";
   cJSON* j = cJSON_Parse(text.c_str());
@@ -89,20 +89,18 @@ class LeaseKeeper {
   std::thread thread_;  // last: starts after the members it uses
 };
 
-FlightResult cancelled_outcome(const std::string& key) {
-  return FlightResult{KJIT_ERROR_CANCELLED,
-                      "cancelled while waiting for another compile of " + key + " to finish",
-                      nullptr, KJIT_TIER_COMPILED};
+Outcome cancelled_outcome(const std::string& key) {
+  return Outcome{KJIT_ERROR_CANCELLED,
+                 "cancelled while waiting for another compile of " + key + " to finish", nullptr,
+                 KJIT_TIER_COMPILED};
 }
 
 }  // namespace
 
-FlightResult Cache::get_or_compile(const std::string& key,
-                                   const std::function<FlightResult()>& compile,
-                                   const std::function<bool()>& cancelled,
-                                   const FlightProbe& probe) {
+Outcome Cache::get_or_compile(const std::string& key, const std::function<Outcome()>& compile,
+                              const std::function<bool()>& cancelled, const FlightProbe& probe) {
   kjit_tier tier;
-  if (EntryPtr e = lookup(key, &tier)) return FlightResult{KJIT_OK, "", e, tier};
+  if (EntryPtr e = lookup(key, &tier)) return Outcome{KJIT_OK, "", e, tier};
 
   std::shared_ptr<Flight> flight;
   bool leader = false;
@@ -124,11 +122,11 @@ FlightResult Cache::get_or_compile(const std::string& key,
   }
   if (!leader) return wait_for_leader(key, *flight, compile, cancelled, probe);
 
-  FlightResult result;
+  Outcome result;
   try {
     result = compile_with_claim(key, compile, cancelled, probe);
   } catch (...) {
-    FlightResult failed;
+    Outcome failed;
     failed.status = KJIT_ERROR_INTERNAL;
     failed.message = "the compiling thread failed";
     finish_flight(key, *flight, failed);
@@ -138,7 +136,7 @@ FlightResult Cache::get_or_compile(const std::string& key,
   return result;
 }
 
-void Cache::finish_flight(const std::string& key, Flight& flight, const FlightResult& result) {
+void Cache::finish_flight(const std::string& key, Flight& flight, const Outcome& result) {
   std::lock_guard<std::mutex> lock(flights_mu_);
   {
     std::lock_guard<std::mutex> fl(flight.mu);
@@ -149,12 +147,11 @@ void Cache::finish_flight(const std::string& key, Flight& flight, const FlightRe
   flights_.erase(key);
 }
 
-FlightResult Cache::wait_for_leader(const std::string& key, Flight& flight,
-                                    const std::function<FlightResult()>& compile,
-                                    const std::function<bool()>& cancelled,
-                                    const FlightProbe& probe) {
+Outcome Cache::wait_for_leader(const std::string& key, Flight& flight,
+                               const std::function<Outcome()>& compile,
+                               const std::function<bool()>& cancelled, const FlightProbe& probe) {
   waits_++;
-  FlightResult o;
+  Outcome o;
   {
     std::unique_lock<std::mutex> lock(flight.mu);
     while (!flight.done) {
@@ -174,22 +171,21 @@ FlightResult Cache::wait_for_leader(const std::string& key, Flight& flight,
   return get_or_compile(key, compile, cancelled, probe);
 }
 
-FlightResult Cache::compile_with_claim(const std::string& key,
-                                       const std::function<FlightResult()>& compile,
-                                       const std::function<bool()>& cancelled,
-                                       const FlightProbe& probe) {
+Outcome Cache::compile_with_claim(const std::string& key, const std::function<Outcome()>& compile,
+                                  const std::function<bool()>& cancelled,
+                                  const FlightProbe& probe) {
   bool stored = false;  // a stored entry also releases the claim, in the same transaction
-  const std::function<FlightResult()> run = [&]() {
+  const std::function<Outcome()> run = [&]() {
     std::unique_ptr<FleetClaim> fleet_claim;  // released when this returns
-    if (std::optional<FlightResult> o = fleet_wait(key, cancelled, &fleet_claim, &stored)) {
+    if (std::optional<Outcome> o = fleet_wait(key, cancelled, &fleet_claim, &stored)) {
       return *o;
     }
     if (probe) {
-      if (std::optional<FlightResult> found = probe()) return *found;
+      if (std::optional<Outcome> found = probe()) return *found;
     }
     count(Counter::misses);
     count(Counter::compiles);
-    FlightResult o = compile();
+    Outcome o = compile();
     if (o.pch == 1) count(Counter::pch_created);
     if (o.pch == 2) count(Counter::pch_used);
     if (o.pch == 3) count(Counter::pch_failed);
@@ -225,14 +221,14 @@ FlightResult Cache::compile_with_claim(const std::string& key,
     if (claim.state == Claim::State::Present) {
       if (EntryPtr e = disk_get(key)) {
         remember(e, KJIT_TIER_DISK);
-        return FlightResult{KJIT_OK, "", e, KJIT_TIER_DISK};
+        return Outcome{KJIT_OK, "", e, KJIT_TIER_DISK};
       }
       if (++unreadable >= 3) return run();
       continue;  // evicted or corrupt in between: claim again
     }
     if (claim.state == Claim::State::Failed) return parse_failure(claim.failure);
     if (claim.state == Claim::State::Claimed) {
-      FlightResult o;
+      Outcome o;
       try {
         LeaseKeeper lease(disk_.get(), key, me);
         o = run();
@@ -260,17 +256,17 @@ FlightResult Cache::compile_with_claim(const std::string& key,
       waits_++;
     }
     bool claim_again = false;
-    FlightResult o = wait_for_process(key, claim, start, run, cancelled, probe, &claim_again);
+    Outcome o = wait_for_process(key, claim, start, run, cancelled, probe, &claim_again);
     if (!claim_again) return o;
   }
 }
 
 // Another live process is compiling this key: wait for its entry or its failure; ask to
 // claim again (*claim_again) when its claim goes away (released, or its owner died).
-FlightResult Cache::wait_for_process(const std::string& key, const Claim& claim, double start,
-                                     const std::function<FlightResult()>& run,
-                                     const std::function<bool()>& cancelled,
-                                     const FlightProbe& probe, bool* claim_again) {
+Outcome Cache::wait_for_process(const std::string& key, const Claim& claim, double start,
+                                const std::function<Outcome()>& run,
+                                const std::function<bool()>& cancelled, const FlightProbe& probe,
+                                bool* claim_again) {
   double sleep_ms = 2;
   for (;;) {
     if (cancelled && cancelled()) return cancelled_outcome(key);
@@ -282,10 +278,10 @@ FlightResult Cache::wait_for_process(const std::string& key, const Claim& claim,
     sleep_ms = std::min(sleep_ms * 1.5, 50.0);
     if (EntryPtr e = disk_get(key)) {
       remember(e, KJIT_TIER_DISK);
-      return FlightResult{KJIT_OK, "", e, KJIT_TIER_DISK};
+      return Outcome{KJIT_OK, "", e, KJIT_TIER_DISK};
     }
     if (probe) {
-      if (std::optional<FlightResult> found = probe()) return *found;
+      if (std::optional<Outcome> found = probe()) return *found;
     }
     Claim now;
     try {
@@ -297,7 +293,7 @@ FlightResult Cache::wait_for_process(const std::string& key, const Claim& claim,
     if (now.state == Claim::State::Failed) return parse_failure(now.failure);
     if (now.state != Claim::State::Busy || now.owner != claim.owner) {
       *claim_again = true;
-      return FlightResult{};
+      return Outcome{};
     }
   }
 }

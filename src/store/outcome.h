@@ -1,4 +1,5 @@
-// The result of a compile: OK with an entry, or a failure. A compile error
+// The result of a compile, as the compiler returns it and the cache's single flight
+// (Cache::get_or_compile) carries it: OK with an entry, or a failure. A compile error
 // (KJIT_ERROR_COMPILE) still carries an entry holding only the log.
 #pragma once
 
@@ -22,12 +23,8 @@ struct Outcome {
   bool remember_failure = false;
   // Precompiled headers in this compile: 0 none, 1 created, 2 used, 3 failed (PchOutcome).
   int pch = 0;
+  // The compile stored its result itself, under the entry's own key (not the flight's).
+  bool stored = false;
 };
-
-struct FlightResult;  // store/cache.h
-
-// The outcome as the cache's single flight (Cache::get_or_compile) carries it, and back.
-FlightResult to_flight(Outcome o);
-Outcome from_flight(FlightResult r);
 
 }  // namespace kjit
