@@ -19,14 +19,14 @@ std::string cache_location(const Global& g) {
     return v && *v ? std::string(v) : std::string();
   };
   if (!env("KJIT_CACHE_DIR").empty()) return env("KJIT_CACHE_DIR");
-  if (!env("XDG_CACHE_HOME").empty()) return join_path(env("XDG_CACHE_HOME"), "kjit");
-  if (!env("HOME").empty()) return join_path(env("HOME"), ".cache/kjit");
+  if (!env("XDG_CACHE_HOME").empty()) return path_in(env("XDG_CACHE_HOME"), "kjit");
+  if (!env("HOME").empty()) return path_in(env("HOME"), ".cache/kjit");
   const std::string tmp = env("TMPDIR").empty() ? std::string("/tmp") : env("TMPDIR");
-  return join_path(tmp, "kjit-" + std::to_string(::getuid()));
+  return path_in(tmp, "kjit-" + std::to_string(::getuid()));
 }
 
 std::string cache_database(const std::string& dir) {
-  return join_path(dir, "kjit.db");
+  return path_in(dir, "kjit.db");
 }
 
 bool disk_disabled_by_environment() {

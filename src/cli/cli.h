@@ -149,10 +149,23 @@ bool write_file(const std::string& path, const void* data, size_t size, std::str
 // to NVRTC as C strings, which a NUL byte would cut short.
 std::string nul_byte_problem(const std::string& text);
 std::string nul_byte_at(size_t offset);  // "contains a NUL byte at byte offset N"
-std::string dirname_of(const std::string& path);
+
+// The tool's own path helpers, named apart from the library's internal dirname_of() and
+// join_path(), whose results differ (there a bare name's directory is "", and a "." joined
+// to stays). Only strings: nothing is looked up on disk.
+//
+// The directory part of `path`: everything before its last '/' ("a/b/c" -> "a/b",
+// "a/b/" -> "a/b"), "/" for a name in the root ("/a"), and "." for a bare name ("a"), so
+// that the result can always be opened or shown as a directory.
+std::string parent_dir_or_dot(const std::string& path);
+// The part of `path` after its last '/' ("a/b.cu" -> "b.cu"), or all of it.
 std::string basename_of(const std::string& path);
-std::string join_path(const std::string& dir, const std::string& name);
-std::string current_directory();  // getcwd(), or "." when it cannot be read
+// `name` reached from directory `dir`: "dir/name" (one '/' between), but `name` itself
+// when it is absolute or empty, or when `dir` is "" or "." (no "./" is put in front).
+std::string path_in(const std::string& dir, const std::string& name);
+// The working directory (getcwd()), or "." when it cannot be read (deleted, too long, no
+// permission): a caller then goes on with names relative to wherever the process is.
+std::string current_directory_or_dot();
 
 // ---- the cache (cache_open.cpp) -------------------------------------------------------
 

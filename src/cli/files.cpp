@@ -185,7 +185,7 @@ bool write_in_place(const std::string& path, const void* data, size_t size, std:
 // `old` is the file being replaced (its mode is kept), or null for a new file.
 bool replace_file(const std::string& target, const struct stat* old, const void* data, size_t size,
                   std::string* error) {
-  const std::string dir = dirname_of(target);
+  const std::string dir = parent_dir_or_dot(target);
   std::string temp;
   int fd = -1;
   static unsigned counter = 0;
@@ -193,7 +193,7 @@ bool replace_file(const std::string& target, const struct stat* old, const void*
     char suffix[64];
     std::snprintf(suffix, sizeof suffix, ".kjit-%ld-%u-%x", static_cast<long>(::getpid()),
                   counter++, static_cast<unsigned>(static_cast<uint64_t>(now_ms() * 1000.0)));
-    temp = join_path(dir, "." + basename_of(target).substr(0, 160) + suffix);
+    temp = path_in(dir, "." + basename_of(target).substr(0, 160) + suffix);
     // 0666 less the umask, as a file the shell creates; an existing file's mode is kept.
     fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0666);
     if (fd >= 0 || errno != EEXIST) break;
@@ -273,7 +273,7 @@ std::string nul_byte_problem(const std::string& text) {
 
 // ---- paths ----------------------------------------------------------------------------
 
-std::string dirname_of(const std::string& path) {
+std::string parent_dir_or_dot(const std::string& path) {
   const size_t slash = path.rfind('/');
   if (slash == std::string::npos) return ".";
   if (slash == 0) return "/";
@@ -285,12 +285,12 @@ std::string basename_of(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-std::string join_path(const std::string& dir, const std::string& name) {
+std::string path_in(const std::string& dir, const std::string& name) {
   if (name.empty() || name[0] == '/' || dir.empty() || dir == ".") return name;
   return dir.back() == '/' ? dir + name : dir + "/" + name;
 }
 
-std::string current_directory() {
+std::string current_directory_or_dot() {
   std::vector<char> buf(4096);
   while (::getcwd(buf.data(), buf.size()) == nullptr) {
     if (errno != ERANGE || buf.size() > (1u << 20)) return ".";
