@@ -1,5 +1,6 @@
-// The kjit command-line tool: shared declarations. The tool is a user of the public C API
-// only (<kjit/kjit.h>); it never reaches into the library's internals.
+// The kjit command-line tool: shared declarations, grouped by the file that defines them. The
+// tool is a user of the public C API only (<kjit/kjit.h>); it never reaches into the
+// library's internals.
 #pragma once
 
 #include <kjit/kjit.h>
@@ -11,6 +12,8 @@
 struct cJSON;
 
 namespace kjit_cli {
+
+// ---- failures and exit statuses (errors.cpp) ------------------------------------------
 
 // Exit statuses (documented in `kjit --help`, each command's --help and kjit(1)).
 enum Exit : int {
@@ -32,6 +35,17 @@ struct Failure {
 [[noreturn]] void fail(int code, std::string message);
 // fail() with the library's own words: "<what>: <kjit_last_error()> [<status name>]".
 [[noreturn]] void fail_status(kjit_status st, const std::string& what);
+// "KJIT_ERROR_COMPILE" for KJIT_ERROR_COMPILE (the part of kjit_status_string before ':').
+std::string status_name(int status);
+// kjit_last_error() when set, else kjit_status_string(status).
+std::string error_text(int status);
+// Map a compile-time status to an exit code (compile error family 1, option/target 2, ...).
+int exit_code_for_compile_status(kjit_status st);
+// A compile log with the library's advice to API users (kjit_options_clone()) said in the
+// tool's terms.
+std::string log_for_cli(std::string log);
+
+// ---- command lines (args.cpp) ---------------------------------------------------------
 
 // Options shared by every command.
 struct Global {
@@ -40,8 +54,6 @@ struct Global {
   bool quiet = false;     // -q / --quiet
   std::string label;      // how errors name the command, e.g. "cache show"; "" = the command
 };
-
-// ---- command-line parsing -----------------------------------------------------------
 
 // What an option's value is, for the checks parse_args() makes on it.
 enum class Arg {
@@ -84,11 +96,6 @@ Parsed parse_args(const std::string& cmd, const std::vector<std::string>& args,
 // The one check of a file or directory name given to an option (`option` as "--output"):
 // a usage error when it is empty.
 void require_path(const std::string& cmd, const std::string& option, const std::string& value);
-// A compile log with the library's advice to API users (kjit_options_clone()) said in the
-// tool's terms.
-std::string log_for_cli(std::string log);
-
-// ---- helpers ------------------------------------------------------------------------
 
 // The sizes the tool accepts (documented in kjit(1)): a whole number of bytes in decimal
 // digits, optionally followed by one of K, M, G, T (or k, m, g, t), binary multiples, and
@@ -98,11 +105,30 @@ bool parse_size(const std::string& text, uint64_t* out);
 // parse_size() for the value of a size option (`option` as "--max-size"), or a usage
 // error saying what is accepted. The one parser for every size option.
 uint64_t size_option(const std::string& cmd, const std::string& option, const std::string& text);
+
+// The known name closest to `name` (edit distance, letters swapped count once) when it is
+// close enough to be a likely typo, else "".
+std::string closest_name(const std::string& name, const std::vector<std::string>& known);
+
+// ---- numbers, times and names as printed (format.cpp) ---------------------------------
+
 // 5324 -> "5.2 KiB".
 std::string human_bytes(uint64_t bytes);
+const char* tier_name(int tier);  // "compiled", "memory", "disk", "remote"
+const char* disk_state_name(int state);
+
+double now_ms();  // monotonic
 // Milliseconds with sensible precision: "0.42 ms", "45 ms", "1.3 s".
 std::string human_ms(double ms);
 std::string format_time(int64_t unix_seconds);  // local time "2025-01-31 12:00:00", or "-"
+// How long a compile request that took `elapsed_ms` of wall time waited for another
+// process's compile of its key: the wall time less its own compile (`compile_ms` when
+// `tier` is KJIT_TIER_COMPILED; a hit compiles nothing). 0 when it did not wait.
+double wait_ms_of(bool waited, int tier, double elapsed_ms, double compile_ms);
+// " after waiting 1.2 s for another process", or "" for no wait.
+std::string waited_text(double wait_ms);
+
+// ---- files and paths (files.cpp) ------------------------------------------------------
 
 // Limits on what the tool reads into memory (documented in --help and kjit(1)).
 constexpr uint64_t kMaxSourceBytes = 64ull << 20;    // a source file or standard input
@@ -123,28 +149,25 @@ bool write_file(const std::string& path, const void* data, size_t size, std::str
 // to NVRTC as C strings, which a NUL byte would cut short.
 std::string nul_byte_problem(const std::string& text);
 std::string nul_byte_at(size_t offset);  // "contains a NUL byte at byte offset N"
-std::string dirname_of(const std::string& path);
+
+// The tool's own path helpers, named apart from the library's internal dirname_of() and
+// join_path(), whose results differ (there a bare name's directory is "", and a "." joined
+// to stays). Only strings: nothing is looked up on disk.
+//
+// The directory part of `path`: everything before its last '/' ("a/b/c" -> "a/b",
+// "a/b/" -> "a/b"), "/" for a name in the root ("/a"), and "." for a bare name ("a"), so
+// that the result can always be opened or shown as a directory.
+std::string parent_dir_or_dot(const std::string& path);
+// The part of `path` after its last '/' ("a/b.cu" -> "b.cu"), or all of it.
 std::string basename_of(const std::string& path);
-std::string join_path(const std::string& dir, const std::string& name);
-std::string current_directory();  // getcwd(), or "." when it cannot be read
-double now_ms();                  // monotonic
+// `name` reached from directory `dir`: "dir/name" (one '/' between), but `name` itself
+// when it is absolute or empty, or when `dir` is "" or "." (no "./" is put in front).
+std::string path_in(const std::string& dir, const std::string& name);
+// The working directory (getcwd()), or "." when it cannot be read (deleted, too long, no
+// permission): a caller then goes on with names relative to wherever the process is.
+std::string current_directory_or_dot();
 
-const char* tier_name(int tier);
-// "KJIT_ERROR_COMPILE" for KJIT_ERROR_COMPILE (the part of kjit_status_string before ':').
-std::string status_name(int status);
-// kjit_last_error() when set, else kjit_status_string(status).
-std::string error_text(int status);  // "compiled", "memory", "disk", "remote"
-const char* disk_state_name(int state);
-
-// Times `cache` has waited for another compiler of a key (kjit_cache_stats.waits), or 0
-// when the statistics cannot be read. A compile waited when this grew across it.
-uint64_t cache_waits(kjit_cache* cache);
-// How long a compile request that took `elapsed_ms` of wall time waited for another
-// process's compile of its key: the wall time less its own compile (`compile_ms` when
-// `tier` is KJIT_TIER_COMPILED; a hit compiles nothing). 0 when it did not wait.
-double wait_ms_of(bool waited, int tier, double elapsed_ms, double compile_ms);
-// " after waiting 1.2 s for another process", or "" for no wait.
-std::string waited_text(double wait_ms);
+// ---- the cache (cache_open.cpp) -------------------------------------------------------
 
 // The cache directory --cache-dir (or the default) names, found as kjit_cache_open() finds
 // it (--cache-dir, else $KJIT_CACHE_DIR, $XDG_CACHE_HOME/kjit, $HOME/.cache/kjit,
@@ -165,6 +188,12 @@ kjit_cache* open_cache(const Global& g);
 kjit_cache* open_cache_if_present(const Global& g, std::string* dir);
 // open_cache_if_present() that fails with kExitError "no cache at DIR" when there is none.
 kjit_cache* open_existing_cache(const Global& g);
+
+// The statistics of `cache`; fails with kExitError when they cannot be read.
+kjit_cache_stats read_cache_stats(kjit_cache* cache);
+// Times `cache` has waited for another compiler of a key (kjit_cache_stats.waits), or 0
+// when the statistics cannot be read. A compile waited when this grew across it.
+uint64_t cache_waits(kjit_cache* cache);
 // Fails with kExitError when the disk tier of `cache` is unusable for a command that needs
 // it (`cmd` names the command, `need_write` also rejects a read-only tier).
 void require_disk(kjit_cache* cache, const std::string& cmd, bool need_write);
@@ -172,14 +201,17 @@ void require_disk(kjit_cache* cache, const std::string& cmd, bool need_write);
 // why not ("the disk cache is disabled (KJIT_CACHE_DISABLE is set)", "cache DIR cannot be
 // used: REASON").
 std::string disk_problem(int disk_state, const std::string& dir, const char* message);
-// The statistics of `cache`; fails with kExitError when they cannot be read.
-kjit_cache_stats read_cache_stats(kjit_cache* cache);
 
-// The known name closest to `name` (edit distance, letters swapped count once) when it is
-// close enough to be a likely typo, else "".
-std::string closest_name(const std::string& name, const std::vector<std::string>& known);
+// ---- the compile worker (worker_info.cpp) ---------------------------------------------
 
-// RAII holders for kjit handles.
+// The compile worker that serves `cache`: one line of text ("not running" or its state),
+// and the same as a JSON object added to `parent` under "worker". A null `cache` (none
+// exists yet) has no worker.
+std::string worker_text(kjit_cache* cache);
+void add_worker_json(cJSON* parent, kjit_cache* cache);
+
+// ---- handles --------------------------------------------------------------------------
+// RAII holders for kjit handles (JsonHolder's destructor is in json_out.cpp).
 struct CacheHolder {
   kjit_cache* p = nullptr;
   ~CacheHolder() { kjit_cache_close(p); }
@@ -201,7 +233,7 @@ struct JsonHolder {
   ~JsonHolder();
 };
 
-// ---- JSON output ----------------------------------------------------------------------
+// ---- JSON output (json_out.cpp) -------------------------------------------------------
 // Every JSON document the tool prints is an object whose first field is
 // "schema": {"name": NAME, "version": kJsonSchemaVersion}; the fields of each NAME are
 // documented in kjit(1) (JSON OUTPUT) and only ever added to within a version.
@@ -217,15 +249,6 @@ void print_json(cJSON* document);
 // {expression: lowered}, "log"; and with `with_metadata`, the metadata object itself as
 // "metadata" (null when it cannot be parsed).
 void add_binary_json(cJSON* obj, const kjit_binary* binary, bool with_metadata);
-
-// The compile worker that serves `cache`: one line of text ("not running" or its state),
-// and the same as a JSON object added to `parent` under "worker". A null `cache` (none
-// exists yet) has no worker.
-std::string worker_text(kjit_cache* cache);
-void add_worker_json(cJSON* parent, kjit_cache* cache);
-
-// Map a compile-time status to an exit code (compile error family 1, option/target 2, ...).
-int exit_code_for_compile_status(kjit_status st);
 
 // ---- commands -------------------------------------------------------------------------
 

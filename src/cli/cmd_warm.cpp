@@ -280,10 +280,10 @@ std::vector<Job> plan_jobs(const std::vector<KernelSpec>& specs, const std::stri
 // on where kjit warm was started. The cache is then named by an absolute path (a relative
 // one is relative to where warm started). Returns the manifest's directory.
 std::string enter_manifest_directory(const std::string& manifest, Global& g) {
-  const std::string cwd = current_directory();
+  const std::string cwd = current_directory_or_dot();
   const std::string dir = cache_location(g);
-  if (!dir.empty() && dir[0] != '/') g.cache_dir = join_path(cwd, dir);
-  const std::string base = join_path(cwd, dirname_of(manifest));
+  if (!dir.empty() && dir[0] != '/') g.cache_dir = path_in(cwd, dir);
+  const std::string base = path_in(cwd, parent_dir_or_dot(manifest));
   if (::chdir(base.c_str()) != 0) {
     fail(kExitError,
          "cannot enter the manifest's directory '" + base + "': " + std::strerror(errno));
@@ -298,14 +298,14 @@ void read_sources(std::vector<KernelSpec>& specs, const std::string& base) {
     if (s.file.empty() || !s.problem.empty()) continue;
     std::string err;
     if (!read_bounded_file(s.file, kMaxSourceBytes, "a source", false, &s.source, &err)) {
-      s.problem = "cannot read '" + join_path(base, s.file) + "': " + err;
+      s.problem = "cannot read '" + path_in(base, s.file) + "': " + err;
       s.problem_status = KJIT_ERROR_IO;
       continue;
     }
     // Refused like a source that is not valid UTF-8 (KJIT_ERROR_INVALID_SOURCE).
     const std::string nul = nul_byte_problem(s.source);
     if (!nul.empty()) {
-      s.problem = "'" + join_path(base, s.file) + "': source " + nul;
+      s.problem = "'" + path_in(base, s.file) + "': source " + nul;
       s.problem_status = KJIT_ERROR_INVALID_SOURCE;
     }
   }
