@@ -58,7 +58,9 @@ kjit_status deliver(const Outcome& o, kjit_binary** out) {
   return KJIT_OK;
 }
 
-const Entry* entry_of(const kjit_binary* b) { return ok(b) && b->entry ? b->entry.get() : nullptr; }
+const Entry* entry_of(const kjit_binary* b) {
+  return ok(b) && b->entry ? b->entry.get() : nullptr;
+}
 
 }  // namespace
 
@@ -81,7 +83,8 @@ KJIT_EXPORT kjit_status kjit_compiler_create(kjit_cache* cache, unsigned threads
 KJIT_EXPORT kjit_status kjit_compiler_set_compile_mode(kjit_compiler* compiler, int mode) {
   return guard([&] {
     if (!ok(compiler)) {
-      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compiler_set_compile_mode: invalid compiler handle");
+      return error(KJIT_ERROR_INVALID_HANDLE,
+                   "kjit_compiler_set_compile_mode: invalid compiler handle");
     }
     if (mode != KJIT_COMPILE_MODE_AUTO && mode != KJIT_COMPILE_MODE_WORKER &&
         mode != KJIT_COMPILE_MODE_INPROCESS) {
@@ -96,9 +99,11 @@ KJIT_EXPORT kjit_status kjit_compiler_set_compile_mode(kjit_compiler* compiler, 
 KJIT_EXPORT kjit_status kjit_compiler_get_compile_mode(const kjit_compiler* compiler, int* mode) {
   return guard([&] {
     if (!ok(compiler)) {
-      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compiler_get_compile_mode: invalid compiler handle");
+      return error(KJIT_ERROR_INVALID_HANDLE,
+                   "kjit_compiler_get_compile_mode: invalid compiler handle");
     }
-    if (!mode) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_compiler_get_compile_mode: mode is NULL");
+    if (!mode)
+      return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_compiler_get_compile_mode: mode is NULL");
     *mode = static_cast<int>(compiler->compiler->mode());
     return KJIT_OK;
   });
@@ -112,7 +117,8 @@ KJIT_EXPORT kjit_status kjit_worker_info_get(kjit_cache* cache, kjit_worker_info
   return guard([&] {
     size_t size = 0;
     if (kjit_status s = check_out(info, &size, "kjit_worker_info_get: info")) return s;
-    if (cache && !ok(cache)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_worker_info_get: invalid cache handle");
+    if (cache && !ok(cache))
+      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_worker_info_get: invalid cache handle");
     std::string why;
     const auto st = worker_status_for(cache ? cache->cache.get() : nullptr, &why);
     kjit_worker_info full = blank<kjit_worker_info>();
@@ -146,8 +152,10 @@ KJIT_EXPORT kjit_status kjit_compile(kjit_compiler* compiler, const char* source
   return guard([&] {
     if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_compile: out is NULL");
     *out = nullptr;
-    if (!ok(compiler)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compile: invalid compiler handle");
-    if (opts && !ok(opts)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compile: invalid options handle");
+    if (!ok(compiler))
+      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compile: invalid compiler handle");
+    if (opts && !ok(opts))
+      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compile: invalid options handle");
     if (!source) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_compile: source is NULL");
     return deliver(compiler->compiler->compile(source, options_or_default(opts)), out);
   });
@@ -158,8 +166,10 @@ KJIT_EXPORT kjit_status kjit_compile_async(kjit_compiler* compiler, const char* 
   return guard([&] {
     if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_compile_async: out is NULL");
     *out = nullptr;
-    if (!ok(compiler)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compile_async: invalid compiler handle");
-    if (opts && !ok(opts)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compile_async: invalid options handle");
+    if (!ok(compiler))
+      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compile_async: invalid compiler handle");
+    if (opts && !ok(opts))
+      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compile_async: invalid options handle");
     if (!source) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_compile_async: source is NULL");
     auto future = std::make_unique<kjit_future>();
     future->state = compile_async(*compiler->compiler, source, options_or_default(opts));
@@ -171,7 +181,8 @@ KJIT_EXPORT kjit_status kjit_compile_async(kjit_compiler* compiler, const char* 
 KJIT_EXPORT kjit_status kjit_future_wait(kjit_future* future, int64_t timeout_ms,
                                          kjit_binary** out) {
   return guard([&] {
-    if (!ok(future)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_future_wait: invalid future handle");
+    if (!ok(future))
+      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_future_wait: invalid future handle");
     if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_future_wait: out is NULL");
     Outcome outcome;
     switch (future->state->wait(timeout_ms, &outcome)) {
@@ -194,9 +205,12 @@ KJIT_EXPORT int kjit_future_ready(const kjit_future* future) {
 }
 
 KJIT_EXPORT kjit_status kjit_future_cancel(kjit_future* future) {
-  if (!ok(future)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_future_cancel: invalid future handle");
-  future->state->cancel();
-  return KJIT_OK;
+  return guard([&] {
+    if (!ok(future))
+      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_future_cancel: invalid future handle");
+    future->state->cancel();
+    return KJIT_OK;
+  });
 }
 
 KJIT_EXPORT void kjit_future_destroy(kjit_future* future) {
@@ -210,10 +224,12 @@ KJIT_EXPORT kjit_status kjit_compile_many(kjit_compiler* compiler, size_t count,
                                           const kjit_options* const* opts, kjit_binary** outs,
                                           kjit_status* statuses) {
   return guard([&] {
-    if (!ok(compiler)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compile_many: invalid compiler handle");
+    if (!ok(compiler))
+      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compile_many: invalid compiler handle");
     if (count == 0) return KJIT_OK;
     if (!sources || !outs || !statuses) {
-      return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_compile_many: sources, outs and statuses must not be NULL");
+      return error(KJIT_ERROR_INVALID_ARGUMENT,
+                   "kjit_compile_many: sources, outs and statuses must not be NULL");
     }
     for (size_t i = 0; i < count; ++i) {
       if (!sources[i]) {
@@ -221,8 +237,8 @@ KJIT_EXPORT kjit_status kjit_compile_many(kjit_compiler* compiler, size_t count,
                      "kjit_compile_many: sources[" + std::to_string(i) + "] is NULL");
       }
       if (opts && opts[i] && !ok(opts[i])) {
-        return error(KJIT_ERROR_INVALID_HANDLE,
-                     "kjit_compile_many: opts[" + std::to_string(i) + "] is not a valid options handle");
+        return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compile_many: opts[" + std::to_string(i) +
+                                                    "] is not a valid options handle");
       }
     }
     std::vector<CompileRequest> requests(count);
@@ -340,7 +356,8 @@ KJIT_EXPORT const char* kjit_binary_metadata_json(const kjit_binary* binary) {
 
 KJIT_EXPORT kjit_status kjit_hash_source(const char* data, size_t len, char out_hex[65]) {
   return guard([&] {
-    if ((!data && len) || !out_hex) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_hash_source: NULL argument");
+    if ((!data && len) || !out_hex)
+      return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_hash_source: NULL argument");
     const std::string hex = to_hex(sha256(data ? data : "", len));
     std::memcpy(out_hex, hex.c_str(), 65);
     return KJIT_OK;
@@ -350,12 +367,14 @@ KJIT_EXPORT kjit_status kjit_hash_source(const char* data, size_t len, char out_
 KJIT_EXPORT kjit_status kjit_hash_options(const char* const* options, size_t count,
                                           char out_hex[65]) {
   return guard([&] {
-    if ((!options && count) || !out_hex) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_hash_options: NULL argument");
+    if ((!options && count) || !out_hex)
+      return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_hash_options: NULL argument");
     Sha256 h;
     h.u64(count);
     for (size_t i = 0; i < count; ++i) {
       if (!options[i]) {
-        return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_hash_options: options[" + std::to_string(i) + "] is NULL");
+        return error(KJIT_ERROR_INVALID_ARGUMENT,
+                     "kjit_hash_options: options[" + std::to_string(i) + "] is NULL");
       }
       h.field(options[i]);
     }
@@ -368,8 +387,10 @@ KJIT_EXPORT kjit_status kjit_hash_options(const char* const* options, size_t cou
 KJIT_EXPORT kjit_status kjit_compute_key(const char* source, const kjit_options* opts,
                                          char out_hex[65]) {
   return guard([&] {
-    if (!source || !out_hex) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_compute_key: NULL argument");
-    if (opts && !ok(opts)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compute_key: invalid options handle");
+    if (!source || !out_hex)
+      return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_compute_key: NULL argument");
+    if (opts && !ok(opts))
+      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compute_key: invalid options handle");
     // A program that can read files gets its key from what NVRTC read for it: from the
     // default cache's records, else from compiling it there (compiler.h: Compiler::key).
     const kjit::CompileOptions& o = options_or_default(opts);

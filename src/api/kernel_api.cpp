@@ -51,65 +51,68 @@ kjit_kernel_attributes to_public(const kjit::KernelAttributes& k) {
 extern "C" {
 
 KJIT_EXPORT kjit_status kjit_device_count(int* count) {
-  if (!count) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_device_count: count is NULL");
   return guard([&] {
+    if (!count) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_device_count: count is NULL");
     *count = kjit::cuda::device_count();
     return KJIT_OK;
   });
 }
 
 KJIT_EXPORT kjit_status kjit_device_arch(int device, char* out, size_t size) {
-  if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_device_arch: out is NULL");
-  if (size < 16) {
-    return error(KJIT_ERROR_BUFFER_TOO_SMALL,
-                 "kjit_device_arch: the buffer must hold at least 16 bytes, has " +
-                     std::to_string(size));
-  }
-  return guard([&] { return copy_out(kjit::cuda::device_arch(device), out, size, "arch"); });
+  return guard([&] {
+    if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_device_arch: out is NULL");
+    if (size < 16) {
+      return error(
+          KJIT_ERROR_BUFFER_TOO_SMALL,
+          "kjit_device_arch: the buffer must hold at least 16 bytes, has " + std::to_string(size));
+    }
+    return copy_out(kjit::cuda::device_arch(device), out, size, "arch");
+  });
 }
 
 KJIT_EXPORT kjit_status kjit_device_name(int device, char* out, size_t size) {
-  if (!out || size == 0) {
-    return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_device_name: out is NULL or size is 0");
-  }
-  return guard(
-      [&] { return copy_out(kjit::cuda::device_name(device), out, size, "device name"); });
+  return guard([&] {
+    if (!out || size == 0) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_device_name: out is NULL or size is 0");
+    }
+    return copy_out(kjit::cuda::device_name(device), out, size, "device name");
+  });
 }
 
 KJIT_EXPORT kjit_status kjit_driver_version(int* version) {
-  if (!version) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_driver_version: version is NULL");
   return guard([&] {
+    if (!version) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_driver_version: version is NULL");
     *version = kjit::cuda::driver_version();
     return KJIT_OK;
   });
 }
 
 KJIT_EXPORT kjit_status kjit_kernel_create(kjit_compiler* compiler, const char* source,
-                                           const char* name, const kjit_options* opts,
-                                           int device, unsigned flags, kjit_kernel** out,
+                                           const char* name, const kjit_options* opts, int device,
+                                           unsigned flags, kjit_kernel** out,
                                            kjit_binary** log_out) {
-  if (log_out) *log_out = nullptr;
-  if (out) *out = nullptr;
-  if (!ok(compiler)) {
-    return error(KJIT_ERROR_INVALID_HANDLE, "kjit_kernel_create: invalid compiler handle");
-  }
-  if (opts && !ok(opts)) {
-    return error(KJIT_ERROR_INVALID_HANDLE, "kjit_kernel_create: invalid options handle");
-  }
-  if (!source) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_create: source is NULL");
-  if (!name || !*name) {
-    return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_create: name is NULL or empty");
-  }
-  if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_create: out is NULL");
-  if (device < 0) {
-    return error(KJIT_ERROR_INVALID_ARGUMENT,
-                 "kjit_kernel_create: device " + std::to_string(device) + " is negative");
-  }
-  if (flags & ~kKnownFlags) {
-    return error(KJIT_ERROR_INVALID_ARGUMENT,
-                 "kjit_kernel_create: unknown flags " + std::to_string(flags & ~kKnownFlags));
-  }
   return guard([&] {
+    if (log_out) *log_out = nullptr;
+    if (out) *out = nullptr;
+    if (!ok(compiler)) {
+      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_kernel_create: invalid compiler handle");
+    }
+    if (opts && !ok(opts)) {
+      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_kernel_create: invalid options handle");
+    }
+    if (!source) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_create: source is NULL");
+    if (!name || !*name) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_create: name is NULL or empty");
+    }
+    if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_create: out is NULL");
+    if (device < 0) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT,
+                   "kjit_kernel_create: device " + std::to_string(device) + " is negative");
+    }
+    if (flags & ~kKnownFlags) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT,
+                   "kjit_kernel_create: unknown flags " + std::to_string(flags & ~kKnownFlags));
+    }
     kjit::KernelCreation made = kjit::Kernel::create(*compiler->compiler, source, name,
                                                      opts ? &opts->opts : nullptr, device, flags);
     if (!made.kernel) {
@@ -125,27 +128,27 @@ KJIT_EXPORT kjit_status kjit_kernel_create(kjit_compiler* compiler, const char* 
 
 KJIT_EXPORT kjit_status kjit_kernel_from_binary(const kjit_binary* binary, const char* name,
                                                 int device, unsigned flags, kjit_kernel** out) {
-  if (out) *out = nullptr;
-  if (!ok(binary)) {
-    return error(KJIT_ERROR_INVALID_HANDLE, "kjit_kernel_from_binary: invalid binary handle");
-  }
-  if (binary->status != KJIT_OK || !binary->entry) {
-    return error(KJIT_ERROR_INVALID_ARGUMENT,
-                 "kjit_kernel_from_binary: the binary holds a failed compile (no code)");
-  }
-  if (!name || !*name) {
-    return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_from_binary: name is NULL or empty");
-  }
-  if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_from_binary: out is NULL");
-  if (device < 0) {
-    return error(KJIT_ERROR_INVALID_ARGUMENT,
-                 "kjit_kernel_from_binary: device " + std::to_string(device) + " is negative");
-  }
-  if (flags & ~kKnownFlags) {
-    return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_from_binary: unknown flags " +
-                                                  std::to_string(flags & ~kKnownFlags));
-  }
   return guard([&] {
+    if (out) *out = nullptr;
+    if (!ok(binary)) {
+      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_kernel_from_binary: invalid binary handle");
+    }
+    if (binary->status != KJIT_OK || !binary->entry) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT,
+                   "kjit_kernel_from_binary: the binary holds a failed compile (no code)");
+    }
+    if (!name || !*name) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_from_binary: name is NULL or empty");
+    }
+    if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_from_binary: out is NULL");
+    if (device < 0) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT,
+                   "kjit_kernel_from_binary: device " + std::to_string(device) + " is negative");
+    }
+    if (flags & ~kKnownFlags) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_from_binary: unknown flags " +
+                                                    std::to_string(flags & ~kKnownFlags));
+    }
     auto h = std::make_unique<kjit_kernel>();
     h->kernel = kjit::Kernel::from_entry(binary->entry, name, device, flags);
     *out = h.release();
@@ -169,20 +172,21 @@ KJIT_EXPORT const char* kjit_kernel_symbol(const kjit_kernel* kernel) {
 }
 
 KJIT_EXPORT kjit_status kjit_kernel_param_count(const kjit_kernel* kernel, size_t* count) {
-  if (!ok(kernel)) return bad_kernel();
-  if (!count) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_param_count: count is NULL");
-  kjit::clear_last_error();
-  *count = kernel->kernel->param_count();
-  return KJIT_OK;
+  return guard([&] {
+    if (!ok(kernel)) return bad_kernel();
+    if (!count) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_param_count: count is NULL");
+    *count = kernel->kernel->param_count();
+    return KJIT_OK;
+  });
 }
 
 KJIT_EXPORT kjit_status kjit_kernel_param_info(const kjit_kernel* kernel, size_t index,
                                                size_t* offset, size_t* size) {
-  if (!ok(kernel)) return bad_kernel();
-  if (!offset || !size) {
-    return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_param_info: offset or size is NULL");
-  }
   return guard([&] {
+    if (!ok(kernel)) return bad_kernel();
+    if (!offset || !size) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_param_info: offset or size is NULL");
+    }
     const kjit::ParamInfo p = kernel->kernel->param(index);
     *offset = p.offset;
     *size = p.size;
@@ -191,13 +195,14 @@ KJIT_EXPORT kjit_status kjit_kernel_param_info(const kjit_kernel* kernel, size_t
 }
 
 KJIT_EXPORT kjit_status kjit_kernel_param_buffer_size(const kjit_kernel* kernel, size_t* size) {
-  if (!ok(kernel)) return bad_kernel();
-  if (!size) {
-    return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_param_buffer_size: size is NULL");
-  }
-  kjit::clear_last_error();
-  *size = kernel->kernel->param_buffer_size();
-  return KJIT_OK;
+  return guard([&] {
+    if (!ok(kernel)) return bad_kernel();
+    if (!size) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_param_buffer_size: size is NULL");
+    }
+    *size = kernel->kernel->param_buffer_size();
+    return KJIT_OK;
+  });
 }
 
 KJIT_EXPORT kjit_status kjit_kernel_get_attributes(const kjit_kernel* kernel,
@@ -215,13 +220,12 @@ KJIT_EXPORT kjit_status kjit_kernel_get_attributes(const kjit_kernel* kernel,
 }
 
 KJIT_EXPORT kjit_status kjit_kernel_set_max_dynamic_shared(kjit_kernel* kernel, int bytes) {
-  if (!ok(kernel)) return bad_kernel();
-  if (bytes < 0) {
-    return error(KJIT_ERROR_INVALID_ARGUMENT,
-                 "kjit_kernel_set_max_dynamic_shared: bytes " + std::to_string(bytes) +
-                     " is negative");
-  }
   return guard([&] {
+    if (!ok(kernel)) return bad_kernel();
+    if (bytes < 0) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_set_max_dynamic_shared: bytes " +
+                                                    std::to_string(bytes) + " is negative");
+    }
     kernel->kernel->set_max_dynamic_shared(bytes);
     return KJIT_OK;
   });
@@ -229,15 +233,15 @@ KJIT_EXPORT kjit_status kjit_kernel_set_max_dynamic_shared(kjit_kernel* kernel, 
 
 KJIT_EXPORT kjit_status kjit_kernel_occupancy(const kjit_kernel* kernel, int block_size,
                                               size_t dynamic_shared, int* blocks_per_sm) {
-  if (!ok(kernel)) return bad_kernel();
-  if (!blocks_per_sm) {
-    return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_occupancy: blocks_per_sm is NULL");
-  }
-  if (block_size <= 0) {
-    return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_occupancy: block_size " +
-                                                  std::to_string(block_size) + " must be > 0");
-  }
   return guard([&] {
+    if (!ok(kernel)) return bad_kernel();
+    if (!blocks_per_sm) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_occupancy: blocks_per_sm is NULL");
+    }
+    if (block_size <= 0) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_occupancy: block_size " +
+                                                    std::to_string(block_size) + " must be > 0");
+    }
     *blocks_per_sm =
         const_cast<kjit_kernel*>(kernel)->kernel->occupancy(block_size, dynamic_shared);
     return KJIT_OK;
@@ -247,12 +251,12 @@ KJIT_EXPORT kjit_status kjit_kernel_occupancy(const kjit_kernel* kernel, int blo
 KJIT_EXPORT kjit_status kjit_kernel_suggest_block_size(const kjit_kernel* kernel,
                                                        size_t dynamic_shared, int* min_grid,
                                                        int* block_size) {
-  if (!ok(kernel)) return bad_kernel();
-  if (!min_grid || !block_size) {
-    return error(KJIT_ERROR_INVALID_ARGUMENT,
-                 "kjit_kernel_suggest_block_size: min_grid or block_size is NULL");
-  }
   return guard([&] {
+    if (!ok(kernel)) return bad_kernel();
+    if (!min_grid || !block_size) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT,
+                   "kjit_kernel_suggest_block_size: min_grid or block_size is NULL");
+    }
     const_cast<kjit_kernel*>(kernel)->kernel->suggest_block_size(dynamic_shared, min_grid,
                                                                  block_size);
     return KJIT_OK;
@@ -278,47 +282,46 @@ KJIT_EXPORT void(kjit_launch_config_init)(kjit_launch_config* cfg) {
 // on a loaded kernel (or a GPU).
 KJIT_EXPORT kjit_status kjit_kernel_launch(kjit_kernel* kernel, const kjit_launch_config* cfg,
                                            void** args, size_t count) {
-  kjit_launch_config c;
-  if (kjit_status s = read_in(cfg, &c, "kjit_kernel_launch: cfg")) return s;
-  if (!ok(kernel)) return bad_kernel();
-  if (!args && count) {
-    return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_kernel_launch: args is NULL with count " +
-                                                  std::to_string(count));
-  }
   return guard([&] {
+    kjit_launch_config c;
+    if (kjit_status s = read_in(cfg, &c, "kjit_kernel_launch: cfg")) return s;
+    if (!ok(kernel)) return bad_kernel();
+    if (!args && count) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT,
+                   "kjit_kernel_launch: args is NULL with count " + std::to_string(count));
+    }
     kernel->kernel->launch(c, args, count);
     return KJIT_OK;
   });
 }
 
-KJIT_EXPORT kjit_status kjit_kernel_launch_sized(kjit_kernel* kernel,
-                                                 const kjit_launch_config* cfg, void** args,
-                                                 const size_t* sizes, size_t count) {
-  kjit_launch_config c;
-  if (kjit_status s = read_in(cfg, &c, "kjit_kernel_launch_sized: cfg")) return s;
-  if (!ok(kernel)) return bad_kernel();
-  if ((!args || !sizes) && count) {
-    return error(KJIT_ERROR_INVALID_ARGUMENT,
-                 "kjit_kernel_launch_sized: args or sizes is NULL with count " +
-                     std::to_string(count));
-  }
+KJIT_EXPORT kjit_status kjit_kernel_launch_sized(kjit_kernel* kernel, const kjit_launch_config* cfg,
+                                                 void** args, const size_t* sizes, size_t count) {
   return guard([&] {
+    kjit_launch_config c;
+    if (kjit_status s = read_in(cfg, &c, "kjit_kernel_launch_sized: cfg")) return s;
+    if (!ok(kernel)) return bad_kernel();
+    if ((!args || !sizes) && count) {
+      return error(
+          KJIT_ERROR_INVALID_ARGUMENT,
+          "kjit_kernel_launch_sized: args or sizes is NULL with count " + std::to_string(count));
+    }
     kernel->kernel->launch_sized(c, args, sizes, count);
     return KJIT_OK;
   });
 }
 
 KJIT_EXPORT kjit_status kjit_kernel_launch_packed(kjit_kernel* kernel,
-                                                  const kjit_launch_config* cfg,
-                                                  const void* buffer, size_t size) {
-  kjit_launch_config c;
-  if (kjit_status s = read_in(cfg, &c, "kjit_kernel_launch_packed: cfg")) return s;
-  if (!ok(kernel)) return bad_kernel();
-  if (!buffer && size) {
-    return error(KJIT_ERROR_INVALID_ARGUMENT,
-                 "kjit_kernel_launch_packed: buffer is NULL with size " + std::to_string(size));
-  }
+                                                  const kjit_launch_config* cfg, const void* buffer,
+                                                  size_t size) {
   return guard([&] {
+    kjit_launch_config c;
+    if (kjit_status s = read_in(cfg, &c, "kjit_kernel_launch_packed: cfg")) return s;
+    if (!ok(kernel)) return bad_kernel();
+    if (!buffer && size) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT,
+                   "kjit_kernel_launch_packed: buffer is NULL with size " + std::to_string(size));
+    }
     kernel->kernel->launch_packed(c, buffer, size);
     return KJIT_OK;
   });
