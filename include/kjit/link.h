@@ -10,7 +10,8 @@
  *
  * nvJitLink (libnvJitLink.so.13; $KJIT_NVJITLINK_LIBRARY names another file) is opened with
  * dlopen on the first link: a process that never links never loads it, and a machine
- * without it gets KJIT_ERROR_NVJITLINK ("nvJitLink not available: ...") from kjit_link().
+ * without it gets KJIT_ERROR_NVJITLINK from kjit_link(), with the message
+ * "libnvJitLink.so.13 (nvJitLink) cannot be used: ...".
  *
  * The cache key of a link covers every input's kind and bytes in order (a kjit binary is
  * covered by its own cache key, which determines its bytes), the target, the options in

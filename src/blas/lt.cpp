@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "util/dl.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -19,34 +20,28 @@ struct Loaded {
 
 std::atomic<bool> g_loaded{false};
 
+const LibraryKind kCublasLt = {"cuBLASLt",
+                               "set KJIT_CUBLASLT_LIBRARY to its path, or LD_LIBRARY_PATH"};
+
 Loaded load() {
   Loaded out;
   const char* env = std::getenv("KJIT_CUBLASLT_LIBRARY");
-  const std::string name = (env && *env) ? env : "libcublasLt.so.13";
-  // RTLD_LOCAL: cuBLASLt's symbols must not leak into the global namespace of the host.
-  void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    const char* e = dlerror();
-    out.error = "cuBLASLt not available: dlopen(" + name + ") failed: " + (e ? e : "unknown");
-    return out;
-  }
-  // The handle is kept for the life of the process: plans and handles hold its code.
-#define KJIT_LT_RESOLVE(fn)                                                          \
-  out.lt.fn = reinterpret_cast<decltype(out.lt.fn)>(dlsym(h, #fn));                  \
-  if (!out.lt.fn) {                                                                  \
-    out.error = "cuBLASLt not available: " + name + " has no symbol " #fn;           \
-    return out;                                                                      \
-  }
+  // Kept open for the life of the process: plans and handles hold its code.
+  OpenedLibrary lib(kCublasLt, (env && *env) ? env : "libcublasLt.so.13");
+#define KJIT_LT_RESOLVE(fn) lib.resolve(out.lt.fn, #fn);
   KJIT_LT_FUNCTIONS(KJIT_LT_RESOLVE)
 #undef KJIT_LT_RESOLVE
-  out.lt.version = out.lt.cublasLtGetVersion();
-  out.lt.library = name;
-  if (out.lt.version < 130000) {
-    out.error = "cuBLASLt not available: " + name + " is version " +
-                std::to_string(out.lt.version) + ", kjit needs 13.0 or newer";
-    return out;
+  if (lib.check_symbols()) {
+    out.lt.version = out.lt.cublasLtGetVersion();
+    out.lt.library = lib.file();
+    if (out.lt.version < 130000) {
+      lib.refuse("it is version " + std::to_string(out.lt.version) + ", kjit needs 13.0 or newer");
+    }
   }
-  log_debug("loaded " + name + " (cuBLASLt " + std::to_string(out.lt.version) + ")");
+  out.error = lib.error();
+  if (out.error.empty()) {
+    log_debug("loaded " + lib.file() + " (cuBLASLt " + std::to_string(out.lt.version) + ")");
+  }
   return out;
 }
 
@@ -67,7 +62,9 @@ const Lt& lt() {
   return l.lt;
 }
 
-bool lt_loaded() noexcept { return g_loaded.load(std::memory_order_acquire); }
+bool lt_loaded() noexcept {
+  return g_loaded.load(std::memory_order_acquire);
+}
 
 std::string lt_status_text(cublasStatus_t s) {
   std::string name = "CUBLAS_STATUS_" + std::to_string(int(s));

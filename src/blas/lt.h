@@ -10,38 +10,38 @@
 
 namespace kjit::blas {
 
-#define KJIT_LT_FUNCTIONS(X)                 \
-  X(cublasLtCreate)                          \
-  X(cublasLtDestroy)                         \
-  X(cublasLtGetVersion)                      \
-  X(cublasLtGetStatusName)                   \
-  X(cublasLtGetStatusString)                 \
-  X(cublasLtMatmulDescCreate)                \
-  X(cublasLtMatmulDescDestroy)               \
-  X(cublasLtMatmulDescSetAttribute)          \
-  X(cublasLtMatrixLayoutCreate)              \
-  X(cublasLtMatrixLayoutDestroy)             \
-  X(cublasLtMatrixLayoutSetAttribute)        \
-  X(cublasLtMatmulPreferenceCreate)          \
-  X(cublasLtMatmulPreferenceDestroy)         \
-  X(cublasLtMatmulPreferenceSetAttribute)    \
-  X(cublasLtMatmulAlgoGetHeuristic)          \
-  X(cublasLtMatmulAlgoCheck)                 \
-  X(cublasLtMatmulAlgoConfigGetAttribute)    \
-  X(cublasLtMatmulAlgoConfigSetAttribute)    \
+#define KJIT_LT_FUNCTIONS(X)              \
+  X(cublasLtCreate)                       \
+  X(cublasLtDestroy)                      \
+  X(cublasLtGetVersion)                   \
+  X(cublasLtGetStatusName)                \
+  X(cublasLtGetStatusString)              \
+  X(cublasLtMatmulDescCreate)             \
+  X(cublasLtMatmulDescDestroy)            \
+  X(cublasLtMatmulDescSetAttribute)       \
+  X(cublasLtMatrixLayoutCreate)           \
+  X(cublasLtMatrixLayoutDestroy)          \
+  X(cublasLtMatrixLayoutSetAttribute)     \
+  X(cublasLtMatmulPreferenceCreate)       \
+  X(cublasLtMatmulPreferenceDestroy)      \
+  X(cublasLtMatmulPreferenceSetAttribute) \
+  X(cublasLtMatmulAlgoGetHeuristic)       \
+  X(cublasLtMatmulAlgoCheck)              \
+  X(cublasLtMatmulAlgoConfigGetAttribute) \
+  X(cublasLtMatmulAlgoConfigSetAttribute) \
   X(cublasLtMatmul)
 
 struct Lt {
 #define KJIT_LT_DECLARE(name) decltype(&::name) name = nullptr;
   KJIT_LT_FUNCTIONS(KJIT_LT_DECLARE)
 #undef KJIT_LT_DECLARE
-  size_t version = 0;    // cublasLtGetVersion(), e.g. 130100
-  std::string library;   // the file that was opened
+  size_t version = 0;   // cublasLtGetVersion(), e.g. 130100
+  std::string library;  // the file that was opened
 };
 
 // cuBLASLt, loaded once per process, thread-safe. Throws kjit::Error(KJIT_ERROR_CUBLAS,
-// "cuBLASLt not available: ...") when the library cannot be opened or lacks an entry
-// point; the same error is thrown on every call.
+// "libcublasLt.so.13 (cuBLASLt) cannot be used: ...", util/dl.h) when the library cannot be opened
+// or lacks an entry point; the same error is thrown on every call.
 const Lt& lt();
 
 // True once lt() has loaded the library in this process. Never loads it.

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 
+#include "util/dl.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -20,13 +21,6 @@ struct State {
 // The messages say why the driver is unavailable, not that it is: the status
 // (KJIT_ERROR_CUDA_UNAVAILABLE, "CUDA driver not available") says that, and callers print
 // "<status>: <message>", so each says its part once.
-
-// dlerror() text without the path it starts with ("PATH: cannot open shared object file").
-std::string dlopen_reason(const std::string& path, const char* why) {
-  std::string s = why ? why : "unknown dlopen error";
-  if (s.compare(0, path.size() + 2, path + ": ") == 0) s.erase(0, path.size() + 2);
-  return s;
-}
 
 std::string result_name(const Driver& d, CUresult r) {
   const char* name = nullptr;
@@ -45,22 +39,21 @@ std::string result_name(const Driver& d, CUresult r) {
   return out;
 }
 
+const LibraryKind kDriver = {"the CUDA driver",
+                             "set KJIT_CUDA_DRIVER to use another driver library"};
+
 void load(State& s) {
   const char* env = std::getenv("KJIT_CUDA_DRIVER");
   const std::string path = env && *env ? env : "libcuda.so.1";
   s.driver.library = path;
-  dlerror();
-  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    s.error = path + " (the CUDA driver) could not be loaded: " + dlopen_reason(path, dlerror());
-    return;
-  }
   // The library stays open for the life of the process: function pointers and driver
   // state are used until exit.
+  OpenedLibrary lib(kDriver, path);
   using GetProc = decltype(&::cuGetProcAddress);  // cuGetProcAddress_v2 (CUDA 12+)
-  auto get_proc = reinterpret_cast<GetProc>(dlsym(lib, "cuGetProcAddress_v2"));
-  if (!get_proc) {
-    s.error = path + " has no cuGetProcAddress_v2 (a CUDA 12.0 or newer driver is required)";
+  GetProc get_proc = nullptr;
+  lib.resolve(get_proc, "cuGetProcAddress_v2");
+  if (!lib.check_symbols("a CUDA 12.0 or newer driver is required")) {
+    s.error = lib.error();
     return;
   }
   {
@@ -70,7 +63,8 @@ void load(State& s) {
     CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     if (get_proc("cuInit", &fn, 2000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found) ==
         CUDA_ERROR_STUB_LIBRARY) {
-      s.error = path + " is the CUDA toolkit's link stub, not a driver (CUDA_ERROR_STUB_LIBRARY)";
+      lib.refuse("it is the CUDA toolkit's link stub, not a driver (CUDA_ERROR_STUB_LIBRARY)");
+      s.error = lib.error();
       return;
     }
   }
@@ -108,13 +102,12 @@ void load(State& s) {
       !init_fn) {
     missing += missing.empty() ? "cuInit" : ", cuInit";
   }
-  if (!missing.empty()) {
-    s.error = path + " lacks " + missing + " (driver too old?)";
-    return;
-  }
-  const CUresult r = reinterpret_cast<decltype(&::cuInit)>(init_fn)(0);
-  if (r != CUDA_SUCCESS) {
-    s.error = "cuInit failed: " + result_name(d, r);
+  if (!missing.empty()) lib.refuse("it lacks " + missing + " (driver too old?)");
+  const CUresult r =
+      lib.ok() ? reinterpret_cast<decltype(&::cuInit)>(init_fn)(0) : CUDA_ERROR_NOT_INITIALIZED;
+  if (lib.ok() && r != CUDA_SUCCESS) lib.refuse("cuInit failed: " + result_name(d, r));
+  if (!lib.ok()) {
+    s.error = lib.error();
     return;
   }
   if (d.cuDriverGetVersion(&d.version) != CUDA_SUCCESS) d.version = 0;
@@ -151,7 +144,9 @@ bool driver_available() noexcept {
   }
 }
 
-std::string error_text(CUresult r) { return result_name(state().driver, r); }
+std::string error_text(CUresult r) {
+  return result_name(state().driver, r);
+}
 
 bool is_sticky(CUresult r) noexcept {
   switch (r) {

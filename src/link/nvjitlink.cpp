@@ -114,42 +114,25 @@ std::string library_file() {
   return found;
 }
 
-void* open_library(std::string* name, std::string* why) {
-  const std::string file = library_file();
-  *name = file.empty() ? kSoname : file;
-  // RTLD_LOCAL: nvJitLink's symbols must not leak into the global namespace of the host.
-  void* h = dlopen(name->c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    const char* e = dlerror();
-    *why = "dlopen(" + *name + ") failed: " + (e ? e : "unknown");
-  }
-  return h;
-}
+const LibraryKind kNvJitLink = {"nvJitLink",
+                                "set KJIT_NVJITLINK_LIBRARY to its path, or LD_LIBRARY_PATH"};
 
 Loaded load() {
   Loaded out;
-  std::string name, why;
-  void* h = open_library(&name, &why);
-  if (!h) {
-    out.error = "nvJitLink not available: " + why;
-    return out;
-  }
-  // The handle is kept for the life of the process.
-#define KJIT_NVJITLINK_RESOLVE(member, symbol)                                    \
-  out.lib.member = reinterpret_cast<decltype(out.lib.member)>(dlsym(h, #symbol)); \
-  if (!out.lib.member) {                                                          \
-    out.error = "nvJitLink not available: " + name +                              \
-                " has no symbol " #symbol " (kjit needs nvJitLink 13)";           \
-    return out;                                                                   \
-  }
+  const std::string file = library_file();
+  // Kept open for the life of the process.
+  OpenedLibrary lib(kNvJitLink, file.empty() ? kSoname : file);
+#define KJIT_NVJITLINK_RESOLVE(member, symbol) lib.resolve(out.lib.member, #symbol);
   KJIT_NVJITLINK_FUNCTIONS(KJIT_NVJITLINK_RESOLVE)
 #undef KJIT_NVJITLINK_RESOLVE
-  if (out.lib.version(&out.lib.major, &out.lib.minor) != NVJITLINK_SUCCESS) {
-    out.error = "nvJitLink not available: nvJitLinkVersion failed in " + name;
-    return out;
+  if (lib.check_symbols("kjit needs nvJitLink 13") &&
+      out.lib.version(&out.lib.major, &out.lib.minor) != NVJITLINK_SUCCESS) {
+    lib.refuse("nvJitLinkVersion failed");
   }
+  out.error = lib.error();
+  if (!out.error.empty()) return out;
   const void* address = reinterpret_cast<const void*>(out.lib.create);
-  out.lib.library = real_path_of(address, name);
+  out.lib.library = real_path_of(address, lib.file());
   out.lib.identity = identity_of(out.lib, address);
   log_debug("loaded " + out.lib.library + " (" + out.lib.identity + ")");
   return out;

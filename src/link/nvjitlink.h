@@ -47,8 +47,8 @@ struct NvJitLink {
 };
 
 // nvJitLink, loaded once per process, thread-safe. Throws kjit::Error(KJIT_ERROR_NVJITLINK,
-// "nvJitLink not available: ...") when the library cannot be opened or lacks an entry
-// point; the same error is thrown on every call.
+// "libnvJitLink.so.13 (nvJitLink) cannot be used: ...", util/dl.h) when the library cannot be
+// opened or lacks an entry point; the same error is thrown on every call.
 const NvJitLink& nvjitlink();
 
 // NvJitLink::identity of the library a link would use, without loading it when this process

@@ -27,26 +27,22 @@ State& state() {
   return s;
 }
 
+const LibraryKind kNvrtc = {"NVRTC", "put the CUDA toolkit's lib64 directory on LD_LIBRARY_PATH"};
+
 void load(State& s) {
-  std::string path = nvrtc_library_file();
-  const std::string name = path.empty() ? KJIT_NVRTC_SONAME : path;
-  dlerror();
-  void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    const char* why = dlerror();
-    s.error = "cannot open NVRTC (" + name + "): " + (why ? why : "unknown dlopen error");
+  const std::string path = nvrtc_library_file();
+  // Open for the life of the process: programs and the PCH heap live in it.
+  OpenedLibrary lib(kNvrtc, path.empty() ? KJIT_NVRTC_SONAME : path);
+  if (!lib.ok()) {
+    s.error = lib.error();
     return;
   }
-  // Open for the life of the process: programs and the PCH heap live in it.
-  s.api.library = path.empty() ? loaded_library_path(lib) : path;
-  std::string missing;
-#define KJIT_NVRTC_RESOLVE(fn)                                   \
-  s.api.fn = reinterpret_cast<decltype(&::fn)>(dlsym(lib, #fn)); \
-  if (!s.api.fn) missing += missing.empty() ? #fn : ", " #fn;
+  s.api.library = path.empty() ? loaded_library_path(lib.handle()) : path;
+#define KJIT_NVRTC_RESOLVE(fn) lib.resolve(s.api.fn, #fn);
   KJIT_NVRTC_FUNCTIONS(KJIT_NVRTC_RESOLVE)
 #undef KJIT_NVRTC_RESOLVE
-  if (!missing.empty()) {
-    s.error = "cannot use NVRTC " + s.api.library + ": it lacks " + missing;
+  if (!lib.check_symbols()) {
+    s.error = lib.error();
     return;
   }
   s.loaded = true;

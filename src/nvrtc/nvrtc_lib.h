@@ -48,8 +48,8 @@ struct Nvrtc {
 };
 
 // NVRTC, opened on the first call (thread-safe). Throws kjit::Error(KJIT_ERROR_NVRTC,
-// "cannot open NVRTC: ...") when the library cannot be opened or lacks an entry point;
-// the same error on every call.
+// "libnvrtc.so.13 (NVRTC) cannot be used: ...", util/dl.h) when the library cannot be opened or
+// lacks an entry point; the same error on every call.
 const Nvrtc& nvrtc();
 
 // True once nvrtc() has opened the library in this process.

@@ -5,6 +5,7 @@
 
 #include <climits>
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include "util/fs.h"
@@ -64,6 +65,42 @@ std::string search_before_loader_cache(const char* soname) {
     if (is_regular_file(candidate)) return real(candidate);
   }
   return "";
+}
+
+std::string library_error(const LibraryKind& kind, const std::string& file, const std::string& why,
+                          bool with_hint) {
+  std::string out = file + " (" + kind.what + ") cannot be used: " + why;
+  if (with_hint && kind.hint && *kind.hint) out += std::string("; ") + kind.hint;
+  return out;
+}
+
+OpenedLibrary::OpenedLibrary(const LibraryKind& kind, std::string file)
+    : kind_(kind), file_(std::move(file)) {
+  dlerror();
+  handle_ = dlopen(file_.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle_) return;
+  // dlerror() starts with the path ("PATH: cannot open shared object file..."): said once.
+  const char* e = dlerror();
+  std::string why = e ? e : "unknown dlopen error";
+  if (why.compare(0, file_.size() + 2, file_ + ": ") == 0) why.erase(0, file_.size() + 2);
+  error_ = library_error(kind_, file_, why, /*with_hint=*/true);
+}
+
+void* OpenedLibrary::find(const char* symbol) {
+  void* p = handle_ ? dlsym(handle_, symbol) : nullptr;
+  if (!p && handle_) missing_ += (missing_.empty() ? "" : ", ") + std::string(symbol);
+  return p;
+}
+
+bool OpenedLibrary::check_symbols(const std::string& needs) {
+  if (ok() && !missing_.empty()) {
+    refuse("it lacks " + missing_ + (needs.empty() ? "" : " (" + needs + ")"));
+  }
+  return ok();
+}
+
+void OpenedLibrary::refuse(const std::string& why) {
+  if (ok()) error_ = library_error(kind_, file_, why);
 }
 
 }  // namespace kjit

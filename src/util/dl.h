@@ -1,11 +1,59 @@
-// Where the dynamic loader finds a library, asked without loading it where possible: for
-// the libraries kjit opens with dlopen on first use (NVRTC, nvJitLink), whose file must be
-// named before it is opened (its identity is part of cache keys).
+// The NVIDIA libraries kjit opens with dlopen on first need (NVRTC, the CUDA driver,
+// cuBLASLt, nvJitLink): one way to open them and resolve their entry points, one shape for
+// every message that says why one cannot be used, and where the dynamic loader finds a
+// library, asked without loading it where possible (for NVRTC and nvJitLink, whose file
+// must be named before it is opened: its identity is part of cache keys).
 #pragma once
 
 #include <string>
 
 namespace kjit {
+
+// Which library, for messages: its role and what a user can set to pick another file.
+struct LibraryKind {
+  const char* what;  // "NVRTC", "the CUDA driver", "cuBLASLt", "nvJitLink"
+  const char* hint;  // "set KJIT_CUBLASLT_LIBRARY to its path, or LD_LIBRARY_PATH"
+};
+
+// The one shape of a library's failure: "<file> (<what>) cannot be used: <why>", and the
+// kind's hint after "; " when `with_hint` (the file could not be opened at all).
+std::string library_error(const LibraryKind& kind, const std::string& file, const std::string& why,
+                          bool with_hint = false);
+
+// A library opened with dlopen(RTLD_NOW | RTLD_LOCAL) for the life of the process (its
+// symbols never leak into the host's namespace; its code stays mapped until exit). Not
+// thread-safe: each library is loaded once, under its own once-flag.
+class OpenedLibrary {
+ public:
+  // Opens `file` (a path, or a soname the loader searches for). error() says why not.
+  OpenedLibrary(const LibraryKind& kind, std::string file);
+
+  // Looks up `symbol` into `fn`; a missing one is remembered for lacking().
+  template <typename Fn>
+  void resolve(Fn& fn, const char* symbol) {
+    fn = reinterpret_cast<Fn>(find(symbol));
+  }
+
+  // Fails the library when a resolved symbol was missing ("it lacks a, b" and `needs`,
+  // e.g. "kjit needs nvJitLink 13"). Returns ok().
+  bool check_symbols(const std::string& needs = "");
+  // Fails the library for a reason found after opening it (a version too old...).
+  void refuse(const std::string& why);
+
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }  // library_error()'s shape
+  const std::string& file() const { return file_; }
+  void* handle() const { return handle_; }
+
+ private:
+  void* find(const char* symbol);
+
+  LibraryKind kind_;
+  std::string file_;
+  void* handle_ = nullptr;
+  std::string missing_;
+  std::string error_;
+};
 
 // Real path of the object `handle` (from dlopen) names; "" when unknown.
 std::string loaded_library_path(void* handle);

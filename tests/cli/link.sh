@@ -73,6 +73,6 @@ expect_grep 'Usage: kjit link' "$TMP/out" "link --help"
 expect_rc 0 "$KJIT" --help
 expect_grep 'link INPUT' "$TMP/out" "kjit --help"
 KJIT_NVJITLINK_LIBRARY=/nonexistent/libnvJitLink.so expect_rc 3 "$KJIT" --cache-dir "$C" link "$TMP/caller.ltoir" "$TMP/callee.ltoir" --lto -a sm_90 -o "$TMP/n.cubin"
-expect_grep 'nvJitLink not available' "$TMP/err" "missing nvJitLink"
+expect_grep '(nvJitLink) cannot be used' "$TMP/err" "missing nvJitLink"
 
 finish
