@@ -182,49 +182,72 @@ Hello decode_hello(const std::string& payload) {
   return h;
 }
 
-std::string encode(const CompileRequest& q) {
-  Writer w;
-  w.str(q.cwd);
-  w.str(q.key);
-  w.str(q.source);
-  w.str(q.program_name);
-  w.u64(q.headers.size());
-  for (const auto& [name, contents] : q.headers) {
+namespace {
+
+// One request field on the wire, by type.
+void put(Writer& w, const std::string& v) {
+  w.str(v);
+}
+void put(Writer& w, const Strings& v) {
+  w.strs(v);
+}
+void put(Writer& w, uint32_t v) {
+  w.u32(v);
+}
+void put(Writer& w, uint64_t v) {
+  w.u64(v);
+}
+void put(Writer& w, bool v) {
+  w.u32(v ? 1 : 0);
+}
+void put(Writer& w, const Headers& v) {
+  w.u64(v.size());
+  for (const auto& [name, contents] : v) {
     w.str(name);
     w.str(contents);
   }
-  w.strs(q.name_expressions);
-  w.str(q.target);
-  w.u32(q.outputs);
-  w.strs(q.nvrtc);
-  w.strs(q.key_options);
-  w.u32(q.use_pch ? 1 : 0);
-  w.u64(q.time_limit_ms);
-  w.u64(q.memory_limit_bytes);
+}
+
+void get(Reader& r, std::string* v) {
+  *v = r.str();
+}
+void get(Reader& r, Strings* v) {
+  *v = r.strs();
+}
+void get(Reader& r, uint32_t* v) {
+  *v = r.u32();
+}
+void get(Reader& r, uint64_t* v) {
+  *v = r.u64();
+}
+void get(Reader& r, bool* v) {
+  *v = r.boolean();
+}
+void get(Reader& r, Headers* v) {
+  const uint64_t n = r.u64();
+  if (n > r.size() / 16) throw ProtocolError("too many headers for the message size");
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string name = r.str();
+    v->emplace_back(std::move(name), r.str());
+  }
+}
+
+}  // namespace
+
+std::string encode(const CompileRequest& q) {
+  Writer w;
+#define KJIT_PUT_FIELD(type, name) put(w, q.name);
+  KJIT_COMPILE_REQUEST_FIELDS(KJIT_PUT_FIELD)
+#undef KJIT_PUT_FIELD
   return std::move(w.bytes());
 }
 
 CompileRequest decode_request(const std::string& payload) {
   Reader r(payload);
   CompileRequest q;
-  q.cwd = r.str();
-  q.key = r.str();
-  q.source = r.str();
-  q.program_name = r.str();
-  const uint64_t headers = r.u64();
-  if (headers > payload.size() / 16) throw ProtocolError("too many headers for the message size");
-  for (uint64_t i = 0; i < headers; ++i) {
-    std::string name = r.str();
-    q.headers.emplace_back(std::move(name), r.str());
-  }
-  q.name_expressions = r.strs();
-  q.target = r.str();
-  q.outputs = r.u32();
-  q.nvrtc = r.strs();
-  q.key_options = r.strs();
-  q.use_pch = r.boolean();
-  q.time_limit_ms = r.u64();
-  q.memory_limit_bytes = r.u64();
+#define KJIT_GET_FIELD(type, name) get(r, &q.name);
+  KJIT_COMPILE_REQUEST_FIELDS(KJIT_GET_FIELD)
+#undef KJIT_GET_FIELD
   r.finish();
   return q;
 }

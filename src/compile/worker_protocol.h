@@ -43,20 +43,30 @@ struct Hello {
   int64_t pid = 0;
 };
 
+// The fields of a compile request, in wire order: X(type, name). The struct, its encoding
+// and its decoding are generated from this one list.
+#define KJIT_COMPILE_REQUEST_FIELDS(X)                                                  \
+  X(std::string, cwd) /* the client's working directory: relative paths resolve here */ \
+  X(std::string, key)                                                                   \
+  X(std::string, source)                                                                \
+  X(std::string, program_name)                                                          \
+  X(Headers, headers)                                                                   \
+  X(Strings, name_expressions)                                                          \
+  X(std::string, target)                                                                \
+  X(uint32_t, outputs)                                                                  \
+  X(Strings, nvrtc)       /* NormalisedOptions::nvrtc */                                \
+  X(Strings, key_options) /* NormalisedOptions::key */                                  \
+  X(bool, use_pch)                                                                      \
+  X(uint64_t, time_limit_ms)      /* 0 = none */                                        \
+  X(uint64_t, memory_limit_bytes) /* 0 = the worker's default */
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+using Strings = std::vector<std::string>;
+
 struct CompileRequest {
-  std::string cwd;  // the client's working directory: relative paths resolve from it
-  std::string key;
-  std::string source;
-  std::string program_name;
-  std::vector<std::pair<std::string, std::string>> headers;
-  std::vector<std::string> name_expressions;
-  std::string target;
-  uint32_t outputs = 0;
-  std::vector<std::string> nvrtc;        // NormalisedOptions::nvrtc
-  std::vector<std::string> key_options;  // NormalisedOptions::key
-  bool use_pch = false;
-  uint64_t time_limit_ms = 0;       // 0 = none
-  uint64_t memory_limit_bytes = 0;  // 0 = the worker's default
+#define KJIT_REQUEST_FIELD(type, name) type name{};
+  KJIT_COMPILE_REQUEST_FIELDS(KJIT_REQUEST_FIELD)
+#undef KJIT_REQUEST_FIELD
 };
 
 struct CompileReply {
@@ -104,7 +114,8 @@ class Reader {
   std::string str();
   std::vector<std::string> strs();
   bool boolean() { return u32() != 0; }
-  void finish() const;  // throws unless every byte was read
+  void finish() const;                        // throws unless every byte was read
+  size_t size() const { return in_.size(); }  // of the whole payload
 
  private:
   void need(uint64_t n) const;
