@@ -586,8 +586,8 @@ TEST_F(FleetTest, GemmPlansAreSharedOnlyWithinTheirScope) {
   ASSERT_TRUE(rec.has_value()) << why;
   EXPECT_EQ(rec->algo, plan.algo);
   EXPECT_TRUE(rec->tuned);
-  EXPECT_FALSE(b.get_value(ns, pkey).has_value()) << "kept only once verified";
-  b.put_value(ns, pkey, *got);  // what Gemm does after cublasLtMatmulAlgoCheck
+  EXPECT_FALSE(b.facts().get_value(ns, pkey).has_value()) << "kept only once verified";
+  b.facts().put_value(ns, pkey, *got);  // what Gemm does after cublasLtMatmulAlgoCheck
   got = b.get_shared_value(ns, pkey, &from_remote);
   EXPECT_FALSE(from_remote) << "from its own disk now";
 

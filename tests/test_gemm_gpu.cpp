@@ -54,9 +54,12 @@ float f16_to_f32(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
   float v;
-  if (exp == 0) v = std::ldexp(float(mant), -24);
-  else if (exp == 31) v = mant ? NAN : INFINITY;
-  else v = std::ldexp(float(mant | 0x400u), int(exp) - 25);
+  if (exp == 0)
+    v = std::ldexp(float(mant), -24);
+  else if (exp == 31)
+    v = mant ? NAN : INFINITY;
+  else
+    v = std::ldexp(float(mant | 0x400u), int(exp) - 25);
   return sign ? -v : v;
 }
 
@@ -79,8 +82,10 @@ float fp8_to_f32(uint8_t v, bool e4m3) {
   float r;
   if (e4m3 && exp == 15 && mant == 7) return NAN;
   if (!e4m3 && exp == 31) return mant ? NAN : (sign ? -INFINITY : INFINITY);
-  if (exp == 0) r = std::ldexp(float(mant), 1 - bias - mbits);
-  else r = std::ldexp(float(mant + (1 << mbits)), exp - bias - mbits);
+  if (exp == 0)
+    r = std::ldexp(float(mant), 1 - bias - mbits);
+  else
+    r = std::ldexp(float(mant + (1 << mbits)), exp - bias - mbits);
   return sign ? -r : r;
 }
 
@@ -100,7 +105,9 @@ uint8_t f32_to_fp8(float f, bool e4m3) {
   return best;
 }
 
-size_t esize(int32_t t) { return kjit::blas::dtype_size(t); }
+size_t esize(int32_t t) {
+  return kjit::blas::dtype_size(t);
+}
 
 // Rounds `v` to type t; writes its bytes at `dst` and returns the value kept.
 double store(int32_t t, double v, uint8_t* dst) {
@@ -153,7 +160,8 @@ double load(int32_t t, const uint8_t* src) {
       std::memcpy(&b, src, 2);
       return bf16_to_f32(b);
     }
-    default: return fp8_to_f32(*src, t == KJIT_GEMM_F8_E4M3);
+    default:
+      return fp8_to_f32(*src, t == KJIT_GEMM_F8_E4M3);
   }
 }
 
@@ -190,13 +198,13 @@ struct Case {
   int32_t a = KJIT_GEMM_F32, b = 0, c = 0, d = 0, compute = 0, bias_type = 0;
   int64_t m = 1, n = 1, k = 1;
   int32_t order = KJIT_GEMM_COL_MAJOR, ta = 0, tb = 0;
-  int64_t pad = 0;    // added to every leading dimension
+  int64_t pad = 0;  // added to every leading dimension
   int64_t batch = 1;
-  int64_t gap = 0;    // elements between consecutive matrices of a batch
+  int64_t gap = 0;  // elements between consecutive matrices of a batch
   int32_t epilogue = KJIT_GEMM_EPILOGUE_NONE;
   double alpha = 1.25, beta = 0.5;
-  bool c_null = false;    // beta = 0 and C passed as NULL
-  bool in_place = false;  // C and D are one buffer
+  bool c_null = false;                          // beta = 0 and C passed as NULL
+  bool in_place = false;                        // C and D are one buffer
   float a_scale = 0, b_scale = 0, d_scale = 0;  // 0 = none
   double tol = 1e-5;
   // cuBLASLt documents no support matrix for this combination: KJIT_ERROR_UNSUPPORTED
@@ -259,11 +267,11 @@ void run_case(kjit_gemm* g, const Case& cs, void* stream = nullptr) {
   const int32_t ct = cs.c ? cs.c : dt;
   const bool fp8 = kjit::blas::is_fp8(cs.a);
   const bool has_bias = kjit::blas::epilogue_has_bias(cs.epilogue);
-  const int32_t biast = cs.bias_type ? cs.bias_type
-                                     : (fp8 ? (ct == KJIT_GEMM_F16 || ct == KJIT_GEMM_BF16
-                                                   ? ct
-                                                   : int32_t(KJIT_GEMM_BF16))
-                                            : dt);
+  const int32_t biast =
+      cs.bias_type
+          ? cs.bias_type
+          : (fp8 ? (ct == KJIT_GEMM_F16 || ct == KJIT_GEMM_BF16 ? ct : int32_t(KJIT_GEMM_BF16))
+                 : dt);
   const double beta = cs.c_null ? 0.0 : cs.beta;
 
   const Operand A = make_operand(cs.a, cs.ta ? cs.k : cs.m, cs.ta ? cs.m : cs.k, row, cs.pad,
@@ -340,10 +348,10 @@ void run_case(kjit_gemm* g, const Case& cs, void* stream = nullptr) {
   // Reference in float64 on the values the device saw.
   const double sa = cs.a_scale != 0 ? cs.a_scale : 1.0, sb = cs.b_scale != 0 ? cs.b_scale : 1.0;
   const double sd = cs.d_scale != 0 ? cs.d_scale : 1.0;
-  const bool is_gelu = cs.epilogue == KJIT_GEMM_EPILOGUE_GELU ||
-                       cs.epilogue == KJIT_GEMM_EPILOGUE_GELU_BIAS;
-  const bool is_relu = cs.epilogue == KJIT_GEMM_EPILOGUE_RELU ||
-                       cs.epilogue == KJIT_GEMM_EPILOGUE_RELU_BIAS;
+  const bool is_gelu =
+      cs.epilogue == KJIT_GEMM_EPILOGUE_GELU || cs.epilogue == KJIT_GEMM_EPILOGUE_GELU_BIAS;
+  const bool is_relu =
+      cs.epilogue == KJIT_GEMM_EPILOGUE_RELU || cs.epilogue == KJIT_GEMM_EPILOGUE_RELU_BIAS;
   std::vector<char> logical(size_t(Dl.span()), 0);
   std::vector<double> err_sq(size_t(cs.batch * cs.m), 0), ref_sq(size_t(cs.batch * cs.m), 0);
   std::vector<int64_t> bad(size_t(cs.batch * cs.m), 0);
@@ -376,8 +384,9 @@ void run_case(kjit_gemm* g, const Case& cs, void* stream = nullptr) {
         // Bound: the precision's tolerance times the sum of the magnitudes that entered the
         // result (derivative of GELU <= 1.13), plus for GELU the difference between the
         // device's fast tanh and ours.
-        const double bound = (cs.tol * x_abs * (is_gelu ? 1.13 : 1.0) +
-                              (is_gelu ? 1e-3 * std::fabs(x) : 0.0)) * sd + 1e-30;
+        const double bound =
+            (cs.tol * x_abs * (is_gelu ? 1.13 : 1.0) + (is_gelu ? 1e-3 * std::fabs(x) : 0.0)) * sd +
+            1e-30;
         const int64_t di = Dl.index(bi, i, j);
         logical[size_t(di)] = 1;
         const double got = load(dt, &out[size_t(di) * esize(dt)]);
@@ -871,7 +880,8 @@ TEST_F(GemmGpu, SecondProcessReusesPersistedPlan) {
 TEST(GemmGpuChild, ReusePersistedPlan) {
   const char* report = std::getenv("KJIT_GEMM_TEST_CHILD");
   const char* dir = std::getenv("KJIT_GEMM_TEST_CACHE");
-  if (!report || !dir) GTEST_SKIP() << "runs in a child of GemmGpu.SecondProcessReusesPersistedPlan";
+  if (!report || !dir)
+    GTEST_SKIP() << "runs in a child of GemmGpu.SecondProcessReusesPersistedPlan";
   std::ofstream out(report, std::ios::trunc);
   check(driver().cuCtxSetCurrent(kjit::cuda::primary_context(0)), "cuCtxSetCurrent");
   kjit_cache* cache = open_cache(dir);
@@ -904,11 +914,11 @@ TEST_F(GemmGpu, DamagedRecordIsHealed) {
   DevMem probe(256), probe_d(256);  // distinct C and D, as in run_case
   const std::string key = persisted_key_of(c, probe.get(), probe.get(), probe.get(), probe_d.get());
   kjit::Cache& kv = *cache->cache;
-  std::optional<std::string> rec = kv.get_value(kjit::blas::kPlanNamespace, key);
+  std::optional<std::string> rec = kv.facts().get_value(kjit::blas::kPlanNamespace, key);
   ASSERT_TRUE(rec.has_value()) << "record not found under the computed key";
   std::string bad = *rec;
   bad[bad.size() / 2] = char(bad[bad.size() / 2] ^ 0x10);
-  kv.put_value(kjit::blas::kPlanNamespace, key, bad);
+  kv.facts().put_value(kjit::blas::kPlanNamespace, key, bad);
 
   g = create(cache);
   ASSERT_NE(g, nullptr);
@@ -920,7 +930,7 @@ TEST_F(GemmGpu, DamagedRecordIsHealed) {
   EXPECT_EQ(s.heuristic_queries, 1u);
   EXPECT_EQ(s.disk_writes, 1u);  // overwritten
   kjit_gemm_destroy(g);
-  const auto healed = kv.get_value(kjit::blas::kPlanNamespace, key);
+  const auto healed = kv.facts().get_value(kjit::blas::kPlanNamespace, key);
   ASSERT_TRUE(healed.has_value());
   EXPECT_NE(*healed, bad);
   std::string why;
@@ -933,10 +943,11 @@ TEST_F(GemmGpu, DamagedRecordIsHealed) {
     d.a_type = c.a;
     const auto dev = kjit::blas::query_device(0);
     return kjit::blas::make_key(
-        kjit::blas::prepare(&d, probe.get(), probe.get(), probe.get(), probe_d.get(), nullptr),
-        dev, kjit::blas::GemmOptions().max_workspace);
+        kjit::blas::prepare(&d, probe.get(), probe.get(), probe.get(), probe_d.get(), nullptr), dev,
+        kjit::blas::GemmOptions().max_workspace);
   }();
-  EXPECT_TRUE(kjit::blas::decode_plan(*healed, pk, kjit::blas::validators(kjit::blas::query_device(0)), &why))
+  EXPECT_TRUE(kjit::blas::decode_plan(*healed, pk,
+                                      kjit::blas::validators(kjit::blas::query_device(0)), &why))
       << why;
 
   g = create(cache);
@@ -985,8 +996,10 @@ TEST_F(GemmGpu, AlgorithmFailingAlgoCheckIsHealed) {
   };
   const kjit::blas::PlanKey kb = key_of(KJIT_GEMM_BF16), kd = key_of(KJIT_GEMM_F64);
   kjit::Cache& kv = *cache->cache;
-  const auto rb = kv.get_value(kjit::blas::kPlanNamespace, kjit::blas::persist_key(kb, vals));
-  const auto rd = kv.get_value(kjit::blas::kPlanNamespace, kjit::blas::persist_key(kd, vals));
+  const auto rb =
+      kv.facts().get_value(kjit::blas::kPlanNamespace, kjit::blas::persist_key(kb, vals));
+  const auto rd =
+      kv.facts().get_value(kjit::blas::kPlanNamespace, kjit::blas::persist_key(kd, vals));
   ASSERT_TRUE(rb && rd);
   std::string why;
   auto pb = kjit::blas::decode_plan(*rb, kb, vals, &why);
@@ -994,8 +1007,8 @@ TEST_F(GemmGpu, AlgorithmFailingAlgoCheckIsHealed) {
   ASSERT_TRUE(pb && pd) << why;
   ASSERT_NE(pb->algo, pd->algo);
   pb->algo = pd->algo;
-  kv.put_value(kjit::blas::kPlanNamespace, kjit::blas::persist_key(kb, vals),
-               kjit::blas::encode_plan(kb, vals, *pb));
+  kv.facts().put_value(kjit::blas::kPlanNamespace, kjit::blas::persist_key(kb, vals),
+                       kjit::blas::encode_plan(kb, vals, *pb));
 
   g = create(cache);
   ASSERT_NE(g, nullptr);

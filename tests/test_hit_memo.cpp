@@ -445,14 +445,14 @@ std::optional<std::string> record(const std::string& cache_dir, const std::strin
   kjit::CacheConfig cfg;
   cfg.directory = cache_dir;
   kjit::Cache cache(cfg);
-  return cache.get_meta(kjit::toolkit_record_name(root));
+  return cache.facts().get(kjit::toolkit_record_name(root));
 }
 
 void set_record(const std::string& cache_dir, const std::string& root, const std::string& v) {
   kjit::CacheConfig cfg;
   cfg.directory = cache_dir;
   kjit::Cache cache(cfg);
-  cache.set_meta(kjit::toolkit_record_name(root), v);
+  cache.facts().set(kjit::toolkit_record_name(root), v);
 }
 
 TEST(ToolkitRecord, UsedWhileWhatItLookedAtIsUnchangedAndOnlyThen) {

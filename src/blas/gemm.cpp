@@ -53,25 +53,39 @@ namespace {
 
 cudaDataType_t cuda_type(int32_t t) {
   switch (t) {
-    case KJIT_GEMM_F32: return CUDA_R_32F;
-    case KJIT_GEMM_F16: return CUDA_R_16F;
-    case KJIT_GEMM_BF16: return CUDA_R_16BF;
-    case KJIT_GEMM_F8_E4M3: return CUDA_R_8F_E4M3;
-    case KJIT_GEMM_F8_E5M2: return CUDA_R_8F_E5M2;
-    case KJIT_GEMM_F64: return CUDA_R_64F;
-    default: fail(KJIT_ERROR_INTERNAL, "gemm: unknown dtype " + std::to_string(t));
+    case KJIT_GEMM_F32:
+      return CUDA_R_32F;
+    case KJIT_GEMM_F16:
+      return CUDA_R_16F;
+    case KJIT_GEMM_BF16:
+      return CUDA_R_16BF;
+    case KJIT_GEMM_F8_E4M3:
+      return CUDA_R_8F_E4M3;
+    case KJIT_GEMM_F8_E5M2:
+      return CUDA_R_8F_E5M2;
+    case KJIT_GEMM_F64:
+      return CUDA_R_64F;
+    default:
+      fail(KJIT_ERROR_INTERNAL, "gemm: unknown dtype " + std::to_string(t));
   }
 }
 
 cublasComputeType_t compute_type(int32_t c) {
   switch (c) {
-    case KJIT_GEMM_COMPUTE_F32: return CUBLAS_COMPUTE_32F;
-    case KJIT_GEMM_COMPUTE_TF32: return CUBLAS_COMPUTE_32F_FAST_TF32;
-    case KJIT_GEMM_COMPUTE_F16: return CUBLAS_COMPUTE_16F;
-    case KJIT_GEMM_COMPUTE_F64: return CUBLAS_COMPUTE_64F;
-    case KJIT_GEMM_COMPUTE_F32_FAST_F16: return CUBLAS_COMPUTE_32F_FAST_16F;
-    case KJIT_GEMM_COMPUTE_F32_FAST_BF16: return CUBLAS_COMPUTE_32F_FAST_16BF;
-    default: fail(KJIT_ERROR_INTERNAL, "gemm: unknown compute type " + std::to_string(c));
+    case KJIT_GEMM_COMPUTE_F32:
+      return CUBLAS_COMPUTE_32F;
+    case KJIT_GEMM_COMPUTE_TF32:
+      return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case KJIT_GEMM_COMPUTE_F16:
+      return CUBLAS_COMPUTE_16F;
+    case KJIT_GEMM_COMPUTE_F64:
+      return CUBLAS_COMPUTE_64F;
+    case KJIT_GEMM_COMPUTE_F32_FAST_F16:
+      return CUBLAS_COMPUTE_32F_FAST_16F;
+    case KJIT_GEMM_COMPUTE_F32_FAST_BF16:
+      return CUBLAS_COMPUTE_32F_FAST_16BF;
+    default:
+      fail(KJIT_ERROR_INTERNAL, "gemm: unknown compute type " + std::to_string(c));
   }
 }
 
@@ -83,12 +97,18 @@ cudaDataType_t scale_type(int32_t c) {
 
 uint32_t lt_epilogue(int32_t e) {
   switch (e) {
-    case KJIT_GEMM_EPILOGUE_BIAS: return CUBLASLT_EPILOGUE_BIAS;
-    case KJIT_GEMM_EPILOGUE_RELU: return CUBLASLT_EPILOGUE_RELU;
-    case KJIT_GEMM_EPILOGUE_RELU_BIAS: return CUBLASLT_EPILOGUE_RELU_BIAS;
-    case KJIT_GEMM_EPILOGUE_GELU: return CUBLASLT_EPILOGUE_GELU;
-    case KJIT_GEMM_EPILOGUE_GELU_BIAS: return CUBLASLT_EPILOGUE_GELU_BIAS;
-    default: return CUBLASLT_EPILOGUE_DEFAULT;
+    case KJIT_GEMM_EPILOGUE_BIAS:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case KJIT_GEMM_EPILOGUE_RELU:
+      return CUBLASLT_EPILOGUE_RELU;
+    case KJIT_GEMM_EPILOGUE_RELU_BIAS:
+      return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case KJIT_GEMM_EPILOGUE_GELU:
+      return CUBLASLT_EPILOGUE_GELU;
+    case KJIT_GEMM_EPILOGUE_GELU_BIAS:
+      return CUBLASLT_EPILOGUE_GELU_BIAS;
+    default:
+      return CUBLASLT_EPILOGUE_DEFAULT;
   }
 }
 
@@ -101,7 +121,7 @@ uint16_t to_half(double value) {
   const uint32_t abs = x & 0x7fffffffu;
   if (abs >= 0x7f800000u) return uint16_t(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
   if (abs >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to infinity
-  if (abs < 0x38800000u) {                                   // subnormal or zero
+  if (abs < 0x38800000u) {                                  // subnormal or zero
     const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
     const int shift = 126 - int(abs >> 23);
     if (shift > 24) return uint16_t(sign);
@@ -123,9 +143,12 @@ struct Scalar {
     uint16_t h;
   } v{};
   Scalar(double x, int32_t compute) {
-    if (compute == KJIT_GEMM_COMPUTE_F64) v.d = x;
-    else if (compute == KJIT_GEMM_COMPUTE_F16) v.h = to_half(x);
-    else v.f = static_cast<float>(x);
+    if (compute == KJIT_GEMM_COMPUTE_F64)
+      v.d = x;
+    else if (compute == KJIT_GEMM_COMPUTE_F16)
+      v.h = to_half(x);
+    else
+      v.f = static_cast<float>(x);
   }
   const void* ptr() const { return &v; }
 };
@@ -204,8 +227,8 @@ std::string config_text(const AlgoConfig& c, uint64_t workspace) {
   return "algo " + std::to_string(c.algo_id) + " tile " + std::to_string(c.tile) + " stages " +
          std::to_string(c.stages) + " splitK " + std::to_string(c.split_k) + " reduction " +
          std::to_string(c.reduction) + " swizzle " + std::to_string(c.swizzle) + " custom " +
-         std::to_string(c.custom) + " cluster " + std::to_string(c.cluster_shape) +
-         " workspace " + std::to_string(workspace);
+         std::to_string(c.custom) + " cluster " + std::to_string(c.cluster_shape) + " workspace " +
+         std::to_string(workspace);
 }
 
 // Streams are told apart by id (cuStreamGetId, CUDA 12.0+), not address, so a new stream
@@ -242,7 +265,8 @@ class DeviceBuffer {
 class Events {
  public:
   explicit Events(size_t n) : ev_(n, nullptr) {
-    for (auto& e : ev_) cuda::check(cuda::driver().cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+    for (auto& e : ev_)
+      cuda::check(cuda::driver().cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
   }
   ~Events() {
     for (auto e : ev_)
@@ -273,8 +297,7 @@ GemmOptions options_from(const kjit_gemm_options* o) {
     fail(KJIT_ERROR_INVALID_ARGUMENT, "options->autotune_candidates must be <= 64 (got " +
                                           std::to_string(g.autotune_candidates) + ")");
   if (g.autotune_reps > 1000 || g.autotune_warmup > 1000)
-    fail(KJIT_ERROR_INVALID_ARGUMENT,
-         "options->autotune_reps and autotune_warmup must be <= 1000");
+    fail(KJIT_ERROR_INVALID_ARGUMENT, "options->autotune_reps and autotune_warmup must be <= 1000");
   if (g.max_workspace > (uint64_t(1) << 40))
     fail(KJIT_ERROR_INVALID_ARGUMENT, "options->max_workspace_bytes is too large");
   return g;
@@ -301,8 +324,8 @@ Gemm::Gemm(Cache* cache, int device, const GemmOptions& opts)
   validators_ = blas::validators(dev_);
   ctx_ = cuda::primary_context(device);
   if (!cuda::context_id(ctx_, &ctx_id_))
-    fail(KJIT_ERROR_CUDA, "the primary context of device " + std::to_string(device) +
-                              " has no id after retain");
+    fail(KJIT_ERROR_CUDA,
+         "the primary context of device " + std::to_string(device) + " has no id after retain");
   cuda::ScopedContext scope(ctx_);
   lt_check(lt().cublasLtCreate(&handle_), "cublasLtCreate");
 }
@@ -368,7 +391,8 @@ Gemm::PlanPtr Gemm::build_plan(const Problem& p) const {
   set_desc(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, op(p.op_a), "setting op(A)");
   set_desc(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, op(p.op_b), "setting op(B)");
   if (p.epilogue != KJIT_GEMM_EPILOGUE_NONE)
-    set_desc(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, lt_epilogue(p.epilogue), "setting the epilogue");
+    set_desc(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, lt_epilogue(p.epilogue),
+             "setting the epilogue");
   if (epilogue_has_bias(p.epilogue)) {
     set_desc(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(cuda_type(p.bias_type)),
              "setting the bias type");
@@ -376,8 +400,8 @@ Gemm::PlanPtr Gemm::build_plan(const Problem& p) const {
       set_desc(plan->op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, p.stride_bias,
                "setting the bias batch stride");
   }
-  plan->per_call_attributes = epilogue_has_bias(p.epilogue) || is_fp8(p.a_type) ||
-                              is_fp8(p.b_type) || is_fp8(p.d_type);
+  plan->per_call_attributes =
+      epilogue_has_bias(p.epilogue) || is_fp8(p.a_type) || is_fp8(p.b_type) || is_fp8(p.d_type);
   set_pointers(plan->op, p);
   plan->a = make_layout(p.a_type, p.op_a ? p.k : p.m, p.op_a ? p.m : p.k, p.lda, p.batch,
                         p.stride_a, "layout of A");
@@ -420,13 +444,14 @@ Gemm::Heuristics Gemm::heuristic(const Problem& p, const Plan& plan, int count) 
   if (results.empty()) {
     std::string hint;
     if ((is_fp8(p.a_type) || is_fp8(p.b_type)) && !(p.op_a == 1 && p.op_b == 0))
-      hint = "; fp8 on this GPU may need op(A)=T, op(B)=N in column-major terms (row-major: "
-             "trans_a=N, trans_b=T)";
-    fail(KJIT_ERROR_UNSUPPORTED, "cuBLASLt has no algorithm for " + describe(p) + " on device " +
-                                     std::to_string(ordinal_) + " (" + dev_.name + ", sm_" +
-                                     std::to_string(dev_.cc_major) + std::to_string(dev_.cc_minor) +
-                                     ")" + (s == CUBLAS_STATUS_NOT_SUPPORTED ? ": " + lt_status_text(s) : "") +
-                                     hint);
+      hint =
+          "; fp8 on this GPU may need op(A)=T, op(B)=N in column-major terms (row-major: "
+          "trans_a=N, trans_b=T)";
+    fail(KJIT_ERROR_UNSUPPORTED,
+         "cuBLASLt has no algorithm for " + describe(p) + " on device " + std::to_string(ordinal_) +
+             " (" + dev_.name + ", sm_" + std::to_string(dev_.cc_major) +
+             std::to_string(dev_.cc_minor) + ")" +
+             (s == CUBLAS_STATUS_NOT_SUPPORTED ? ": " + lt_status_text(s) : "") + hint);
   }
   return results;
 }
@@ -435,8 +460,8 @@ cublasStatus_t Gemm::matmul(const Plan& plan, const cublasLtMatmulAlgo_t& algo, 
                             const void* c, void* d, void* ws, size_t ws_size,
                             CUstream stream) const {
   const Scalar alpha(p.alpha, p.compute), beta(p.beta, p.compute);
-  return lt().cublasLtMatmul(handle_, plan.op, alpha.ptr(), p.a, plan.a, p.b, plan.b, beta.ptr(),
-                             c, plan.c, d, plan.d, &algo, ws, ws_size,
+  return lt().cublasLtMatmul(handle_, plan.op, alpha.ptr(), p.a, plan.a, p.b, plan.b, beta.ptr(), c,
+                             plan.c, d, plan.d, &algo, ws, ws_size,
                              reinterpret_cast<cudaStream_t>(stream));
 }
 
@@ -500,8 +525,8 @@ Gemm::PlanPtr Gemm::load_persisted(const Problem& p, const PlanKey& key, const s
   const std::optional<PersistedPlan> rec = decode_plan(*value, key, validators_, &why);
   if (!rec) {
     disk_rejected_.fetch_add(1, std::memory_order_relaxed);
-    log_warn("gemm: persisted plan for " + describe(p) + (from_remote ? " from the remote tier" : "") +
-             " rejected (" + why + "); re-planning");
+    log_warn("gemm: persisted plan for " + describe(p) +
+             (from_remote ? " from the remote tier" : "") + " rejected (" + why + "); re-planning");
     return nullptr;
   }
   if (opts_.autotune && !rec->tuned) {
@@ -524,7 +549,7 @@ Gemm::PlanPtr Gemm::load_persisted(const Problem& p, const PlanKey& key, const s
   plan->workspace = check.workspaceSize;
   plan->tuned = rec->tuned;
   plan->tuned_us = rec->tuned_us;
-  if (from_remote) cache_->put_value(kPlanNamespace, pkey, *value);
+  if (from_remote) cache_->facts().put_value(kPlanNamespace, pkey, *value);
   return plan;
 }
 
@@ -724,8 +749,9 @@ void Gemm::run(const Problem& p, void* stream_ptr) {
     // sees beta, the pointers and whether C is D).
     std::string hint;
     if (is_fp8(p.a_type) || is_fp8(p.b_type))
-      hint = "; fp8 GEMMs run with beta = 0 or in place (C == D, 16-bit or f32 D), with "
-             "16-byte aligned pointers and leading dimensions";
+      hint =
+          "; fp8 GEMMs run with beta = 0 or in place (C == D, 16-bit or f32 D), with "
+          "16-byte aligned pointers and leading dimensions";
     fail(KJIT_ERROR_UNSUPPORTED, "cuBLASLt cannot run " + describe(p) + " on device " +
                                      std::to_string(ordinal_) + " (" + dev_.name +
                                      "): cublasLtMatmul returned " + lt_status_text(s) + hint);

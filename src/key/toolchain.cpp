@@ -121,7 +121,7 @@ const ToolchainFacts& facts(Cache* cache) {
   const std::string lib = nvrtc_library_path();
   const std::string memo = "toolchain-2:" + lib + ":" + file_identity(lib);
   if (cache && !lib.empty()) {
-    if (auto v = cache->get_meta(memo)) {
+    if (auto v = cache->facts().get(memo)) {
       if (decode(*v, &g_facts)) {
         g_known = true;
         return g_facts;
@@ -131,7 +131,7 @@ const ToolchainFacts& facts(Cache* cache) {
   g_facts = probe_toolchain();
   g_known = true;
   log_debug("NVRTC toolchain: " + g_facts.id + " (" + lib + ")");
-  if (cache && !lib.empty()) cache->set_meta(memo, encode(g_facts));
+  if (cache && !lib.empty()) cache->facts().set(memo, encode(g_facts));
   return g_facts;
 }
 

@@ -251,7 +251,7 @@ Toolkit find(const std::string& explicit_root, Cache* cache) {
   const auto candidates = candidates_for(explicit_root);
   const std::string name = toolkit_record_name(explicit_root);
   if (cache) {
-    if (auto record = cache->get_meta(name)) {
+    if (auto record = cache->facts().get(name)) {
       Toolkit t;
       std::vector<PathStamp> looked;
       if (decode(*record, &t, &looked) && paths_unchanged(looked)) return t;
@@ -259,7 +259,7 @@ Toolkit find(const std::string& explicit_root, Cache* cache) {
   }
   Looker fs;
   Toolkit t = discover(candidates, fs);
-  if (cache && fs.keepable()) cache->set_meta(name, encode(t, fs.looked()));
+  if (cache && fs.keepable()) cache->facts().set(name, encode(t, fs.looked()));
   return t;
 }
 

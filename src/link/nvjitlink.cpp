@@ -163,7 +163,7 @@ void remember_identity(Cache* cache) {
   char buf[PATH_MAX];
   if (!realpath(file.c_str(), buf) || lib.library != buf) return;
   const std::string memo = "nvjitlink:" + file + ":" + stat_id;
-  if (cache->get_meta(memo) != lib.identity) cache->set_meta(memo, lib.identity);
+  if (cache->facts().get(memo) != lib.identity) cache->facts().set(memo, lib.identity);
 }
 
 std::string nvjitlink_identity(Cache* cache) {
@@ -179,14 +179,14 @@ std::string nvjitlink_identity(Cache* cache) {
     if (it != known.end()) return it->second;
   }
   std::optional<std::string> id;
-  if (cache) id = cache->get_meta(memo);
+  if (cache) id = cache->facts().get(memo);
   if (!id || id->rfind("nvJitLink ", 0) != 0) {
     const NvJitLink& lib = nvjitlink();
     char buf[PATH_MAX];
     // Remembered only when the loaded library is that file.
     if (!realpath(file.c_str(), buf) || lib.library != buf) return lib.identity;
     id = lib.identity;
-    if (cache) cache->set_meta(memo, *id);
+    if (cache) cache->facts().set(memo, *id);
   }
   std::lock_guard<std::mutex> lock(mu);
   if (known.size() < 64) known[memo] = *id;

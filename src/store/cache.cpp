@@ -510,42 +510,4 @@ void Cache::import_file(const std::string& path, uint64_t* imported, uint64_t* r
   *rejected = report.rejected;
 }
 
-std::optional<std::string> Cache::get_meta(const std::string& name) {
-  if (!disk_) return std::nullopt;
-  try {
-    return disk_->get_meta(name);
-  } catch (const std::exception& e) {
-    disk_failed(e, "reading cache metadata");
-    return std::nullopt;
-  }
-}
-
-void Cache::set_meta(const std::string& name, const std::string& value) {
-  if (!disk_) return;
-  try {
-    disk_->set_meta(name, value);
-  } catch (const std::exception& e) {
-    disk_failed(e, "writing cache metadata");
-  }
-}
-
-std::optional<std::string> Cache::get_value(const std::string& ns, const std::string& key) {
-  if (!disk_) return std::nullopt;
-  try {
-    return disk_->get_value(ns, key);
-  } catch (const std::exception& e) {
-    disk_failed(e, "reading a cached value");
-    return std::nullopt;
-  }
-}
-
-void Cache::put_value(const std::string& ns, const std::string& key, const std::string& value) {
-  if (!disk_ || disk_->read_only()) return;
-  try {
-    disk_->put_value(ns, key, value);
-  } catch (const std::exception& e) {
-    disk_failed(e, "writing a cached value");
-  }
-}
-
 }  // namespace kjit

@@ -15,6 +15,7 @@
 #include "kjit/cache.h"
 #include "kjit/compile.h"
 #include "store/disk_store.h"
+#include "store/facts.h"
 #include "store/fleet_claim.h"
 #include "store/memory_tier.h"
 #include "store/outcome.h"
@@ -148,15 +149,13 @@ class Cache {
 
   CacheStats stats();
 
-  // Small persistent facts (toolchain ids...). No-ops / nullopt without a disk tier.
-  std::optional<std::string> get_meta(const std::string& name);
-  void set_meta(const std::string& name, const std::string& value);
-  std::optional<std::string> get_value(const std::string& ns, const std::string& key);
-  void put_value(const std::string& ns, const std::string& key, const std::string& value);
+  // Small persistent facts and named values kept in the database (facts.h).
+  Facts& facts() { return facts_; }
   // Values shared across the fleet (GEMM plans; cache_fleet.cpp): the disk's, else the
   // remote tier's, which is not stored here: the caller verifies it, then keeps it with
-  // put_value(). *from_remote says where it came from. put_shared_value() is put_value()
-  // plus a write to a read-write remote tier (on this thread, bounded by its timeout).
+  // facts().put_value(). *from_remote says where it came from. put_shared_value() is
+  // facts().put_value() plus a write to a read-write remote tier (on this thread, bounded by its
+  // timeout).
   std::optional<std::string> get_shared_value(const std::string& ns, const std::string& key,
                                               bool* from_remote);
   void put_shared_value(const std::string& ns, const std::string& key, const std::string& value);
@@ -214,6 +213,8 @@ class Cache {
   std::mutex owner_mu_;
   MemoryTier memory_;
   std::unique_ptr<DiskStore> disk_;
+  Facts facts_{disk_,
+               [this](const std::exception& e, const char* during) { disk_failed(e, during); }};
   std::unique_ptr<RemoteTier> remote_;
   std::unique_ptr<FleetClaims> fleet_;  // with remote_, unless claim_wait_ms is 0
   int disk_state_ = KJIT_DISK_DISABLED;

@@ -45,7 +45,7 @@ std::string shared_value_key(const RemoteTier& remote, const std::string& ns,
 std::optional<std::string> Cache::get_shared_value(const std::string& ns, const std::string& key,
                                                    bool* from_remote) {
   *from_remote = false;
-  if (std::optional<std::string> v = get_value(ns, key)) return v;
+  if (std::optional<std::string> v = facts_.get_value(ns, key)) return v;
   if (!remote_) return std::nullopt;
   const auto r = remote_->command({"GET", shared_value_key(*remote_, ns, key)});
   if (!r || r->type != RemoteReply::Type::String) return std::nullopt;
@@ -55,7 +55,7 @@ std::optional<std::string> Cache::get_shared_value(const std::string& ns, const 
 
 void Cache::put_shared_value(const std::string& ns, const std::string& key,
                              const std::string& value) {
-  put_value(ns, key, value);
+  facts_.put_value(ns, key, value);
   if (!remote_ || remote_->config().read_only) return;
   remote_->command({"SET", shared_value_key(*remote_, ns, key), value, "EX",
                     std::to_string(remote_->config().ttl_seconds)});

@@ -1,0 +1,39 @@
+// Small persistent facts kept in the cache database beside the entries, so that later
+// processes need not learn them again: NVRTC's identity and architectures (toolchain.h),
+// toolkit discoveries (toolkit.h), nvJitLink's identity, and named values in namespaces
+// (tuned GEMM plans). Not entries: no key coverage, no eviction, no stats.
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace kjit {
+
+class DiskStore;
+
+class Facts {
+ public:
+  // Reads and writes through `disk` (the cache's disk tier, which may be absent or replaced
+  // while the cache lives); a failure is passed to `failed` (the cache degrades its disk
+  // tier as for any other failure) and reads as nothing.
+  using Failed = std::function<void(const std::exception&, const char* during)>;
+  Facts(const std::unique_ptr<DiskStore>& disk, Failed failed)
+      : disk_(disk), failed_(std::move(failed)) {}
+
+  // A fact by name; nullopt without a disk tier or when none is recorded.
+  std::optional<std::string> get(const std::string& name);
+  // Records a fact (no-op without a disk tier).
+  void set(const std::string& name, const std::string& value);
+  // A value in namespace `ns`; put_value() is a no-op on a read-only disk tier.
+  std::optional<std::string> get_value(const std::string& ns, const std::string& key);
+  void put_value(const std::string& ns, const std::string& key, const std::string& value);
+
+ private:
+  const std::unique_ptr<DiskStore>& disk_;
+  Failed failed_;
+};
+
+}  // namespace kjit
