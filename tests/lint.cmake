@@ -10,4 +10,11 @@ if(KJIT_PYTHON3)
   add_test(NAME function_length_checker
     COMMAND ${KJIT_PYTHON3} ${PROJECT_SOURCE_DIR}/tests/lint/test_function_length.py)
   set_tests_properties(function_length_checker PROPERTIES LABELS lint)
+  # Dependencies between the rooms of src/ point down (tools/check_layers.py says how).
+  add_test(NAME layers COMMAND ${KJIT_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/check_layers.py
+    --root ${PROJECT_SOURCE_DIR})
+  set_tests_properties(layers PROPERTIES LABELS lint)
+  add_test(NAME layers_checker
+    COMMAND ${KJIT_PYTHON3} ${PROJECT_SOURCE_DIR}/tests/lint/test_check_layers.py)
+  set_tests_properties(layers_checker PROPERTIES LABELS lint)
 endif()
