@@ -155,14 +155,13 @@ std::optional<Outcome> Compiler::compile_in_worker_process(const std::string& so
     auto it = backoff.find(where);
     if (it != backoff.end() && monotonic_ms() < it->second) return std::nullopt;
   }
-  std::string cwd(4096, '\0');
-  if (!addr.directory.empty() && !getcwd(cwd.data(), cwd.size())) {
+  const std::string cwd = addr.directory.empty() ? std::string() : current_directory();
+  if (!addr.directory.empty() && cwd.empty()) {
     why = "the working directory cannot be read";
     addr.directory.clear();
   }
   WorkerAnswer a;
   if (!addr.directory.empty()) {
-    cwd.resize(std::strlen(cwd.c_str()));
     worker::CompileRequest q;
     q.cwd = cwd;
     q.key = key;
