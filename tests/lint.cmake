@@ -17,4 +17,13 @@ if(KJIT_PYTHON3)
   add_test(NAME layers_checker
     COMMAND ${KJIT_PYTHON3} ${PROJECT_SOURCE_DIR}/tests/lint/test_check_layers.py)
   set_tests_properties(layers_checker PROPERTIES LABELS lint)
+  # Every list of the cache counters (kjit_cache_stats, each binding's raw struct and its
+  # idiomatic stats) has exactly those of KJIT_CACHE_COUNTERS (tools/check_counters.py).
+  add_test(NAME cache_counters
+    COMMAND ${KJIT_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/check_counters.py
+      --root ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cache_counters PROPERTIES LABELS "lint;abi")
+  add_test(NAME cache_counters_checker
+    COMMAND ${KJIT_PYTHON3} ${PROJECT_SOURCE_DIR}/tests/lint/test_check_counters.py)
+  set_tests_properties(cache_counters_checker PROPERTIES LABELS "lint;abi")
 endif()

@@ -68,7 +68,10 @@ func (d DiskState) String() string {
 	return "DiskState(" + strconv.Itoa(int(d)) + ")"
 }
 
-// CacheStats are the counters and sizes of a cache handle.
+// CacheStats are the counters and sizes of a cache handle. The counters count what this
+// handle did since it was opened; the Total* fields count every process that has used the
+// cache database, this one included (each handle adds its counts to the database when it
+// stores an entry and when it closes).
 type CacheStats struct {
 	DiskState      DiskState
 	MemoryHits     uint64
@@ -99,6 +102,33 @@ type CacheStats struct {
 	PchCreated uint64
 	PchUsed    uint64
 	PchFailed  uint64
+	// RemoteClaims counts keys this handle claimed in the remote tier and compiled for the
+	// fleet; RemoteClaimWaits misses that waited on another node's claim, of which
+	// RemoteClaimWaitHits ended with that node's entry and RemoteClaimWaitTimeouts reached
+	// the deadline (the handle then compiled itself).
+	RemoteClaims            uint64
+	RemoteClaimWaits        uint64
+	RemoteClaimWaitHits     uint64
+	RemoteClaimWaitTimeouts uint64
+
+	TotalMemoryHits              uint64
+	TotalDiskHits                uint64
+	TotalRemoteHits              uint64
+	TotalMisses                  uint64
+	TotalCompiles                uint64
+	TotalCorruptEntries          uint64
+	TotalEvictions               uint64
+	TotalRemoteErrors            uint64
+	TotalRemoteTimeouts          uint64
+	TotalCompileMSSaved          float64
+	TotalNotStored               uint64
+	TotalPchCreated              uint64
+	TotalPchUsed                 uint64
+	TotalPchFailed               uint64
+	TotalRemoteClaims            uint64
+	TotalRemoteClaimWaits        uint64
+	TotalRemoteClaimWaitHits     uint64
+	TotalRemoteClaimWaitTimeouts uint64
 }
 
 // CacheEntry is one disk entry as listed by (*Cache).List.
@@ -235,6 +265,30 @@ func (c *Cache) Stats() (CacheStats, error) {
 		PchCreated:     uint64(s.pch_created),
 		PchUsed:        uint64(s.pch_used),
 		PchFailed:      uint64(s.pch_failed),
+
+		RemoteClaims:            uint64(s.remote_claims),
+		RemoteClaimWaits:        uint64(s.remote_claim_waits),
+		RemoteClaimWaitHits:     uint64(s.remote_claim_wait_hits),
+		RemoteClaimWaitTimeouts: uint64(s.remote_claim_wait_timeouts),
+
+		TotalMemoryHits:              uint64(s.total_memory_hits),
+		TotalDiskHits:                uint64(s.total_disk_hits),
+		TotalRemoteHits:              uint64(s.total_remote_hits),
+		TotalMisses:                  uint64(s.total_misses),
+		TotalCompiles:                uint64(s.total_compiles),
+		TotalCorruptEntries:          uint64(s.total_corrupt_entries),
+		TotalEvictions:               uint64(s.total_evictions),
+		TotalRemoteErrors:            uint64(s.total_remote_errors),
+		TotalRemoteTimeouts:          uint64(s.total_remote_timeouts),
+		TotalCompileMSSaved:          float64(s.total_compile_ms_saved),
+		TotalNotStored:               uint64(s.total_not_stored),
+		TotalPchCreated:              uint64(s.total_pch_created),
+		TotalPchUsed:                 uint64(s.total_pch_used),
+		TotalPchFailed:               uint64(s.total_pch_failed),
+		TotalRemoteClaims:            uint64(s.total_remote_claims),
+		TotalRemoteClaimWaits:        uint64(s.total_remote_claim_waits),
+		TotalRemoteClaimWaitHits:     uint64(s.total_remote_claim_wait_hits),
+		TotalRemoteClaimWaitTimeouts: uint64(s.total_remote_claim_wait_timeouts),
 	}, nil
 }
 

@@ -298,6 +298,14 @@ func TestCacheTiersAndIdenticalBytes(t *testing.T) {
 		string(hit.CUBIN()) != string(first.CUBIN()) {
 		t.Fatal("disk hit differs", hit.Tier())
 	}
+	// The totals count every handle that used the database: the first one's compile and
+	// memory hit, this one's disk hit.
+	s, err = cache2.Stats()
+	must(t, err)
+	if s.Compiles != 0 || s.DiskHits != 1 || s.TotalCompiles != 1 || s.TotalMemoryHits < 1 ||
+		s.TotalDiskHits != 1 || s.TotalRemoteClaims != 0 {
+		t.Fatalf("%+v", s)
+	}
 
 	got, err := cache2.Get(first.Key())
 	must(t, err)

@@ -24,56 +24,34 @@ kjit_status check_key(const char* key, const char* fn) {
   return KJIT_OK;
 }
 
+// kjit_cache_stats plus the one counter that it names otherwise: compile_us_saved, which
+// the public struct holds in milliseconds (compile_ms_saved, a double).
+struct PublicStats : kjit_cache_stats {
+  uint64_t compile_us_saved = 0, total_compile_us_saved = 0;
+};
+
 kjit_cache_stats to_public(const CacheStats& c) {
-  kjit_cache_stats s = blank<kjit_cache_stats>();
+  PublicStats s;
+  static_cast<kjit_cache_stats&>(s) = blank<kjit_cache_stats>();
+  // Each counter of KJIT_CACHE_COUNTERS and its total, into the fields of the same names:
+  // a counter that kjit_cache_stats lacks does not compile.
+#define KJIT_COPY_COUNTER(name) s.name = c.name, s.total_##name = c.total_##name;
+  KJIT_CACHE_COUNTERS(KJIT_COPY_COUNTER)
+#undef KJIT_COPY_COUNTER
+  s.compile_ms_saved = static_cast<double>(s.compile_us_saved) / 1000.0;
+  s.total_compile_ms_saved = static_cast<double>(s.total_compile_us_saved) / 1000.0;
   s.disk_state = c.disk_state;
-  s.memory_hits = c.memory_hits;
-  s.disk_hits = c.disk_hits;
-  s.remote_hits = c.remote_hits;
-  s.misses = c.misses;
-  s.compiles = c.compiles;
+  s.remote_state = c.remote_state;
   s.stores = c.stores;
   s.store_failures = c.store_failures;
-  s.corrupt_entries = c.corrupt_entries;
-  s.evictions = c.evictions;
   s.waits = c.waits;
-  s.compile_ms_saved = static_cast<double>(c.compile_us_saved) / 1000.0;
   s.memory_entries = c.memory_entries;
   s.memory_bytes = c.memory_bytes;
   s.disk_entries = c.disk_entries;
   s.disk_bytes = c.disk_bytes;
   s.max_size_bytes = c.max_size_bytes;
-  s.remote_errors = c.remote_errors;
-  s.remote_timeouts = c.remote_timeouts;
   std::snprintf(s.message, sizeof s.message, "%s", c.message.c_str());
-  s.total_memory_hits = c.total_memory_hits;
-  s.total_disk_hits = c.total_disk_hits;
-  s.total_remote_hits = c.total_remote_hits;
-  s.total_misses = c.total_misses;
-  s.total_compiles = c.total_compiles;
-  s.total_corrupt_entries = c.total_corrupt_entries;
-  s.total_evictions = c.total_evictions;
-  s.total_remote_errors = c.total_remote_errors;
-  s.total_remote_timeouts = c.total_remote_timeouts;
-  s.total_compile_ms_saved = static_cast<double>(c.total_compile_us_saved) / 1000.0;
-  s.remote_state = c.remote_state;
-  s.not_stored = c.not_stored;
-  s.pch_created = c.pch_created;
-  s.pch_used = c.pch_used;
-  s.pch_failed = c.pch_failed;
-  s.total_not_stored = c.total_not_stored;
-  s.total_pch_created = c.total_pch_created;
-  s.total_pch_used = c.total_pch_used;
-  s.total_pch_failed = c.total_pch_failed;
-  s.remote_claims = c.remote_claims;
-  s.remote_claim_waits = c.remote_claim_waits;
-  s.remote_claim_wait_hits = c.remote_claim_wait_hits;
-  s.remote_claim_wait_timeouts = c.remote_claim_wait_timeouts;
-  s.total_remote_claims = c.total_remote_claims;
-  s.total_remote_claim_waits = c.total_remote_claim_waits;
-  s.total_remote_claim_wait_hits = c.total_remote_claim_wait_hits;
-  s.total_remote_claim_wait_timeouts = c.total_remote_claim_wait_timeouts;
-  return s;
+  return s;  // the kjit_cache_stats part
 }
 
 }  // namespace
@@ -85,7 +63,9 @@ KJIT_EXPORT kjit_status kjit_cache_options_init_sized(kjit_cache_options* opts, 
 }
 
 // The 0.1.0 entry point (the header's macro of the same name calls the sized one).
-KJIT_EXPORT void(kjit_cache_options_init)(kjit_cache_options* opts) { init_v0_1(opts); }
+KJIT_EXPORT void(kjit_cache_options_init)(kjit_cache_options* opts) {
+  init_v0_1(opts);
+}
 
 KJIT_EXPORT kjit_status kjit_cache_stats_init_sized(kjit_cache_stats* stats, size_t size) {
   return guard([&] { return init_sized(stats, size, "kjit_cache_stats_init_sized"); });
@@ -175,7 +155,8 @@ KJIT_EXPORT kjit_status kjit_cache_get(kjit_cache* cache, const char* key_hex, k
 KJIT_EXPORT kjit_status kjit_cache_put(kjit_cache* cache, const kjit_binary* binary) {
   return guard([&] {
     if (kjit_status s = check(cache, "kjit_cache_put")) return s;
-    if (!ok(binary)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_cache_put: invalid binary handle");
+    if (!ok(binary))
+      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_cache_put: invalid binary handle");
     if (binary->status != KJIT_OK || !binary->entry) {
       return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_cache_put: binary holds a failed compile");
     }
@@ -226,8 +207,7 @@ KJIT_EXPORT kjit_status kjit_cache_verify(kjit_cache* cache, uint64_t* checked, 
   });
 }
 
-KJIT_EXPORT kjit_status kjit_cache_prune(kjit_cache* cache, uint64_t max_bytes,
-                                         uint64_t* removed) {
+KJIT_EXPORT kjit_status kjit_cache_prune(kjit_cache* cache, uint64_t max_bytes, uint64_t* removed) {
   return guard([&] {
     if (kjit_status s = check(cache, "kjit_cache_prune")) return s;
     const uint64_t n = cache->cache->prune(max_bytes);
@@ -239,7 +219,8 @@ KJIT_EXPORT kjit_status kjit_cache_prune(kjit_cache* cache, uint64_t max_bytes,
 KJIT_EXPORT kjit_status kjit_cache_export(kjit_cache* cache, const char* path, uint64_t* count) {
   return guard([&] {
     if (kjit_status s = check(cache, "kjit_cache_export")) return s;
-    if (!path || !*path) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_cache_export: path is NULL or empty");
+    if (!path || !*path)
+      return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_cache_export: path is NULL or empty");
     const uint64_t n = cache->cache->export_file(path);
     if (count) *count = n;
     return KJIT_OK;
@@ -250,7 +231,8 @@ KJIT_EXPORT kjit_status kjit_cache_import(kjit_cache* cache, const char* path, u
                                           uint64_t* rejected) {
   return guard([&] {
     if (kjit_status s = check(cache, "kjit_cache_import")) return s;
-    if (!path || !*path) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_cache_import: path is NULL or empty");
+    if (!path || !*path)
+      return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_cache_import: path is NULL or empty");
     uint64_t in = 0, bad = 0;
     struct Counts {
       uint64_t* imported;

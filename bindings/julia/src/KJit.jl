@@ -457,7 +457,8 @@ directory(c::Cache) = _str(LibKJit.kjit_cache_directory(c))
 Counters and sizes of a cache handle (`kjit_cache_stats`); `disk_state` is a Symbol.
 `not_stored` counts compiles whose result was not stored because NVRTC read a file the
 cache key does not cover (the log says which); the caller still got the result, and such
-a program is compiled again on every request.
+a program is compiled again on every request. The `total_*` fields count every process
+that has used the cache database, this one included.
 """
 struct CacheStats
     disk_state::Symbol
@@ -484,6 +485,28 @@ struct CacheStats
     pch_created::UInt64
     pch_used::UInt64
     pch_failed::UInt64
+    remote_claims::UInt64
+    remote_claim_waits::UInt64
+    remote_claim_wait_hits::UInt64
+    remote_claim_wait_timeouts::UInt64
+    total_memory_hits::UInt64
+    total_disk_hits::UInt64
+    total_remote_hits::UInt64
+    total_misses::UInt64
+    total_compiles::UInt64
+    total_corrupt_entries::UInt64
+    total_evictions::UInt64
+    total_remote_errors::UInt64
+    total_remote_timeouts::UInt64
+    total_compile_ms_saved::Float64
+    total_not_stored::UInt64
+    total_pch_created::UInt64
+    total_pch_used::UInt64
+    total_pch_failed::UInt64
+    total_remote_claims::UInt64
+    total_remote_claim_waits::UInt64
+    total_remote_claim_wait_hits::UInt64
+    total_remote_claim_wait_timeouts::UInt64
 end
 
 function stats(c::Cache)
@@ -492,12 +515,10 @@ function stats(c::Cache)
     s = r[]
     msg = UInt8[reinterpret(UInt8, ch) for ch in s.message]
     state = 0 <= s.disk_state < 4 ? _DISK_STATES[s.disk_state+1] : Symbol("state_$(s.disk_state)")
-    return CacheStats(state, s.memory_hits, s.disk_hits, s.remote_hits, s.misses, s.compiles,
-                      s.stores, s.store_failures, s.corrupt_entries, s.evictions, s.waits,
-                      s.compile_ms_saved, s.memory_entries, s.memory_bytes, s.disk_entries,
-                      s.disk_bytes, s.max_size_bytes, s.remote_errors, s.remote_timeouts,
-                      String(msg[1:something(findfirst(==(0x00), msg), length(msg) + 1)-1]),
-                      s.not_stored, s.pch_created, s.pch_used, s.pch_failed)
+    message = String(msg[1:something(findfirst(==(0x00), msg), length(msg) + 1)-1])
+    # Every other field is the C struct's field of the same name.
+    field(f) = f === :disk_state ? state : f === :message ? message : getfield(s, f)
+    return CacheStats(map(field, fieldnames(CacheStats))...)
 end
 
 "Drop the in-process memory tier; the disk is untouched."

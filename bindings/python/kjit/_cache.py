@@ -88,6 +88,19 @@ class CacheStats:
     total_pch_created: int
     total_pch_used: int
     total_pch_failed: int
+    #: fleet-wide single flight through the remote tier: keys this handle claimed and
+    #: compiled for the fleet, misses that waited on another node's claim, waits that
+    #: ended with that node's entry, and waits that reached the deadline (the handle then
+    #: compiled itself)
+    remote_claims: int
+    remote_claim_waits: int
+    remote_claim_wait_hits: int
+    remote_claim_wait_timeouts: int
+    #: the same four over every process of the database
+    total_remote_claims: int
+    total_remote_claim_waits: int
+    total_remote_claim_wait_hits: int
+    total_remote_claim_wait_timeouts: int
 
     @property
     def hits(self) -> int:
@@ -195,28 +208,13 @@ class Cache(Handle):
         s = _lib.CacheStatsStruct()
         s.struct_size = ctypes.sizeof(s)
         check(_lib.lib().kjit_cache_stats_get(self._handle(), ctypes.byref(s)))
-        return CacheStats(
-            disk_state=_enum(DiskState, s.disk_state),
-            memory_hits=s.memory_hits, disk_hits=s.disk_hits, remote_hits=s.remote_hits,
-            misses=s.misses, compiles=s.compiles, stores=s.stores,
-            store_failures=s.store_failures, corrupt_entries=s.corrupt_entries,
-            evictions=s.evictions, waits=s.waits, compile_ms_saved=s.compile_ms_saved,
-            memory_entries=s.memory_entries, memory_bytes=s.memory_bytes,
-            disk_entries=s.disk_entries, disk_bytes=s.disk_bytes,
-            max_size_bytes=s.max_size_bytes, remote_errors=s.remote_errors,
-            remote_timeouts=s.remote_timeouts,
-            message=s.message.decode("utf-8", "replace"),
-            total_memory_hits=s.total_memory_hits, total_disk_hits=s.total_disk_hits,
-            total_remote_hits=s.total_remote_hits, total_misses=s.total_misses,
-            total_compiles=s.total_compiles, total_corrupt_entries=s.total_corrupt_entries,
-            total_evictions=s.total_evictions, total_remote_errors=s.total_remote_errors,
-            total_remote_timeouts=s.total_remote_timeouts,
-            total_compile_ms_saved=s.total_compile_ms_saved,
-            remote_state=_enum(RemoteState, s.remote_state),
-            not_stored=s.not_stored, pch_created=s.pch_created, pch_used=s.pch_used,
-            pch_failed=s.pch_failed, total_not_stored=s.total_not_stored,
-            total_pch_created=s.total_pch_created, total_pch_used=s.total_pch_used,
-            total_pch_failed=s.total_pch_failed)
+        # Every field of the C struct but struct_size, under its own name: CacheStats
+        # declares the same ones (tools/check_counters.py checks the counters).
+        fields = {name: getattr(s, name) for name, _ in s._fields_ if name != "struct_size"}
+        fields.update(disk_state=_enum(DiskState, s.disk_state),
+                      remote_state=_enum(RemoteState, s.remote_state),
+                      message=s.message.decode("utf-8", "replace"))
+        return CacheStats(**fields)
 
     def clear_memory(self) -> None:
         """Drop the in-process memory tier; the disk is untouched."""

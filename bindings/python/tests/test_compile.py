@@ -68,6 +68,11 @@ class CompileTest(unittest.TestCase):
         self.assertEqual(s.not_stored, 0)
         self.assertEqual(s.message, "")
         self.assertGreaterEqual(s.disk_entries, 1)
+        self.assertIsInstance(s.compile_ms_saved, float)
+        self.assertEqual((s.remote_claims, s.total_remote_claim_waits), (0, 0))
+        # Every field of the C struct, under its own name.
+        fields = [f for f, _ in kjit._lib.CacheStatsStruct._fields_ if f != "struct_size"]
+        self.assertEqual(sorted(fields), sorted(vars(s)))
         # A fresh process on the same directory hits the disk tier.
         r = run_python(textwrap.dedent("""
             import kjit, sys

@@ -93,6 +93,18 @@ pub struct CacheStats {
     pub total_pch_created: u64,
     pub total_pch_used: u64,
     pub total_pch_failed: u64,
+    /// Fleet-wide single flight through the remote tier: keys this handle claimed and
+    /// compiled for the fleet, misses that waited on another node's claim, waits that
+    /// ended with that node's entry, and waits that reached the deadline (the handle then
+    /// compiled itself).
+    pub remote_claims: u64,
+    pub remote_claim_waits: u64,
+    pub remote_claim_wait_hits: u64,
+    pub remote_claim_wait_timeouts: u64,
+    pub total_remote_claims: u64,
+    pub total_remote_claim_waits: u64,
+    pub total_remote_claim_wait_hits: u64,
+    pub total_remote_claim_wait_timeouts: u64,
     pub total_memory_hits: u64,
     pub total_disk_hits: u64,
     pub total_remote_hits: u64,
@@ -218,6 +230,14 @@ impl Cache {
             total_pch_created: s.total_pch_created,
             total_pch_used: s.total_pch_used,
             total_pch_failed: s.total_pch_failed,
+            remote_claims: s.remote_claims,
+            remote_claim_waits: s.remote_claim_waits,
+            remote_claim_wait_hits: s.remote_claim_wait_hits,
+            remote_claim_wait_timeouts: s.remote_claim_wait_timeouts,
+            total_remote_claims: s.total_remote_claims,
+            total_remote_claim_waits: s.total_remote_claim_waits,
+            total_remote_claim_wait_hits: s.total_remote_claim_wait_hits,
+            total_remote_claim_wait_timeouts: s.total_remote_claim_wait_timeouts,
             total_memory_hits: s.total_memory_hits,
             total_disk_hits: s.total_disk_hits,
             total_remote_hits: s.total_remote_hits,

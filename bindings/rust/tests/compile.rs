@@ -349,6 +349,8 @@ fn cache_hits_memory_then_disk_with_identical_bytes() {
     assert!(s.total_memory_hits >= 1, "{s:?}");
     assert_eq!(s.total_disk_hits, 1, "{s:?}");
     assert_eq!(s.not_stored, 0);
+    // No remote tier: no fleet claims, here or in any process.
+    assert_eq!((s.remote_claims, s.total_remote_claims), (0, 0), "{s:?}");
 
     let got = cache.get(&key).unwrap();
     assert_eq!(got.ptx().unwrap(), ptx);
