@@ -123,34 +123,8 @@ void Cache::publish(const EntryPtr& e, FleetClaim* claim) {
 }
 
 Cache::~Cache() {
-  {
-    std::lock_guard<std::mutex> lock(later_mu_);
-    later_stop_ = true;
-  }
-  later_cv_.notify_all();
-  if (later_thread_.joinable()) later_thread_.join();  // pending writes are finished
+  later_.finish();  // pending writes are finished
   flush_counters();
-}
-
-void Cache::store_later(const EntryPtr& e) {
-  std::lock_guard<std::mutex> lock(later_mu_);
-  later_.push_back(e);
-  if (!later_thread_.joinable()) {
-    later_thread_ = std::thread([this] {
-      for (;;) {
-        EntryPtr next;
-        {
-          std::unique_lock<std::mutex> l(later_mu_);
-          later_cv_.wait(l, [&] { return later_stop_ || !later_.empty(); });
-          if (later_.empty()) return;
-          next = later_.front();
-          later_.pop_front();
-        }
-        disk_put(*next);
-      }
-    });
-  }
-  later_cv_.notify_one();
 }
 
 void Cache::open_disk() {
@@ -348,7 +322,7 @@ EntryPtr Cache::lookup(const std::string& key, kjit_tier* tier, bool* corrupt, b
       auto e = std::make_shared<const Entry>(std::move(*fetched));
       *tier = KJIT_TIER_REMOTE;
       if (counted) count(Counter::remote_hits);
-      if (disk_ && !disk_->read_only()) store_later(e);
+      if (disk_ && !disk_->read_only()) later_.push(e);
       remember(e, *tier, counted);
       return e;
     }

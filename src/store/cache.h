@@ -14,6 +14,7 @@
 
 #include "kjit/cache.h"
 #include "kjit/compile.h"
+#include "store/background_writer.h"
 #include "store/disk_store.h"
 #include "store/facts.h"
 #include "store/fleet_claim.h"
@@ -222,14 +223,8 @@ class Cache {
   std::string message_;
   bool reported_ = false;
 
-  // Remote hits are written to disk in the background, off the caller's path (the first
-  // write of a process can cost an fsync of the WAL).
-  void store_later(const EntryPtr& e);
-  std::mutex later_mu_;
-  std::condition_variable later_cv_;
-  std::deque<EntryPtr> later_;
-  bool later_stop_ = false;
-  std::thread later_thread_;
+  // Remote hits are written to disk in the background, off the caller's path.
+  BackgroundWriter later_{[this](const Entry& e) { disk_put(e); }};
 
   std::mutex flights_mu_;
   std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;
