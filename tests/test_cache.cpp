@@ -7,21 +7,23 @@
 
 #include <cstdio>
 #include <cstring>
-#include <functional>
-#include <set>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kjit/kjit.h"
+#include "store/cache.h"
 #include "store/disk_store.h"
 #include "store/entry.h"
 #include "store/export.h"
+#include "support/test_support.h"
 #include "util/checksum.h"
 #include "util/sha256.h"
-#include "support/test_support.h"
 
 namespace {
 
@@ -89,7 +91,9 @@ Result compile(kjit_cache* cache, const std::string& source, const char* target 
   return r;
 }
 
-std::string db_path(const TempDir& d) { return d.file("kjit.db"); }
+std::string db_path(const TempDir& d) {
+  return d.file("kjit.db");
+}
 
 using kjit::test::LogCapture;
 
@@ -239,8 +243,7 @@ TEST(Cache, HeaderNextToTheProgramIsHashed) {
 TEST(Cache, ChangingAnInMemoryHeaderIsAMiss) {
   TempDir dir;
   Cache cache(dir.path());
-  const std::string src =
-      "#include \"v.h\"\nextern \"C\" __global__ void f(int* p) { *p = V; }\n";
+  const std::string src = "#include \"v.h\"\nextern \"C\" __global__ void f(int* p) { *p = V; }\n";
   Result a = compile(cache.c, src, "sm_90", {}, {{"v.h", "#define V 5\n"}});
   Result b = compile(cache.c, src, "sm_90", {}, {{"v.h", "#define V 6\n"}});
   Result c = compile(cache.c, src, "sm_90", {}, {{"v.h", "#define V 5\n"}});
@@ -252,8 +255,7 @@ TEST(Cache, ChangingAnInMemoryHeaderIsAMiss) {
 
 TEST(Cache, LoweredNamesSurviveTheDiskTier) {
   TempDir dir;
-  const char* src =
-      "template <typename T> __global__ void k(T* p) { p[0] = T(1); }\n";
+  const char* src = "template <typename T> __global__ void k(T* p) { p[0] = T(1); }\n";
   std::vector<std::string> exprs = {"k<size_t>", "k<unsigned long>", "k<float>"};
   Result a;
   {
@@ -342,8 +344,8 @@ void swap_keys(const std::string& db, const std::string& a, const std::string& b
   for (const char* table : {"entries", "blobs"}) {
     const std::string t = table;
     sql(db, "UPDATE " + t + " SET key = 'swap' WHERE key = '" + a + "'; UPDATE " + t +
-                " SET key = '" + a + "' WHERE key = '" + b + "'; UPDATE " + t + " SET key = '" +
-                b + "' WHERE key = 'swap'");
+                " SET key = '" + a + "' WHERE key = '" + b + "'; UPDATE " + t + " SET key = '" + b +
+                "' WHERE key = 'swap'");
   }
 }
 
@@ -411,13 +413,20 @@ TEST(Cache, BlobMovedToAnotherPartIsCorrupt) {
   }
   // The PTX row relabelled as the CUBIN and the other way round: sizes are recorded per
   // part, so make them agree to leave only the checksum to catch it.
-  sql(db_path(dir),
-      "UPDATE blobs SET kind = 8 WHERE key = '" + a.key + "' AND kind = 1; "
-      "UPDATE blobs SET kind = 1 WHERE key = '" + a.key + "' AND kind = 2; "
-      "UPDATE blobs SET kind = 2 WHERE key = '" + a.key + "' AND kind = 8; "
-      "UPDATE entries SET meta = json_set(meta, '$.sizes.ptx', " + std::to_string(a.cubin.size()) +
-          ", '$.sizes.cubin', " + std::to_string(a.ptx.size()) + ") WHERE key = '" + a.key + "'; "
-      "UPDATE entries SET meta_sum = entry_sum(key, 0, meta) WHERE key = '" + a.key + "'");
+  sql(db_path(dir), "UPDATE blobs SET kind = 8 WHERE key = '" + a.key +
+                        "' AND kind = 1; "
+                        "UPDATE blobs SET kind = 1 WHERE key = '" +
+                        a.key +
+                        "' AND kind = 2; "
+                        "UPDATE blobs SET kind = 2 WHERE key = '" +
+                        a.key +
+                        "' AND kind = 8; "
+                        "UPDATE entries SET meta = json_set(meta, '$.sizes.ptx', " +
+                        std::to_string(a.cubin.size()) + ", '$.sizes.cubin', " +
+                        std::to_string(a.ptx.size()) + ") WHERE key = '" + a.key +
+                        "'; "
+                        "UPDATE entries SET meta_sum = entry_sum(key, 0, meta) WHERE key = '" +
+                        a.key + "'");
   Cache cache(dir.path());
   Result b = compile(cache.c, kSaxpySource);
   EXPECT_EQ(b.tier, KJIT_TIER_COMPILED);
@@ -495,12 +504,18 @@ TEST(Cache, DefaultLocationFromEnvironment) {
   ASSERT_EQ(kjit_cache_open(nullptr, &c), KJIT_OK);
   EXPECT_EQ(std::string(kjit_cache_directory(c)), dir.file("xdg") + "/kjit");
   kjit_cache_close(c);
-  if (old_xdg) setenv("XDG_CACHE_HOME", saved.c_str(), 1); else unsetenv("XDG_CACHE_HOME");
+  if (old_xdg)
+    setenv("XDG_CACHE_HOME", saved.c_str(), 1);
+  else
+    unsetenv("XDG_CACHE_HOME");
 }
 
 TEST(Cache, UntrustedDatabaseIsNotUsed) {
   TempDir dir;
-  { Cache cache(dir.path()); compile(cache.c, kSaxpySource); }
+  {
+    Cache cache(dir.path());
+    compile(cache.c, kSaxpySource);
+  }
   chmod(db_path(dir).c_str(), 0666);
   Cache cache(dir.path());
   kjit_cache_stats s = cache.stats();
@@ -535,7 +550,10 @@ TEST(Cache, ReadOnlyDirectoryStillCompilesAndHits) {
   mkdir(dir.c_str(), 0700);
   chmod(root.path().c_str(), 0755);
   const int rc = in_child_as_user(dir, [&] {
-    { Cache cache(dir); if (compile(cache.c, kSaxpySource).status != KJIT_OK) return 1; }
+    {
+      Cache cache(dir);
+      if (compile(cache.c, kSaxpySource).status != KJIT_OK) return 1;
+    }
     if (chmod(dir.c_str(), 0500) != 0) return 2;
     Cache cache(dir);
     kjit_cache_stats s = cache.stats();
@@ -562,10 +580,15 @@ TEST(Cache, RawAccessForTools) {
   EXPECT_EQ(kjit_cache_get(a.c, "zz", &bin), KJIT_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(kjit_cache_get(a.c, std::string(64, 'a').c_str(), &bin), KJIT_ERROR_NOT_FOUND);
   int rows = 0;
-  ASSERT_EQ(kjit_cache_list(a.c, [](const kjit_cache_entry_info* i, void* u) {
-    ++*static_cast<int*>(u);
-    return std::string(i->target) == "sm_90" && std::string(i->kernels) == "saxpy" ? 0 : 1;
-  }, &rows), KJIT_OK);
+  ASSERT_EQ(
+      kjit_cache_list(
+          a.c,
+          [](const kjit_cache_entry_info* i, void* u) {
+            ++*static_cast<int*>(u);
+            return std::string(i->target) == "sm_90" && std::string(i->kernels) == "saxpy" ? 0 : 1;
+          },
+          &rows),
+      KJIT_OK);
   EXPECT_EQ(rows, 1);
   uint64_t checked = 0, bad = 0;
   ASSERT_EQ(kjit_cache_verify(a.c, &checked, &bad), KJIT_OK);
@@ -670,7 +693,9 @@ std::string join_export(const ExportFile& f) {
   return out + u64_bytes(0);
 }
 
-std::string record_key(const std::string& rec) { return rec.substr(8, 64); }
+std::string record_key(const std::string& rec) {
+  return rec.substr(8, 64);
+}
 
 TEST(Cache, ImportRejectsARecordRelabelledWithAnotherKey) {
   TempDir a_dir, b_dir, files;
@@ -712,8 +737,7 @@ TEST(Cache, ImportOfAnOlderFormatIsRefusedWithAReason) {
     kjit::test::write_file(old, bytes);
     Cache b(b_dir.path());
     uint64_t imported = 9, rejected = 9;
-    EXPECT_EQ(kjit_cache_import(b.c, old.c_str(), &imported, &rejected),
-              KJIT_ERROR_CACHE_CORRUPT);
+    EXPECT_EQ(kjit_cache_import(b.c, old.c_str(), &imported, &rejected), KJIT_ERROR_CACHE_CORRUPT);
     EXPECT_NE(std::string(kjit_last_error()).find("format version " + std::to_string(version)),
               std::string::npos)
         << kjit_last_error();
@@ -727,7 +751,11 @@ kjit::Entry sample_entry() {
   e.key = std::string(64, 'c');
   e.target = "sm_90";
   e.ptx = ".version 9.0\n.target sm_90\n";
-  e.cubin = std::string("\x7f" "ELF", 4) + std::string(100, '\1');
+  e.cubin = std::string(
+                "\x7f"
+                "ELF",
+                4) +
+            std::string(100, '\1');
   e.kernels = {"k"};
   e.toolchain = "test";
   return e;
@@ -1060,7 +1088,10 @@ TEST(Cache, ClearRemovesEverything) {
 
 TEST(Cache, ReadOnlyOptionNeverWrites) {
   TempDir dir;
-  { Cache cache(dir.path()); compile(cache.c, kSaxpySource); }
+  {
+    Cache cache(dir.path());
+    compile(cache.c, kSaxpySource);
+  }
   Cache ro(dir.path(), true);
   EXPECT_EQ(ro.stats().disk_state, KJIT_DISK_READ_ONLY);
   EXPECT_EQ(compile(ro.c, kSaxpySource).tier, KJIT_TIER_DISK);
@@ -1091,7 +1122,11 @@ namespace {
 
 TEST(CacheTotals, CountsOfEveryProcessAddUp) {
   TempDir dir;
-  { Cache a(dir.path()); compile(a.c, kSaxpySource); compile(a.c, kSaxpySource); }
+  {
+    Cache a(dir.path());
+    compile(a.c, kSaxpySource);
+    compile(a.c, kSaxpySource);
+  }
   {
     Cache b(dir.path());
     EXPECT_EQ(compile(b.c, kSaxpySource).tier, KJIT_TIER_DISK);
@@ -1111,7 +1146,6 @@ TEST(CacheTotals, CountsOfEveryProcessAddUp) {
   EXPECT_EQ(s.total_compiles, 1u);
 }
 
-
 // Rewrites the checksums of every entry as schema 2 wrote them: over the bytes alone.
 const char* const kSchemaTwoChecksums =
     "UPDATE entries SET meta_sum = xxh3(meta); UPDATE blobs SET sum = xxh3(data); "
@@ -1119,10 +1153,14 @@ const char* const kSchemaTwoChecksums =
 
 TEST(CacheTotals, SchemaVersionOneIsMigrated) {
   TempDir dir;
-  { Cache a(dir.path()); compile(a.c, kSaxpySource); compile(a.c, kSaxpySource); }
+  {
+    Cache a(dir.path());
+    compile(a.c, kSaxpySource);
+    compile(a.c, kSaxpySource);
+  }
   // Make the database look like one written by schema version 1 (no counters table).
-  sql(db_path(dir), std::string("DROP TABLE counters; ") + kSchemaTwoChecksums +
-                        "PRAGMA user_version=1;");
+  sql(db_path(dir),
+      std::string("DROP TABLE counters; ") + kSchemaTwoChecksums + "PRAGMA user_version=1;");
   Cache b(dir.path());
   EXPECT_EQ(b.stats().disk_state, KJIT_DISK_OK);
   EXPECT_EQ(b.stats().disk_entries, 0u) << "entries of schema 1 have unbound checksums";
@@ -1174,7 +1212,10 @@ TEST(CacheTotals, SchemaVersionTwoEntriesAreDroppedOnce) {
 
 TEST(CacheTotals, SchemaVersionTwoOpenedReadOnlySaysWhy) {
   TempDir dir;
-  { Cache c(dir.path()); compile(c.c, kSaxpySource); }
+  {
+    Cache c(dir.path());
+    compile(c.c, kSaxpySource);
+  }
   sql(db_path(dir), kSchemaTwoChecksums);
   Cache ro(dir.path(), true);
   kjit_cache_stats s = ro.stats();
@@ -1265,9 +1306,10 @@ void write_release_010_database(const TempDir& dir, const TempDir& from) {
                         "'); INSERT INTO meta VALUES('test:fact', 'remembered'); "
                         "INSERT INTO kv VALUES('test', 'k', x'0102', 1); "
                         "INSERT INTO counters VALUES('compiles', 7);");
-  sql(db_path(dir), "ATTACH '" + db_path(from) + "' AS other; "
-                    "INSERT INTO entries SELECT * FROM other.entries; "
-                    "INSERT INTO blobs SELECT * FROM other.blobs;");
+  sql(db_path(dir), "ATTACH '" + db_path(from) +
+                        "' AS other; "
+                        "INSERT INTO entries SELECT * FROM other.entries; "
+                        "INSERT INTO blobs SELECT * FROM other.blobs;");
 }
 
 TEST(CacheTotals, Release010DatabaseIsMigratedWithItsData) {
@@ -1387,6 +1429,59 @@ TEST(DiskStoreClaims, NobodyHoldsAKeyUntilItIsClaimed) {
   EXPECT_EQ(store.try_claim(key, me).state, kjit::Claim::State::Claimed);
   store.fail_claim(key, me, "{}");
   EXPECT_EQ(store.read_claim(key).state, kjit::Claim::State::Failed);
+}
+
+}  // namespace
+
+namespace {
+
+// A process that waited for another's failed compile gets the failure as the compiling
+// process had it: the log, and the key the compile gave its result (kjit_binary_key and
+// kjit_compute_key of a failing program must not depend on who compiled it).
+TEST(Flight, AWaiterGetsAFailedCompilesLogAndKey) {
+  TempDir dir;
+  const std::string flight(64, 'f'), result_key(64, 'e'), go = dir.file("go");
+  const pid_t child = fork();
+  if (child == 0) {
+    kjit::CacheConfig cfg;
+    cfg.directory = dir.path();
+    kjit::Cache leader(cfg);
+    leader.get_or_compile(flight, [&] {
+      for (int i = 0; i < 2000 && access(go.c_str(), F_OK) != 0; ++i) usleep(5000);
+      auto e = std::make_shared<kjit::Entry>();
+      e->key = result_key;
+      e->log = "error: boom";
+      return kjit::Outcome{KJIT_ERROR_COMPILE, "compile failed", e, KJIT_TIER_COMPILED};
+    });
+    _exit(0);
+  }
+  {
+    kjit::DiskStore store(dir.path(), false, true);
+    for (int i = 0; i < 2000 && store.read_claim(flight).state != kjit::Claim::State::Busy; ++i) {
+      usleep(5000);
+    }
+    ASSERT_EQ(store.read_claim(flight).state, kjit::Claim::State::Busy) << "the child holds it";
+  }
+  kjit::CacheConfig cfg;
+  cfg.directory = dir.path();
+  kjit::Cache waiter(cfg);
+  bool compiled_here = false;
+  std::thread release([&] {
+    usleep(100000);
+    std::ofstream(go) << "go";
+  });
+  const kjit::Outcome o = waiter.get_or_compile(flight, [&] {
+    compiled_here = true;
+    return kjit::Outcome{KJIT_ERROR_INTERNAL, "must not compile", nullptr, KJIT_TIER_COMPILED};
+  });
+  release.join();
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_FALSE(compiled_here) << "the failure is deterministic: the waiter takes it";
+  EXPECT_EQ(o.status, KJIT_ERROR_COMPILE);
+  ASSERT_TRUE(o.entry);
+  EXPECT_EQ(o.entry->log, "error: boom");
+  EXPECT_EQ(o.entry->key, result_key);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "store/cache.h"
+#include "util/sha256.h"
 #include "util/fs.h"
 #include "util/log.h"
 
@@ -21,6 +22,9 @@ std::string serialize_failure(const Outcome& o) {
   cJSON_AddNumberToObject(j, "status", o.status);
   cJSON_AddStringToObject(j, "message", o.message.c_str());
   cJSON_AddStringToObject(j, "log", o.entry ? o.entry->log.c_str() : "");
+  // The key the compile gave its failed result (kjit_binary_key, kjit_compute_key): for a
+  // program that reads files it comes from what NVRTC read, which the waiter cannot know.
+  cJSON_AddStringToObject(j, "key", o.entry ? o.entry->key.c_str() : "");
   char* text = cJSON_PrintUnformatted(j);
   std::string out = text ? text : "{}";
   cJSON_free(text);
@@ -42,6 +46,8 @@ Outcome parse_failure(const std::string& text) {
   if (o.status == KJIT_ERROR_COMPILE || o.status == KJIT_ERROR_NAME_NOT_FOUND) {  // log binary
     auto e = std::make_shared<Entry>();
     if (cJSON_IsString(log)) e->log = log->valuestring;
+    const cJSON* key = cJSON_GetObjectItemCaseSensitive(j, "key");
+    if (cJSON_IsString(key) && is_hex_key(key->valuestring)) e->key = key->valuestring;
     o.entry = e;
   }
   cJSON_Delete(j);
