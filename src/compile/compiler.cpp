@@ -211,11 +211,18 @@ std::optional<Outcome> Compiler::compile_in_worker_process(const std::string& so
 
 Compiler::~Compiler() = default;  // the pool joins after finishing queued jobs
 
-std::string Compiler::key(const std::string& source, const CompileOptions& opts) {
+Compiler::Prepared Compiler::prepare(const std::string& source, const CompileOptions& opts) {
   validate_request(source, opts);
+  // A program that can read no file does not need the toolkit found (options.h).
   const bool reads_files = may_read_files(source, opts);
+  return Prepared{reads_files, normalise(opts, machine_facts(opts, reads_files, cache_))};
+}
+
+std::string Compiler::key(const std::string& source, const CompileOptions& opts) {
+  const Prepared request = prepare(source, opts);
+  const bool reads_files = request.reads_files;
+  const NormalisedOptions& norm = request.norm;
   const std::string& tool = toolchain();
-  const NormalisedOptions norm = normalise(opts, machine_facts(opts, reads_files, cache_));
   if (!reads_files) return compute_key(source, opts, norm, tool, scan_for(source, opts, norm));
   // The key of a program that reads files comes from what NVRTC read for it: a stored
   // record that still holds gives it, else the program is compiled (and stored) to learn it.
@@ -232,10 +239,10 @@ std::string Compiler::key(const std::string& source, const CompileOptions& opts)
 }
 
 std::string Compiler::request_hash(const std::string& source, const CompileOptions& opts) {
-  validate_request(source, opts);
-  const bool reads_files = may_read_files(source, opts);
+  const Prepared request = prepare(source, opts);
+  const bool reads_files = request.reads_files;
+  const NormalisedOptions& norm = request.norm;
   const std::string& tool = toolchain();
-  const NormalisedOptions norm = normalise(opts, machine_facts(opts, reads_files, cache_));
   if (!reads_files) return compute_key(source, opts, norm, tool, IncludeScan());
   return compute_base(source, opts, norm, tool);
 }
@@ -335,12 +342,11 @@ bool Compiler::add_to_manifest(const std::string& base, DepRecord record, const 
 Outcome Compiler::compile_request(std::string_view source_bytes, const CompileOptions& opts,
                                   const CancelFlag& cancel) {
   const std::string source(source_bytes);
-  validate_request(source, opts);
-  // A program that can read no file does not need the toolkit found (options.h).
-  const bool reads_files = may_read_files(source, opts);
-  const std::string& tool = toolchain();
-  const NormalisedOptions norm = normalise(opts, machine_facts(opts, reads_files, cache_));
+  const Prepared request = prepare(source, opts);
+  const bool reads_files = request.reads_files;
+  const NormalisedOptions& norm = request.norm;
   if (reads_files) return compile_reading_files(source, opts, norm, cancel);
+  const std::string& tool = toolchain();
   const IncludeScan scan = scan_for(source, opts, norm);
   const std::string key = compute_key(source, opts, norm, tool, scan);
   auto run = [&]() -> Outcome {

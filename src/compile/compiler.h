@@ -56,6 +56,15 @@ class Compiler {
   CompileMode mode() const { return CompileMode(mode_.load(std::memory_order_relaxed)); }
 
  private:
+  // A request checked (valid UTF-8, options) and made concrete: whether it can make NVRTC
+  // read files (options.h: may_read_files), and its options normalised with this
+  // machine's facts, read through the cache.
+  struct Prepared {
+    bool reads_files;
+    NormalisedOptions norm;
+  };
+  Prepared prepare(const std::string& source, const CompileOptions& opts);
+
   // The entry of a key remembered by memo_, from the memory or disk tier.
   std::optional<Outcome> remembered_hit(const std::string& key);
   // compile() after the memo could not answer.
