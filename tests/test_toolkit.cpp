@@ -218,13 +218,16 @@ TEST(Pch, ByteIdenticalAndKeyIndependent) {
   }
 }
 
-// Threads compiling variants that start the same way: one creates the PCH and the others
-// do not wait for it (they compile without); variants compiled after it was made use it.
-// Every result equals the PCH-free one.
+// Threads of one process compiling variants that start the same way: one creates the PCH and
+// the others do not wait for it (they compile without); variants compiled after it was made
+// use it. Every result equals the PCH-free one. In process: a PCH serves only the process
+// that made it, so where the compiles go to several compile workers (KJIT_WORKER_PROCESSES,
+// by default up to half the cores), each worker makes its own.
 TEST(Pch, ConcurrentVariantsShareOnePch) {
   Cache cache;
   {
     Compiler c(cache.c), plain;
+    ASSERT_EQ(kjit_compiler_set_compile_mode(c.c, KJIT_COMPILE_MODE_INPROCESS), KJIT_OK);
     auto variant = [](int i) {
       return "#include <cub/warp/warp_reduce.cuh>\n"
              "extern \"C\" __global__ void w(const float* in, float* out) {\n"
