@@ -126,7 +126,7 @@ cat > "$out/run_gpu.sh" <<'EOF'
 # Prints a short table last. Meant to fit one 10-minute run on a two-GPU host; each
 # program has its own time limit.
 #   KJIT_GPU_TESTS   test programs to run (default: every bin/test_*_gpu, then
-#                    test_kernel_cpu and test_link)
+#                    test_kernel_cpu, test_link and test_builtin_std)
 #   KJIT_BENCHES     benchmark programs (default: bench_launch bench_multi_gpu bench_link)
 #   KJIT_BINDINGS    0 skips run_bindings.sh (default: run it when present)
 #   RESULTS_DIR      where logs go (default: ./results next to this script; with $OUT set,
@@ -162,7 +162,7 @@ date -u '+%Y-%m-%d %H:%M UTC'
 tests=${KJIT_GPU_TESTS:-}
 if [ -z "$tests" ]; then
   for t in "$here"/bin/test_*_gpu; do tests="$tests $(basename "$t")"; done
-  for t in test_kernel_cpu test_link; do
+  for t in test_kernel_cpu test_link test_builtin_std; do
     [ -x "$here/bin/$t" ] && tests="$tests $t"
   done
 fi
