@@ -48,6 +48,27 @@ KJIT_EXPORT kjit_status kjit_device_count(int* count);
  *  KJIT_ERROR_BUFFER_TOO_SMALL if size < 16. Thread-safe. */
 KJIT_EXPORT kjit_status kjit_device_arch(int device, char* out, size_t size);
 
+/** The same architecture as kjit_device_arch(), without initialising the CUDA driver where
+ *  `cache` already knows it for this machine: for a process that only compiles (target
+ *  "auto"), the driver's initialisation is most of a cache hit's time (15-50 ms).
+ *
+ *  The record is a fact in the cache, kept per fingerprint of what decides the device's
+ *  architecture: the kernel driver's version and the GPUs it lists (/proc/driver/nvidia:
+ *  bus location, model, UUID), the GPU device nodes, and CUDA_VISIBLE_DEVICES,
+ *  CUDA_DEVICE_ORDER, CUDA_MPS_PIPE_DIRECTORY (and whether an MPS server runs),
+ *  KJIT_CUDA_DRIVER. Any change gives another fingerprint, and the driver is asked. The
+ *  driver is also asked where the fingerprint cannot be read (no /proc/driver/nvidia), where
+ *  `cache` is NULL, and where a CUDA driver library is already loaded in this process (its
+ *  devices were enumerated with the environment of that time); its answer is recorded for
+ *  later processes (not in a read-only cache).
+ *
+ *  out: at least 16 bytes (KJIT_ERROR_BUFFER_TOO_SMALL). from_record (may be NULL): set to 1
+ *  when the record answered, 0 when the driver did. Errors: as kjit_device_arch() when the
+ *  driver is asked (KJIT_ERROR_CUDA_UNAVAILABLE without one); KJIT_ERROR_INVALID_HANDLE for a
+ *  closed cache. Thread-safe. */
+KJIT_EXPORT kjit_status kjit_device_arch_cached(kjit_cache* cache, int device, char* out,
+                                               size_t size, int* from_record);
+
 /** Device name (e.g. "NVIDIA H200") into out[size]. Thread-safe. */
 KJIT_EXPORT kjit_status kjit_device_name(int device, char* out, size_t size);
 

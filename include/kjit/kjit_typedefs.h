@@ -119,6 +119,8 @@ typedef kjit_status (*PFN_kjit_cache_import)(kjit_cache* cache, const char* path
 
 typedef kjit_status (*PFN_kjit_device_count)(int* count);
 typedef kjit_status (*PFN_kjit_device_arch)(int device, char* out, size_t size);
+typedef kjit_status (*PFN_kjit_device_arch_cached)(kjit_cache* cache, int device, char* out,
+                                                   size_t size, int* from_record);
 typedef kjit_status (*PFN_kjit_device_name)(int device, char* out, size_t size);
 typedef kjit_status (*PFN_kjit_driver_version)(int* version);
 typedef kjit_status (*PFN_kjit_kernel_create)(kjit_compiler* compiler, const char* source,

@@ -5,6 +5,7 @@
 
 #include "api/handles.h"
 #include "api/versioned.h"
+#include "compile/device_target.h"
 #include "cuda/context.h"
 #include "cuda/device.h"
 #include "kernel/kernel.h"
@@ -67,6 +68,30 @@ KJIT_EXPORT kjit_status kjit_device_arch(int device, char* out, size_t size) {
           "kjit_device_arch: the buffer must hold at least 16 bytes, has " + std::to_string(size));
     }
     return copy_out(kjit::cuda::device_arch(device), out, size, "arch");
+  });
+}
+
+KJIT_EXPORT kjit_status kjit_device_arch_cached(kjit_cache* cache, int device, char* out,
+                                               size_t size, int* from_record) {
+  return guard([&] {
+    if (from_record) *from_record = 0;
+    if (cache && !ok(cache)) {
+      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_device_arch_cached: invalid cache handle");
+    }
+    if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_device_arch_cached: out is NULL");
+    if (size < 16) {
+      return error(KJIT_ERROR_BUFFER_TOO_SMALL,
+                   "kjit_device_arch_cached: the buffer must hold at least 16 bytes, has " +
+                       std::to_string(size));
+    }
+    if (device < 0) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT,
+                   "device ordinal " + std::to_string(device) + " is negative");
+    }
+    const kjit::DeviceTarget t = kjit::device_target(cache ? cache->cache.get() : nullptr, device);
+    const kjit_status st = copy_out(t.arch, out, size, "arch");
+    if (st == KJIT_OK && from_record) *from_record = t.from_record ? 1 : 0;
+    return st;
   });
 }
 

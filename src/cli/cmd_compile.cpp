@@ -27,8 +27,10 @@ const char* const kHelp =
     "\n"
     "The status line on stderr gives NVRTC's compile time and, apart, the time spent\n"
     "waiting for another process that was compiling the same input: 'compiled in 1.2 s\n"
-    "after waiting 30.7 s for another process'. With --arch auto, the time spent asking\n"
-    "the CUDA driver for device 0's target (its initialisation) is given apart too.\n"
+    "after waiting 30.7 s for another process'. With --arch auto, the time spent finding\n"
+    "device 0's target is given apart too: the first time, the CUDA driver is asked (its\n"
+    "initialisation, tens of ms); later processes read the cache's record of the answer\n"
+    "while the machine's driver, GPUs and CUDA_VISIBLE_DEVICES are unchanged.\n"
     "\n"
     "Options:\n"
     "  -a, --arch TARGET          sm_90, sm_90a, compute_90, ... or auto (the exact\n"
@@ -66,8 +68,10 @@ const char* const kHelp =
     "                             time, compile_ms NVRTC's time for the entry (on a hit:\n"
     "                             when it was first compiled), wait_ms the time spent\n"
     "                             waiting for another process compiling the same input,\n"
-    "                             device_ms the time --arch auto spent asking the CUDA\n"
-    "                             driver for device 0's target (0 for an explicit one)\n"
+    "                             device_ms the time --arch auto spent finding device\n"
+    "                             0's target (0 for an explicit one), device_from_record\n"
+    "                             whether the cache's record of it answered rather than\n"
+    "                             the CUDA driver\n"
     "  -q, --quiet                print nothing on success\n"
     "      --cache-dir DIR        use the cache in DIR\n"
     "  NVRTC-OPTION               NVRTC's options are taken in place, in either spelling:\n"
@@ -103,7 +107,8 @@ struct Result {
   double elapsed_ms = 0;  // wall time of the call
   double compile_ms = 0;  // NVRTC's time for this entry (on a hit: when first compiled)
   double wait_ms = 0;     // waiting for another process's compile of the same key
-  double device_ms = 0;   // --arch auto: asking the CUDA driver for device 0's target
+  double device_ms = 0;   // --arch auto: finding device 0's target
+  bool device_from_record = false;  // --arch auto: the cache's record answered, not the driver
 };
 
 Parsed parse_known_args(const std::vector<std::string>& args, Global& g);
@@ -297,6 +302,7 @@ void print_result_json(const Request& r, const Result& res, kjit_binary* bin) {
   cJSON_AddNumberToObject(j.p, "elapsed_ms", res.elapsed_ms);
   cJSON_AddNumberToObject(j.p, "wait_ms", res.wait_ms);
   cJSON_AddNumberToObject(j.p, "device_ms", res.device_ms);
+  cJSON_AddBoolToObject(j.p, "device_from_record", res.device_from_record);
   add_binary_json(j.p, bin, false);  // target, compile_ms, sizes, kernels, names, log
   print_json(j.p);
 }
@@ -304,6 +310,9 @@ void print_result_json(const Request& r, const Result& res, kjit_binary* bin) {
 // " (+ 32 ms to ask the CUDA driver for device 0's target)" for --arch auto, else "".
 std::string device_text(const Request& r, const Result& res) {
   if (r.arch != "auto") return "";
+  if (res.device_from_record) {
+    return " (+ " + human_ms(res.device_ms) + " for device 0's target, from the cache's record)";
+  }
   return " (+ " + human_ms(res.device_ms) + " to ask the CUDA driver for device 0's target)";
 }
 
@@ -378,21 +387,8 @@ int cmd_compile(const std::vector<std::string>& args, Global& g) {
     const std::string what = r.file == "-" ? "standard input" : "'" + r.file + "'";
     fail(kExitError, "cannot read " + what + ": " + err);
   }
-  // --arch auto: device 0's target, asked of the CUDA driver here so that its cost (the
-  // driver's initialisation) is reported apart from the compile or the hit.
   Result res;
-  r.target = r.arch;
-  if (r.arch == "auto") {
-    char arch[64] = {0};
-    const double t = now_ms();
-    const kjit_status ds = kjit_device_arch(0, arch, sizeof arch);
-    res.device_ms = now_ms() - t;
-    if (ds != KJIT_OK) {
-      const std::string detail = kjit_last_error() ? kjit_last_error() : "";
-      report_failure(g, r, ds, detail, "");
-    }
-    r.target = arch;
-  }
+  r.target = r.arch;  // "auto" until device 0's target is known
   OptionsHolder opts;
   kjit_status st = kjit_options_create(&opts.p);
   if (st != KJIT_OK) fail_status(st, "cannot create options");
@@ -404,6 +400,24 @@ int cmd_compile(const std::vector<std::string>& args, Global& g) {
 
   CacheHolder cache;
   cache.p = open_cache(g);
+  // --arch auto: device 0's target, found here so that its cost (the CUDA driver's
+  // initialisation, unless the cache's record for this machine answers) is reported apart
+  // from the compile or the hit.
+  if (r.arch == "auto") {
+    char arch[64] = {0};
+    int from_record = 0;
+    const double t = now_ms();
+    const kjit_status ds = kjit_device_arch_cached(cache.p, 0, arch, sizeof arch, &from_record);
+    res.device_ms = now_ms() - t;
+    res.device_from_record = from_record != 0;
+    if (ds != KJIT_OK) {
+      const std::string detail = kjit_last_error() ? kjit_last_error() : "";
+      report_failure(g, r, ds, detail, "");
+    }
+    r.target = arch;
+    st = kjit_options_set_target(opts.p, arch);
+    if (st != KJIT_OK) fail_status(st, "cannot set the target '" + r.target + "'");
+  }
   CompilerHolder compiler;
   st = kjit_compiler_create(cache.p, 1, &compiler.p);
   if (st != KJIT_OK) fail_status(st, "cannot create a compiler");

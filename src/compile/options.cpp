@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "compile/device_target.h"
 #include "cuda/device.h"
 #include "key/builtin_std.h"
 #include "key/include_scan.h"
@@ -267,7 +268,7 @@ MachineFacts machine_facts(const CompileOptions& opts, bool reads_files, Cache* 
   if (opts.toolkit_headers && !opts.toolkit_root.empty()) {
     m.named = &find_toolkit(opts.toolkit_root, cache);
   }
-  m.device_arch = [](int device) { return cuda::device_arch(device); };
+  m.device_arch = [cache](int device) { return device_target(cache, device).arch; };
   return m;
 }
 
