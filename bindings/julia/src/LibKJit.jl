@@ -47,6 +47,25 @@ macro gcsafe(ex)
     end
 end
 
+"C struct `kjit_worker_info` (compile.h)."
+struct kjit_worker_info
+    struct_size::UInt32
+    running::Cint
+    pch_in_use::Cint
+    pid::Int64
+    uptime_s::Cdouble
+    idle_s::Cdouble
+    compiles::UInt64
+    failures::UInt64
+    timeouts::UInt64
+    in_flight::UInt64
+    crashes::UInt64
+    pch_created::UInt64
+    pch_used::UInt64
+    idle_limit_s::UInt64
+    rss_bytes::UInt64
+end
+
 "C struct `kjit_cache_options` (cache.h)."
 struct kjit_cache_options
     struct_size::UInt32
@@ -109,25 +128,6 @@ struct kjit_cache_stats
     total_remote_claim_waits::UInt64
     total_remote_claim_wait_hits::UInt64
     total_remote_claim_wait_timeouts::UInt64
-end
-
-"C struct `kjit_worker_info` (compile.h)."
-struct kjit_worker_info
-    struct_size::UInt32
-    running::Cint
-    pch_in_use::Cint
-    pid::Int64
-    uptime_s::Cdouble
-    idle_s::Cdouble
-    compiles::UInt64
-    failures::UInt64
-    timeouts::UInt64
-    in_flight::UInt64
-    crashes::UInt64
-    pch_created::UInt64
-    pch_used::UInt64
-    idle_limit_s::UInt64
-    rss_bytes::UInt64
 end
 
 "C struct `kjit_cache_entry_info` (cache.h)."
@@ -242,7 +242,10 @@ kjit_status_string(status) = ccall((:kjit_status_string, libkjit), Ptr{UInt8}, (
 kjit_last_error() = ccall((:kjit_last_error, libkjit), Ptr{UInt8}, ())
 
 "`kjit_status kjit_nvrtc_version(const char** out)`"
-kjit_nvrtc_version(out) = @gcsafe ccall((:kjit_nvrtc_version, libkjit), Cint, (Ptr{Ptr{UInt8}},), out)
+kjit_nvrtc_version(out) =
+    @gcsafe ccall((:kjit_nvrtc_version, libkjit), Cint,
+          (Ptr{Ptr{UInt8}},),
+          out)
 
 "`void kjit_set_log_callback(kjit_log_fn fn, void* user)`"
 kjit_set_log_callback(fn, user) =
@@ -288,22 +291,6 @@ kjit_options_set_name(opts, name) =
           (Ptr{Cvoid}, Cstring),
           opts, name)
 
-"`kjit_status kjit_options_set_toolkit(kjit_options* opts, const char* root)` (root may be NULL)"
-kjit_options_set_toolkit(opts, root) =
-    ccall((:kjit_options_set_toolkit, libkjit), Cint,
-          (Ptr{Cvoid}, Cstring),
-          opts, root)
-
-"`kjit_status kjit_options_set_pch(kjit_options* opts, int enabled)`"
-kjit_options_set_pch(opts, enabled) =
-    ccall((:kjit_options_set_pch, libkjit), Cint,
-          (Ptr{Cvoid}, Cint),
-          opts, enabled)
-
-"`const char* kjit_toolkit_include_path(void)`"
-kjit_toolkit_include_path() =
-    ccall((:kjit_toolkit_include_path, libkjit), Cstring, ())
-
 "`kjit_status kjit_options_add(kjit_options* opts, const char* option)`"
 kjit_options_add(opts, option) =
     ccall((:kjit_options_add, libkjit), Cint,
@@ -334,29 +321,26 @@ kjit_options_add_name_expression(opts, expr) =
           (Ptr{Cvoid}, Cstring),
           opts, expr)
 
+"`kjit_status kjit_options_set_toolkit(kjit_options* opts, const char* root)`"
+kjit_options_set_toolkit(opts, root) =
+    ccall((:kjit_options_set_toolkit, libkjit), Cint,
+          (Ptr{Cvoid}, Cstring),
+          opts, root)
+
+"`kjit_status kjit_options_set_pch(kjit_options* opts, int enabled)`"
+kjit_options_set_pch(opts, enabled) =
+    ccall((:kjit_options_set_pch, libkjit), Cint,
+          (Ptr{Cvoid}, Cint),
+          opts, enabled)
+
+"`const char* kjit_toolkit_include_path(void)`"
+kjit_toolkit_include_path() = ccall((:kjit_toolkit_include_path, libkjit), Ptr{UInt8}, ())
+
 "`kjit_status kjit_compiler_create(kjit_cache* cache, unsigned threads, kjit_compiler** out)`"
 kjit_compiler_create(cache, threads, out) =
     ccall((:kjit_compiler_create, libkjit), Cint,
           (Ptr{Cvoid}, Cuint, Ptr{Ptr{Cvoid}}),
           cache, threads, out)
-
-"`kjit_status kjit_compiler_set_compile_mode(kjit_compiler* compiler, int mode)`"
-kjit_compiler_set_compile_mode(compiler, mode) =
-    ccall((:kjit_compiler_set_compile_mode, libkjit), Cint,
-          (Ptr{Cvoid}, Cint),
-          compiler, mode)
-
-"`kjit_status kjit_compiler_get_compile_mode(const kjit_compiler* compiler, int* mode)`"
-kjit_compiler_get_compile_mode(compiler, mode) =
-    ccall((:kjit_compiler_get_compile_mode, libkjit), Cint,
-          (Ptr{Cvoid}, Ptr{Cint}),
-          compiler, mode)
-
-"`kjit_status kjit_worker_info_get(kjit_cache* cache, kjit_worker_info* info)`"
-kjit_worker_info_get(cache, info) =
-    @gcsafe ccall((:kjit_worker_info_get, libkjit), Cint,
-          (Ptr{Cvoid}, Ptr{kjit_worker_info}),
-          cache, info)
 
 "`void kjit_compiler_destroy(kjit_compiler* compiler)`"
 kjit_compiler_destroy(compiler) =
@@ -396,6 +380,30 @@ kjit_compile_many(compiler, count, sources, opts, outs, statuses) =
     @gcsafe ccall((:kjit_compile_many, libkjit), Cint,
           (Ptr{Cvoid}, Csize_t, Ptr{Ptr{UInt8}}, Ptr{Ptr{Cvoid}}, Ptr{Ptr{Cvoid}}, Ptr{Cint}),
           compiler, count, sources, opts, outs, statuses)
+
+"`kjit_status kjit_compiler_set_compile_mode(kjit_compiler* compiler, int mode)`"
+kjit_compiler_set_compile_mode(compiler, mode) =
+    ccall((:kjit_compiler_set_compile_mode, libkjit), Cint,
+          (Ptr{Cvoid}, Cint),
+          compiler, mode)
+
+"`kjit_status kjit_compiler_get_compile_mode(const kjit_compiler* compiler, int* mode)`"
+kjit_compiler_get_compile_mode(compiler, mode) =
+    ccall((:kjit_compiler_get_compile_mode, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{Cint}),
+          compiler, mode)
+
+"`kjit_status kjit_worker_info_init_sized(kjit_worker_info* info, size_t size)`"
+kjit_worker_info_init_sized(info, size) =
+    ccall((:kjit_worker_info_init_sized, libkjit), Cint,
+          (Ptr{kjit_worker_info}, Csize_t),
+          info, size)
+
+"`kjit_status kjit_worker_info_get(kjit_cache* cache, kjit_worker_info* info)`"
+kjit_worker_info_get(cache, info) =
+    @gcsafe ccall((:kjit_worker_info_get, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{kjit_worker_info}),
+          cache, info)
 
 "`void kjit_binary_destroy(kjit_binary* binary)`"
 kjit_binary_destroy(binary) = ccall((:kjit_binary_destroy, libkjit), Cvoid, (Ptr{Cvoid},), binary)
@@ -492,23 +500,17 @@ kjit_compute_key(source, opts, out_hex) =
 
 # ---- cache.h ---------------------------------------------------------------
 
-"`void kjit_cache_options_init(kjit_cache_options* opts)` (the 0.1.0 function)"
-kjit_cache_options_init(opts) =
-    ccall((:kjit_cache_options_init, libkjit), Cvoid,
-          (Ptr{kjit_cache_options},),
-          opts)
-
-"`kjit_status kjit_cache_options_init_sized(kjit_cache_options* opts, size_t size)` (since 0.2)"
+"`kjit_status kjit_cache_options_init_sized(kjit_cache_options* opts, size_t size)`"
 kjit_cache_options_init_sized(opts, size) =
     ccall((:kjit_cache_options_init_sized, libkjit), Cint,
           (Ptr{kjit_cache_options}, Csize_t),
           opts, size)
 
-"`kjit_status kjit_cache_stats_init_sized(kjit_cache_stats* stats, size_t size)` (since 0.2)"
-kjit_cache_stats_init_sized(stats, size) =
-    ccall((:kjit_cache_stats_init_sized, libkjit), Cint,
-          (Ptr{kjit_cache_stats}, Csize_t),
-          stats, size)
+"`void kjit_cache_options_init(kjit_cache_options* opts)`"
+kjit_cache_options_init(opts) =
+    ccall((:kjit_cache_options_init, libkjit), Cvoid,
+          (Ptr{kjit_cache_options},),
+          opts)
 
 "`kjit_status kjit_cache_open(const kjit_cache_options* opts, kjit_cache** out)`"
 kjit_cache_open(opts, out) =
@@ -524,6 +526,12 @@ kjit_cache_directory(cache) =
     ccall((:kjit_cache_directory, libkjit), Ptr{UInt8},
           (Ptr{Cvoid},),
           cache)
+
+"`kjit_status kjit_cache_stats_init_sized(kjit_cache_stats* stats, size_t size)`"
+kjit_cache_stats_init_sized(stats, size) =
+    ccall((:kjit_cache_stats_init_sized, libkjit), Cint,
+          (Ptr{kjit_cache_stats}, Csize_t),
+          stats, size)
 
 "`kjit_status kjit_cache_stats_get(kjit_cache* cache, kjit_cache_stats* stats)`"
 kjit_cache_stats_get(cache, stats) =
@@ -599,6 +607,12 @@ kjit_device_arch(device, out, size) =
           (Cint, Ptr{UInt8}, Csize_t),
           device, out, size)
 
+"`kjit_status kjit_device_arch_cached(kjit_cache* cache, int device, char* out, size_t size, int* from_record)`"
+kjit_device_arch_cached(cache, device, out, size, from_record) =
+    @gcsafe ccall((:kjit_device_arch_cached, libkjit), Cint,
+          (Ptr{Cvoid}, Cint, Ptr{UInt8}, Csize_t, Ptr{Cint}),
+          cache, device, out, size, from_record)
+
 "`kjit_status kjit_device_name(int device, char* out, size_t size)`"
 kjit_device_name(device, out, size) =
     @gcsafe ccall((:kjit_device_name, libkjit), Cint,
@@ -606,7 +620,10 @@ kjit_device_name(device, out, size) =
           device, out, size)
 
 "`kjit_status kjit_driver_version(int* version)`"
-kjit_driver_version(version) = @gcsafe ccall((:kjit_driver_version, libkjit), Cint, (Ptr{Cint},), version)
+kjit_driver_version(version) =
+    @gcsafe ccall((:kjit_driver_version, libkjit), Cint,
+          (Ptr{Cint},),
+          version)
 
 "`kjit_status kjit_kernel_create(kjit_compiler* compiler, const char* source, const char* name, const kjit_options* opts, int device, unsigned flags, kjit_kernel** out, kjit_binary** log_out)`"
 kjit_kernel_create(compiler, source, name, opts, device, flags, out, log_out) =
@@ -621,7 +638,10 @@ kjit_kernel_from_binary(binary, name, device, flags, out) =
           binary, name, device, flags, out)
 
 "`void kjit_kernel_destroy(kjit_kernel* kernel)`"
-kjit_kernel_destroy(kernel) = @gcsafe ccall((:kjit_kernel_destroy, libkjit), Cvoid, (Ptr{Cvoid},), kernel)
+kjit_kernel_destroy(kernel) =
+    @gcsafe ccall((:kjit_kernel_destroy, libkjit), Cvoid,
+          (Ptr{Cvoid},),
+          kernel)
 
 "`int kjit_kernel_load_path(const kjit_kernel* kernel)`"
 kjit_kernel_load_path(kernel) =
@@ -653,6 +673,12 @@ kjit_kernel_param_buffer_size(kernel, size) =
           (Ptr{Cvoid}, Ptr{Csize_t}),
           kernel, size)
 
+"`kjit_status kjit_kernel_attributes_init_sized(kjit_kernel_attributes* attrs, size_t size)`"
+kjit_kernel_attributes_init_sized(attrs, size) =
+    ccall((:kjit_kernel_attributes_init_sized, libkjit), Cint,
+          (Ptr{kjit_kernel_attributes}, Csize_t),
+          attrs, size)
+
 "`kjit_status kjit_kernel_get_attributes(const kjit_kernel* kernel, kjit_kernel_attributes* attrs)`"
 kjit_kernel_get_attributes(kernel, attrs) =
     ccall((:kjit_kernel_get_attributes, libkjit), Cint,
@@ -677,29 +703,17 @@ kjit_kernel_suggest_block_size(kernel, dynamic_shared, min_grid, block_size) =
           (Ptr{Cvoid}, Csize_t, Ptr{Cint}, Ptr{Cint}),
           kernel, dynamic_shared, min_grid, block_size)
 
-"`void kjit_launch_config_init(kjit_launch_config* cfg)` (the 0.1.0 function)"
-kjit_launch_config_init(cfg) =
-    ccall((:kjit_launch_config_init, libkjit), Cvoid,
-          (Ptr{kjit_launch_config},),
-          cfg)
-
-"`kjit_status kjit_launch_config_init_sized(kjit_launch_config* cfg, size_t size)` (since 0.2)"
+"`kjit_status kjit_launch_config_init_sized(kjit_launch_config* cfg, size_t size)`"
 kjit_launch_config_init_sized(cfg, size) =
     ccall((:kjit_launch_config_init_sized, libkjit), Cint,
           (Ptr{kjit_launch_config}, Csize_t),
           cfg, size)
 
-"`kjit_status kjit_worker_info_init_sized(kjit_worker_info* info, size_t size)` (since 0.2)"
-kjit_worker_info_init_sized(info, size) =
-    ccall((:kjit_worker_info_init_sized, libkjit), Cint,
-          (Ptr{kjit_worker_info}, Csize_t),
-          info, size)
-
-"`kjit_status kjit_kernel_attributes_init_sized(kjit_kernel_attributes* attrs, size_t size)` (since 0.2)"
-kjit_kernel_attributes_init_sized(attrs, size) =
-    ccall((:kjit_kernel_attributes_init_sized, libkjit), Cint,
-          (Ptr{kjit_kernel_attributes}, Csize_t),
-          attrs, size)
+"`void kjit_launch_config_init(kjit_launch_config* cfg)`"
+kjit_launch_config_init(cfg) =
+    ccall((:kjit_launch_config_init, libkjit), Cvoid,
+          (Ptr{kjit_launch_config},),
+          cfg)
 
 "`kjit_status kjit_kernel_launch(kjit_kernel* kernel, const kjit_launch_config* cfg, void** args, size_t count)`"
 kjit_kernel_launch(kernel, cfg, args, count) =
@@ -721,35 +735,29 @@ kjit_kernel_launch_packed(kernel, cfg, buffer, size) =
 
 # ---- gemm.h ----------------------------------------------------------------
 
+"`kjit_status kjit_gemm_desc_init_sized(kjit_gemm_desc* desc, size_t size)`"
+kjit_gemm_desc_init_sized(desc, size) =
+    ccall((:kjit_gemm_desc_init_sized, libkjit), Cint,
+          (Ptr{kjit_gemm_desc}, Csize_t),
+          desc, size)
+
 "`void kjit_gemm_desc_init(kjit_gemm_desc* desc)`"
 kjit_gemm_desc_init(desc) =
     ccall((:kjit_gemm_desc_init, libkjit), Cvoid,
           (Ptr{kjit_gemm_desc},),
           desc)
 
-"`void kjit_gemm_options_init(kjit_gemm_options* opts)` (the 0.1.0 function)"
-kjit_gemm_options_init(opts) =
-    ccall((:kjit_gemm_options_init, libkjit), Cvoid,
-          (Ptr{kjit_gemm_options},),
-          opts)
-
-"`kjit_status kjit_gemm_desc_init_sized(kjit_gemm_desc* desc, size_t size)` (since 0.2)"
-kjit_gemm_desc_init_sized(desc, size) =
-    ccall((:kjit_gemm_desc_init_sized, libkjit), Cint,
-          (Ptr{kjit_gemm_desc}, Csize_t),
-          desc, size)
-
-"`kjit_status kjit_gemm_options_init_sized(kjit_gemm_options* opts, size_t size)` (since 0.2)"
+"`kjit_status kjit_gemm_options_init_sized(kjit_gemm_options* opts, size_t size)`"
 kjit_gemm_options_init_sized(opts, size) =
     ccall((:kjit_gemm_options_init_sized, libkjit), Cint,
           (Ptr{kjit_gemm_options}, Csize_t),
           opts, size)
 
-"`kjit_status kjit_gemm_stats_init_sized(kjit_gemm_stats* stats, size_t size)` (since 0.2)"
-kjit_gemm_stats_init_sized(stats, size) =
-    ccall((:kjit_gemm_stats_init_sized, libkjit), Cint,
-          (Ptr{kjit_gemm_stats}, Csize_t),
-          stats, size)
+"`void kjit_gemm_options_init(kjit_gemm_options* opts)`"
+kjit_gemm_options_init(opts) =
+    ccall((:kjit_gemm_options_init, libkjit), Cvoid,
+          (Ptr{kjit_gemm_options},),
+          opts)
 
 "`kjit_status kjit_gemm_create(kjit_cache* cache, int device, const kjit_gemm_options* options, kjit_gemm** out)`"
 kjit_gemm_create(cache, device, options, out) =
@@ -775,6 +783,12 @@ kjit_gemm_run(gemm, desc, A, B, C, D, bias, stream) =
 "`kjit_status kjit_gemm_clear_plans(kjit_gemm* gemm)`"
 kjit_gemm_clear_plans(gemm) = ccall((:kjit_gemm_clear_plans, libkjit), Cint, (Ptr{Cvoid},), gemm)
 
+"`kjit_status kjit_gemm_stats_init_sized(kjit_gemm_stats* stats, size_t size)`"
+kjit_gemm_stats_init_sized(stats, size) =
+    ccall((:kjit_gemm_stats_init_sized, libkjit), Cint,
+          (Ptr{kjit_gemm_stats}, Csize_t),
+          stats, size)
+
 "`kjit_status kjit_gemm_stats_get(const kjit_gemm* gemm, kjit_gemm_stats* stats)`"
 kjit_gemm_stats_get(gemm, stats) =
     ccall((:kjit_gemm_stats_get, libkjit), Cint,
@@ -782,9 +796,12 @@ kjit_gemm_stats_get(gemm, stats) =
           gemm, stats)
 
 "`kjit_status kjit_cublaslt_version(size_t* out)`"
-kjit_cublaslt_version(out) = @gcsafe ccall((:kjit_cublaslt_version, libkjit), Cint, (Ptr{Csize_t},), out)
+kjit_cublaslt_version(out) =
+    @gcsafe ccall((:kjit_cublaslt_version, libkjit), Cint,
+          (Ptr{Csize_t},),
+          out)
 
-# ---- link.h
+# ---- link.h ----------------------------------------------------------------
 
 "`kjit_status kjit_linker_create(kjit_cache* cache, kjit_linker** out)`"
 kjit_linker_create(cache, out) =
