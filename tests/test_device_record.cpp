@@ -117,8 +117,7 @@ TEST(DeviceRecord, FingerprintChangesWithEverythingThatDecidesTheDevice) {
       [&] { ::unlink((m.root() + "/dev/nvidia1").c_str()); });
   for (const char* var : {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "KJIT_CUDA_DRIVER"}) {
     differs(
-        std::string(var) + " set", [&] { ::setenv(var, "1", 1); },
-        [&] { ::unsetenv(var); });
+        std::string(var) + " set", [&] { ::setenv(var, "1", 1); }, [&] { ::unsetenv(var); });
     differs(
         std::string(var) + " empty", [&] { ::setenv(var, "", 1); }, [&] { ::unsetenv(var); });
   }
@@ -136,7 +135,8 @@ TEST(DeviceRecord, FingerprintChangesWithEverythingThatDecidesTheDevice) {
 }
 
 TEST(DeviceRecord, DeviceArchForm) {
-  for (const char* good : {"sm_90", "sm_100", "sm_75"}) EXPECT_TRUE(kjit::cuda::is_device_arch(good));
+  for (const char* good : {"sm_90", "sm_100", "sm_75"})
+    EXPECT_TRUE(kjit::cuda::is_device_arch(good));
   for (const char* bad : {"", "sm_", "sm_9", "sm_90a", "compute_90", "sm_1000", "SM_90", "sm_9x"})
     EXPECT_FALSE(kjit::cuda::is_device_arch(bad)) << bad;
 }

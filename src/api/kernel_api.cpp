@@ -72,7 +72,7 @@ KJIT_EXPORT kjit_status kjit_device_arch(int device, char* out, size_t size) {
 }
 
 KJIT_EXPORT kjit_status kjit_device_arch_cached(kjit_cache* cache, int device, char* out,
-                                               size_t size, int* from_record) {
+                                                size_t size, int* from_record) {
   return guard([&] {
     if (from_record) *from_record = 0;
     if (cache && !ok(cache)) {

@@ -104,10 +104,10 @@ struct Request {
 struct Result {
   size_t size = 0;  // bytes written
   int tier = KJIT_TIER_COMPILED;
-  double elapsed_ms = 0;  // wall time of the call
-  double compile_ms = 0;  // NVRTC's time for this entry (on a hit: when first compiled)
-  double wait_ms = 0;     // waiting for another process's compile of the same key
-  double device_ms = 0;   // --arch auto: finding device 0's target
+  double elapsed_ms = 0;            // wall time of the call
+  double compile_ms = 0;            // NVRTC's time for this entry (on a hit: when first compiled)
+  double wait_ms = 0;               // waiting for another process's compile of the same key
+  double device_ms = 0;             // --arch auto: finding device 0's target
   bool device_from_record = false;  // --arch auto: the cache's record answered, not the driver
 };
 
