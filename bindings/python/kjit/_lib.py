@@ -315,6 +315,7 @@ PROTOTYPES = {
     # kernel.h
     "kjit_device_count": (_st, [POINTER(c_int)]),
     "kjit_device_arch": (_st, [c_int, c_char_p, c_size_t]),
+    "kjit_device_arch_cached": (_st, [_p, c_int, c_char_p, c_size_t, POINTER(c_int)]),
     "kjit_device_name": (_st, [c_int, c_char_p, c_size_t]),
     "kjit_driver_version": (_st, [POINTER(c_int)]),
     "kjit_kernel_create": (_st, [_p, c_char_p, c_char_p, _p, c_int, c_uint, _pp, _pp]),

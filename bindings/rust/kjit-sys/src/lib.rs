@@ -594,6 +594,13 @@ extern "C" {
     // kernel.h: devices
     pub fn kjit_device_count(count: *mut c_int) -> kjit_status;
     pub fn kjit_device_arch(device: c_int, out: *mut c_char, size: usize) -> kjit_status;
+    pub fn kjit_device_arch_cached(
+        cache: *mut kjit_cache,
+        device: c_int,
+        out: *mut c_char,
+        size: usize,
+        from_record: *mut c_int,
+    ) -> kjit_status;
     pub fn kjit_device_name(device: c_int, out: *mut c_char, size: usize) -> kjit_status;
     pub fn kjit_driver_version(version: *mut c_int) -> kjit_status;
 
