@@ -766,6 +766,59 @@ TEST_F(KernelGpu, ModulesAreSharedAndUnloadedWithTheLastHandle) {
   EXPECT_EQ(kjit::loaded_module_count(), base);
 }
 
+// Each kernel's parameters come from its own function: two kernels of one program with
+// different parameters, each loaded again (the second time the layout is remembered), and a
+// PTX load of the same function, keep their own layouts and refuse the other's arguments.
+TEST_F(KernelGpu, ParameterLayoutsAreEachKernelsOwnWhenLoadedAgain) {
+  const char* const src = R"(
+extern "C" __global__ void one(int* p) { *p = 1; }
+extern "C" __global__ void three(char c, double d, int* p) { *p = c + int(d); }
+)";
+  struct Want {
+    const char* name;
+    unsigned flags;
+    std::vector<std::pair<size_t, size_t>> params;  // offset, size
+  };
+  const std::vector<Want> wants = {
+      {"one", 0, {{0, 8}}},
+      {"three", 0, {{0, 1}, {8, 8}, {16, 8}}},
+      {"three", KJIT_KERNEL_FORCE_PTX, {{0, 1}, {8, 8}, {16, 8}}},
+  };
+  for (int round = 0; round < 2; ++round) {
+    for (const Want& w : wants) {
+      kjit_kernel* k = make(src, w.name, w.flags);
+      ASSERT_NE(k, nullptr);
+      size_t count = 0;
+      ASSERT_EQ(kjit_kernel_param_count(k, &count), KJIT_OK);
+      ASSERT_EQ(count, w.params.size()) << w.name << " round " << round;
+      for (size_t i = 0; i < count; ++i) {
+        size_t off = 0, size = 0;
+        ASSERT_EQ(kjit_kernel_param_info(k, i, &off, &size), KJIT_OK);
+        EXPECT_EQ(off, w.params[i].first) << w.name << " " << i;
+        EXPECT_EQ(size, w.params[i].second) << w.name << " " << i;
+      }
+      DevBuf out(sizeof(int));
+      int32_t c = 2;
+      double d = 3.0;
+      void* three_args[] = {&c, &d, &out.ptr};
+      void* one_args[] = {&out.ptr};
+      const bool is_one = std::string(w.name) == "one";
+      kjit_launch_config cfg = KJIT_LAUNCH_CONFIG_INIT;
+      EXPECT_EQ(kjit_kernel_launch(k, &cfg, is_one ? three_args : one_args, is_one ? 3 : 1),
+                KJIT_ERROR_ARGUMENT_MISMATCH)
+          << w.name << ": the other kernel's arguments";
+      ASSERT_EQ(kjit_kernel_launch(k, &cfg, is_one ? one_args : three_args, is_one ? 1 : 3),
+                KJIT_OK)
+          << last_error();
+      ASSERT_EQ(D().cuCtxSynchronize(), CUDA_SUCCESS);
+      int v = 0;
+      out.download(&v);
+      EXPECT_EQ(v, is_one ? 1 : 5) << w.name;
+      forget(k);  // the module goes: the next round loads it again
+    }
+  }
+}
+
 class KernelGpuDeath : public KernelGpu {
  protected:
   // Child process body: an illegal address, then a launch that must report it as sticky.

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cstddef>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "cuda/context.h"
@@ -13,6 +15,18 @@
 
 namespace kjit {
 namespace {
+
+// Parameter layouts learned from the driver, by entry key, symbol and load path.
+struct ParamMemo {
+  std::mutex mu;
+  std::unordered_map<std::string, std::vector<ParamInfo>> layouts;
+};
+constexpr size_t kParamMemoLimit = 4096;  // layouts kept before the memo starts again
+
+ParamMemo& param_memo() {
+  static ParamMemo* m = new ParamMemo;  // never destroyed: kernels may load during exit
+  return *m;
+}
 
 bool starts_with(const std::string& s, const char* prefix) {
   return s.rfind(prefix, 0) == 0;
@@ -184,11 +198,60 @@ Kernel::~Kernel() {
   loads_.clear();  // releases the modules (unloaded with their last user)
 }
 
+std::vector<ParamInfo> Kernel::param_layout(CUfunction fn) const {
+  // The layout belongs to the function in the image: the same entry (its key covers the
+  // bytes), symbol and load path give the same layout on every device and context. Asking
+  // the driver ends with a query past the last parameter, which alone costs about a
+  // microsecond (an error return), so a kernel loaded again (another device, a reload)
+  // reuses what the first load learned.
+  const std::string memo_key =
+      entry_->key.empty()
+          ? std::string()
+          : entry_->key + '\n' + symbol_ + '\n' + (path_ == LoadPath::Cubin ? "cubin" : "ptx");
+  ParamMemo& memo = param_memo();
+  if (!memo_key.empty()) {
+    std::lock_guard<std::mutex> lock(memo.mu);
+    auto it = memo.layouts.find(memo_key);
+    if (it != memo.layouts.end()) return it->second;
+  }
+  if (!drv_->cuFuncGetParamInfo) {
+    fail(KJIT_ERROR_UNSUPPORTED,
+         "CUDA driver " + std::to_string(drv_->version) +
+             " lacks cuFuncGetParamInfo (CUDA 12.4 or newer), which kjit needs to check "
+             "launch arguments");
+  }
+  std::vector<ParamInfo> params;
+  for (size_t i = 0;; ++i) {
+    size_t offset = 0, size = 0;
+    CUresult pr = drv_->cuFuncGetParamInfo(fn, i, &offset, &size);
+    if (pr == CUDA_ERROR_INVALID_VALUE && i == 0) {
+      // Make sure a lazily loaded function is really loaded before concluding that it
+      // takes no parameters.
+      int regs = 0;
+      cuda::check(drv_->cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn),
+                  "cuFuncGetAttribute(NUM_REGS)");
+      pr = drv_->cuFuncGetParamInfo(fn, i, &offset, &size);
+    }
+    if (pr == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
+    cuda::check(pr, "cuFuncGetParamInfo");
+    params.push_back(ParamInfo{offset, size});
+  }
+  if (!memo_key.empty()) {
+    std::lock_guard<std::mutex> lock(memo.mu);
+    if (memo.layouts.size() >= kParamMemoLimit) memo.layouts.clear();
+    memo.layouts.emplace(memo_key, params);
+  }
+  return params;
+}
+
 std::unique_ptr<Kernel::Loaded> Kernel::load_now(bool first) {
   // A reload must not follow whatever context the reloading thread has current: code
   // that lived in the primary context goes back there (the caller's memory is there).
   const cuda::ContextChoice c =
       !first && primary_ ? cuda::primary_choice(device_) : cuda::choose_context(device_);
+  // One switch to the kernel's context for the load, the function and its parameters (a
+  // context of another device costs a push and a pop each time).
+  cuda::ScopedContext scope(c.ctx);
   ModulePtr module;
   if (first) {
     const bool want_ptx = (flags_ & KJIT_KERNEL_FORCE_PTX) != 0 || entry_->cubin.empty();
@@ -215,7 +278,6 @@ std::unique_ptr<Kernel::Loaded> Kernel::load_now(bool first) {
     module = acquire_module(c, entry_, path_);
   }
 
-  cuda::ScopedContext scope(c.ctx);
   CUfunction fn = nullptr;
   const CUresult r = drv_->cuModuleGetFunction(&fn, module->handle(), symbol_.c_str());
   if (r == CUDA_ERROR_NOT_FOUND) {
@@ -224,28 +286,8 @@ std::unique_ptr<Kernel::Loaded> Kernel::load_now(bool first) {
   cuda::check(r, "cuModuleGetFunction");
 
   if (first) {
-    if (!drv_->cuFuncGetParamInfo) {
-      fail(KJIT_ERROR_UNSUPPORTED,
-           "CUDA driver " + std::to_string(drv_->version) +
-               " lacks cuFuncGetParamInfo (CUDA 12.4 or newer), which kjit needs to check "
-               "launch arguments");
-    }
-    for (size_t i = 0;; ++i) {
-      size_t offset = 0, size = 0;
-      CUresult pr = drv_->cuFuncGetParamInfo(fn, i, &offset, &size);
-      if (pr == CUDA_ERROR_INVALID_VALUE && i == 0) {
-        // Make sure a lazily loaded function is really loaded before concluding that it
-        // takes no parameters.
-        int regs = 0;
-        cuda::check(drv_->cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn),
-                    "cuFuncGetAttribute(NUM_REGS)");
-        pr = drv_->cuFuncGetParamInfo(fn, i, &offset, &size);
-      }
-      if (pr == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
-      cuda::check(pr, "cuFuncGetParamInfo");
-      params_.push_back(ParamInfo{offset, size});
-      param_bytes_ = std::max(param_bytes_, offset + size);
-    }
+    params_ = param_layout(fn);
+    for (const ParamInfo& p : params_) param_bytes_ = std::max(param_bytes_, p.offset + p.size);
   }
   const int shared = max_dynamic_shared_.load(std::memory_order_relaxed);
   if (shared >= 0) {

@@ -119,6 +119,9 @@ class Kernel {
   CUresult enqueue(const Loaded& l, const kjit_launch_config& cfg, void** params,
                    void** extra) const;
   void launch_checked(const kjit_launch_config& cfg, void** params, void** extra);
+  // The parameters of `fn` (this kernel's function, loaded by path_) as the driver gives
+  // them, or as an earlier load of the same entry, symbol and path learned them.
+  std::vector<ParamInfo> param_layout(CUfunction fn) const;
   [[noreturn]] void launch_failed(CUresult r, const kjit_launch_config& cfg,
                                   CUcontext ctx) const;
 
