@@ -16,8 +16,10 @@ struct DeviceTarget {
 // Device `device`'s architecture. Where no CUDA driver is loaded in this process and the
 // machine's fingerprint is readable, the fact recorded in `cache` for that fingerprint
 // answers; otherwise the driver is asked (cuda::device_arch, which throws kjit::Error as
-// it does) and its answer is recorded for the next process. `cache` may be null. `root`
-// prefixes the paths the fingerprint reads (tests). Thread-safe.
+// it does) and its answer is recorded for the next process. `cache` may be null. An answer
+// is kept for the rest of the process, per device and values of the environment variables
+// the fingerprint reads (as the driver, once initialised, keeps its devices). `root`
+// prefixes the paths the fingerprint reads (tests; nothing is kept then). Thread-safe.
 DeviceTarget device_target(Cache* cache, int device, const std::string& root = "");
 
 }  // namespace kjit
