@@ -61,8 +61,8 @@ KJIT_EXPORT kjit_status kjit_device_arch(int device, char* out, size_t size);
  *  `cache` is NULL, and where a CUDA driver library is already loaded in this process (its
  *  devices were enumerated with the environment of that time); its answer is recorded for
  *  later processes (not in a read-only cache). An answer is kept for the rest of the
- *  process (per device and values of those environment variables), as the driver keeps its
- *  devices once initialised.
+ *  process, per device, as the driver keeps its devices once initialised (and as
+ *  kjit_device_arch() does).
  *
  *  out: at least 16 bytes (KJIT_ERROR_BUFFER_TOO_SMALL). from_record (may be NULL): set to 1
  *  when the record answered, 0 when the driver did. Errors: as kjit_device_arch() when the

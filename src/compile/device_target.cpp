@@ -1,6 +1,5 @@
 #include "compile/device_target.h"
 
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -12,27 +11,18 @@
 namespace kjit {
 namespace {
 
-// Answers already found in this process, by device and the environment the fingerprint
-// reads: a compile for target "auto" pays the fingerprint (files under /proc and /dev, tens
+// Answers already found in this process, by device: kept for the rest of it, as the
+// driver, once initialised, keeps the devices it enumerated (cuda::device_arch does the
+// same). A compile for target "auto" pays the fingerprint (files under /proc and /dev, tens
 // of microseconds) once, not at every hit.
 struct Known {
   std::mutex mu;
-  std::map<std::string, DeviceTarget> by_device;
+  std::map<int, DeviceTarget> by_device;
 };
 
 Known& known() {
   static Known* k = new Known;  // never destroyed: compiles may run during exit
   return *k;
-}
-
-std::string memo_key(int device) {
-  std::string key = std::to_string(device);
-  for (const char* name : {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_MPS_PIPE_DIRECTORY",
-                           "KJIT_CUDA_DRIVER"}) {
-    const char* v = std::getenv(name);
-    key += v ? '\n' + std::string(v) : std::string("\n-");
-  }
-  return key;
 }
 
 DeviceTarget find(Cache* cache, int device, const std::string& root) {
@@ -54,15 +44,14 @@ DeviceTarget find(Cache* cache, int device, const std::string& root) {
 DeviceTarget device_target(Cache* cache, int device, const std::string& root) {
   if (!root.empty()) return find(cache, device, root);  // an invented machine (tests)
   Known& k = known();
-  const std::string key = memo_key(device);
   {
     std::lock_guard<std::mutex> lock(k.mu);
-    auto it = k.by_device.find(key);
+    auto it = k.by_device.find(device);
     if (it != k.by_device.end()) return it->second;
   }
   const DeviceTarget t = find(cache, device, root);
   std::lock_guard<std::mutex> lock(k.mu);
-  k.by_device.emplace(key, t);
+  k.by_device.emplace(device, t);
   return t;
 }
 

@@ -17,9 +17,9 @@ struct DeviceTarget {
 // machine's fingerprint is readable, the fact recorded in `cache` for that fingerprint
 // answers; otherwise the driver is asked (cuda::device_arch, which throws kjit::Error as
 // it does) and its answer is recorded for the next process. `cache` may be null. An answer
-// is kept for the rest of the process, per device and values of the environment variables
-// the fingerprint reads (as the driver, once initialised, keeps its devices). `root`
-// prefixes the paths the fingerprint reads (tests; nothing is kept then). Thread-safe.
+// is kept for the rest of the process, per device (as the driver, once initialised, keeps
+// the devices it enumerated). `root` prefixes the paths the fingerprint reads (tests;
+// nothing is kept then). Thread-safe.
 DeviceTarget device_target(Cache* cache, int device, const std::string& root = "");
 
 }  // namespace kjit
