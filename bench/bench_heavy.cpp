@@ -3,13 +3,15 @@
 // test/unit/nvrtc/thread/nvrtc_contraction.cu), compiled by raw NVRTC and by kjit, every
 // compile in a fresh process (this program run again in a child mode). Prints one table.
 //
-//   bench_heavy --cutlass DIR [--quick] [--rows LIST]
+//   bench_heavy --cutlass DIR [--quick] [--rows LIST] [--rounds N]
 //
 //   DIR    holds CUTLASS's include/ (CUTLASS and CuTe) and test/unit/nvrtc/: the project's
 //          test data, `tar -xzf shared/testdata/cutlass-4.7.tgz -C DIR`.
 //   --quick   rows 1-3 only (a smoke test).
 //   --rows    comma-separated row numbers out of 1-6 and 8 (default all); row 3 runs row 2
 //             first (it reuses its cache); row 7 is the PCH and worker columns of the others.
+//   --rounds  row 6 N times (default 1), raw NVRTC first in odd rounds and kjit first in
+//             even ones, so that the host's drift during the run falls on both.
 //
 // On a GPU host, from the bundle made by tools/make_bundle.sh (bench_heavy is one of its
 // bin/bench_* programs; no GPU is used, only NVRTC and the toolkit's headers), with TGZ the
@@ -564,25 +566,50 @@ void row_5() {
   stop_worker(dir, a);
 }
 
-void row_6() {
-  const std::vector<int> variants{6, 7};
-  std::fprintf(stderr, "row 6: two variants one after another in one raw NVRTC process...\n");
+// Row 6's label for round `r` of `rounds`.
+std::string row_6_label(int r, int rounds) {
+  return rounds == 1 ? std::string("6") : "6 (round " + std::to_string(r + 1) + ")";
+}
+
+void row_6_raw(const std::vector<int>& variants, const std::string& label) {
+  std::fprintf(stderr, "row %s: two variants one after another in one raw NVRTC process...\n",
+               label.c_str());
   const Child raw = run_child("raw", "", variants);
-  progress("row 6", "raw", raw.wall);
-  g_rows.push_back({"6", "variant, then another in the same process: raw NVRTC", fmt(1, raw.wall),
+  progress(("row " + label).c_str(), "raw", raw.wall);
+  g_rows.push_back({label, "variant, then another in the same process: raw NVRTC", fmt(1, raw.wall),
                     fmt(1, raw.compiles.at(0).first) + " then " + fmt(1, raw.compiles.at(1).first),
                     "2 compiled", "-", "-"});
+}
+
+void row_6_kjit(const std::vector<int>& variants, const std::string& label) {
   const std::string dir = fresh_cache("pair");
-  std::fprintf(stderr, "row 6: the same two in one kjit process (default mode)...\n");
+  std::fprintf(stderr, "row %s: the same two in one kjit process (default mode)...\n",
+               label.c_str());
   const Child kj = run_child("kjit", dir, variants);
-  progress("row 6", "kjit", kj.wall);
+  progress(("row " + label).c_str(), "kjit", kj.wall);
   const After a = after_row(dir);
-  g_rows.push_back({"6", "variant, then another in the same process: kjit default mode",
+  g_rows.push_back({label, "variant, then another in the same process: kjit default mode",
                     fmt(1, kj.wall),
                     fmt(1, kj.compiles.at(0).first) + " then " + fmt(1, kj.compiles.at(1).first),
                     tier_text(kj, 0) + ", " + tier_text(kj, 1) + not_stored_text(a), pch_text(a),
                     worker_text(a)});
   stop_worker(dir, a);
+}
+
+// Row 6, `rounds` times: raw first in odd rounds, kjit first in even ones, so that a drift
+// of the host's speed during the run falls on both.
+void row_6(int rounds) {
+  const std::vector<int> variants{6, 7};
+  for (int r = 0; r < rounds; ++r) {
+    const std::string label = row_6_label(r, rounds);
+    if (r % 2 == 0) {
+      row_6_raw(variants, label);
+      row_6_kjit(variants, label);
+    } else {
+      row_6_kjit(variants, label);
+      row_6_raw(variants, label);
+    }
+  }
 }
 
 void print_table() {
@@ -608,7 +635,7 @@ void print_table() {
 }
 
 void usage() {
-  std::fprintf(stderr, "usage: bench_heavy --cutlass DIR [--quick] [--rows LIST]\n");
+  std::fprintf(stderr, "usage: bench_heavy --cutlass DIR [--quick] [--rows LIST] [--rounds N]\n");
   std::exit(2);
 }
 
@@ -617,6 +644,7 @@ void usage() {
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--child") == 0) return child_main(argc, argv);
   std::set<int> rows{1, 2, 3, 4, 5, 6, 8};
+  int rounds = 1;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--cutlass") == 0 && i + 1 < argc) {
       g_cutlass = argv[++i];
@@ -625,6 +653,9 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--rows") == 0 && i + 1 < argc) {
       rows.clear();
       for (int r : parse_list(argv[++i])) rows.insert(r);
+    } else if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
+      rounds = std::atoi(argv[++i]);
+      if (rounds < 1 || rounds > 20) usage();
     } else {
       usage();
     }
@@ -654,7 +685,7 @@ int main(int argc, char** argv) {
   rows_1_to_3(rows);
   if (rows.count(4)) row_4();
   if (rows.count(5)) row_5();
-  if (rows.count(6)) row_6();
+  if (rows.count(6)) row_6(rounds);
   if (rows.count(8)) row_8();
   std::fprintf(stderr, "bench_heavy: all rows in %.0f s\n", now_s() - t0);
   print_table();
