@@ -581,8 +581,8 @@ void row_6_raw(const std::vector<int>& variants, const std::string& label) {
                     "2 compiled", "-", "-"});
 }
 
-void row_6_kjit(const std::vector<int>& variants, const std::string& label) {
-  const std::string dir = fresh_cache("pair");
+void row_6_kjit(const std::vector<int>& variants, int round, const std::string& label) {
+  const std::string dir = fresh_cache(("pair-" + std::to_string(round)).c_str());  // its own
   std::fprintf(stderr, "row %s: the same two in one kjit process (default mode)...\n",
                label.c_str());
   const Child kj = run_child("kjit", dir, variants);
@@ -604,9 +604,9 @@ void row_6(int rounds) {
     const std::string label = row_6_label(r, rounds);
     if (r % 2 == 0) {
       row_6_raw(variants, label);
-      row_6_kjit(variants, label);
+      row_6_kjit(variants, r, label);
     } else {
-      row_6_kjit(variants, label);
+      row_6_kjit(variants, r, label);
       row_6_raw(variants, label);
     }
   }
