@@ -34,6 +34,17 @@ kjit_status copy_out(const std::string& s, char* out, size_t size, const char* w
   return KJIT_OK;
 }
 
+// The checks of a device-architecture output buffer, for the entry point `fn`.
+kjit_status check_arch_buffer(const char* fn, const char* out, size_t size) {
+  if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, std::string(fn) + ": out is NULL");
+  if (size < 16) {
+    return error(
+        KJIT_ERROR_BUFFER_TOO_SMALL,
+        std::string(fn) + ": the buffer must hold at least 16 bytes, has " + std::to_string(size));
+  }
+  return KJIT_OK;
+}
+
 kjit_kernel_attributes to_public(const kjit::KernelAttributes& k) {
   kjit_kernel_attributes a = kjit::api::blank<kjit_kernel_attributes>();
   a.num_regs = k.num_regs;
@@ -61,12 +72,7 @@ KJIT_EXPORT kjit_status kjit_device_count(int* count) {
 
 KJIT_EXPORT kjit_status kjit_device_arch(int device, char* out, size_t size) {
   return guard([&] {
-    if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_device_arch: out is NULL");
-    if (size < 16) {
-      return error(
-          KJIT_ERROR_BUFFER_TOO_SMALL,
-          "kjit_device_arch: the buffer must hold at least 16 bytes, has " + std::to_string(size));
-    }
+    if (const kjit_status st = check_arch_buffer("kjit_device_arch", out, size)) return st;
     return copy_out(kjit::cuda::device_arch(device), out, size, "arch");
   });
 }
@@ -78,12 +84,7 @@ KJIT_EXPORT kjit_status kjit_device_arch_cached(kjit_cache* cache, int device, c
     if (cache && !ok(cache)) {
       return error(KJIT_ERROR_INVALID_HANDLE, "kjit_device_arch_cached: invalid cache handle");
     }
-    if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_device_arch_cached: out is NULL");
-    if (size < 16) {
-      return error(KJIT_ERROR_BUFFER_TOO_SMALL,
-                   "kjit_device_arch_cached: the buffer must hold at least 16 bytes, has " +
-                       std::to_string(size));
-    }
+    if (const kjit_status st = check_arch_buffer("kjit_device_arch_cached", out, size)) return st;
     if (device < 0) {
       return error(KJIT_ERROR_INVALID_ARGUMENT,
                    "device ordinal " + std::to_string(device) + " is negative");

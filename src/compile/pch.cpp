@@ -1,6 +1,5 @@
 #include "compile/pch.h"
 
-#include <dirent.h>
 #include <nvrtc.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -66,14 +65,8 @@ std::string temp_root() {
 }
 
 void remove_tree(const std::string& dir) {
-  if (DIR* d = opendir(dir.c_str())) {
-    std::vector<std::string> names;
-    while (dirent* e = readdir(d)) {
-      const std::string n = e->d_name;
-      if (n != "." && n != "..") names.push_back(n);
-    }
-    closedir(d);
-    for (const std::string& n : names) {
+  if (const std::optional<std::vector<std::string>> names = directory_names(dir)) {
+    for (const std::string& n : *names) {
       const std::string path = join_path(dir, n);
       struct stat st;
       if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -88,16 +81,12 @@ void remove_tree(const std::string& dir) {
 
 // PCH directories of processes that no longer run ("kjit-pch.<pid>.XXXXXX").
 void sweep_dead(const std::string& root) {
-  DIR* d = opendir(root.c_str());
-  if (!d) return;
   std::vector<std::string> dead;
-  while (dirent* e = readdir(d)) {
-    const std::string n = e->d_name;
+  for (const std::string& n : directory_names(root).value_or(std::vector<std::string>())) {
     if (n.rfind("kjit-pch.", 0) != 0) continue;
     const long pid = std::strtol(n.c_str() + 9, nullptr, 10);
     if (pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) dead.push_back(join_path(root, n));
   }
-  closedir(d);
   for (const std::string& dir : dead) remove_tree(dir);
 }
 

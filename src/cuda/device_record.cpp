@@ -1,6 +1,5 @@
 #include "cuda/device_record.h"
 
-#include <dirent.h>
 #include <dlfcn.h>
 #include <sys/stat.h>
 
@@ -15,19 +14,6 @@
 
 namespace kjit::cuda {
 namespace {
-
-std::optional<std::vector<std::string>> names_in(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return std::nullopt;
-  std::vector<std::string> names;
-  while (dirent* e = ::readdir(d)) {
-    const std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(n);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 // The optional environment variable `name` as a field: whether it is set, and its value.
 void env_field(Sha256& h, const char* name) {
@@ -51,7 +37,7 @@ std::string device_fingerprint(int device, const std::string& root) {
   const std::string proc = root + "/proc/driver/nvidia";
   const std::optional<std::string> version = read_file(proc + "/version");
   if (!version || version->empty()) return "";
-  const std::optional<std::vector<std::string>> gpus = names_in(proc + "/gpus");
+  const std::optional<std::vector<std::string>> gpus = directory_names(proc + "/gpus");
   if (!gpus || gpus->empty()) return "";
   Sha256 h;
   h.field("kjit-device-fingerprint-1");
@@ -65,7 +51,7 @@ std::string device_fingerprint(int device, const std::string& root) {
     h.field(*info);
   }
   // The device nodes this process can see (a container may be given some of them).
-  const std::optional<std::vector<std::string>> dev = names_in(root + "/dev");
+  const std::optional<std::vector<std::string>> dev = directory_names(root + "/dev");
   if (!dev) return "";
   for (const std::string& n : *dev) {
     if (!is_gpu_node(n)) continue;

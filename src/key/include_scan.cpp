@@ -1,6 +1,5 @@
 #include "key/include_scan.h"
 
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -601,17 +600,10 @@ class Scanner {
   // Reads every regular file below `dir`; false when a bound stopped it.
   bool list_tree(const std::string& dir, int depth, Budget* budget) {
     if (depth > kMaxListDepth) return false;
-    DIR* d = opendir(dir.c_str());
-    if (!d) return false;
-    std::vector<std::string> names;
-    while (dirent* e = readdir(d)) {
-      const std::string name = e->d_name;
-      if (name != "." && name != "..") names.push_back(name);
-    }
-    closedir(d);
-    std::sort(names.begin(), names.end());
+    const std::optional<std::vector<std::string>> names = directory_names(dir);
+    if (!names) return false;
     bool whole = true;
-    for (const std::string& name : names) {
+    for (const std::string& name : *names) {
       const std::string p = join_path(dir, name);
       if (is_directory(p)) {
         const std::string real = resolve_path(p);

@@ -1,6 +1,5 @@
 #include "key/toolkit.h"
 
-#include <dirent.h>
 #include <sys/utsname.h>
 
 #include <algorithm>
@@ -45,20 +44,14 @@ class Looker {
     if (!trusted(s)) keep_ = false;
     return read_file(p);
   }
+  // The names in directory `p`, sorted (none where it is not a directory).
   std::vector<std::string> list(const std::string& p) {
     std::vector<std::string> names;
     PathStamp& s = stamp(p);
     s.listing = true;
     if (s.kind != 2) return names;
     if (!trusted(s)) keep_ = false;
-    if (DIR* d = opendir(p.c_str())) {
-      while (dirent* e = readdir(d)) {
-        const std::string n = e->d_name;
-        if (n != "." && n != "..") names.push_back(n);
-      }
-      closedir(d);
-    }
-    return names;
+    return directory_names(p).value_or(names);
   }
   // True when the stamps decide every answer (nothing changed within kRacySeconds).
   bool keepable() const { return keep_; }
@@ -119,8 +112,7 @@ std::string fingerprint_of(const std::string& root, const std::vector<std::strin
     h.field(v ? *v : std::string());
   }
   // Toolkits assembled from wheels keep each component's version in its dist-info name.
-  std::vector<std::string> infos = fs.list(join_path(root, "dist-info"));
-  std::sort(infos.begin(), infos.end());
+  const std::vector<std::string> infos = fs.list(join_path(root, "dist-info"));  // sorted
   h.u64(infos.size());
   for (const std::string& n : infos) h.field(n);
   return to_hex(h.finish());

@@ -1,5 +1,6 @@
 #include "util/fs.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -25,6 +26,19 @@ std::optional<std::string> read_file(const std::string& path) {
   std::fclose(f);
   if (!ok) return std::nullopt;
   return data;
+}
+
+std::optional<std::vector<std::string>> directory_names(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return std::nullopt;
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) {
+    const std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(n);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 std::string file_identity(const std::string& path) {

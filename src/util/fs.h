@@ -11,6 +11,9 @@ namespace kjit {
 // Whole file as bytes; nullopt if it cannot be opened or read.
 std::optional<std::string> read_file(const std::string& path);
 
+// The names in directory `dir` (without "." and ".."), sorted; nullopt if it cannot be opened.
+std::optional<std::vector<std::string>> directory_names(const std::string& dir);
+
 // Identity of a file's current contents as far as stat() can tell (device, inode, size,
 // mtime and ctime in ns). Empty when the file does not exist or is not a regular file.
 std::string file_identity(const std::string& path);
