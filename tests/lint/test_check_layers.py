@@ -6,17 +6,15 @@ import sys
 import tempfile
 import unittest
 
+from lint_tree import write_sources
+
 CHECKER = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "check_layers.py")
 
 
 class Layers(unittest.TestCase):
     def run_checker(self, files):
         with tempfile.TemporaryDirectory() as root:
-            for path, text in files.items():
-                full = os.path.join(root, "src", path)
-                os.makedirs(os.path.dirname(full), exist_ok=True)
-                with open(full, "w") as f:
-                    f.write(text)
+            write_sources(root, files)
             p = subprocess.run([sys.executable, CHECKER, "--root", root],
                                capture_output=True, text=True)
             return p.returncode, p.stdout + p.stderr

@@ -6,6 +6,8 @@ import sys
 import tempfile
 import unittest
 
+from lint_tree import write_sources
+
 CHECKER = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "check_function_length.py")
 
 
@@ -20,11 +22,7 @@ def function(name, lines, signature="void {}() {{"):
 class FunctionLength(unittest.TestCase):
     def run_checker(self, files, allow=None):
         with tempfile.TemporaryDirectory() as root:
-            for path, text in files.items():
-                full = os.path.join(root, "src", path)
-                os.makedirs(os.path.dirname(full), exist_ok=True)
-                with open(full, "w") as f:
-                    f.write(text)
+            write_sources(root, files)
             args = [sys.executable, CHECKER, "--root", root, "--limit", "150"]
             if allow is not None:
                 with open(os.path.join(root, "allow.txt"), "w") as f:
