@@ -3,7 +3,7 @@
 // test/unit/nvrtc/thread/nvrtc_contraction.cu), compiled by raw NVRTC and by kjit, every
 // compile in a fresh process (this program run again in a child mode). Prints one table.
 //
-//   bench_heavy --cutlass DIR [--quick] [--rows LIST] [--rounds N]
+//   bench_heavy --cutlass DIR [--quick] [--rows LIST] [--rounds N] [--together]
 //
 //   DIR    holds CUTLASS's include/ (CUTLASS and CuTe) and test/unit/nvrtc/: the project's
 //          test data, `tar -xzf shared/testdata/cutlass-4.7.tgz -C DIR`.
@@ -11,7 +11,11 @@
 //   --rows    comma-separated row numbers out of 1-6 and 8 (default all); row 3 runs row 2
 //             first (it reuses its cache); row 7 is the PCH and worker columns of the others.
 //   --rounds  row 6 N times (default 1), raw NVRTC first in odd rounds and kjit first in
-//             even ones, so that the host's drift during the run falls on both.
+//             even ones, so that the host's drift during the run falls on both; prints each
+//             round's kjit / raw ratio and their median.
+//   --together  row 6's raw NVRTC and kjit children at the same time (two of the host's
+//             cores) instead of one after the other: on a host whose speed drifts by a
+//             quarter within minutes, the only way both see the same host.
 //
 // On a GPU host, from the bundle made by tools/make_bundle.sh (bench_heavy is one of its
 // bin/bench_* programs; no GPU is used, only NVRTC and the toolkit's headers), with TGZ the
@@ -54,6 +58,7 @@
 //   7. (columns) PCH created/used/failed over all processes of each kjit row's cache, and
 //      the compile worker's resident memory after the row when one served it.
 #include <nvrtc.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -293,32 +298,61 @@ Child start_child(const std::string& mode, const std::string& cache_dir,
   return c;
 }
 
-void finish_child(Child& c, const char* what) {
-  std::string text;
-  char buf[256];
-  ssize_t n;
-  while ((n = read(c.fd, buf, sizeof buf)) > 0) text.append(buf, size_t(n));
-  close(c.fd);
-  int status = 0;
-  waitpid(c.pid, &status, 0);
-  c.wall = now_s() - c.start;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    double s = 0;
-    int tier = -1;
-    double nvrtc = 0;
-    if (std::sscanf(text.c_str() + pos, "C %lf %d %lf", &s, &tier, &nvrtc) == 3) {
-      c.compiles.emplace_back(s, tier);
-      c.nvrtc.push_back(nvrtc);
+// Reads the children's output until each one closes it, waits for each as it ends (so that
+// each wall time is its own even when several run at once), and parses their lines.
+void finish_children(const std::vector<Child*>& cs, const char* what) {
+  std::vector<std::string> text(cs.size());
+  size_t open = cs.size();
+  while (open > 0) {
+    std::vector<pollfd> fds;
+    std::vector<size_t> which;
+    for (size_t i = 0; i < cs.size(); ++i) {
+      if (cs[i]->fd < 0) continue;
+      fds.push_back(pollfd{cs[i]->fd, POLLIN, 0});
+      which.push_back(i);
     }
-    pos = end + 1;
+    if (poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) std::exit(1);
+    for (size_t k = 0; k < fds.size(); ++k) {
+      if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Child& c = *cs[which[k]];
+      char buf[256];
+      const ssize_t n = read(c.fd, buf, sizeof buf);
+      if (n > 0) {
+        text[which[k]].append(buf, size_t(n));
+        continue;
+      }
+      close(c.fd);  // the child's end closed: it has exited (or is exiting)
+      c.fd = -1;
+      --open;
+      int status = 0;
+      waitpid(c.pid, &status, 0);
+      c.wall = now_s() - c.start;
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        std::fprintf(stderr, "bench_heavy: the %s child failed (status %d)\n", what, status);
+        std::exit(1);
+      }
+    }
   }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::fprintf(stderr, "bench_heavy: the %s child failed (status %d)\n", what, status);
-    std::exit(1);
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const std::string& t = text[i];
+    size_t pos = 0;
+    while (pos < t.size()) {
+      size_t end = t.find('\n', pos);
+      if (end == std::string::npos) end = t.size();
+      double s = 0;
+      int tier = -1;
+      double nvrtc = 0;
+      if (std::sscanf(t.c_str() + pos, "C %lf %d %lf", &s, &tier, &nvrtc) == 3) {
+        cs[i]->compiles.emplace_back(s, tier);
+        cs[i]->nvrtc.push_back(nvrtc);
+      }
+      pos = end + 1;
+    }
   }
+}
+
+void finish_child(Child& c, const char* what) {
+  finish_children({&c}, what);
 }
 
 Child run_child(const std::string& mode, const std::string& cache_dir,
@@ -334,7 +368,9 @@ double run_set(const std::string& mode, const std::string& cache_dir,
   const double t0 = now_s();
   std::vector<Child> children;
   for (int v : variants) children.push_back(start_child(mode, cache_dir, {v}));
-  for (Child& c : children) finish_child(c, mode.c_str());
+  std::vector<Child*> all;
+  for (Child& c : children) all.push_back(&c);
+  finish_children(all, mode.c_str());
   const double wall = now_s() - t0;
   if (out) *out = children;
   return wall;
@@ -517,8 +553,8 @@ void rows_1_to_3(const std::set<int>& rows) {
 void row_variants(const char* row, int n, bool inprocess) {
   std::vector<int> variants;
   for (int v = 0; v < n; ++v) variants.push_back(n == 4 ? v + 1 : v);
-  const std::string label = std::to_string(n) + " variants, " + std::to_string(n) +
-                            " processes at once: ";
+  const std::string label =
+      std::to_string(n) + " variants, " + std::to_string(n) + " processes at once: ";
   std::fprintf(stderr, "row %s: %d variants, %d raw NVRTC processes at once...\n", row, n, n);
   std::vector<Child> raw;
   const double raw_wall = run_set("raw", "", variants, &raw);
@@ -537,19 +573,22 @@ void row_variants(const char* row, int n, bool inprocess) {
     progress((std::string("row ") + row).c_str(), mode, wall);
     const After a = after_row(dir);
     g_rows.push_back({row,
-                      label + (mode == std::string("kjit")
-                                   ? "kjit default mode, shared cache"
-                                   : "kjit KJIT_COMPILE_MODE=inprocess"),
+                      label + (mode == std::string("kjit") ? "kjit default mode, shared cache"
+                                                           : "kjit KJIT_COMPILE_MODE=inprocess"),
                       fmt(1, wall), fmt(1, max_compile(kj)) + " (slowest)",
                       tiers_text(kj) + not_stored_text(a), pch_text(a), worker_text(a)});
     stop_worker(dir, a);
   }
 }
 
-void row_4() { row_variants("4", 4, true); }
+void row_4() {
+  row_variants("4", 4, true);
+}
 
 // Row 8: all 8 variants at once.
-void row_8() { row_variants("8", 8, false); }
+void row_8() {
+  row_variants("8", 8, false);
+}
 
 void row_5() {
   const std::string dir = fresh_cache("eight");
@@ -571,21 +610,22 @@ std::string row_6_label(int r, int rounds) {
   return rounds == 1 ? std::string("6") : "6 (round " + std::to_string(r + 1) + ")";
 }
 
-void row_6_raw(const std::vector<int>& variants, const std::string& label) {
-  std::fprintf(stderr, "row %s: two variants one after another in one raw NVRTC process...\n",
-               label.c_str());
-  const Child raw = run_child("raw", "", variants);
+// Each round's kjit / raw ratio of row 6 (sum of the two compile calls), for the summary.
+std::vector<double> g_row6_ratios;
+bool g_together = false;  // --together: row 6's raw and kjit children run at the same time
+
+double compile_sum(const Child& c) {
+  return c.compiles.at(0).first + c.compiles.at(1).first;
+}
+
+void record_6_raw(const Child& raw, const std::string& label) {
   progress(("row " + label).c_str(), "raw", raw.wall);
   g_rows.push_back({label, "variant, then another in the same process: raw NVRTC", fmt(1, raw.wall),
                     fmt(1, raw.compiles.at(0).first) + " then " + fmt(1, raw.compiles.at(1).first),
                     "2 compiled", "-", "-"});
 }
 
-void row_6_kjit(const std::vector<int>& variants, int round, const std::string& label) {
-  const std::string dir = fresh_cache(("pair-" + std::to_string(round)).c_str());  // its own
-  std::fprintf(stderr, "row %s: the same two in one kjit process (default mode)...\n",
-               label.c_str());
-  const Child kj = run_child("kjit", dir, variants);
+void record_6_kjit(const Child& kj, const std::string& dir, const std::string& label) {
   progress(("row " + label).c_str(), "kjit", kj.wall);
   const After a = after_row(dir);
   g_rows.push_back({label, "variant, then another in the same process: kjit default mode",
@@ -596,20 +636,45 @@ void row_6_kjit(const std::vector<int>& variants, int round, const std::string& 
   stop_worker(dir, a);
 }
 
-// Row 6, `rounds` times: raw first in odd rounds, kjit first in even ones, so that a drift
-// of the host's speed during the run falls on both.
+// Row 6, `rounds` times. One after the other, raw goes first in odd rounds and kjit in even
+// ones; with --together both children run at the same time (on two of the host's cores), so
+// that a drift of the host's speed during the run falls on both alike.
 void row_6(int rounds) {
   const std::vector<int> variants{6, 7};
   for (int r = 0; r < rounds; ++r) {
     const std::string label = row_6_label(r, rounds);
-    if (r % 2 == 0) {
-      row_6_raw(variants, label);
-      row_6_kjit(variants, r, label);
+    const std::string dir = fresh_cache(("pair-" + std::to_string(r)).c_str());  // its own
+    const bool raw_first = r % 2 == 0;
+    std::fprintf(stderr, "row %s: two variants one after another, raw NVRTC and kjit%s...\n",
+                 label.c_str(), g_together ? ", at the same time" : "");
+    Child raw, kj;
+    if (g_together) {
+      raw = start_child("raw", "", variants);
+      kj = start_child("kjit", dir, variants);
+      finish_children({&raw, &kj}, "row 6");
     } else {
-      row_6_kjit(variants, r, label);
-      row_6_raw(variants, label);
+      if (raw_first) raw = run_child("raw", "", variants);
+      kj = run_child("kjit", dir, variants);
+      if (!raw_first) raw = run_child("raw", "", variants);
     }
+    record_6_raw(raw, label);
+    record_6_kjit(kj, dir, label);
+    g_row6_ratios.push_back(compile_sum(kj) / compile_sum(raw));
   }
+}
+
+// One line on row 6's rounds: each round's kjit / raw ratio and their median.
+void print_row_6_summary() {
+  if (g_row6_ratios.size() < 2) return;
+  std::vector<double> r = g_row6_ratios;
+  std::string each;
+  for (double x : r) each += (each.empty() ? "" : ", ") + fmt(2, x) + "x";
+  std::sort(r.begin(), r.end());
+  const size_t n = r.size();
+  const double median = n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
+  std::printf(
+      "\nrow 6, kjit / raw (sum of the two compile calls) over %zu rounds%s: %s; median %sx\n", n,
+      g_together ? " run side by side" : "", each.c_str(), fmt(2, median).c_str());
 }
 
 void print_table() {
@@ -632,10 +697,13 @@ void print_table() {
       "\nwall: fork of the child process to its exit; compile call: nvrtcCreateProgram to "
       "the CUBIN, or kjit_compile, inside it. Every kjit row uses a fresh cache directory "
       "(rows 3a and 3b reuse row 2's); PCH counts are totals over all processes of that cache.\n");
+  print_row_6_summary();
 }
 
 void usage() {
-  std::fprintf(stderr, "usage: bench_heavy --cutlass DIR [--quick] [--rows LIST] [--rounds N]\n");
+  std::fprintf(
+      stderr,
+      "usage: bench_heavy --cutlass DIR [--quick] [--rows LIST] [--rounds N] [--together]\n");
   std::exit(2);
 }
 
@@ -653,6 +721,8 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--rows") == 0 && i + 1 < argc) {
       rows.clear();
       for (int r : parse_list(argv[++i])) rows.insert(r);
+    } else if (std::strcmp(argv[i], "--together") == 0) {
+      g_together = true;
     } else if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
       rounds = std::atoi(argv[++i]);
       if (rounds < 1 || rounds > 20) usage();
