@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 
@@ -32,27 +33,27 @@ std::string splice_lines(const std::string& text) {
   std::string out;
   out.reserve(text.size());
   const size_t n = text.size();
-  for (size_t i = 0; i < n; ++i) {
-    if (text[i] == '\\') {
-      if (i + 1 < n && text[i + 1] == '\n') {
-        ++i;
-        continue;
-      }
-      if (i + 2 < n && text[i + 1] == '\r' && text[i + 2] == '\n') {
-        i += 2;
-        continue;
-      }
-    }
-    out.push_back(text[i]);
+  size_t from = 0;  // the text up to the next backslash is copied as it is
+  for (size_t i = text.find('\\'); i != std::string::npos; i = text.find('\\', i + 1)) {
+    size_t splice = 0;  // the backslash and its newline
+    if (i + 1 < n && text[i + 1] == '\n') splice = 2;
+    if (i + 2 < n && text[i + 1] == '\r' && text[i + 2] == '\n') splice = 3;
+    if (splice == 0) continue;
+    out.append(text, from, i - from);
+    from = i + splice;
+    i = from - 1;
   }
+  out.append(text, from, std::string::npos);
   return out;
 }
 
+// ASCII letters, '_' and every byte of a multi-byte character (no locale: the scan reads
+// every byte of every header, and these run once per byte).
 bool ident_start(unsigned char c) {
-  return std::isalpha(c) || c == '_' || c >= 0x80;
+  return unsigned((c | 0x20) - 'a') < 26 || c == '_' || c >= 0x80;
 }
 bool ident_char(unsigned char c) {
-  return std::isalnum(c) || c == '_' || c >= 0x80;
+  return ident_start(c) || unsigned(c - '0') < 10;
 }
 bool blank(char c) {
   return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
@@ -138,7 +139,7 @@ void has_include(const std::string& t, size_t p, Directives* out) {
   out->refs.push_back(header_name(t, skip_space(t, p + 1), ')'));
 }
 
-bool is_has_include(const std::string& word) {
+bool is_has_include(std::string_view word) {
   return word == "__has_include" || word == "__has_include_next";
 }
 
@@ -155,16 +156,16 @@ void lex_pass(const std::string& t, Directives* out) {
       ++i;
     } else if (blank(c)) {
       ++i;
-    } else if (t.compare(i, 2, "/*") == 0) {
+    } else if (c == '/' && t.compare(i, 2, "/*") == 0) {
       const size_t end = t.find("*/", i + 2);
       const size_t stop = end == std::string::npos ? n : end + 2;
       // A directive may follow a comment that spans lines: count it as a line start.
       if (t.find('\n', i) < stop) line_start = true;
       i = stop;
-    } else if (t.compare(i, 2, "//") == 0) {
+    } else if (c == '/' && t.compare(i, 2, "//") == 0) {
       const size_t end = t.find('\n', i);
       i = end == std::string::npos ? n : end;
-    } else if (c == '#' || t.compare(i, 2, "%:") == 0) {
+    } else if (c == '#' || (c == '%' && t.compare(i, 2, "%:") == 0)) {
       const size_t after = i + (c == '#' ? 1 : 2);
       if (line_start) directive(t, after, out);
       line_start = false;
@@ -172,7 +173,7 @@ void lex_pass(const std::string& t, Directives* out) {
     } else if (ident_start(static_cast<unsigned char>(c))) {
       const size_t word = i;
       while (i < n && ident_char(static_cast<unsigned char>(t[i]))) ++i;
-      const std::string id = t.substr(word, i - word);
+      const std::string_view id(t.data() + word, i - word);
       line_start = false;
       if (is_has_include(id)) {
         has_include(t, i, out);
@@ -241,7 +242,7 @@ void line_pass(const std::string& t, Directives* out) {
        p = t.find("__has_include", p + 1)) {
     size_t end = p;
     while (end < n && ident_char(static_cast<unsigned char>(t[end]))) ++end;
-    if (is_has_include(t.substr(p, end - p))) has_include(t, end, out);
+    if (is_has_include(std::string_view(t.data() + p, end - p))) has_include(t, end, out);
   }
 }
 
