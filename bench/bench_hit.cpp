@@ -6,14 +6,17 @@
 // an -I directory, each checked to see a header edit (same size, same second) at once;
 // (0) first, the cost of loading the shared library itself in a fresh process (dlopen of
 // libkjit.so.0 with its dependencies, RTLD_NOW), and whether that maps libnvrtc.
-// Beside (1), interleaved with it: SQLite alone in a fresh process (open the same database,
-// read the same entry's blobs by key, nothing checked), the least any cache kept in SQLite
-// pays before its first hit.
+// Beside (1), interleaved with it, two floors in a fresh process, nothing checked: the entry's
+// payload file alone (open, read, close: the least a hit from a file can cost), and SQLite
+// alone (open the index, read the entry's row: what any cache that reads SQLite before its
+// first hit pays, which kjit's hit no longer does).
 //
 //   bench_hit [--quick] [--entries N] [--in-process]
 //
 // The GPU side of the first completed launch (module load, handle) is bench_launch's.
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -144,7 +147,7 @@ int child(const std::string& dir, int which, bool leave) {
 }
 
 // Child: SQLite alone, as kjit uses it (read-write, WAL, no mutexes), opening `db` and
-// reading every blob of `key`. Prints "total open=.. read=.. close=.." in microseconds.
+// reading the index row of `key`. Prints "total open=.. read=.. close=.." in microseconds.
 int sqlite_child(const std::string& db, const std::string& key) {
   const double t0 = now_us();
   sqlite3* h = nullptr;
@@ -155,19 +158,37 @@ int sqlite_child(const std::string& db, const std::string& key) {
   sqlite3_busy_timeout(h, 30000);
   const double t1 = now_us();
   sqlite3_stmt* s = nullptr;
-  if (sqlite3_prepare_v2(h, "SELECT kind, data FROM blobs WHERE key = ?1", -1, &s, nullptr) !=
-      SQLITE_OK) {
+  if (sqlite3_prepare_v2(h, "SELECT target, kernels, bytes FROM entries WHERE key = ?1", -1, &s,
+                         nullptr) != SQLITE_OK) {
     return 1;
   }
   sqlite3_bind_text(s, 1, key.c_str(), -1, SQLITE_STATIC);
-  size_t bytes = 0;
-  while (sqlite3_step(s) == SQLITE_ROW) bytes += size_t(sqlite3_column_bytes(s, 1));
+  int64_t bytes = 0;
+  while (sqlite3_step(s) == SQLITE_ROW) bytes += sqlite3_column_int64(s, 2);
   sqlite3_finalize(s);
   const double t2 = now_us();
   sqlite3_close(h);
   const double t3 = now_us();
   std::printf("%.1f open=%.1f read=%.1f close=%.1f\n", t2 - t0, t1 - t0, t2 - t1, t3 - t2);
   return bytes > 0 ? 0 : 2;
+}
+
+// Child: the payload file alone: open, fstat, read it whole, close. Prints "total open=..
+// read=.. close=.." in microseconds.
+int file_child(const std::string& path) {
+  const double t0 = now_us();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 1;
+  const double t1 = now_us();
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return 1;
+  std::string bytes(size_t(st.st_size), '\0');
+  const ssize_t n = ::read(fd, bytes.data(), bytes.size());
+  const double t2 = now_us();
+  ::close(fd);
+  const double t3 = now_us();
+  std::printf("%.1f open=%.1f read=%.1f close=%.1f\n", t2 - t0, t1 - t0, t2 - t1, t3 - t2);
+  return n == st.st_size && n > 0 ? 0 : 2;
 }
 
 struct Run {
@@ -268,6 +289,7 @@ int main(int argc, char** argv) {
   if (argc >= 4 && std::strcmp(argv[1], "--sqlite-child") == 0) {
     return sqlite_child(argv[2], argv[3]);
   }
+  if (argc >= 3 && std::strcmp(argv[1], "--file-child") == 0) return file_child(argv[2]);
   if (argc >= 4 && std::strcmp(argv[1], "--fill") == 0) {
     fill(argv[2], std::atoi(argv[3]));
     return 0;
@@ -329,13 +351,15 @@ int main(int argc, char** argv) {
     }
     for (int which = 0; which < 2; ++which) {
       const char* name = which == 0 ? "saxpy" : "CUB BlockReduce";
-      std::vector<Run> runs[2], left, raw;
+      std::vector<Run> runs[2], left, raw, file;
       const std::string db0 = dirs[0] + "/" + kjit::DiskStore::kFileName;
       for (int r = 0; r < reps; ++r) {
         for (int i = 0; i < 2; ++i) {
           runs[i].push_back(spawn("--child " + dirs[i] + " " + std::to_string(which) + " close"));
         }
         raw.push_back(spawn("--sqlite-child " + db0 + " " + keys[which]));
+        file.push_back(spawn("--file-child " + dirs[0] + "/entries/" + keys[which].substr(0, 2) +
+                             "/" + keys[which]));
         // A process that leaves without closing, then a measured fresh one.
         spawn("--child " + dirs[0] + " " + std::to_string(which) + " leave");
         left.push_back(spawn("--child " + dirs[0] + " " + std::to_string(which) + " close"));
@@ -347,8 +371,14 @@ int main(int argc, char** argv) {
       std::printf("| ratio %d / %d entries | %s | %.2fx | target <= 1.1x |\n", sizes[1], sizes[0],
                   name, total(runs[1]) / total(runs[0]));
       std::printf(
-          "| fresh process, SQLite alone: open, read the entry's blobs by key, %d entries (us) | "
-          "%s | %.0f | %s; no kjit |\n",
+          "| fresh process, the payload file alone: open, read, close, %d entries (us) | %s | "
+          "%.0f | %s; no kjit, nothing checked |\n",
+          sizes[0], name, total(file), medians(file).c_str());
+      std::printf("| kjit - the payload file alone, %d entries (us) | %s | %.0f | target <= 250 |\n",
+                  sizes[0], name, total(runs[0]) - total(file));
+      std::printf(
+          "| fresh process, SQLite alone: open the index, read the entry's row, %d entries (us) | "
+          "%s | %.0f | %s; no kjit (a hit no longer reads it) |\n",
           sizes[0], name, total(raw), medians(raw).c_str());
       std::printf("| fresh process after one that did not close (us) | %s | %.0f | %s |\n", name,
                   total(left), medians(left).c_str());

@@ -21,6 +21,8 @@
 #include "store/disk_store.h"
 #include "store/entry.h"
 #include "store/export.h"
+#include "support/entry_file_edit.h"
+#include "support/old_database.h"
 #include "support/test_support.h"
 #include "util/checksum.h"
 #include "util/sha256.h"
@@ -29,7 +31,18 @@ namespace {
 
 using kjit::test::kSaxpySource;
 using kjit::test::kTemplateSource;
+using kjit::test::entry_file_path;
+using kjit::test::RawEntry;
+using kjit::test::read_file_or_die;
+using kjit::test::read_raw_entry;
 using kjit::test::TempDir;
+using kjit::test::write_file;
+using kjit::test::write_raw_entry;
+
+off_t file_size(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
+}
 
 struct Cache {
   kjit_cache* c = nullptr;
@@ -285,26 +298,12 @@ TEST(Cache, EntryFromAnotherFormatVersionIsRejected) {
   // Rewrite the entry's metadata as if an incompatible format had written it (with a
   // matching checksum, so only the version check can catch it).
   {
-    kjit::DiskStore store(dir.path(), false, true);
-    auto e = store.get(a.key);
-    ASSERT_TRUE(e);
-    std::string meta = e->metadata_json();
+    RawEntry r = read_raw_entry(dir.path(), a.key);
+    std::string& meta = r.parts[0];
     const std::string from = "\"format\":" + std::to_string(kjit::kCacheFormatVersion);
     ASSERT_NE(meta.find(from), std::string::npos);
     meta.replace(meta.find(from), from.size(), "\"format\":999");
-    const std::string hex_meta_sum = [&] {
-      std::string hex;
-      for (unsigned char byte : kjit::entry_checksum(a.key, kjit::EntryPart::Metadata, meta)) {
-        const char* digits = "0123456789abcdef";
-        hex += digits[byte >> 4];
-        hex += digits[byte & 15];
-      }
-      return hex;
-    }();
-    std::string escaped;
-    for (char ch : meta) escaped += ch == '\'' ? std::string("''") : std::string(1, ch);
-    sql(db_path(dir), "UPDATE entries SET meta = '" + escaped + "', meta_sum = x'" + hex_meta_sum +
-                          "' WHERE key = '" + a.key + "'");
+    write_raw_entry(dir.path(), r);
   }
   Cache cache(dir.path());
   Result b = compile(cache.c, kSaxpySource);
@@ -320,11 +319,33 @@ TEST(Cache, GarbledOrTruncatedBlobIsRecompiled) {
     Cache cache(dir.path());
     a = compile(cache.c, kSaxpySource);
   }
-  for (const char* damage :
-       {"UPDATE blobs SET data = substr(data, 1, length(data) / 2) WHERE kind = 2",
-        "UPDATE blobs SET data = x'00112233' || substr(data, 5) WHERE kind = 1",
-        "DELETE FROM blobs WHERE kind = 2", "UPDATE entries SET meta = '{not json'"}) {
-    sql(db_path(dir), damage);
+  const std::string file = entry_file_path(dir.path(), a.key);
+  const RawEntry sound = read_raw_entry(dir.path(), a.key);
+  const std::vector<std::pair<const char*, std::function<void()>>> damages = {
+      {"file cut in half", [&] { ASSERT_EQ(truncate(file.c_str(), file_size(file) / 2), 0); }},
+      {"PTX garbled",
+       [&] {
+         std::string bytes = read_file_or_die(file);
+         bytes.replace(176 + sound.parts[0].size(), 4, std::string("\x00\x11\x22\x33", 4));
+         write_file(file, bytes);
+       }},
+      {"CUBIN missing (checksums made to match)",
+       [&] {
+         RawEntry r = sound;
+         r.parts[2].clear();
+         write_raw_entry(dir.path(), r);
+       }},
+      {"metadata not JSON (checksum made to match)",
+       [&] {
+         RawEntry r = sound;
+         r.parts[0] = "{not json";
+         write_raw_entry(dir.path(), r);
+       }},
+      {"header only", [&] { ASSERT_EQ(truncate(file.c_str(), 176), 0); }},
+      {"empty file", [&] { write_file(file, ""); }},
+  };
+  for (const auto& [damage, apply] : damages) {
+    apply();
     Cache cache(dir.path());
     Result b = compile(cache.c, kSaxpySource);
     EXPECT_EQ(b.status, KJIT_OK) << damage;
@@ -338,15 +359,24 @@ TEST(Cache, GarbledOrTruncatedBlobIsRecompiled) {
   }
 }
 
-// Swaps the `key` columns of two entries and of their blobs: every row, checksum and
-// metadata stays as written, only the key it is filed under changes.
-void swap_keys(const std::string& db, const std::string& a, const std::string& b) {
-  for (const char* table : {"entries", "blobs"}) {
-    const std::string t = table;
-    sql(db, "UPDATE " + t + " SET key = 'swap' WHERE key = '" + a + "'; UPDATE " + t +
-                " SET key = '" + a + "' WHERE key = '" + b + "'; UPDATE " + t + " SET key = '" + b +
-                "' WHERE key = 'swap'");
-  }
+// Swaps the payload files of two entries: each file stays as written (its header names the
+// key it was written for, its checksums are bound to it), only the name it is filed under
+// changes.
+void swap_files(const TempDir& dir, const std::string& a, const std::string& b) {
+  const std::string fa = entry_file_path(dir.path(), a), fb = entry_file_path(dir.path(), b);
+  ASSERT_EQ(std::rename(fa.c_str(), (fa + ".swap").c_str()), 0);
+  ASSERT_EQ(std::rename(fb.c_str(), fa.c_str()), 0);
+  ASSERT_EQ(std::rename((fa + ".swap").c_str(), fb.c_str()), 0);
+}
+
+// The same with the header's key rewritten too: only the checksums can tell.
+void swap_files_and_keys(const TempDir& dir, const std::string& a, const std::string& b) {
+  RawEntry ra = read_raw_entry(dir.path(), a), rb = read_raw_entry(dir.path(), b);
+  ra.sum_key = a;
+  rb.sum_key = b;
+  std::swap(ra.key, rb.key);
+  write_raw_entry(dir.path(), ra);
+  write_raw_entry(dir.path(), rb);
 }
 
 TEST(Cache, EntriesWithSwappedKeysAreNeverServed) {
@@ -360,7 +390,7 @@ TEST(Cache, EntriesWithSwappedKeysAreNeverServed) {
     ASSERT_EQ(b.status, KJIT_OK);
     ASSERT_NE(a.cubin, b.cubin);
   }
-  swap_keys(db_path(dir), a.key, b.key);
+  swap_files(dir, a.key, b.key);
   Cache cache(dir.path());
   // Raw lookups: corrupt (and removed), never the other kernel's bytes.
   for (const Result* r : {&a, &b}) {
@@ -394,7 +424,7 @@ TEST(Cache, VerifyCountsEntriesWithSwappedKeysAsCorrupt) {
     b = compile(cache.c, kSaxpySource, "sm_80");
     compile(cache.c, kSaxpySource, "sm_90", {"-DX=1"});  // left alone
   }
-  swap_keys(db_path(dir), a.key, b.key);
+  swap_files_and_keys(dir, a.key, b.key);
   Cache cache(dir.path());
   uint64_t checked = 0, bad = 0;
   ASSERT_EQ(kjit_cache_verify(cache.c, &checked, &bad), KJIT_OK) << kjit_last_error();
@@ -411,22 +441,22 @@ TEST(Cache, BlobMovedToAnotherPartIsCorrupt) {
     Cache cache(dir.path());
     a = compile(cache.c, kSaxpySource);
   }
-  // The PTX row relabelled as the CUBIN and the other way round: sizes are recorded per
-  // part, so make them agree to leave only the checksum to catch it.
-  sql(db_path(dir), "UPDATE blobs SET kind = 8 WHERE key = '" + a.key +
-                        "' AND kind = 1; "
-                        "UPDATE blobs SET kind = 1 WHERE key = '" +
-                        a.key +
-                        "' AND kind = 2; "
-                        "UPDATE blobs SET kind = 2 WHERE key = '" +
-                        a.key +
-                        "' AND kind = 8; "
-                        "UPDATE entries SET meta = json_set(meta, '$.sizes.ptx', " +
-                        std::to_string(a.cubin.size()) + ", '$.sizes.cubin', " +
-                        std::to_string(a.ptx.size()) + ") WHERE key = '" + a.key +
-                        "'; "
-                        "UPDATE entries SET meta_sum = entry_sum(key, 0, meta) WHERE key = '" +
-                        a.key + "'");
+  // The PTX relabelled as the CUBIN and the other way round, each with its own checksum
+  // (computed as the part it was): sizes are recorded per part, so make them agree to leave
+  // only the checksum to catch it.
+  {
+    RawEntry r = read_raw_entry(dir.path(), a.key);
+    std::swap(r.parts[1], r.parts[2]);
+    r.sum_as[1] = 2;
+    r.sum_as[2] = 1;
+    kjit::Entry e;
+    e.load_metadata(r.parts[0]);
+    std::swap(e.ptx, e.cubin);
+    e.ptx.assign(a.cubin.size(), 'x');
+    e.cubin.assign(a.ptx.size(), 'x');
+    r.parts[0] = e.metadata_json();
+    write_raw_entry(dir.path(), r);
+  }
   Cache cache(dir.path());
   Result b = compile(cache.c, kSaxpySource);
   EXPECT_EQ(b.tier, KJIT_TIER_COMPILED);
@@ -1146,134 +1176,6 @@ TEST(CacheTotals, CountsOfEveryProcessAddUp) {
   EXPECT_EQ(s.total_compiles, 1u);
 }
 
-// Rewrites the checksums of every entry as schema 2 wrote them: over the bytes alone.
-const char* const kSchemaTwoChecksums =
-    "UPDATE entries SET meta_sum = xxh3(meta); UPDATE blobs SET sum = xxh3(data); "
-    "PRAGMA user_version=2;";
-
-TEST(CacheTotals, SchemaVersionOneIsMigrated) {
-  TempDir dir;
-  {
-    Cache a(dir.path());
-    compile(a.c, kSaxpySource);
-    compile(a.c, kSaxpySource);
-  }
-  // Make the database look like one written by schema version 1 (no counters table).
-  sql(db_path(dir),
-      std::string("DROP TABLE counters; ") + kSchemaTwoChecksums + "PRAGMA user_version=1;");
-  Cache b(dir.path());
-  EXPECT_EQ(b.stats().disk_state, KJIT_DISK_OK);
-  EXPECT_EQ(b.stats().disk_entries, 0u) << "entries of schema 1 have unbound checksums";
-  EXPECT_EQ(compile(b.c, kSaxpySource).tier, KJIT_TIER_COMPILED);
-  EXPECT_EQ(compile(b.c, kSaxpySource).tier, KJIT_TIER_MEMORY);
-  kjit_cache_close(b.c);
-  b.c = nullptr;
-  kjit::DiskStore store(dir.path(), true, true);
-  EXPECT_EQ(store.exec_for_text("PRAGMA user_version"),
-            std::to_string(kjit::DiskStore::kSchemaVersion) + "\n");
-  EXPECT_NE(store.exec_for_text("SELECT value FROM counters WHERE name = 'memory_hits'"), "");
-}
-
-TEST(CacheTotals, SchemaVersionTwoEntriesAreDroppedOnce) {
-  TempDir dir;
-  Result a;
-  {
-    Cache c(dir.path());
-    a = compile(c.c, kSaxpySource);
-    compile(c.c, kSaxpySource, "sm_80");
-  }
-  // A database as schema 2 left it: the same tables, checksums over the bytes alone.
-  sql(db_path(dir), kSchemaTwoChecksums);
-  sql(db_path(dir), "INSERT INTO kv(ns, key, value, updated) VALUES('test', 'k', x'01', 1)");
-  LogCapture log;
-  {
-    Cache b(dir.path());
-    kjit_cache_stats s = b.stats();
-    EXPECT_EQ(s.disk_state, KJIT_DISK_OK) << s.message;
-    EXPECT_EQ(s.disk_entries, 0u) << "entries of schema 2 are dropped";
-    EXPECT_EQ(s.disk_bytes, 0u);
-    EXPECT_EQ(s.total_compiles, 2u) << "counters survive the migration";
-    EXPECT_EQ(compile(b.c, kSaxpySource).tier, KJIT_TIER_COMPILED);
-  }
-  {
-    Cache again(dir.path());  // already migrated: no second drop, no second message
-    Result r = compile(again.c, kSaxpySource);
-    EXPECT_EQ(r.tier, KJIT_TIER_DISK);
-    EXPECT_EQ(r.cubin, a.cubin);
-  }
-  EXPECT_EQ(log.count("migrated from schema 2"), 1u);
-  EXPECT_EQ(log.count("dropped 2 entries"), 1u);
-  kjit::DiskStore store(dir.path(), true, true);
-  EXPECT_EQ(store.exec_for_text("PRAGMA user_version"),
-            std::to_string(kjit::DiskStore::kSchemaVersion) + "\n");
-  EXPECT_EQ(store.exec_for_text("SELECT count(*) FROM blobs"), "2\n") << "the new entry only";
-  EXPECT_EQ(store.exec_for_text("SELECT hex(value) FROM kv WHERE ns = 'test'"), "01\n");
-}
-
-TEST(CacheTotals, SchemaVersionTwoOpenedReadOnlySaysWhy) {
-  TempDir dir;
-  {
-    Cache c(dir.path());
-    compile(c.c, kSaxpySource);
-  }
-  sql(db_path(dir), kSchemaTwoChecksums);
-  Cache ro(dir.path(), true);
-  kjit_cache_stats s = ro.stats();
-  EXPECT_EQ(s.disk_state, KJIT_DISK_UNAVAILABLE);
-  EXPECT_NE(std::string(s.message).find("older kjit"), std::string::npos) << s.message;
-  EXPECT_EQ(compile(ro.c, kSaxpySource).tier, KJIT_TIER_COMPILED) << "never an unbound entry";
-}
-
-// The schema of a database as kjit 0.1.0 created it (schema 3): the facts (toolchains,
-// the schema's own record) in a `meta` table of their own, beside the values in `kv`.
-const char* const kRelease010Schema = R"sql(
-CREATE TABLE entries(
-  key TEXT PRIMARY KEY NOT NULL,
-  target TEXT NOT NULL,
-  kernels TEXT NOT NULL,
-  bytes INTEGER NOT NULL,
-  created INTEGER NOT NULL,
-  last_used INTEGER NOT NULL,
-  compile_ms REAL NOT NULL,
-  meta TEXT NOT NULL,
-  meta_sum BLOB NOT NULL);
-CREATE INDEX entries_lru ON entries(last_used);
-CREATE TABLE blobs(
-  key TEXT NOT NULL,
-  kind INTEGER NOT NULL,
-  sum BLOB NOT NULL,
-  data BLOB NOT NULL,
-  PRIMARY KEY(key, kind));
-CREATE TABLE totals(
-  id INTEGER PRIMARY KEY CHECK(id = 0),
-  entries INTEGER NOT NULL,
-  bytes INTEGER NOT NULL);
-INSERT INTO totals VALUES(0, 0, 0);
-CREATE TRIGGER entries_count_insert AFTER INSERT ON entries BEGIN
-  UPDATE totals SET entries = entries + 1, bytes = bytes + new.bytes WHERE id = 0;
-END;
-CREATE TRIGGER entries_count_delete AFTER DELETE ON entries BEGIN
-  UPDATE totals SET entries = entries - 1, bytes = bytes - old.bytes WHERE id = 0;
-END;
-CREATE TABLE claims(
-  key TEXT PRIMARY KEY NOT NULL,
-  owner TEXT NOT NULL,
-  started INTEGER NOT NULL,
-  failure TEXT);
-CREATE TABLE meta(
-  name TEXT PRIMARY KEY NOT NULL,
-  value TEXT NOT NULL);
-CREATE TABLE kv(
-  ns TEXT NOT NULL,
-  key TEXT NOT NULL,
-  value BLOB NOT NULL,
-  updated INTEGER NOT NULL,
-  PRIMARY KEY(ns, key));
-CREATE TABLE counters(name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);
-PRAGMA application_id=1802135924;
-PRAGMA user_version=3;
-)sql";
-
 // The record of the schema that kjit keeps to notice damage: SHA-256 over the fields of
 // sqlite_master, as kjit 0.1.0 computed it.
 std::string schema_record(const std::string& db) {
@@ -1301,15 +1203,92 @@ std::string schema_record(const std::string& db) {
 // A database of kjit 0.1.0 in `dir` holding the entries of the cache in `from`, a fact, a
 // value and a counter.
 void write_release_010_database(const TempDir& dir, const TempDir& from) {
-  sql(db_path(dir), kRelease010Schema);
+  kjit::test::write_schema3_database(db_path(dir), from.path());
   sql(db_path(dir), "INSERT INTO meta VALUES('kjit:schema', '" + schema_record(db_path(dir)) +
                         "'); INSERT INTO meta VALUES('test:fact', 'remembered'); "
                         "INSERT INTO kv VALUES('test', 'k', x'0102', 1); "
                         "INSERT INTO counters VALUES('compiles', 7);");
-  sql(db_path(dir), "ATTACH '" + db_path(from) +
-                        "' AS other; "
-                        "INSERT INTO entries SELECT * FROM other.entries; "
-                        "INSERT INTO blobs SELECT * FROM other.blobs;");
+}
+
+// Rewrites the checksums of every entry as schema 2 wrote them: over the bytes alone.
+const char* const kSchemaTwoChecksums =
+    "UPDATE entries SET meta_sum = xxh3(meta); UPDATE blobs SET sum = xxh3(data); "
+    "PRAGMA user_version=2;";
+
+TEST(CacheTotals, SchemaVersionOneIsMigrated) {
+  TempDir from, dir;
+  {
+    Cache a(from.path());
+    compile(a.c, kSaxpySource);
+  }
+  // A database as schema version 1 wrote it (no counters table, unbound checksums).
+  write_release_010_database(dir, from);
+  sql(db_path(dir),
+      std::string("DROP TABLE counters; ") + kSchemaTwoChecksums + "PRAGMA user_version=1;");
+  Cache b(dir.path());
+  EXPECT_EQ(b.stats().disk_state, KJIT_DISK_OK);
+  EXPECT_EQ(b.stats().disk_entries, 0u) << "entries of schema 1 have unbound checksums";
+  EXPECT_EQ(compile(b.c, kSaxpySource).tier, KJIT_TIER_COMPILED);
+  EXPECT_EQ(compile(b.c, kSaxpySource).tier, KJIT_TIER_MEMORY);
+  kjit_cache_close(b.c);
+  b.c = nullptr;
+  kjit::DiskStore store(dir.path(), true, true);
+  EXPECT_EQ(store.exec_for_text("PRAGMA user_version"),
+            std::to_string(kjit::DiskStore::kSchemaVersion) + "\n");
+  EXPECT_NE(store.exec_for_text("SELECT value FROM counters WHERE name = 'memory_hits'"), "");
+}
+
+TEST(CacheTotals, SchemaVersionTwoEntriesAreDroppedOnce) {
+  TempDir from, dir;
+  Result a;
+  {
+    Cache c(from.path());
+    a = compile(c.c, kSaxpySource);
+    compile(c.c, kSaxpySource, "sm_80");
+  }
+  // A database as schema 2 left it: checksums over the bytes alone; two compiles counted.
+  write_release_010_database(dir, from);
+  sql(db_path(dir), "UPDATE counters SET value = 2 WHERE name = 'compiles'");
+  sql(db_path(dir), kSchemaTwoChecksums);
+  LogCapture log;
+  {
+    Cache b(dir.path());
+    kjit_cache_stats s = b.stats();
+    EXPECT_EQ(s.disk_state, KJIT_DISK_OK) << s.message;
+    EXPECT_EQ(s.disk_entries, 0u) << "entries of schema 2 are dropped";
+    EXPECT_EQ(s.disk_bytes, 0u);
+    EXPECT_EQ(s.total_compiles, 2u) << "counters survive the migration";
+    EXPECT_EQ(compile(b.c, kSaxpySource).tier, KJIT_TIER_COMPILED);
+  }
+  {
+    Cache again(dir.path());  // already migrated: no second drop, no second message
+    Result r = compile(again.c, kSaxpySource);
+    EXPECT_EQ(r.tier, KJIT_TIER_DISK);
+    EXPECT_EQ(r.cubin, a.cubin);
+  }
+  EXPECT_EQ(log.count("migrated from schema 2"), 1u);
+  EXPECT_EQ(log.count("dropped 2 entries"), 1u);
+  kjit::DiskStore store(dir.path(), true, true);
+  EXPECT_EQ(store.exec_for_text("PRAGMA user_version"),
+            std::to_string(kjit::DiskStore::kSchemaVersion) + "\n");
+  EXPECT_EQ(store.exec_for_text("SELECT count(*) FROM entries"), "1\n") << "the new entry only";
+  EXPECT_EQ(kjit::test::entry_files(dir.path()).size(), 1u);
+  EXPECT_EQ(store.exec_for_text("SELECT hex(value) FROM kv WHERE ns = 'test'"), "0102\n");
+}
+
+TEST(CacheTotals, SchemaVersionTwoOpenedReadOnlySaysWhy) {
+  TempDir from, dir;
+  {
+    Cache c(from.path());
+    compile(c.c, kSaxpySource);
+  }
+  write_release_010_database(dir, from);
+  sql(db_path(dir), kSchemaTwoChecksums);
+  Cache ro(dir.path(), true);
+  kjit_cache_stats s = ro.stats();
+  EXPECT_EQ(s.disk_state, KJIT_DISK_UNAVAILABLE);
+  EXPECT_NE(std::string(s.message).find("older kjit"), std::string::npos) << s.message;
+  EXPECT_EQ(compile(ro.c, kSaxpySource).tier, KJIT_TIER_COMPILED) << "never an unbound entry";
 }
 
 TEST(CacheTotals, Release010DatabaseIsMigratedWithItsData) {
@@ -1332,12 +1311,15 @@ TEST(CacheTotals, Release010DatabaseIsMigratedWithItsData) {
     EXPECT_EQ(r.tier, KJIT_TIER_DISK);
     EXPECT_EQ(r.cubin, a.cubin);
   }
-  EXPECT_EQ(log.count("migrated from schema"), 0u) << "nothing was dropped to say so";
+  EXPECT_EQ(log.count("migrated from schema 3 to 6 (entries moved to payload files)"), 1u)
+      << "every entry verified: none dropped";
+  EXPECT_EQ(kjit::test::entry_files(dir.path()).size(), 1u) << "the entry moved to its file";
   kjit::DiskStore store(dir.path(), true, true);
   EXPECT_EQ(store.exec_for_text("PRAGMA user_version"),
             std::to_string(kjit::DiskStore::kSchemaVersion) + "\n");
   EXPECT_EQ(store.exec_for_text("SELECT count(*) FROM sqlite_master WHERE name = 'meta'"), "0\n")
       << "one key/value table";
+  EXPECT_EQ(store.exec_for_text("SELECT count(*) FROM sqlite_master WHERE name = 'blobs'"), "0\n");
   EXPECT_EQ(store.get_meta("test:fact"), std::optional<std::string>("remembered"));
   EXPECT_EQ(store.get_value("test", "k"), std::optional<std::string>(std::string("\x01\x02", 2)));
   EXPECT_EQ(store.get_meta("k"), std::nullopt) << "facts and values do not mix";
@@ -1350,7 +1332,9 @@ TEST(CacheTotals, Release010DatabaseIsMigratedWithItsData) {
   EXPECT_EQ(compile(again.c, kSaxpySource).tier, KJIT_TIER_DISK);
 }
 
-TEST(CacheTotals, Release010DatabaseIsReadWhereItIsReadOnly) {
+// Entries moved to payload files with schema 6: a database of an older schema must be
+// migrated by a process that can write it, and one that cannot says so.
+TEST(CacheTotals, Release010DatabaseOpenedReadOnlySaysHowToMigrate) {
   TempDir from, dir;
   {
     Cache c(from.path());
@@ -1360,14 +1344,13 @@ TEST(CacheTotals, Release010DatabaseIsReadWhereItIsReadOnly) {
   {
     Cache ro(dir.path(), /*read_only=*/true);
     kjit_cache_stats s = ro.stats();
-    EXPECT_EQ(s.disk_state, KJIT_DISK_READ_ONLY) << s.message;
-    EXPECT_EQ(s.total_compiles, 7u);
-    EXPECT_EQ(compile(ro.c, kSaxpySource).tier, KJIT_TIER_DISK);
+    EXPECT_EQ(s.disk_state, KJIT_DISK_UNAVAILABLE) << s.message;
+    EXPECT_NE(std::string(s.message).find("write access"), std::string::npos) << s.message;
+    EXPECT_EQ(compile(ro.c, kSaxpySource).tier, KJIT_TIER_COMPILED);
   }
-  kjit::DiskStore store(dir.path(), true, true);
-  EXPECT_EQ(store.get_meta("test:fact"), std::optional<std::string>("remembered"));
-  EXPECT_EQ(store.get_value("test", "k"), std::optional<std::string>(std::string("\x01\x02", 2)));
-  EXPECT_EQ(store.exec_for_text("PRAGMA user_version"), "3\n") << "read-only: left as it is";
+  kjit::DiskStore store(dir.path(), false, true, /*open_now=*/false);
+  EXPECT_THROW(kjit::DiskStore(dir.path(), true, true), kjit::Error);
+  EXPECT_EQ(kjit::test::entry_files(dir.path()).size(), 0u) << "read-only: left as it is";
 }
 
 TEST(CacheTotals, NewDatabaseIsCheckpointedEveryMebibyte) {

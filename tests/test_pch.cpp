@@ -18,6 +18,8 @@
 #include "kjit/kjit.h"
 #include "store/cache.h"
 #include "store/disk_store.h"
+#include "support/entry_file_edit.h"
+#include "support/old_database.h"
 #include "support/test_support.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -301,9 +303,9 @@ TEST(PchRecord, EntryRecordsThePch) {
 // Entries written before PCH inputs were checked (format 2) may hold old code under a right
 // key: a database of schema 4 loses them when it is opened, and says so.
 TEST(PchRecord, EntriesOfEarlierFormatsAreDropped) {
-  TempDir dir;
+  TempDir from, dir;
   kjit::CacheConfig config;
-  config.directory = dir.path();
+  config.directory = from.path();
   {
     kjit::Cache cache(config);
     kjit::Compiler compiler(&cache, 1);
@@ -315,13 +317,19 @@ TEST(PchRecord, EntriesOfEarlierFormatsAreDropped) {
     o.raw = {"-DX=1"};
     ASSERT_EQ(compiler.compile(kjit::test::kSaxpySource, o).status, KJIT_OK);
   }
+  // The two entries in a database of schema 4, one of them written as format 2.
+  kjit::test::write_schema5_database(dir.file("kjit.db"), from.path(), 4);
   {
-    kjit::DiskStore store(dir.path(), false, true);
-    store.exec_for_text(
-        "UPDATE entries SET meta = replace(meta, '{\"format\":3,', '{\"format\":2,') "
-        "WHERE rowid = (SELECT min(rowid) FROM entries)");
-    store.exec_for_text("PRAGMA user_version=4");
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(dir.file("kjit.db").c_str(), &h), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(h,
+                           "UPDATE entries SET meta = replace(meta, '{\"format\":3,', "
+                           "'{\"format\":2,') WHERE rowid = (SELECT min(rowid) FROM entries)",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(h);
   }
+  config.directory = dir.path();
   LogCapture log;
   {
     kjit::Cache cache(config);
@@ -331,9 +339,7 @@ TEST(PchRecord, EntriesOfEarlierFormatsAreDropped) {
   kjit::DiskStore store(dir.path(), true, true);
   EXPECT_EQ(store.exec_for_text("PRAGMA user_version"),
             std::to_string(kjit::DiskStore::kSchemaVersion) + "\n");
-  EXPECT_EQ(store.exec_for_text("SELECT count(*) FROM blobs WHERE key NOT IN "
-                                "(SELECT key FROM entries)"),
-            "0\n");
+  EXPECT_EQ(kjit::test::entry_files(dir.path()).size(), 1u) << "only the format-3 entry moved";
 }
 
 }  // namespace

@@ -36,6 +36,7 @@
 #include "api/handles.h"
 #include "kjit/kjit.h"
 #include "store/entry.h"
+#include "support/entry_file_edit.h"
 #include "support/test_support.h"
 #include "util/sha256.h"
 
@@ -318,6 +319,9 @@ std::string file_bytes(const std::string& path) {
 }
 
 void put_bytes(const std::string& path, const std::string& bytes) {
+  for (size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+    ::mkdir(path.substr(0, slash).c_str(), 0700);
+  }
   FILE* f = std::fopen(path.c_str(), "wb");
   ASSERT_NE(f, nullptr) << path;
   ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
@@ -691,6 +695,7 @@ TEST(Stampede, AbandonedClaimsOfLiveProcessesAreTakenOver) {
   const Out& ref = reference("saxpy");
   kjit_cache* c = open_cache(dir.path());
   ASSERT_NE(c, nullptr);
+  stats_of(c);  // the index is opened when first needed: now, before claims are written into it
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   auto claim = [&](pid_t pid, int64_t age) {
@@ -807,9 +812,14 @@ TEST(BoundedSize, RecentlyUsedEntriesSurviveEviction) {
   // Make them two days old, the first inserted the oldest.
   internal(c).disk()->exec_for_text(
       "UPDATE entries SET last_used = CAST(strftime('%s','now') AS INTEGER) - 172800 + rowid");
+  // Their files too: a hit records its use in the payload file's time.
+  for (const std::string& f : kjit::test::entry_files(dir.path())) {
+    const timespec two_days_ago[2] = {{time(nullptr) - 172800, 0}, {time(nullptr) - 172800, 0}};
+    ASSERT_EQ(utimensat(AT_FDCWD, f.c_str(), two_days_ago, 0), 0);
+  }
   ASSERT_EQ(kjit_cache_clear_memory(c), KJIT_OK);
-  // Use the 20 oldest: hits record recency (coarsely, and in batches written with the next
-  // write), so they are now the most recently used.
+  // Use the 20 oldest: hits record recency (coarsely, in the file's time, which eviction
+  // reads), so they are now the most recently used.
   for (int i = 0; i < 20; ++i) ASSERT_EQ(get_synthetic(c, "old" + std::to_string(i), size), Got::Right);
   for (int i = 0; i < 40; ++i) internal(c).insert(synthetic("new" + std::to_string(i), size));
   ASSERT_EQ(kjit_cache_clear_memory(c), KJIT_OK);
@@ -1005,8 +1015,16 @@ TEST(Fork, ChildClaimsUnderItsOwnProcessIdentity) {
 // ---- 6: corruption injection ---------------------------------------------------------------
 
 // A populated cache, kept as bytes: two real kernels and synthetic entries of many sizes.
+// The payload files of a cache directory (its path below it -> bytes).
+std::map<std::string, std::string> payload_files(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const std::string& f : kjit::test::entry_files(dir)) out[f.substr(dir.size() + 1)] = file_bytes(f);
+  return out;
+}
+
 struct Golden {
   std::string db;
+  std::map<std::string, std::string> files;  // the entries' payload files
   std::vector<std::pair<std::string, size_t>> syn;
   std::vector<std::string> real = {"saxpy", "template"};
 };
@@ -1026,9 +1044,13 @@ const Golden& golden() {
     kjit_cache_close(c);
     // Everything into kjit.db: the compile worker keeps the database open while it lives,
     // so this close was not the last connection's and did not checkpoint.
+    // Without free pages (the store's first transactions leave some), so that every page
+    // cut or zeroed below held something.
+    Db(dir.file("kjit.db")).query("VACUUM");
     const std::string ckpt = Db(dir.file("kjit.db")).query("PRAGMA wal_checkpoint(TRUNCATE)");
     EXPECT_EQ(ckpt.substr(0, 2), "0|") << ckpt;
     out.db = file_bytes(dir.file("kjit.db"));
+    out.files = payload_files(dir.path());
     return out;
   }();
   return g;
@@ -1121,10 +1143,21 @@ Outcome exercise(const std::string& dir, const std::vector<std::pair<std::string
 }
 
 // Installs `files` (name -> bytes) in a fresh directory and exercises it.
+// A value of `files` that removes the file instead.
+const std::string kDeleted = "<deleted>";
+
 Outcome inject(const std::string& what, const std::map<std::string, std::string>& files,
                const std::vector<std::pair<std::string, size_t>>& syn, bool must_detect) {
   TempDir dir;
-  for (const auto& [name, bytes] : files) put_bytes(dir.file(name), bytes);
+  // The golden entries' payload files, then `files` over them.
+  for (const auto& [name, bytes] : golden().files) put_bytes(dir.file(name), bytes);
+  for (const auto& [name, bytes] : files) {
+    if (bytes == kDeleted) {
+      ::unlink(dir.file(name).c_str());
+    } else {
+      put_bytes(dir.file(name), bytes);
+    }
+  }
   Outcome r = exercise(dir.path(), syn);
   g_tally.injected++;
   g_tally.wrong += r.wrong;
@@ -1208,57 +1241,99 @@ std::string edited(const std::string& sql) {
   return file_bytes(dir.file("kjit.db"));
 }
 
-// SQL that swaps the `key` columns of two entries and of their blobs.
-std::string swap_keys_sql(const std::string& a, const std::string& b) {
-  std::string out;
-  for (const char* table : {"entries", "blobs"}) {
-    const std::string t = table;
-    out += "UPDATE " + t + " SET key = 'swap' WHERE key = '" + a + "'; UPDATE " + t +
-           " SET key = '" + a + "' WHERE key = '" + b + "'; UPDATE " + t + " SET key = '" + b +
-           "' WHERE key = 'swap'; ";
-  }
-  return out;
+using kjit::test::entry_file_relative;
+using kjit::test::RawEntry;
+
+// The golden payload file of `key`, parsed.
+RawEntry golden_raw(const std::string& key) {
+  return kjit::test::parse_raw_entry(golden().files.at(entry_file_relative(key)));
+}
+
+// Overrides for inject(): `key`'s payload file replaced by `r`.
+std::map<std::string, std::string> rewritten(const std::string& key, const RawEntry& r) {
+  return {{entry_file_relative(key), kjit::test::raw_entry_bytes(r)}};
+}
+
+// Overrides for inject(): `key`'s payload file bytes changed by `edit`.
+std::map<std::string, std::string> edited_file(const std::string& key,
+                                               const std::function<void(std::string&)>& edit) {
+  std::string bytes = golden().files.at(entry_file_relative(key));
+  edit(bytes);
+  return {{entry_file_relative(key), bytes}};
+}
+
+// Overrides for inject(): the payload files of `a` and `b` under each other's name.
+std::map<std::string, std::string> swapped_files(const std::string& a, const std::string& b) {
+  const auto& f = golden().files;
+  return {{entry_file_relative(a), f.at(entry_file_relative(b))},
+          {entry_file_relative(b), f.at(entry_file_relative(a))}};
+}
+
+// `meta` with the number after `"name":` replaced by `value`.
+std::string with_number(std::string meta, const std::string& name, const std::string& value) {
+  const size_t at = meta.find("\"" + name + "\":");
+  if (at == std::string::npos) return meta;
+  const size_t from = at + name.size() + 3, to = meta.find_first_of(",}", from);
+  return meta.replace(from, to - from, value);
 }
 
 TEST(Corruption, DamagedEntriesAreRemovedAndRecompiled) {
   const Golden& g = golden();
   const std::string saxpy = reference("saxpy").key, templ = reference("template").key;
-  const std::string gold3 = synthetic_key("gold3");
-  const std::vector<std::pair<std::string, std::string>> cases = {
-      {"cubin bytes changed",
-       "UPDATE blobs SET data = CAST(zeroblob(length(data)) AS BLOB) WHERE key = '" + saxpy + "' AND kind = 2"},
-      {"ptx checksum changed", "UPDATE blobs SET sum = zeroblob(32) WHERE key = '" + templ + "' AND kind = 1"},
-      {"synthetic blob one byte changed",
-       "UPDATE blobs SET data = CAST(substr(data, 1, 10) || X'00' || substr(data, 12) AS BLOB) WHERE key = '" +
-           gold3 + "'"},
-      {"metadata is not JSON (checksum matching)",
-       "UPDATE entries SET meta = '{\"format\": 1, \"target\": ', meta_sum = sha256('{\"format\": 1, \"target\": ') "
-       "WHERE key = '" + saxpy + "'"},
-      {"metadata JSON of the wrong shape",
-       "UPDATE entries SET meta = '[1,2,3]', meta_sum = sha256('[1,2,3]') WHERE key = '" + templ + "'"},
-      {"metadata with absurd numbers",
-       "UPDATE entries SET meta = json_set(meta, '$.sizes.cubin', 1e300, '$.format', -1e300), "
-       "meta_sum = sha256(json_set(meta, '$.sizes.cubin', 1e300, '$.format', -1e300)) WHERE key = '" + saxpy + "'"},
-      {"metadata checksum mismatch", "UPDATE entries SET meta = replace(meta, 'sm_90', 'sm_80') WHERE key = '" + saxpy + "'"},
-      {"a part missing", "DELETE FROM blobs WHERE key = '" + templ + "' AND kind = 2"},
-      {"a part of another entry", "UPDATE blobs SET key = '" + saxpy + "', kind = 4 WHERE key = '" + gold3 + "'"},
-      // Rows, checksums and metadata as written; only the key they are filed under changed.
-      {"two kernels' keys swapped", swap_keys_sql(saxpy, templ)},
-      {"two synthetic entries' keys swapped", swap_keys_sql(gold3, synthetic_key("gold4"))},
-      {"an entry moved to an unused key",
-       "UPDATE entries SET key = '" + synthetic_key("elsewhere") + "' WHERE key = '" + gold3 +
-           "'; UPDATE blobs SET key = '" + synthetic_key("elsewhere") + "' WHERE key = '" +
-           gold3 + "'"},
-      {"blob of unknown kind", "UPDATE blobs SET kind = 3 WHERE key = '" + saxpy + "' AND kind = 1"},
-      {"entry without its parts", "DELETE FROM blobs WHERE key = '" + gold3 + "'"},
-      {"schema: a column renamed",
-       "PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql = replace(sql, 'meta_sum', 'meta_sux') "
-       "WHERE name = 'entries'"},
-      {"schema: a trigger that still parses but counts wrong",
-       "PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql = replace(sql, 'bytes + new.bytes', "
-       "'bytes - new.bytes') WHERE name = 'entries_count_insert'"},
+  const std::string gold3 = synthetic_key("gold3"), elsewhere = synthetic_key("elsewhere");
+  const size_t meta_end = 176 + golden_raw(saxpy).parts[0].size();
+  auto raw = [](const std::string& key, const std::function<void(RawEntry&)>& edit) {
+    RawEntry r = golden_raw(key);
+    edit(r);
+    return rewritten(key, r);
   };
-  for (const auto& [what, sql] : cases) inject(what, {{"kjit.db", edited(sql)}}, g.syn, true);
+  const std::vector<std::pair<std::string, std::map<std::string, std::string>>> cases = {
+      {"cubin bytes zeroed",
+       edited_file(saxpy, [&](std::string& b) { std::fill(b.end() - long(golden_raw(saxpy).parts[2].size()), b.end(), '\0'); })},
+      {"ptx checksum zeroed", edited_file(templ, [](std::string& b) { std::fill(b.begin() + 128, b.begin() + 144, '\0'); })},
+      {"synthetic payload one byte changed", edited_file(gold3, [](std::string& b) { b[b.size() - 10] ^= 1; })},
+      {"metadata is not JSON (checksum matching)", raw(saxpy, [](RawEntry& r) { r.parts[0] = "{\"format\": 1, \"target\": "; })},
+      {"metadata JSON of the wrong shape", raw(templ, [](RawEntry& r) { r.parts[0] = "[1,2,3]"; })},
+      {"metadata with absurd numbers (checksum matching)",
+       raw(saxpy, [](RawEntry& r) { r.parts[0] = with_number(with_number(r.parts[0], "cubin", "1e300"), "format", "-1e300"); })},
+      {"metadata checksum mismatch",
+       edited_file(saxpy, [&](std::string& b) {
+         const size_t at = b.find("sm_90", 176);
+         ASSERT_LT(at, meta_end);
+         b[at + 4] = '8';
+       })},
+      {"a part missing (checksums matching)", raw(templ, [](RawEntry& r) { r.parts[2].clear(); })},
+      {"a part of another entry", raw(saxpy, [&](RawEntry& r) {
+         r.parts[3] = golden_raw(gold3).parts[2];
+         r.sum_as[3] = 2;
+         r.sum_key = gold3;
+       })},
+      {"another layout version", edited_file(gold3, [](std::string& b) { b[8] = 2; })},
+      {"not a payload file", edited_file(templ, [](std::string& b) { b.replace(0, 8, "SQLite f"); })},
+      {"file truncated", edited_file(synthetic_key("gold5"), [](std::string& b) { b.resize(b.size() / 2); })},
+      {"file cut inside its header", edited_file(synthetic_key("gold6"), [](std::string& b) { b.resize(100); })},
+      {"file empty", edited_file(synthetic_key("gold8"), [](std::string& b) { b.clear(); })},
+      {"file with bytes appended", edited_file(synthetic_key("gold9"), [](std::string& b) { b += "more"; })},
+      // Files as written; only the name they are filed under changed.
+      {"two kernels' files swapped", swapped_files(saxpy, templ)},
+      {"two synthetic entries' files swapped", swapped_files(gold3, synthetic_key("gold4"))},
+      {"a file moved to an unused key",
+       {{entry_file_relative(gold3), kDeleted}, {entry_file_relative(elsewhere), g.files.at(entry_file_relative(gold3))}}},
+      // The index.
+      {"index row moved to an unused key",
+       {{"kjit.db", edited("UPDATE entries SET key = '" + elsewhere + "' WHERE key = '" + gold3 + "'")}}},
+      {"schema: a column renamed",
+       {{"kjit.db", edited("PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql = replace(sql, 'compile_ms', "
+                           "'compile_mx') WHERE name = 'entries'")}}},
+      {"schema: a trigger that still parses but counts wrong",
+       {{"kjit.db", edited("PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql = replace(sql, 'bytes + new.bytes', "
+                           "'bytes - new.bytes') WHERE name = 'entries_count_insert'")}}},
+  };
+  for (const auto& [what, files] : cases) inject(what, files, g.syn, true);
+  // A file that is gone is a miss (a hit reads the file alone); the next store of the key
+  // replaces its row, verify drops it. Never wrong, not necessarily seen as damage.
+  inject("an entry without its file", {{entry_file_relative(synthetic_key("gold7")), kDeleted}}, g.syn,
+         false);
 }
 
 // Leaves `dir` holding a database whose newest transactions are only in its -wal, as after
@@ -1287,12 +1362,14 @@ TEST(Corruption, DeletedOrMismatchedWalAndShm) {
       ours[f] = file_bytes(a.file(f));
       foreign[f] = file_bytes(b.file(f));
     }
+    for (const auto& [f, bytes] : payload_files(a.path())) ours[f] = bytes;
     ASSERT_GT(ours["kjit.db-wal"].size(), 0u) << "no WAL was left behind";
   }
   for (int i = 0; i < 12; ++i) syn.emplace_back("wal" + std::to_string(i), 3000 + 100 * size_t(i));
   // The WAL as left behind is replayed: every entry is there.
   const Outcome base = exercise([&] {
     static TempDir d;
+    for (const auto& [f, bytes] : golden().files) put_bytes(d.file(f), bytes);
     for (const auto& [f, bytes] : ours) put_bytes(d.file(f), bytes);
     return d.path();
   }(), syn);

@@ -160,23 +160,45 @@ void Cache::open_disk() {
     }
   }
   bool read_only = config_.read_only;
-  std::string read_only_note;  // logged once the database opened (else `unavailable` says why)
   if (!read_only && ::access(dir_.c_str(), W_OK) != 0) {
     read_only = true;
-    read_only_note = "cache directory " + dir_ + " is not writable; using it read-only";
+    read_only_note_ = "cache directory " + dir_ + " is not writable; using it read-only";
     std::lock_guard<std::mutex> lock(state_mu_);
-    message_ = read_only_note;
+    message_ = read_only_note_;
   }
   const std::string netfs = network_fs_type(dir_);
   if (!netfs.empty()) {
     log_info("cache directory " + dir_ + " is on a network file system (" + netfs +
              "); using a rollback journal instead of WAL");
   }
+  // Hits read payload files; the index opens when something first needs it (index()).
+  disk_ = std::make_unique<DiskStore>(dir_, read_only, netfs.empty(), /*open_now=*/false);
+  disk_state_ = read_only ? KJIT_DISK_READ_ONLY : KJIT_DISK_OK;
+}
+
+DiskStore* Cache::index() {
+  if (!disk_) return nullptr;
+  std::call_once(index_once_, [this] { open_index(); });
+  return disk_off_.load(std::memory_order_acquire) ? nullptr : disk_.get();
+}
+
+void Cache::open_index() {
+  auto unavailable = [&](const std::string& why) {
+    disk_state_ = KJIT_DISK_UNAVAILABLE;
+    disk_off_.store(true, std::memory_order_release);
+    std::lock_guard<std::mutex> lock(state_mu_);
+    message_ = why;
+    log_warn("kernel cache disk tier disabled, compiling without it: " + why);
+  };
+  const bool read_only = disk_->read_only();
+  const std::string db = join_path(dir_, DiskStore::kFileName);
+  bool moved_aside = false;
   for (int attempt = 0; attempt < 2; ++attempt) {
     try {
-      disk_ = std::make_unique<DiskStore>(dir_, read_only, netfs.empty());
-      disk_state_ = read_only ? KJIT_DISK_READ_ONLY : KJIT_DISK_OK;
-      if (!read_only_note.empty()) log_warn(read_only_note);
+      disk_->open();
+      if (!read_only_note_.empty()) log_warn(read_only_note_);
+      // The payload files stay where they were: the new index takes them in.
+      if (moved_aside) reconcile_after_switch();
       return;
     } catch (const DatabaseCorrupt& e) {
       if (read_only || attempt > 0) return unavailable(e.message());
@@ -188,16 +210,25 @@ void Cache::open_disk() {
       std::rename((db + "-wal").c_str(), (aside + "-wal").c_str());
       std::rename((db + "-shm").c_str(), (aside + "-shm").c_str());
       count(Counter::corrupt_entries);
+      moved_aside = true;
     } catch (const Error& e) {
       if (!read_only && ::access(db.c_str(), F_OK) == 0 && attempt == 0 &&
           e.status() == KJIT_ERROR_READ_ONLY) {
         continue;
       }
-      return unavailable(read_only_note.empty() ? e.message()
-                                                : read_only_note + ": " + e.message());
+      return unavailable(read_only_note_.empty() ? e.message()
+                                                 : read_only_note_ + ": " + e.message());
     } catch (const std::exception& e) {
       return unavailable(e.what());
     }
+  }
+}
+
+void Cache::reconcile_after_switch() {
+  try {
+    disk_->reconcile();
+  } catch (const std::exception& e) {
+    disk_failed(e, "indexing the payload files");
   }
 }
 
@@ -222,6 +253,7 @@ bool Cache::quarantine_disk(const DatabaseCorrupt& e) {
     disk_failed(ex, "moving a corrupt cache database aside");
     return false;
   }
+  reconcile_after_switch();
   memory_.clear();  // nothing read from the damaged file is kept
   std::lock_guard<std::mutex> lock(state_mu_);
   message_ = "a corrupt cache database was moved aside: " + e.message();
@@ -240,9 +272,10 @@ void Cache::disk_failed(const std::exception& e, const char* during) {
 }
 
 EntryPtr Cache::disk_get(const std::string& key, bool* corrupt) {
-  if (!disk_) return nullptr;
+  DiskStore* d = files();
+  if (!d) return nullptr;
   try {
-    return disk_->get(key);
+    return d->get(key);
   } catch (const DatabaseCorrupt& e) {
     quarantine_disk(e);
     if (corrupt) *corrupt = true;
@@ -250,18 +283,19 @@ EntryPtr Cache::disk_get(const std::string& key, bool* corrupt) {
     if (e.status() == KJIT_ERROR_CACHE_CORRUPT) {
       count(Counter::corrupt_entries);
       if (corrupt) *corrupt = true;
-    } else {
-      disk_failed(e, "reading the cache database");
+    } else if (index()) {  // (opening the index says once when the disk tier is unusable)
+      disk_failed(e, "reading a cache entry");
     }
   }
   return nullptr;
 }
 
 bool Cache::disk_put(const Entry& e) {
-  if (!disk_ || disk_->read_only()) return false;
+  DiskStore* d = index();
+  if (!d || d->read_only()) return false;
   for (int attempt = 0;; ++attempt) {
     try {
-      count(Counter::evictions, disk_->put(e, max_bytes_));
+      count(Counter::evictions, d->put(e, max_bytes_));
       if (!e.is_manifest()) stores_++;  // kernels stored
       flush_counters();
       return true;
@@ -292,7 +326,7 @@ void Cache::remember(const EntryPtr& e, kjit_tier tier, bool counted) {
 }
 
 EntryPtr Cache::stored(const std::string& key) {
-  if (!disk_) return memory_.get(key);
+  if (!files()) return memory_.get(key);
   return disk_get(key);
 }
 
@@ -310,10 +344,7 @@ EntryPtr Cache::lookup(const std::string& key, kjit_tier* tier, bool* corrupt, b
     return e;
   }
   if (EntryPtr e = disk_get(key, corrupt)) {
-    *tier = KJIT_TIER_DISK;
-    // Recency is recorded coarsely: only when the stored time is over an hour old.
-    const int64_t now = unix_time();
-    if (now - e->last_used > 3600 && disk_) disk_->touch(key, now);
+    *tier = KJIT_TIER_DISK;  // the read recorded the use (EntryFiles::read)
     remember(e, *tier, counted);
     return e;
   }
@@ -322,7 +353,7 @@ EntryPtr Cache::lookup(const std::string& key, kjit_tier* tier, bool* corrupt, b
       auto e = std::make_shared<const Entry>(std::move(*fetched));
       *tier = KJIT_TIER_REMOTE;
       if (counted) count(Counter::remote_hits);
-      if (disk_ && !disk_->read_only()) later_.push(e);
+      if (DiskStore* f = files(); f && !f->read_only()) later_.push(e);
       remember(e, *tier, counted);
       return e;
     }
@@ -331,15 +362,16 @@ EntryPtr Cache::lookup(const std::string& key, kjit_tier* tier, bool* corrupt, b
 }
 
 void Cache::insert(const Entry& e) {
-  if (!disk_) {
+  DiskStore* d = index();
+  if (!d) {
     memory_.put(std::make_shared<Entry>(e));
     return;
   }
   try {
-    count(Counter::evictions, disk_->put(e, max_bytes_));
+    count(Counter::evictions, d->put(e, max_bytes_));
   } catch (const DatabaseCorrupt& ex) {
     if (!quarantine_disk(ex)) throw;
-    count(Counter::evictions, disk_->put(e, max_bytes_));  // into the new database
+    count(Counter::evictions, d->put(e, max_bytes_));  // into the new database
   }
   stores_++;
   memory_.put(std::make_shared<Entry>(e));
@@ -348,9 +380,9 @@ void Cache::insert(const Entry& e) {
 bool Cache::remove(const std::string& key) {
   bool found = memory_.get(key) != nullptr;
   memory_.remove(key);
-  if (disk_) {
+  if (DiskStore* d = index()) {
     try {
-      found = disk_->remove(key) || found;
+      found = d->remove(key) || found;
     } catch (const DatabaseCorrupt& e) {
       if (!quarantine_disk(e)) throw;
     }
@@ -360,19 +392,21 @@ bool Cache::remove(const std::string& key) {
 
 void Cache::clear() {
   memory_.clear();
-  if (!disk_) return;
+  DiskStore* d = index();
+  if (!d) return;
   try {
-    disk_->clear();
+    d->clear();
   } catch (const DatabaseCorrupt& e) {
     if (!quarantine_disk(e)) throw;  // the new database is empty
   }
 }
 
 uint64_t Cache::prune(uint64_t max_bytes) {
-  if (!disk_) return 0;
+  DiskStore* d = index();
+  if (!d) return 0;
   uint64_t n = 0;
   try {
-    n = disk_->prune(max_bytes);
+    n = d->prune(max_bytes);
   } catch (const DatabaseCorrupt& e) {
     if (!quarantine_disk(e)) throw;
   }
@@ -382,9 +416,10 @@ uint64_t Cache::prune(uint64_t max_bytes) {
 }
 
 void Cache::list(const std::function<bool(const EntryInfo&)>& fn) {
-  if (!disk_) return;
+  DiskStore* d = index();
+  if (!d) return;
   try {
-    disk_->list(fn);
+    d->list(fn);
   } catch (const DatabaseCorrupt& e) {
     if (!quarantine_disk(e)) throw;
   }
@@ -392,46 +427,49 @@ void Cache::list(const std::function<bool(const EntryInfo&)>& fn) {
 
 void Cache::verify(uint64_t* checked, uint64_t* bad) {
   *checked = *bad = 0;
-  if (!disk_) return;
+  DiskStore* d = index();
+  if (!d) return;
   // The file's structure first (b-trees, indexes against tables): entries reached through
   // a damaged index cannot be trusted one by one, so such a file is moved aside whole.
   std::string problems;
   std::vector<std::string> keys;
+  DiskStore::Reconciled fixed;
   try {
-    problems = disk_->integrity_problems();
-    if (problems.empty()) keys = disk_->keys();
+    problems = d->integrity_problems();
+    // Then the index and the files in step: rows without a file go, sound files without
+    // a row are indexed, damaged ones removed (read-only: nothing changes).
+    if (problems.empty()) fixed = d->reconcile();
+    if (problems.empty()) keys = d->keys();
   } catch (const DatabaseCorrupt& e) {
     problems = e.message();
   }
   if (!problems.empty()) {
     uint64_t entries = 0, bytes = 0;
     try {
-      disk_->totals(&entries, &bytes);
+      d->totals(&entries, &bytes);
     } catch (const std::exception&) {
     }
     *checked = *bad = std::max<uint64_t>(entries, 1);
     const std::string first = problems.substr(0, problems.find('\n'));
-    if (disk_->read_only()) {  // report it, move nothing
-      fail(KJIT_ERROR_CACHE_CORRUPT, "cache database " + disk_->path() +
+    if (d->read_only()) {  // report it, move nothing
+      fail(KJIT_ERROR_CACHE_CORRUPT, "cache database " + d->path() +
                                          " failed its integrity check (read-only: left as it "
                                          "is): " +
                                          first);
     }
     if (!quarantine_disk(DatabaseCorrupt("integrity check failed: " + first))) {
       fail(KJIT_ERROR_CACHE_CORRUPT,
-           "cache database " + disk_->path() + " failed its integrity check: " + first);
+           "cache database " + d->path() + " failed its integrity check: " + first);
     }
     return;
   }
+  const uint64_t repaired = fixed.rows_dropped + fixed.files_removed;
+  *checked = *bad = repaired;
+  count(Counter::corrupt_entries, repaired);
   for (size_t i = 0; i < keys.size(); ++i) {
     ++*checked;
     try {
-      disk_->get(keys[i]);
-    } catch (const DatabaseCorrupt& e) {
-      *bad += keys.size() - i;
-      *checked = keys.size();
-      if (disk_->read_only() || !quarantine_disk(e)) throw;
-      return;
+      if (!d->get(keys[i])) ++*bad;  // a row without its file (read-only: not reconciled)
     } catch (const Error& e) {
       // A bad entry: removed by the store, or left in place when the cache is read-only.
       if (e.status() != KJIT_ERROR_CACHE_CORRUPT) throw;

@@ -163,9 +163,10 @@ class Cache {
 
   // For tests and tools: the disk store, or nullptr when the disk tier is off; the
   // remote tier, or nullptr when none is configured.
-  DiskStore* disk() { return disk_.get(); }
+  // disk() opens the index (index()); disk_usable() does not.
+  DiskStore* disk() { return index(); }
   RemoteTier* remote() { return remote_.get(); }
-  bool disk_usable() const { return disk_ != nullptr; }
+  bool disk_usable() const { return disk_ && !disk_off_.load(std::memory_order_acquire); }
 
  private:
   struct Flight {
@@ -176,6 +177,15 @@ class Cache {
   };
 
   void open_disk();
+  // The disk tier for what needs the index (stores, claims, listing, stats...): opened on
+  // first need, as the constructor used to (a corrupt file moved aside, an unusable one
+  // turning the disk tier off); nullptr when there is no usable disk tier.
+  DiskStore* index();
+  void open_index();
+  // The disk tier for reading payload files (hits): never opens the index.
+  DiskStore* files() { return disk_usable() ? disk_.get() : nullptr; }
+  // After the index was replaced by a new file: index the payload files there.
+  void reconcile_after_switch();
   void disk_failed(const std::exception& e, const char* during);
   EntryPtr disk_get(const std::string& key, bool* corrupt = nullptr);
   bool disk_put(const Entry& e);
@@ -214,11 +224,14 @@ class Cache {
   std::mutex owner_mu_;
   MemoryTier memory_;
   std::unique_ptr<DiskStore> disk_;
-  Facts facts_{disk_,
+  std::once_flag index_once_;
+  std::atomic<bool> disk_off_{false};  // the index could not be opened: no disk tier
+  std::string read_only_note_;         // why the disk tier is read-only, if it was found so
+  Facts facts_{[this] { return files(); }, [this] { return index(); },
                [this](const std::exception& e, const char* during) { disk_failed(e, during); }};
   std::unique_ptr<RemoteTier> remote_;
   std::unique_ptr<FleetClaims> fleet_;  // with remote_, unless claim_wait_ms is 0
-  int disk_state_ = KJIT_DISK_DISABLED;
+  std::atomic<int> disk_state_{KJIT_DISK_DISABLED};
   std::mutex state_mu_;  // guards message_ and reporting
   std::string message_;
   bool reported_ = false;

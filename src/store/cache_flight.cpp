@@ -207,7 +207,8 @@ Outcome Cache::compile_with_claim(const std::string& key, const std::function<Ou
     }
     return o;
   };
-  if (!disk_ || disk_->read_only()) return run();
+  DiskStore* d = index();
+  if (!d || d->read_only()) return run();
 
   const std::string me = owner();
   const double start = monotonic_ms();
@@ -216,7 +217,7 @@ Outcome Cache::compile_with_claim(const std::string& key, const std::function<Ou
   for (;;) {
     Claim claim;
     try {
-      claim = disk_->try_claim(key, me, /*failures_answer=*/!probe);
+      claim = d->try_claim(key, me, /*failures_answer=*/!probe);
     } catch (const DatabaseCorrupt& e) {
       if (quarantine_disk(e) && ++unreadable < 3) continue;
       return run();
@@ -236,11 +237,11 @@ Outcome Cache::compile_with_claim(const std::string& key, const std::function<Ou
     if (claim.state == Claim::State::Claimed) {
       Outcome o;
       try {
-        LeaseKeeper lease(disk_.get(), key, me);
+        LeaseKeeper lease(d, key, me);
         o = run();
       } catch (...) {
         try {
-          disk_->release_claim(key, me);
+          d->release_claim(key, me);
         } catch (...) {
         }
         throw;
@@ -248,9 +249,9 @@ Outcome Cache::compile_with_claim(const std::string& key, const std::function<Ou
       try {
         if (o.status != KJIT_OK && o.cacheable &&
             (deterministic_failure(o.status) || o.remember_failure)) {
-          disk_->fail_claim(key, me, serialize_failure(o));
+          d->fail_claim(key, me, serialize_failure(o));
         } else if (!stored) {
-          disk_->release_claim(key, me);  // others compile for themselves
+          d->release_claim(key, me);  // others compile for themselves
         }
       } catch (const std::exception& e) {
         disk_failed(e, "releasing a compile claim");
@@ -291,7 +292,7 @@ Outcome Cache::wait_for_process(const std::string& key, const Claim& claim, doub
     }
     Claim now;
     try {
-      now = disk_->read_claim(key);
+      now = index()->read_claim(key);
     } catch (const std::exception& e) {
       disk_failed(e, "reading a compile claim");
       return run();

@@ -36,7 +36,8 @@ Counts Cache::current_counts() {
 // after an entry is stored (a write transaction is being paid for anyway) and at close,
 // so hits alone never write.
 void Cache::flush_counters() {
-  if (!disk_ || disk_->read_only()) return;
+  DiskStore* d = index();
+  if (!d || d->read_only()) return;
   std::lock_guard<std::mutex> lock(counters_mu_);
   const Counts now = current_counts();
   const long pid = static_cast<long>(getpid());
@@ -53,7 +54,7 @@ void Cache::flush_counters() {
     }
   }
   try {
-    disk_->add_counters(deltas);
+    d->add_counters(deltas);
     flushed_ = now;
   } catch (const std::exception& e) {
     disk_failed(e, "recording usage counters");
@@ -62,6 +63,7 @@ void Cache::flush_counters() {
 
 CacheStats Cache::stats() {
   CacheStats s;
+  DiskStore* d = index();  // opening it settles the disk tier's state
   s.disk_state = disk_state_;
   s.stores = stores_;
   s.store_failures = store_failures_;
@@ -73,9 +75,9 @@ CacheStats Cache::stats() {
   }
   // Totals: what the database holds plus what this handle has not added to it yet.
   Counts totals;
-  if (disk_) {
+  if (d) {
     try {
-      for (const auto& [name, value] : disk_->counters()) {
+      for (const auto& [name, value] : d->counters()) {
         for (size_t i = 0; i < kCounterCount; ++i) {
           if (name == kCounterNames[i]) totals.v[i] = uint64_t(value);
         }
@@ -88,7 +90,7 @@ CacheStats Cache::stats() {
   {
     std::lock_guard<std::mutex> lock(counters_mu_);
     handle = current_counts();
-    const bool unflushable = !disk_ || disk_->read_only();
+    const bool unflushable = !d || d->read_only();
     for (size_t i = 0; i < kCounterCount; ++i) {
       const uint64_t base = unflushable ? 0 : flushed_.v[i];
       if (handle.v[i] > base) totals.v[i] += handle.v[i] - base;
@@ -100,9 +102,9 @@ CacheStats Cache::stats() {
   KJIT_CACHE_COUNTERS(KJIT_COUNTER_STATS)
 #undef KJIT_COUNTER_STATS
   memory_.totals(&s.memory_entries, &s.memory_bytes);
-  if (disk_) {
+  if (d) {
     try {
-      disk_->totals(&s.disk_entries, &s.disk_bytes);
+      d->totals(&s.disk_entries, &s.disk_bytes);
     } catch (const DatabaseCorrupt& e) {
       if (!quarantine_disk(e)) disk_failed(e, "reading cache totals");
     } catch (const std::exception& e) {

@@ -1,8 +1,10 @@
-// Entries of the disk store: reading and verifying them, storing, removing, evicting the
-// least recently used, and recording use.
+// Entries of the disk store: reading them (from their payload files), storing, removing,
+// evicting the least recently used, and bringing the index and the files back in step.
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <unordered_set>
 #include <vector>
 
 #include "store/disk_store.h"
@@ -13,121 +15,19 @@
 #include "util/sha256.h"
 
 namespace kjit {
-namespace {
-
-constexpr size_t kTouchBatch = 64;
-
-// Rows of `key` found through a key index. Rows are then read by rowid and their own key
-// checked: a damaged index can point at another entry's rows, whose checksums are valid.
-std::vector<int64_t> rowids(SqliteConn& c, const std::string& key, const char* sql,
-                            const char* what) {
-  std::vector<int64_t> out;
-  sqlite3_stmt* s = c.stmt(sql);
-  sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
-  while (c.step(s, what) == SQLITE_ROW) out.push_back(sqlite3_column_int64(s, 0));
-  sqlite3_reset(s);
-  return out;
-}
-
-// Reads and verifies the entry row into *entry. "" when sound, else what is wrong.
-std::string read_entry_row(SqliteConn& c, const std::string& key,
-                           const std::vector<int64_t>& entry_rows, Entry* entry) {
-  sqlite3_stmt* s = c.stmt("SELECT key, meta, meta_sum, last_used FROM entries WHERE rowid = ?1");
-  sqlite3_bind_int64(s, 1, entry_rows.front());
-  std::string why, meta, meta_sum;
-  if (entry_rows.size() != 1) {
-    why = "the key index lists the entry " + std::to_string(entry_rows.size()) + " times";
-  } else if (c.step(s, "read entry") != SQLITE_ROW || col_text(s, 0) != key) {
-    why = "the key index points at another row";
-  } else {
-    meta = col_blob(s, 1);
-    meta_sum = col_blob(s, 2);
-    entry->last_used = sqlite3_column_int64(s, 3);
-  }
-  sqlite3_reset(s);
-  if (!why.empty()) return why;
-  // Checksums are bound to the key asked for: rows moved here from another key fail.
-  if (!checksum_equals(meta_sum, entry_checksum(key, EntryPart::Metadata, meta))) {
-    return "metadata checksum mismatch";
-  }
-  try {
-    entry->load_metadata(meta);
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "";
-}
-
-// Reads and verifies one blob row into *entry. "" when sound, else what is wrong.
-std::string read_blob_row(SqliteConn& c, const std::string& key, int64_t rowid, Entry* entry) {
-  sqlite3_stmt* s = c.stmt("SELECT key, kind, sum, data FROM blobs WHERE rowid = ?1");
-  sqlite3_bind_int64(s, 1, rowid);
-  if (c.step(s, "read blob") != SQLITE_ROW || col_text(s, 0) != key) {
-    sqlite3_reset(s);
-    return "the blob index points at another row";
-  }
-  std::string why;
-  const int kind = sqlite3_column_int(s, 1);
-  std::string* dst =
-      (kind == 1 || kind == 2 || kind == 4) ? entry->blob(static_cast<BlobKind>(kind)) : nullptr;
-  const std::string sum = col_blob(s, 2);
-  const void* data = sqlite3_column_blob(s, 3);
-  const size_t len = data ? size_t(sqlite3_column_bytes(s, 3)) : 0;
-  if (!dst) {
-    why = "unknown blob kind " + std::to_string(kind);
-  } else if (!dst->empty()) {
-    why = "blob kind " + std::to_string(kind) + " stored twice";
-  } else if (!checksum_equals(sum, entry_checksum(key, static_cast<EntryPart>(kind), data, len))) {
-    why = "blob checksum mismatch";
-  } else {
-    dst->assign(static_cast<const char*>(data), len);
-  }
-  sqlite3_reset(s);
-  return why;
-}
-
-// Reads the blobs of an entry whose row verified, and checks them against what its
-// metadata promises. "" when sound, else what is wrong.
-std::string read_blobs(SqliteConn& c, const std::string& key, Entry* entry) {
-  size_t parts = 0;
-  for (int64_t rowid : rowids(c, key, "SELECT rowid FROM blobs WHERE key = ?1", "find blobs")) {
-    std::string why = read_blob_row(c, key, rowid, entry);
-    if (!why.empty()) return why;
-    ++parts;
-  }
-  // Every part the metadata promises must be present with its recorded size.
-  const auto& rs = entry->recorded_sizes;
-  if (entry->ptx.size() != rs.ptx || entry->cubin.size() != rs.cubin ||
-      entry->ltoir.size() != rs.ltoir) {
-    return "parts missing or of the wrong size (" + std::to_string(parts) + " blobs)";
-  }
-  if (entry->ptx.empty() && entry->cubin.empty() && entry->ltoir.empty() &&
-      !entry->is_manifest()) {
-    return "entry has no code";
-  }
-  return "";
-}
-
-}  // namespace
 
 EntryPtr DiskStore::get(const std::string& key) {
-  Lease c = acquire();
   auto entry = std::make_shared<Entry>();
   entry->key = key;
   std::string why;
-  {
-    Txn txn(*c, false);
-    const std::vector<int64_t> entry_rows =
-        rowids(*c, key, "SELECT rowid FROM entries WHERE key = ?1", "find entry");
-    if (entry_rows.empty()) {
-      txn.commit();
+  switch (files_.read(key, entry.get(), !read_only_, &why)) {
+    case EntryFiles::Read::Missing:
       return nullptr;
-    }
-    why = read_entry_row(*c, key, entry_rows, entry.get());
-    if (why.empty()) why = read_blobs(*c, key, entry.get());
-    txn.commit();
+    case EntryFiles::Read::Corrupt:
+      discard_corrupt(key, why);
+    case EntryFiles::Read::Ok:
+      break;
   }
-  if (!why.empty()) discard_corrupt(key, why);
   return entry;
 }
 
@@ -144,13 +44,63 @@ void DiskStore::discard_corrupt(const std::string& key, const std::string& why) 
   fail(KJIT_ERROR_CACHE_CORRUPT, "cache entry " + key + " is corrupt: " + why);
 }
 
-void DiskStore::delete_locked(Conn& c, const std::string& key) {
-  sqlite3_stmt* s = c.stmt("DELETE FROM blobs WHERE key = ?1");
-  sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
-  c.step(s, "delete blobs");
-  s = c.stmt("DELETE FROM entries WHERE key = ?1");
+bool DiskStore::delete_locked(Conn& c, const std::string& key) {
+  sqlite3_stmt* s = c.stmt("DELETE FROM entries WHERE key = ?1");
   sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
   c.step(s, "delete entry");
+  const bool existed = sqlite3_changes(c.db) > 0;
+  // The file goes in a later write transaction (purge_locked): removed in this one, a
+  // process killed before the commit would leave the row without its file; removed after
+  // the commit, outside the lock, it could be the file another writer just stored again.
+  s = c.stmt("INSERT OR IGNORE INTO doomed(key) VALUES(?1)");
+  sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+  c.step(s, "doom a file");
+  return existed;
+}
+
+bool DiskStore::has_row_locked(Conn& c, const std::string& key) {
+  sqlite3_stmt* s = c.stmt("SELECT 1 FROM entries WHERE key = ?1");
+  sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+  const bool found = c.step(s, "find entry") == SQLITE_ROW;
+  sqlite3_reset(s);
+  return found;
+}
+
+void DiskStore::purge_locked(Conn& c) {
+  sqlite3_stmt* s = c.stmt("SELECT key FROM doomed");
+  std::vector<std::string> keys;
+  while (c.step(s, "list doomed files") == SQLITE_ROW) keys.push_back(col_text(s, 0));
+  sqlite3_reset(s);
+  if (keys.empty()) return;
+  // Rows deleted by a committed transaction: unless the key was stored again since (it has
+  // a row, and its new file), its file goes. A crash here leaves `doomed` as it was.
+  for (const std::string& key : keys) {
+    if (!has_row_locked(c, key)) files_.remove(key);
+  }
+  c.exec("DELETE FROM doomed", "forget doomed files");
+}
+
+void DiskStore::purge() {
+  Lease c = acquire();
+  Txn txn(*c, true);
+  purge_locked(*c);
+  txn.commit();
+}
+
+void DiskStore::insert_row(Conn& c, const Entry& e, int64_t created, int64_t last_used) {
+  std::string kernels;
+  for (const auto& k : e.kernels) kernels += (kernels.empty() ? "" : ",") + k;
+  sqlite3_stmt* s = c.stmt(
+      "INSERT OR REPLACE INTO entries(key, target, kernels, bytes, created, last_used, "
+      "compile_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  sqlite3_bind_text(s, 1, e.key.data(), int(e.key.size()), SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, e.target.data(), int(e.target.size()), SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, kernels.data(), int(kernels.size()), SQLITE_STATIC);
+  sqlite3_bind_int64(s, 4, int64_t(e.bytes()));
+  sqlite3_bind_int64(s, 5, created);
+  sqlite3_bind_int64(s, 6, last_used);
+  sqlite3_bind_double(s, 7, e.compile_ms);
+  c.step(s, "insert entry");
 }
 
 uint64_t DiskStore::put(const Entry& e, uint64_t max_bytes) {
@@ -159,81 +109,80 @@ uint64_t DiskStore::put(const Entry& e, uint64_t max_bytes) {
     fail(KJIT_ERROR_INVALID_ARGUMENT,
          "cache entry key '" + e.key + "' is not 64 lowercase hex digits");
   }
-  const std::string meta = e.metadata_json();
-  const Checksum meta_sum = entry_checksum(e.key, EntryPart::Metadata, meta);
-  std::string kernels;
-  for (const auto& k : e.kernels) kernels += (kernels.empty() ? "" : ",") + k;
   const int64_t now = unix_time();
-  Lease c = acquire();
-  Txn txn(*c, true);
-  delete_locked(*c, e.key);
-  sqlite3_stmt* s = c->stmt(
-      "INSERT INTO entries(key, target, kernels, bytes, created, last_used, compile_ms, meta, "
-      "meta_sum) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
-  sqlite3_bind_text(s, 1, e.key.data(), int(e.key.size()), SQLITE_STATIC);
-  sqlite3_bind_text(s, 2, e.target.data(), int(e.target.size()), SQLITE_STATIC);
-  sqlite3_bind_text(s, 3, kernels.data(), int(kernels.size()), SQLITE_STATIC);
-  sqlite3_bind_int64(s, 4, int64_t(e.bytes()));
-  sqlite3_bind_int64(s, 5, e.created ? e.created : now);
-  sqlite3_bind_int64(s, 6, now);
-  sqlite3_bind_double(s, 7, e.compile_ms);
-  sqlite3_bind_text(s, 8, meta.data(), int(meta.size()), SQLITE_STATIC);
-  sqlite3_bind_blob(s, 9, meta_sum.data(), int(meta_sum.size()), SQLITE_STATIC);
-  c->step(s, "insert entry");
-  for (BlobKind k : {BlobKind::Ptx, BlobKind::Cubin, BlobKind::LtoIr}) {
-    const std::string& data = *e.blob(k);
-    if (data.empty()) continue;
-    const Checksum sum = entry_checksum(e.key, part_of(k), data);
-    s = c->stmt("INSERT INTO blobs(key, kind, sum, data) VALUES(?1, ?2, ?3, ?4)");
-    sqlite3_bind_text(s, 1, e.key.data(), int(e.key.size()), SQLITE_STATIC);
-    sqlite3_bind_int(s, 2, int(k));
-    sqlite3_bind_blob(s, 3, sum.data(), int(sum.size()), SQLITE_STATIC);
-    sqlite3_bind_blob64(s, 4, data.data(), data.size(), SQLITE_STATIC);
-    c->step(s, "insert blob");
-  }
-  s = c->stmt("DELETE FROM claims WHERE key = ?1");
-  sqlite3_bind_text(s, 1, e.key.data(), int(e.key.size()), SQLITE_STATIC);
-  c->step(s, "release claim");
-  flush_touches_locked(*c);
+  const int64_t created = e.created ? e.created : now;
+  // Written before the lock is taken; only the rename happens under it.
+  std::string temp = files_.write_temp(e, created);
   uint64_t evicted = 0;
-  if (max_bytes > 0) {
-    uint64_t entries = 0, bytes = 0;
-    s = c->stmt("SELECT entries, bytes FROM totals WHERE id = 0");
-    if (c->step(s, "read totals") == SQLITE_ROW) {
-      entries = uint64_t(sqlite3_column_int64(s, 0));
-      bytes = uint64_t(sqlite3_column_int64(s, 1));
+  try {
+    Lease c = acquire();
+    Txn txn(*c, true);
+    purge_locked(*c);  // files of entries deleted before (the file of `e` among them)
+    sqlite3_stmt* s = c->stmt("DELETE FROM entries WHERE key = ?1");
+    sqlite3_bind_text(s, 1, e.key.data(), int(e.key.size()), SQLITE_STATIC);
+    c->step(s, "delete entry");
+    insert_row(*c, e, created, now);
+    s = c->stmt("DELETE FROM claims WHERE key = ?1");
+    sqlite3_bind_text(s, 1, e.key.data(), int(e.key.size()), SQLITE_STATIC);
+    c->step(s, "release claim");
+    if (max_bytes > 0) {
+      uint64_t bytes = 0;
+      s = c->stmt("SELECT bytes FROM totals WHERE id = 0");
+      if (c->step(s, "read totals") == SQLITE_ROW) bytes = uint64_t(sqlite3_column_int64(s, 0));
+      sqlite3_reset(s);
+      if (bytes > max_bytes) evicted = evict_locked(*c, max_bytes - max_bytes / 5, e.key);
     }
-    sqlite3_reset(s);
-    (void)entries;
-    if (bytes > max_bytes) evicted = evict_locked(*c, max_bytes - max_bytes / 5);
+    // Last, so that nothing after it can fail but the commit: a file in place whose row
+    // was rolled back is still a sound entry (reconcile() indexes it).
+    files_.install(temp, e.key);
+    temp.clear();
+    txn.commit();
+  } catch (...) {
+    if (!temp.empty()) EntryFiles::remove_temp(temp);
+    throw;
   }
-  txn.commit();
+  if (evicted) purge();  // the evicted entries' files
   forget_live_claims(e.key);  // the claim row went with the same transaction
   return evicted;
 }
 
-uint64_t DiskStore::evict_locked(Conn& c, uint64_t target_bytes) {
+uint64_t DiskStore::evict_locked(Conn& c, uint64_t target_bytes, const std::string& keep) {
   uint64_t removed = 0;
-  for (;;) {
+  auto total_bytes = [&] {
     sqlite3_stmt* s = c.stmt("SELECT bytes FROM totals WHERE id = 0");
     uint64_t bytes = 0;
     if (c.step(s, "read totals") == SQLITE_ROW) bytes = uint64_t(sqlite3_column_int64(s, 0));
     sqlite3_reset(s);
-    if (bytes <= target_bytes) break;
+    return bytes;
+  };
+  for (uint64_t bytes = total_bytes(); bytes > target_bytes;) {
     // Least recently used first; among equal times (seconds), the oldest insert first.
-    s = c.stmt("SELECT key FROM entries ORDER BY last_used ASC, rowid ASC LIMIT 16");
-    std::vector<std::string> victims;
-    while (c.step(s, "select victims") == SQLITE_ROW) victims.push_back(col_text(s, 0));
+    sqlite3_stmt* s =
+        c.stmt("SELECT key, last_used FROM entries ORDER BY last_used ASC, rowid ASC LIMIT 16");
+    std::vector<std::pair<std::string, int64_t>> candidates;
+    while (c.step(s, "select victims") == SQLITE_ROW) {
+      candidates.emplace_back(col_text(s, 0), sqlite3_column_int64(s, 1));
+    }
     sqlite3_reset(s);
-    if (victims.empty()) break;
-    for (const auto& key : victims) {
+    bool progressed = false;
+    for (const auto& [key, row_time] : candidates) {
+      if (key == keep) continue;  // the entry being stored
+      progressed = true;
+      // Hits record their use in the file's time (EntryFiles::read): a candidate used
+      // since its row was written takes that time and stays for now.
+      const int64_t file_time = files_.last_use(key);
+      if (file_time > row_time) {
+        s = c.stmt("UPDATE entries SET last_used = ?2 WHERE key = ?1");
+        sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, file_time);
+        c.step(s, "record last use");
+        continue;
+      }
       delete_locked(c, key);
       ++removed;
-      s = c.stmt("SELECT bytes FROM totals WHERE id = 0");
-      if (c.step(s, "read totals") == SQLITE_ROW) bytes = uint64_t(sqlite3_column_int64(s, 0));
-      sqlite3_reset(s);
-      if (bytes <= target_bytes) break;
+      if ((bytes = total_bytes()) <= target_bytes) break;
     }
+    if (!progressed) break;
   }
   return removed;
 }
@@ -242,9 +191,9 @@ bool DiskStore::remove(const std::string& key) {
   if (read_only_) fail(KJIT_ERROR_READ_ONLY, "cache database " + path_ + " is read-only");
   Lease c = acquire();
   Txn txn(*c, true);
-  delete_locked(*c, key);
-  const bool existed = sqlite3_changes(c->db) > 0;
+  const bool existed = delete_locked(*c, key) || is_regular_file(files_.path(key));
   txn.commit();
+  purge();
   return existed;
 }
 
@@ -252,25 +201,27 @@ void DiskStore::clear() {
   if (read_only_) fail(KJIT_ERROR_READ_ONLY, "cache database " + path_ + " is read-only");
   Lease c = acquire();
   Txn txn(*c, true);
-  // The values go; the facts (namespace 'meta': toolchains, the schema's record) stay.
-  c->exec(
-      "DELETE FROM blobs; DELETE FROM entries; DELETE FROM claims; "
-      "DELETE FROM kv WHERE ns <> 'meta';",
-      "clear");
+  // The values go; the facts (fact files; namespace 'meta': the schema's record) stay.
+  c->exec("DELETE FROM entries; DELETE FROM claims; DELETE FROM kv WHERE ns <> 'meta';", "clear");
   txn.commit();
-  {
-    std::lock_guard<std::mutex> lock(touch_mu_);
-    touches_.clear();
-  }
+  // Then every file without a row, under the lock (a file stored since has its row).
+  Txn purge(*c, true);
+  c->exec("DELETE FROM doomed", "forget doomed files");
+  files_.for_each([&](const std::string& key) {
+    if (!has_row_locked(*c, key)) files_.remove(key);
+    return false;
+  });
+  files_.remove_stale_temps(0);
+  purge.commit();
 }
 
 uint64_t DiskStore::prune(uint64_t max_bytes) {
   if (read_only_) fail(KJIT_ERROR_READ_ONLY, "cache database " + path_ + " is read-only");
   Lease c = acquire();
   Txn txn(*c, true);
-  flush_touches_locked(*c);
   const uint64_t removed = evict_locked(*c, max_bytes);
   txn.commit();
+  purge();
   return removed;
 }
 
@@ -298,7 +249,8 @@ void DiskStore::list(const std::function<bool(const EntryInfo&)>& fn) {
     info.kernels = col_text(s, 2);
     info.bytes = uint64_t(sqlite3_column_int64(s, 3));
     info.created = sqlite3_column_int64(s, 4);
-    info.last_used = sqlite3_column_int64(s, 5);
+    // A hit records its use in the file (EntryFiles::read); the row learns it at eviction.
+    info.last_used = std::max<int64_t>(sqlite3_column_int64(s, 5), files_.last_use(info.key));
     info.compile_ms = sqlite3_column_double(s, 6);
     if (fn(info)) break;
   }
@@ -315,41 +267,42 @@ std::vector<std::string> DiskStore::keys() {
   return out;
 }
 
-void DiskStore::touch(const std::string& key, int64_t last_used) {
-  if (read_only_) return;
-  bool flush = false;
-  {
-    std::lock_guard<std::mutex> lock(touch_mu_);
-    touches_.emplace_back(key, last_used);
-    flush = touches_.size() >= kTouchBatch;
-  }
-  if (flush) flush_touches();
-}
-
-void DiskStore::flush_touches_locked(Conn& c) {
-  std::vector<std::pair<std::string, int64_t>> pending;
-  {
-    std::lock_guard<std::mutex> lock(touch_mu_);
-    pending.swap(touches_);
-  }
-  for (const auto& [key, t] : pending) {
-    sqlite3_stmt* s = c.stmt("UPDATE entries SET last_used = max(last_used, ?2) WHERE key = ?1");
-    sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, t);
-    c.step(s, "record last use");
-  }
-}
-
-void DiskStore::flush_touches() {
-  if (read_only_ || static_cast<long>(getpid()) != pid_) return;
-  {
-    std::lock_guard<std::mutex> lock(touch_mu_);
-    if (touches_.empty()) return;
-  }
+DiskStore::Reconciled DiskStore::reconcile() {
+  Reconciled r;
+  if (read_only_) return r;
   Lease c = acquire();
   Txn txn(*c, true);
-  flush_touches_locked(*c);
+  purge_locked(*c);  // files whose rows went are not indexed again
+  std::unordered_set<std::string> rows;
+  sqlite3_stmt* s = c->stmt("SELECT key FROM entries");
+  while (c->step(s, "list keys") == SQLITE_ROW) rows.insert(col_text(s, 0));
+  sqlite3_reset(s);
+  for (const std::string& key : rows) {
+    if (is_regular_file(files_.path(key))) continue;
+    s = c->stmt("DELETE FROM entries WHERE key = ?1");
+    sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+    c->step(s, "delete entry");
+    ++r.rows_dropped;
+  }
+  files_.for_each([&](const std::string& key) {
+    if (rows.count(key)) return false;
+    Entry e;
+    e.key = key;
+    std::string why;
+    const EntryFiles::Read read = files_.read(key, &e, false, &why);
+    if (read == EntryFiles::Read::Ok) {
+      insert_row(*c, e, e.created ? e.created : e.last_used, e.last_used);
+      ++r.files_adopted;
+    } else if (read == EntryFiles::Read::Corrupt) {
+      log_warn("cache entry file " + files_.path(key) + " is corrupt (" + why + "); removed");
+      files_.remove(key);
+      ++r.files_removed;
+    }
+    return false;
+  });
+  r.files_removed += files_.remove_stale_temps(EntryFiles::kTouchSeconds);
   txn.commit();
+  return r;
 }
 
 }  // namespace kjit

@@ -16,6 +16,7 @@
 namespace kjit {
 namespace {
 
+// The schema a new database gets (kSchemaVersion).
 const char* const kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS entries(
   key TEXT PRIMARY KEY NOT NULL,
@@ -24,16 +25,8 @@ CREATE TABLE IF NOT EXISTS entries(
   bytes INTEGER NOT NULL,
   created INTEGER NOT NULL,
   last_used INTEGER NOT NULL,
-  compile_ms REAL NOT NULL,
-  meta TEXT NOT NULL,
-  meta_sum BLOB NOT NULL);
+  compile_ms REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS entries_lru ON entries(last_used);
-CREATE TABLE IF NOT EXISTS blobs(
-  key TEXT NOT NULL,
-  kind INTEGER NOT NULL,
-  sum BLOB NOT NULL,
-  data BLOB NOT NULL,
-  PRIMARY KEY(key, kind));
 CREATE TABLE IF NOT EXISTS totals(
   id INTEGER PRIMARY KEY CHECK(id = 0),
   entries INTEGER NOT NULL,
@@ -56,6 +49,43 @@ CREATE TABLE IF NOT EXISTS kv(
   value BLOB NOT NULL,
   updated INTEGER NOT NULL,
   PRIMARY KEY(ns, key));
+CREATE TABLE IF NOT EXISTS counters(
+  name TEXT PRIMARY KEY NOT NULL,
+  value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS doomed(
+  key TEXT PRIMARY KEY NOT NULL);
+)sql";
+
+// Schema 5's entries (metadata and checksums in the row, code in `blobs`) become schema
+// 6's index rows: the table rebuilt without them, its index and triggers with it.
+const char* const kIndexRows = R"sql(
+DROP TRIGGER entries_count_insert;
+DROP TRIGGER entries_count_delete;
+DROP INDEX entries_lru;
+ALTER TABLE entries RENAME TO entries_v5;
+CREATE TABLE entries(
+  key TEXT PRIMARY KEY NOT NULL,
+  target TEXT NOT NULL,
+  kernels TEXT NOT NULL,
+  bytes INTEGER NOT NULL,
+  created INTEGER NOT NULL,
+  last_used INTEGER NOT NULL,
+  compile_ms REAL NOT NULL);
+INSERT INTO entries SELECT key, target, kernels, bytes, created, last_used, compile_ms
+  FROM entries_v5;
+DROP TABLE entries_v5;
+DROP TABLE blobs;
+CREATE INDEX entries_lru ON entries(last_used);
+CREATE TRIGGER entries_count_insert AFTER INSERT ON entries BEGIN
+  UPDATE totals SET entries = entries + 1, bytes = bytes + new.bytes WHERE id = 0;
+END;
+CREATE TRIGGER entries_count_delete AFTER DELETE ON entries BEGIN
+  UPDATE totals SET entries = entries - 1, bytes = bytes - old.bytes WHERE id = 0;
+END;
+CREATE TABLE doomed(
+  key TEXT PRIMARY KEY NOT NULL);
+UPDATE totals SET entries = (SELECT count(*) FROM entries),
+  bytes = (SELECT coalesce(sum(bytes), 0) FROM entries) WHERE id = 0;
 )sql";
 
 int read_int(SqliteConn& c, const char* sql) {
@@ -122,14 +152,84 @@ SchemaState read_schema_state(SqliteConn& c) {
   return st;
 }
 
+// Schema 5 kept an entry's code in `blobs`: reads and verifies them into *e, whose
+// metadata is loaded. "" when sound, else what is wrong.
+std::string read_v5_blobs(SqliteConn& c, Entry* e) {
+  sqlite3_stmt* s = c.stmt("SELECT kind, sum, data FROM blobs WHERE key = ?1");
+  sqlite3_bind_text(s, 1, e->key.data(), int(e->key.size()), SQLITE_STATIC);
+  std::string why;
+  while (why.empty() && c.step(s, "read blobs") == SQLITE_ROW) {
+    const int kind = sqlite3_column_int(s, 0);
+    std::string* dst =
+        (kind == 1 || kind == 2 || kind == 4) ? e->blob(static_cast<BlobKind>(kind)) : nullptr;
+    const void* data = sqlite3_column_blob(s, 2);
+    const size_t len = data ? size_t(sqlite3_column_bytes(s, 2)) : 0;
+    if (!dst || !dst->empty()) {
+      why = "blob kind " + std::to_string(kind) + " unknown or stored twice";
+    } else if (!checksum_equals(col_blob(s, 1), entry_checksum(e->key, static_cast<EntryPart>(kind),
+                                                               data, len))) {
+      why = "blob checksum mismatch";
+    } else {
+      dst->assign(static_cast<const char*>(data), len);
+    }
+  }
+  sqlite3_reset(s);
+  const auto& rs = e->recorded_sizes;
+  if (why.empty() && (e->ptx.size() != rs.ptx || e->cubin.size() != rs.cubin ||
+                      e->ltoir.size() != rs.ltoir)) {
+    why = "parts missing or of the wrong size";
+  }
+  if (why.empty() && e->ptx.empty() && e->cubin.empty() && e->ltoir.empty() && !e->is_manifest()) {
+    why = "entry has no code";
+  }
+  return why;
+}
+
+// Schema 5 -> 6: every entry that verifies is written to its payload file; the others'
+// rows go. Returns how many went.
+uint64_t move_payloads_to_files(SqliteConn& c, const EntryFiles& files) {
+  std::vector<std::string> bad;
+  sqlite3_stmt* s = c.stmt("SELECT key, meta, meta_sum FROM entries");
+  while (c.step(s, "read entries") == SQLITE_ROW) {
+    Entry e;
+    e.key = col_text(s, 0);
+    const std::string meta = col_blob(s, 1);
+    std::string why = checksum_equals(col_blob(s, 2),
+                                      entry_checksum(e.key, EntryPart::Metadata, meta))
+                          ? ""
+                          : "metadata checksum mismatch";
+    if (why.empty()) {
+      try {
+        e.load_metadata(meta);
+      } catch (const Error& ex) {
+        why = ex.message();
+      }
+    }
+    if (why.empty()) why = read_v5_blobs(c, &e);
+    if (!why.empty() || !is_hex_key(e.key)) {
+      bad.push_back(e.key);
+      continue;
+    }
+    files.install(files.write_temp(e, e.created), e.key);
+  }
+  sqlite3_reset(s);
+  for (const std::string& key : bad) {
+    s = c.stmt("DELETE FROM entries WHERE key = ?1");
+    sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+    c.step(s, "drop an entry that does not verify");
+  }
+  return bad.size();
+}
+
 // Migrations from `version` to kSchemaVersion, one schema version at a time, inside the
-// caller's write transaction. Returns the entries dropped on the way.
-uint64_t migrate(SqliteConn& c, int version) {
+// caller's write transaction (a new database gets kSchema at once). Returns the entries
+// dropped on the way.
+uint64_t migrate(SqliteConn& c, int version, const EntryFiles& files) {
   uint64_t dropped = 0;
   if (version == 0) {
     c.exec(kSchema, "create schema");
     c.exec("PRAGMA application_id=1802135924", "set application id");
-    version = 1;
+    return 0;
   }
   if (version == 1) {
     c.exec(
@@ -171,6 +271,11 @@ uint64_t migrate(SqliteConn& c, int version) {
            "migrate schema 4 -> 5");
     version = 5;
   }
+  if (version == 5) {
+    dropped += move_payloads_to_files(c, files);
+    c.exec(kIndexRows, "migrate schema 5 -> 6");
+    version = 6;
+  }
   return dropped;
 }
 
@@ -195,8 +300,6 @@ void DiskStore::initialise_schema(Conn& c) {
                                " from a newer kjit; this kjit reads " +
                                std::to_string(kSchemaVersion));
   }
-  legacy_meta_ = read_only_ && st.version == 3;
-  if (legacy_meta_) return;  // schema 3 differs only where the facts are kept
   if (st.version == kSchemaVersion && (st.has_record || read_only_)) return;
   if (read_only_ && st.version > 0) {
     fail(KJIT_ERROR_CACHE, "cache database " + path_ + " has schema " + std::to_string(st.version) +
@@ -210,7 +313,7 @@ void DiskStore::initialise_schema(Conn& c) {
   Txn txn(c, true);
   // Re-read under the write lock: another process may have initialised it meanwhile.
   const int found = read_int(c, "PRAGMA user_version");
-  const uint64_t dropped = migrate(c, found);
+  const uint64_t dropped = migrate(c, found, files_);
   c.exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str(), "set schema version");
   // Recorded with the schema it describes (also for databases from before the record).
   sqlite3_stmt* s = c.stmt(
@@ -229,8 +332,11 @@ void DiskStore::initialise_schema(Conn& c) {
   } else if (found > 0 && dropped > 0) {
     log_info("cache database " + path_ + " migrated from schema " + std::to_string(found) + " to " +
              std::to_string(kSchemaVersion) + ": dropped " + std::to_string(dropped) +
-             " entries written by an older kjit (they may have been compiled from a stale "
-             "precompiled header); they are compiled again when next used");
+             " entries written by an older kjit (compiled from a possibly stale precompiled "
+             "header, or not verifying); they are compiled again when next used");
+  } else if (found > 0) {
+    log_info("cache database " + path_ + " migrated from schema " + std::to_string(found) + " to " +
+             std::to_string(kSchemaVersion) + " (entries moved to payload files)");
   }
 }
 
@@ -262,25 +368,21 @@ std::vector<std::pair<std::string, int64_t>> DiskStore::counters() {
 }
 
 std::optional<std::string> DiskStore::get_meta(const std::string& name) {
+  if (std::optional<std::string> v = files_.read_fact(name)) return v;
+  // Caches from before schema 6 kept facts in the key/value table (migrated along).
   Lease c = acquire();
-  sqlite3_stmt* s = c->stmt(legacy_meta_ ? "SELECT value FROM meta WHERE name = ?1"
-                                         : "SELECT value FROM kv WHERE ns = 'meta' AND key = ?1");
+  sqlite3_stmt* s = c->stmt("SELECT value FROM kv WHERE ns = 'meta' AND key = ?1");
   sqlite3_bind_text(s, 1, name.data(), int(name.size()), SQLITE_STATIC);
   std::optional<std::string> out;
   if (c->step(s, "read meta") == SQLITE_ROW) out = col_text(s, 0);
   sqlite3_reset(s);
+  if (out) set_meta(name, *out);
   return out;
 }
 
 void DiskStore::set_meta(const std::string& name, const std::string& value) {
   if (read_only_) return;
-  Lease c = acquire();
-  sqlite3_stmt* s =
-      c->stmt("INSERT OR REPLACE INTO kv(ns, key, value, updated) VALUES('meta', ?1, ?2, ?3)");
-  sqlite3_bind_text(s, 1, name.data(), int(name.size()), SQLITE_STATIC);
-  sqlite3_bind_text(s, 2, value.data(), int(value.size()), SQLITE_STATIC);
-  sqlite3_bind_int64(s, 3, unix_time());
-  c->step(s, "write meta");
+  files_.write_fact(name, value);
 }
 
 std::optional<std::string> DiskStore::get_value(const std::string& ns, const std::string& key) {

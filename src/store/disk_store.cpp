@@ -53,24 +53,30 @@ FileHeader read_header(sqlite3* db) {
 
 }  // namespace
 
-DiskStore::DiskStore(std::string dir, bool read_only, bool use_wal)
+DiskStore::DiskStore(std::string dir, bool read_only, bool use_wal, bool open_now)
     : dir_(std::move(dir)),
       path_(join_path(dir_, kFileName)),
+      files_(dir_),
       read_only_(read_only),
       use_wal_(use_wal),
       pid_(static_cast<long>(getpid())) {
+  if (open_now) open();
+}
+
+void DiskStore::open() {
+  if (opened_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(open_mu_);
+  if (opened_.load(std::memory_order_relaxed)) return;
   auto first = open_connection(true);
-  identity_ = file_id(path_);
-  std::lock_guard<std::mutex> lock(pool_mu_);
-  pool_.push_back(std::move(first));
+  {
+    std::lock_guard<std::mutex> pool_lock(pool_mu_);
+    identity_ = file_id(path_);
+    pool_.push_back(std::move(first));
+  }
+  opened_.store(true, std::memory_order_release);
 }
 
 DiskStore::~DiskStore() {
-  try {
-    flush_touches();
-  } catch (const std::exception& e) {
-    log_warn(std::string("could not record last-use times: ") + e.what());
-  }
   if (static_cast<long>(getpid()) != pid_) {
     // A forked child that never used the store: the connections are the parent's.
     for (auto& c : pool_) Conn::close_quietly(std::move(c));
@@ -149,6 +155,7 @@ std::unique_ptr<DiskStore::Conn> DiskStore::open_connection(bool initialise) {
 }
 
 DiskStore::Lease DiskStore::acquire() {
+  open();
   const long pid = static_cast<long>(getpid());
   uint64_t generation;
   {

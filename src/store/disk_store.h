@@ -1,4 +1,6 @@
-// The SQLite tier: one database file shared by every thread and process of the machine.
+// The disk tier: entries in payload files (entry_files.h), indexed by one SQLite database
+// shared by every thread and process of the machine (rows for eviction, totals and
+// listing; claims for single flight; counters; named values). A hit reads the file alone.
 #pragma once
 
 #include <atomic>
@@ -13,6 +15,7 @@
 
 #include "store/claims.h"
 #include "store/entry.h"
+#include "store/entry_files.h"
 #include "util/error.h"
 
 struct sqlite3;
@@ -42,7 +45,9 @@ class DiskStore {
   static constexpr const char* kFileName = "kjit.db";
   // 3: checksums bound to the entry's key (entry_checksum); entries of 1 and 2 are dropped.
   // 4: one key/value table: the facts of `meta` moved into `kv` (namespace kMetaNamespace).
-  static constexpr int kSchemaVersion = 5;
+  // 5: entries of cache format 2 dropped.
+  // 6: metadata and code moved to payload files; the rows keep the index.
+  static constexpr int kSchemaVersion = 6;
   // The namespace of get_meta()/set_meta() in the key/value table (spelled out in the SQL
   // of disk_schema.cpp and disk_entries.cpp; clear() keeps it).
   static constexpr const char* kMetaNamespace = "meta";
@@ -55,7 +60,9 @@ class DiskStore {
 
   // Opens (creating if needed) `dir`/kjit.db. Throws Error(KJIT_ERROR_CACHE) when the
   // database cannot be used and DatabaseCorrupt when the file is not a kjit database.
-  DiskStore(std::string dir, bool read_only, bool use_wal);
+  // `open_now` false: nothing is opened until the index is first needed (open(), or any
+  // call but get()), which then throws as the constructor would.
+  DiskStore(std::string dir, bool read_only, bool use_wal, bool open_now = true);
   ~DiskStore();
   DiskStore(const DiskStore&) = delete;
   DiskStore& operator=(const DiskStore&) = delete;
@@ -63,10 +70,15 @@ class DiskStore {
   const std::string& path() const { return path_; }
   bool read_only() const { return read_only_; }
 
-  // nullptr when absent. A blob or metadata that fails verification deletes the entry
-  // and throws Error(KJIT_ERROR_CACHE_CORRUPT).
+  // Opens the index now (see the constructor); no-op once open.
+  void open();
+
+  // The entry's payload file, read without the index: nullptr when absent. A file that
+  // fails verification is removed with its row (unless read-only) and
+  // Error(KJIT_ERROR_CACHE_CORRUPT) thrown. A hit records its use in the file's time.
   EntryPtr get(const std::string& key);
-  // Stores the entry, its blobs and metadata in one transaction, releasing any claim on
+  // Stores the entry: its payload file, put in place under the index's write lock with its
+  // row, in one transaction that also releases any claim on
   // the key, then evicts least-recently-used entries down to the low-water mark if the
   // database passed `max_bytes` (0 = unbounded). Returns the number evicted.
   uint64_t put(const Entry& entry, uint64_t max_bytes);
@@ -77,9 +89,15 @@ class DiskStore {
   void list(const std::function<bool(const EntryInfo&)>& fn);
   std::vector<std::string> keys();
 
-  // Recency: remember that `key` was used; written coarsely in batches.
-  void touch(const std::string& key, int64_t last_used);
-  void flush_touches();
+  // Index and files agree again: rows whose file is missing go, files without a row that
+  // verify get one (a crash between the two, a database moved aside), files that do not
+  // verify and temporaries of dead writers go. Counts what it fixed.
+  struct Reconciled {
+    uint64_t rows_dropped = 0, files_adopted = 0, files_removed = 0;
+  };
+  Reconciled reconcile();
+
+  const EntryFiles& files() const { return files_; }
 
   // Single flight across processes (claims.h, claims.cpp). `owner` identifies this process
   // and cache handle. try_claim: Present (entry stored), Claimed (by us; also when the
@@ -112,7 +130,9 @@ class DiskStore {
   void add_counters(const std::vector<std::pair<std::string, int64_t>>& deltas);
   std::vector<std::pair<std::string, int64_t>> counters();
 
-  // Toolchain facts and other metadata: the kMetaNamespace part of the key/value table.
+  // Toolchain facts and other metadata: fact files (EntryFiles::read_fact), else (caches
+  // from before schema 6) the kMetaNamespace part of the key/value table, then copied to a
+  // file. set_meta writes the file only.
   std::optional<std::string> get_meta(const std::string& name);
   void set_meta(const std::string& name, const std::string& value);
 
@@ -133,13 +153,20 @@ class DiskStore {
   std::unique_ptr<Conn> open_connection(bool initialise);
   void switch_file(bool move_aside, const std::string& why, std::string* aside);
   void initialise_schema(Conn& c);  // disk_schema.cpp
-  uint64_t evict_locked(Conn& c, uint64_t target_bytes);
-  void delete_locked(Conn& c, const std::string& key);
+  // Evicts least recently used entries (never `keep`) until the total is <= target_bytes.
+  uint64_t evict_locked(Conn& c, uint64_t target_bytes, const std::string& keep = {});
+  void insert_row(Conn& c, const Entry& e, int64_t created, int64_t last_used);
+  // Deletes the row (true when there was one) and dooms the file: purge_locked() removes it
+  // in a later write transaction, unless the key was stored again.
+  bool delete_locked(Conn& c, const std::string& key);
+  bool has_row_locked(Conn& c, const std::string& key);
+  void purge_locked(Conn& c);
+  void purge();  // purge_locked() in a write transaction of its own
   // Logs a corrupt entry, removes it unless read-only, throws KJIT_ERROR_CACHE_CORRUPT.
   [[noreturn]] void discard_corrupt(const std::string& key, const std::string& why);
-  void flush_touches_locked(Conn& c);
 
   std::string dir_, path_;
+  EntryFiles files_;
   bool read_only_;
   bool use_wal_;
   std::atomic<int> page_size_{4096};  // of the file, read when it is first opened
@@ -149,10 +176,8 @@ class DiskStore {
   uint64_t generation_ = 0;  // bumped when the file is switched; older connections close
   std::string identity_;     // device:inode of the file the connections use
   std::mutex switch_mu_;     // serialises quarantine()/reopen()
-  // The file has schema 3 and is read-only here: facts are read from its `meta` table.
-  std::atomic<bool> legacy_meta_{false};
-  std::mutex touch_mu_;
-  std::vector<std::pair<std::string, int64_t>> touches_;
+  std::mutex open_mu_;
+  std::atomic<bool> opened_{false};
 };
 
 }  // namespace kjit

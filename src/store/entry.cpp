@@ -97,7 +97,7 @@ namespace {
 const char* const kPchNames[] = {"none", "created", "used", "failed"};
 }  // namespace
 
-std::string Entry::metadata_json() const {
+std::string Entry::metadata_json(int64_t created_at) const {
   Json root(cJSON_CreateObject());
   cJSON* r = root.get();
   cJSON_AddNumberToObject(r, "format", kCacheFormatVersion);
@@ -117,7 +117,7 @@ std::string Entry::metadata_json() const {
   cJSON_AddStringToObject(r, "log", log.c_str());
   cJSON_AddNumberToObject(r, "compile_ms", compile_ms);
   cJSON_AddStringToObject(r, "pch", pch >= 0 && pch <= 3 ? kPchNames[pch] : "none");
-  cJSON_AddNumberToObject(r, "created", static_cast<double>(created));
+  cJSON_AddNumberToObject(r, "created", static_cast<double>(created_at ? created_at : created));
   if (!manifest.empty()) cJSON_AddStringToObject(r, "manifest", manifest.c_str());
   cJSON* sizes = cJSON_CreateObject();
   cJSON_AddNumberToObject(sizes, "ptx", static_cast<double>(ptx.size()));

@@ -69,7 +69,8 @@ struct Entry {
   uint64_t bytes() const;  // payload bytes (blobs + log + names), used for size bounds
 
   // Metadata as a JSON object (everything except the blobs).
-  std::string metadata_json() const;
+  // `created`, when not 0, is written in place of the entry's own creation time.
+  std::string metadata_json(int64_t created = 0) const;
   // Fills everything except key and blobs from metadata; throws kjit::Error
   // (KJIT_ERROR_CACHE_CORRUPT) on malformed JSON or a different format version.
   void load_metadata(const std::string& json);

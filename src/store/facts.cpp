@@ -5,9 +5,12 @@
 namespace kjit {
 
 std::optional<std::string> Facts::get(const std::string& name) {
-  if (!disk_) return std::nullopt;
   try {
-    return disk_->get_meta(name);
+    DiskStore* files = files_();
+    if (!files) return std::nullopt;
+    if (auto v = files->files().read_fact(name)) return v;
+    DiskStore* index = index_();  // a cache from before fact files
+    return index ? index->get_meta(name) : std::nullopt;
   } catch (const std::exception& e) {
     failed_(e, "reading cache metadata");
     return std::nullopt;
@@ -15,18 +18,17 @@ std::optional<std::string> Facts::get(const std::string& name) {
 }
 
 void Facts::set(const std::string& name, const std::string& value) {
-  if (!disk_) return;
   try {
-    disk_->set_meta(name, value);
+    if (DiskStore* files = files_()) files->set_meta(name, value);
   } catch (const std::exception& e) {
     failed_(e, "writing cache metadata");
   }
 }
 
 std::optional<std::string> Facts::get_value(const std::string& ns, const std::string& key) {
-  if (!disk_) return std::nullopt;
   try {
-    return disk_->get_value(ns, key);
+    DiskStore* index = index_();
+    return index ? index->get_value(ns, key) : std::nullopt;
   } catch (const std::exception& e) {
     failed_(e, "reading a cached value");
     return std::nullopt;
@@ -34,9 +36,9 @@ std::optional<std::string> Facts::get_value(const std::string& ns, const std::st
 }
 
 void Facts::put_value(const std::string& ns, const std::string& key, const std::string& value) {
-  if (!disk_ || disk_->read_only()) return;
   try {
-    disk_->put_value(ns, key, value);
+    DiskStore* index = index_();
+    if (index && !index->read_only()) index->put_value(ns, key, value);
   } catch (const std::exception& e) {
     failed_(e, "writing a cached value");
   }

@@ -16,12 +16,14 @@ class DiskStore;
 
 class Facts {
  public:
-  // Reads and writes through `disk` (the cache's disk tier, which may be absent or replaced
-  // while the cache lives); a failure is passed to `failed` (the cache degrades its disk
-  // tier as for any other failure) and reads as nothing.
+  // Facts are read and written through `files` (the cache's disk tier without its index:
+  // fact files), named values and facts of older caches through `index` (which opens it);
+  // either may give nullptr (no disk tier). A failure is passed to `failed` (the cache
+  // degrades its disk tier as for any other failure) and reads as nothing.
   using Failed = std::function<void(const std::exception&, const char* during)>;
-  Facts(const std::unique_ptr<DiskStore>& disk, Failed failed)
-      : disk_(disk), failed_(std::move(failed)) {}
+  using Disk = std::function<DiskStore*()>;
+  Facts(Disk files, Disk index, Failed failed)
+      : files_(std::move(files)), index_(std::move(index)), failed_(std::move(failed)) {}
 
   // A fact by name; nullopt without a disk tier or when none is recorded.
   std::optional<std::string> get(const std::string& name);
@@ -32,7 +34,7 @@ class Facts {
   void put_value(const std::string& ns, const std::string& key, const std::string& value);
 
  private:
-  const std::unique_ptr<DiskStore>& disk_;
+  Disk files_, index_;
   Failed failed_;
 };
 

@@ -135,31 +135,30 @@ json_check "$TMP/out" 'j["entries"] == 2'
 # verify: a clean cache, then one with a damaged blob.
 expect_rc 0 "$KJIT" --cache-dir "$A" cache verify --json
 json_check "$TMP/out" 'j["checked"] == 3 and j["corrupt"] == 0 and j["removed"] == []'
-damage_largest_blob "$A/kjit.db"
+damage_largest_entry "$A"
 expect_rc 5 "$KJIT" --cache-dir "$A" cache verify --json
 json_check "$TMP/out" 'j["checked"] == 3 and j["corrupt"] == 1 and len(j["removed"]) == 1'
 expect_rc 0 "$KJIT" --cache-dir "$A" cache verify
 expect_grep 'checked 2 entries: 0 corrupt' "$TMP/out" "cache verify after removal"
 
-# Entries whose key columns were swapped (rows, checksums and metadata as written): their
-# checksums are bound to the key they were written for, so verify counts both corrupt.
-swap_keys() {  # DB: swaps the keys of the first two entries and of their blobs
-  python3 - "$1" <<'PY' || fail "could not swap keys in $1"
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-a, b = [r[0] for r in db.execute("SELECT key FROM entries ORDER BY key LIMIT 2")]
-for t in ("entries", "blobs"):
-    db.execute(f"UPDATE {t} SET key = 'swap' WHERE key = ?", (a,))
-    db.execute(f"UPDATE {t} SET key = ? WHERE key = ?", (a, b))
-    db.execute(f"UPDATE {t} SET key = ? WHERE key = 'swap'", (b,))
-db.commit()
+# Entries whose payload files were swapped (contents as written): each file names the key it
+# was written for and its checksums are bound to it, so verify counts both corrupt.
+swap_keys() {  # DIR: swaps the payload files of the first two entries
+  python3 - "$1" <<'PY' || fail "could not swap entries in $1"
+import os, sys
+files = sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(sys.argv[1], "entries"))
+               for f in fs if not f.startswith("."))
+a, b = files[:2]
+os.rename(a, a + ".swap")
+os.rename(b, a)
+os.rename(a + ".swap", b)
 PY
 }
 R=$TMP/r
 expect_rc 0 "$KJIT" --cache-dir "$R" compile "$TMP/saxpy.cu" --arch sm_80 -o /dev/null
 expect_rc 0 "$KJIT" --cache-dir "$R" compile "$TMP/saxpy.cu" --arch sm_90 -o /dev/null
 expect_rc 0 "$KJIT" --cache-dir "$R" compile "$TMP/saxpy.cu" --arch sm_90 -D TWICE -o /dev/null
-swap_keys "$R/kjit.db"
+swap_keys "$R"
 
 # verify on a read-only cache (KJIT_CACHE_READONLY, or a directory that cannot be written):
 # it checks everything and reports, and removes nothing.

@@ -115,7 +115,7 @@ expect_rc 2 "$KJIT" --cache-dir "$C" cache rm
 D=$TMP/damaged
 expect_rc 0 "$KJIT" --cache-dir "$D" compile "$TMP/saxpy.cu" --arch sm_90 -o /dev/null --json
 DKEY=$(json_get "$TMP/out" 'j["key"]')
-damage_largest_blob "$D/kjit.db"
+damage_largest_entry "$D"
 expect_rc 5 "$KJIT" --cache-dir "$D" cache show "$DKEY"
 expect_grep 'failed verification' "$TMP/err" "cache show of a corrupt entry"
 expect_rc 4 "$KJIT" --cache-dir "$D" cache show "$DKEY"
@@ -125,7 +125,7 @@ expect_rc 0 "$KJIT" --cache-dir "$C" cache rm "$KEY"
 expect_rc 0 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" --arch sm_90 -o /dev/null
 expect_rc 0 "$KJIT" --cache-dir "$C" cache verify
 expect_rc 0 "$KJIT" --cache-dir "$D" compile "$TMP/saxpy.cu" --arch sm_90 -o /dev/null
-damage_largest_blob "$D/kjit.db"
+damage_largest_entry "$D"
 expect_rc 5 "$KJIT" --cache-dir "$D" cache verify
 
 # ---- cache prune and clear: 0, 2 -----------------------------------------------------

@@ -75,28 +75,19 @@ bounded() {
   (ulimit -v 2097152 && exec timeout 60 "$@")
 }
 
-# damage_largest_blob DB : flips one byte in the middle of the largest blob value of any
-# table of the SQLite database DB, whatever the schema (the entry holding it then fails
-# verification).
-damage_largest_blob() {
-  python3 - "$1" <<'PY' || fail "could not damage the database $1"
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-best = None
-for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'"):
-    cols = [r[1] for r in db.execute(f'PRAGMA table_info("{table}")')]
-    for col in cols:
-        row = db.execute(f'SELECT rowid, length("{col}") FROM "{table}" WHERE typeof("{col}")=\'blob\' '
-                         f'ORDER BY length("{col}") DESC LIMIT 1').fetchone()
-        if row and (best is None or row[1] > best[3]):
-            best = (table, col, row[0], row[1])
-if best is None:
+# damage_largest_entry DIR : flips one byte in the middle of the largest payload file of
+# the cache directory DIR (the entry it holds then fails verification).
+damage_largest_entry() {
+  python3 - "$1" <<'PY' || fail "could not damage an entry in $1"
+import os, sys
+files = [os.path.join(d, f) for d, _, fs in os.walk(os.path.join(sys.argv[1], "entries"))
+         for f in fs if not f.startswith(".")]
+if not files:
     sys.exit(1)
-table, col, rowid, _ = best
-data = bytearray(db.execute(f'SELECT "{col}" FROM "{table}" WHERE rowid=?', (rowid,)).fetchone()[0])
+path = max(files, key=os.path.getsize)
+data = bytearray(open(path, "rb").read())
 data[len(data) // 2] ^= 0xFF
-db.execute(f'UPDATE "{table}" SET "{col}"=? WHERE rowid=?', (bytes(data), rowid))
-db.commit()
+open(path, "wb").write(data)
 PY
 }
 

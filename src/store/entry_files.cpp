@@ -1,0 +1,306 @@
+#include "store/entry_files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/sha256.h"
+
+namespace kjit {
+namespace {
+
+// The header: magic, layout version, header size, the key, then for each part (metadata,
+// PTX, CUBIN, LTO-IR) its size (8 bytes) and its checksum (16 bytes). Little-endian.
+constexpr char kMagic[8] = {'k', 'j', 'i', 't', 'e', 'n', 't', '\n'};
+constexpr size_t kParts = 4;
+constexpr size_t kKeyAt = 16, kSizesAt = kKeyAt + 64, kSumsAt = kSizesAt + 8 * kParts;
+constexpr size_t kHeaderBytes = kSumsAt + 16 * kParts;
+constexpr EntryPart kPartOrder[kParts] = {EntryPart::Metadata, EntryPart::Ptx, EntryPart::Cubin,
+                                          EntryPart::LtoIr};
+constexpr const char* kTempPrefix = ".tmp-";
+
+void put_u64(unsigned char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+uint64_t get_u64(const unsigned char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+// The strings of `e` that hold each part, in kPartOrder; the metadata is `meta`.
+std::string* part_string(Entry* e, std::string* meta, size_t i) {
+  return i == 0 ? meta : e->blob(static_cast<BlobKind>(kPartOrder[i]));
+}
+
+// Writes all of `size` bytes; false with errno set on failure.
+bool write_all(int fd, const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= size_t(n);
+  }
+  return true;
+}
+
+// A new file named `final_dir`/.tmp-<stem>-<pid>-<n> holding `pieces`; returns its path.
+std::string write_new_file(const std::string& final_dir, const std::string& stem,
+                           const std::vector<std::string_view>& pieces) {
+  static std::atomic<uint64_t> counter{0};
+  const std::string temp = join_path(final_dir, kTempPrefix + stem + "-" +
+                                                    std::to_string(::getpid()) + "-" +
+                                                    std::to_string(counter++));
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == ENOENT && make_directories(final_dir, 0700)) {
+    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  }
+  if (fd < 0) fail(KJIT_ERROR_CACHE, "cannot create " + temp + ": " + std::strerror(errno));
+  bool ok = true;
+  for (std::string_view p : pieces) ok = ok && write_all(fd, p.data(), p.size());
+  const int write_errno = errno;
+  if (::close(fd) != 0 && ok) ok = false;
+  if (!ok) {
+    ::unlink(temp.c_str());
+    fail(KJIT_ERROR_CACHE, "cannot write " + temp + ": " + std::strerror(write_errno));
+  }
+  return temp;
+}
+
+bool is_temp_name(const std::string& name) { return name.rfind(kTempPrefix, 0) == 0; }
+
+// Calls `fn` with the path and name of every file in the two-digit directories of `root`.
+void for_each_file(const std::string& root,
+                   const std::function<bool(const std::string& dir, const std::string& name)>& fn) {
+  const auto dirs = directory_names(root);
+  if (!dirs) return;
+  for (const std::string& d : *dirs) {
+    if (d.size() != 2) continue;
+    const std::string dir = join_path(root, d);
+    const auto names = directory_names(dir);
+    if (!names) continue;
+    for (const std::string& name : *names) {
+      if (fn(dir, name)) return;
+    }
+  }
+}
+
+// The checksum of a fact file's contents before the checksum itself.
+Checksum fact_sum(std::string_view body) {
+  ChecksumStream h;
+  h.field("kjit fact");
+  h.field(body);
+  return h.finish();
+}
+
+std::string fact_file_name(const std::string& name) {
+  return to_hex(sha256(name)).substr(0, 32);
+}
+
+}  // namespace
+
+EntryFiles::EntryFiles(std::string cache_dir)
+    : root_(join_path(cache_dir, "entries")), facts_(join_path(cache_dir, "facts")) {}
+
+std::string EntryFiles::path(const std::string& key) const {
+  return join_path(join_path(root_, key.substr(0, 2)), key);
+}
+
+EntryFiles::Read EntryFiles::read(const std::string& key, Entry* e, bool touch,
+                                  std::string* why) const {
+  const std::string file = path(key);
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOATIME);
+  if (fd < 0 && errno == EPERM) fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return Read::Missing;
+    fail(KJIT_ERROR_CACHE, "cannot open " + file + ": " + std::strerror(errno));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  unsigned char h[kHeaderBytes];
+  if (::fstat(fd, &st) != 0) fail(KJIT_ERROR_CACHE, "cannot stat " + file);
+  const uint64_t size = uint64_t(st.st_size);
+  if (size < kHeaderBytes || ::pread(fd, h, kHeaderBytes, 0) != ssize_t(kHeaderBytes)) {
+    *why = "the file is shorter than its header";
+    return Read::Corrupt;
+  }
+  uint64_t sizes[kParts], total = kHeaderBytes;
+  for (size_t i = 0; i < kParts; ++i) {
+    sizes[i] = get_u64(h + kSizesAt + 8 * i);
+    total += sizes[i] > size ? size + 1 : sizes[i];
+  }
+  if (std::memcmp(h, kMagic, sizeof kMagic) != 0) {
+    *why = "not a kjit entry file";
+  } else if (get_u64(h + 8) != (uint64_t(kHeaderBytes) << 32 | kLayoutVersion)) {
+    *why = "another layout version or header size";
+  } else if (std::memcmp(h + kKeyAt, key.data(), 64) != 0) {
+    *why = "the file was written for another key";
+  } else if (total != size) {
+    *why = "the file's size does not match its header (truncated or extended)";
+  }
+  if (!why->empty()) return Read::Corrupt;
+  std::string meta;
+  std::vector<iovec> iov;
+  for (size_t i = 0; i < kParts; ++i) {
+    std::string* s = part_string(e, &meta, i);
+    s->resize(sizes[i]);
+    if (sizes[i]) iov.push_back({s->data(), s->size()});
+  }
+  off_t at = off_t(kHeaderBytes);
+  for (size_t first = 0; first < iov.size();) {
+    const ssize_t n = ::preadv(fd, iov.data() + first, int(iov.size() - first), at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      *why = "the file could not be read to its end";
+      return Read::Corrupt;
+    }
+    at += n;
+    size_t left = size_t(n);
+    for (; first < iov.size() && left >= iov[first].iov_len; ++first) left -= iov[first].iov_len;
+    if (left > 0) {  // a short read inside a part: go on from where it stopped
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
+      iov[first].iov_len -= left;
+    }
+  }
+  for (size_t i = 0; i < kParts; ++i) {
+    const std::string* s = part_string(e, &meta, i);
+    const std::string_view stored(reinterpret_cast<const char*>(h + kSumsAt + 16 * i), 16);
+    if (!checksum_equals(stored, entry_checksum(key, kPartOrder[i], *s))) {
+      *why = i == 0 ? "metadata checksum mismatch" : "blob checksum mismatch";
+      return Read::Corrupt;
+    }
+  }
+  try {
+    e->load_metadata(meta);
+  } catch (const Error& ex) {
+    if (ex.status() != KJIT_ERROR_CACHE_CORRUPT) throw;
+    *why = ex.message();
+    return Read::Corrupt;
+  }
+  const auto& rs = e->recorded_sizes;
+  if (e->ptx.size() != rs.ptx || e->cubin.size() != rs.cubin || e->ltoir.size() != rs.ltoir) {
+    *why = "parts of the wrong size for the metadata";
+    return Read::Corrupt;
+  }
+  if (e->ptx.empty() && e->cubin.empty() && e->ltoir.empty() && !e->is_manifest()) {
+    *why = "entry has no code";
+    return Read::Corrupt;
+  }
+  e->last_used = int64_t(st.st_mtim.tv_sec);
+  const int64_t now = unix_time();
+  if (touch && now - e->last_used > kTouchSeconds && ::futimens(fd, nullptr) == 0) {
+    e->last_used = now;
+  }
+  return Read::Ok;
+}
+
+std::string EntryFiles::write_temp(const Entry& e, int64_t created) const {
+  const std::string meta = e.metadata_json(created);
+  unsigned char h[kHeaderBytes] = {};
+  std::memcpy(h, kMagic, sizeof kMagic);
+  put_u64(h + 8, uint64_t(kHeaderBytes) << 32 | kLayoutVersion);
+  std::memcpy(h + kKeyAt, e.key.data(), 64);
+  std::vector<std::string_view> pieces{{reinterpret_cast<const char*>(h), kHeaderBytes}};
+  for (size_t i = 0; i < kParts; ++i) {
+    const std::string_view part =
+        i == 0 ? std::string_view(meta) : *e.blob(static_cast<BlobKind>(kPartOrder[i]));
+    put_u64(h + kSizesAt + 8 * i, part.size());
+    const Checksum sum = entry_checksum(e.key, kPartOrder[i], part);
+    std::memcpy(h + kSumsAt + 16 * i, sum.data(), sum.size());
+    pieces.push_back(part);
+  }
+  return write_new_file(dirname_of(path(e.key)), e.key, pieces);
+}
+
+void EntryFiles::install(const std::string& temp, const std::string& key) const {
+  const std::string to = path(key);
+  if (std::rename(temp.c_str(), to.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(temp.c_str());
+    fail(KJIT_ERROR_CACHE, "cannot move " + temp + " to " + to + ": " + std::strerror(err));
+  }
+}
+
+bool EntryFiles::remove(const std::string& key) const { return ::unlink(path(key).c_str()) == 0; }
+
+void EntryFiles::remove_temp(const std::string& temp) { ::unlink(temp.c_str()); }
+
+int64_t EntryFiles::last_use(const std::string& key) const {
+  struct stat st;
+  return ::stat(path(key).c_str(), &st) == 0 ? int64_t(st.st_mtim.tv_sec) : 0;
+}
+
+void EntryFiles::for_each(const std::function<bool(const std::string& key)>& fn) const {
+  for_each_file(root_, [&](const std::string& dir, const std::string& name) {
+    return is_hex_key(name) && name.compare(0, 2, dir.substr(dir.size() - 2)) == 0 && fn(name);
+  });
+}
+
+uint64_t EntryFiles::remove_stale_temps(int64_t seconds) const {
+  uint64_t removed = 0;
+  const int64_t now = unix_time();
+  for_each_file(root_, [&](const std::string& dir, const std::string& name) {
+    struct stat st;
+    const std::string p = join_path(dir, name);
+    if (is_temp_name(name) && ::stat(p.c_str(), &st) == 0 && now - st.st_mtim.tv_sec > seconds &&
+        ::unlink(p.c_str()) == 0) {
+      ++removed;
+    }
+    return false;
+  });
+  return removed;
+}
+
+void EntryFiles::remove_all() const {
+  for_each_file(root_, [](const std::string& dir, const std::string& name) {
+    ::unlink(join_path(dir, name).c_str());
+    return false;
+  });
+}
+
+std::optional<std::string> EntryFiles::read_fact(const std::string& name) const {
+  const std::optional<std::string> text = read_file(join_path(facts_, fact_file_name(name)));
+  // 8-byte name length, the name, the value, then the 16-byte checksum of what precedes it.
+  if (!text || text->size() < 24) return std::nullopt;
+  const std::string_view body(text->data(), text->size() - 16);
+  const uint64_t name_len = get_u64(reinterpret_cast<const unsigned char*>(text->data()));
+  if (!checksum_equals(std::string_view(*text).substr(body.size()), fact_sum(body)) ||
+      name_len != name.size() || body.size() < 8 + name_len ||
+      body.compare(8, name_len, name) != 0) {
+    return std::nullopt;
+  }
+  return std::string(body.substr(8 + name_len));
+}
+
+void EntryFiles::write_fact(const std::string& name, const std::string& value) const {
+  unsigned char len[8];
+  put_u64(len, name.size());
+  std::string body(reinterpret_cast<const char*>(len), 8);
+  body += name;
+  body += value;
+  const Checksum sum = fact_sum(body);
+  const std::string file = fact_file_name(name);
+  const std::string temp = write_new_file(
+      facts_, file, {body, std::string_view(reinterpret_cast<const char*>(sum.data()), 16)});
+  const std::string to = join_path(facts_, file);
+  if (std::rename(temp.c_str(), to.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(temp.c_str());
+    fail(KJIT_ERROR_CACHE, "cannot move " + temp + " to " + to + ": " + std::strerror(err));
+  }
+}
+
+}  // namespace kjit
