@@ -141,7 +141,7 @@ uint64_t DiskStore::put(const Entry& e, uint64_t max_bytes) {
     if (!temp.empty()) EntryFiles::remove_temp(temp);
     throw;
   }
-  if (evicted) purge();  // the evicted entries' files
+  if (evicted) purge();       // the evicted entries' files
   forget_live_claims(e.key);  // the claim row went with the same transaction
   return evicted;
 }

@@ -166,8 +166,8 @@ std::string read_v5_blobs(SqliteConn& c, Entry* e) {
     const size_t len = data ? size_t(sqlite3_column_bytes(s, 2)) : 0;
     if (!dst || !dst->empty()) {
       why = "blob kind " + std::to_string(kind) + " unknown or stored twice";
-    } else if (!checksum_equals(col_blob(s, 1), entry_checksum(e->key, static_cast<EntryPart>(kind),
-                                                               data, len))) {
+    } else if (!checksum_equals(col_blob(s, 1),
+                                entry_checksum(e->key, static_cast<EntryPart>(kind), data, len))) {
       why = "blob checksum mismatch";
     } else {
       dst->assign(static_cast<const char*>(data), len);
@@ -175,8 +175,8 @@ std::string read_v5_blobs(SqliteConn& c, Entry* e) {
   }
   sqlite3_reset(s);
   const auto& rs = e->recorded_sizes;
-  if (why.empty() && (e->ptx.size() != rs.ptx || e->cubin.size() != rs.cubin ||
-                      e->ltoir.size() != rs.ltoir)) {
+  if (why.empty() &&
+      (e->ptx.size() != rs.ptx || e->cubin.size() != rs.cubin || e->ltoir.size() != rs.ltoir)) {
     why = "parts missing or of the wrong size";
   }
   if (why.empty() && e->ptx.empty() && e->cubin.empty() && e->ltoir.empty() && !e->is_manifest()) {
@@ -194,10 +194,10 @@ uint64_t move_payloads_to_files(SqliteConn& c, const EntryFiles& files) {
     Entry e;
     e.key = col_text(s, 0);
     const std::string meta = col_blob(s, 1);
-    std::string why = checksum_equals(col_blob(s, 2),
-                                      entry_checksum(e.key, EntryPart::Metadata, meta))
-                          ? ""
-                          : "metadata checksum mismatch";
+    std::string why =
+        checksum_equals(col_blob(s, 2), entry_checksum(e.key, EntryPart::Metadata, meta))
+            ? ""
+            : "metadata checksum mismatch";
     if (why.empty()) {
       try {
         e.load_metadata(meta);

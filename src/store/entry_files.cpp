@@ -58,9 +58,9 @@ bool write_all(int fd, const void* data, size_t size) {
 std::string write_new_file(const std::string& final_dir, const std::string& stem,
                            const std::vector<std::string_view>& pieces) {
   static std::atomic<uint64_t> counter{0};
-  const std::string temp = join_path(final_dir, kTempPrefix + stem + "-" +
-                                                    std::to_string(::getpid()) + "-" +
-                                                    std::to_string(counter++));
+  const std::string temp =
+      join_path(final_dir, kTempPrefix + stem + "-" + std::to_string(::getpid()) + "-" +
+                               std::to_string(counter++));
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0 && errno == ENOENT && make_directories(final_dir, 0700)) {
     fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -77,7 +77,9 @@ std::string write_new_file(const std::string& final_dir, const std::string& stem
   return temp;
 }
 
-bool is_temp_name(const std::string& name) { return name.rfind(kTempPrefix, 0) == 0; }
+bool is_temp_name(const std::string& name) {
+  return name.rfind(kTempPrefix, 0) == 0;
+}
 
 // Calls `fn` with the path and name of every file in the two-digit directories of `root`.
 void for_each_file(const std::string& root,
@@ -234,9 +236,13 @@ void EntryFiles::install(const std::string& temp, const std::string& key) const 
   }
 }
 
-bool EntryFiles::remove(const std::string& key) const { return ::unlink(path(key).c_str()) == 0; }
+bool EntryFiles::remove(const std::string& key) const {
+  return ::unlink(path(key).c_str()) == 0;
+}
 
-void EntryFiles::remove_temp(const std::string& temp) { ::unlink(temp.c_str()); }
+void EntryFiles::remove_temp(const std::string& temp) {
+  ::unlink(temp.c_str());
+}
 
 int64_t EntryFiles::last_use(const std::string& key) const {
   struct stat st;

@@ -62,7 +62,7 @@ class EntryFiles {
   // Records a fact (temporary file, then rename). Throws Error(KJIT_ERROR_CACHE).
   void write_fact(const std::string& name, const std::string& value) const;
 
-  std::string path(const std::string& key) const;  // where `key`'s file lives
+  std::string path(const std::string& key) const;    // where `key`'s file lives
   const std::string& root() const { return root_; }  // <cache>/entries
 
  private:

@@ -74,8 +74,7 @@ inline void write_schema3_database(const std::string& db, const std::string& fro
   kjit::DiskStore from(from_dir, true, true);
   sqlite3_stmt* row = nullptr;
   sqlite3_stmt* blob = nullptr;
-  sqlite3_prepare_v2(h,
-                     "INSERT INTO entries VALUES(?1, ?2, '', ?3, ?4, ?4, ?5, ?6, ?7)", -1, &row,
+  sqlite3_prepare_v2(h, "INSERT INTO entries VALUES(?1, ?2, '', ?3, ?4, ?4, ?5, ?6, ?7)", -1, &row,
                      nullptr);
   sqlite3_prepare_v2(h, "INSERT INTO blobs VALUES(?1, ?2, ?3, ?4)", -1, &blob, nullptr);
   for (const std::string& key : from.keys()) {
