@@ -1,17 +1,22 @@
 // NVRTC is opened on the first compile, not when kjit is loaded: a process that only gets
 // hits from the cache never maps libnvrtc (nvrtc/nvrtc_lib.h). The facts kjit needs
-// from it on the way to a hit (its identity and architectures) come from the cache
-// database, recorded by the process that compiled.
+// from it on the way to a hit (its identity and architectures) come from the cache's fact
+// files, recorded by the process that compiled; its file is found without opening it, in
+// the loader's cache too (util/dl.h).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "kjit/kjit.h"
 #include "nvrtc/nvrtc_lib.h"
 #include "support/test_support.h"
+#include "util/dl.h"
 
 namespace {
 
@@ -69,6 +74,75 @@ TEST(LazyNvrtc, AProcessThatOnlyHitsNeverOpensNvrtcAndTheFirstCompileDoes) {
   EXPECT_TRUE(nvrtc_mapped());
   EXPECT_TRUE(kjit::nvrtc_loaded());
   EXPECT_EQ(kjit::nvrtc().library, named);
+}
+
+// A loader cache in glibc's current format: the header, then one entry per (soname, path,
+// hwcap), then the strings (offsets from the start of the file).
+std::string loader_cache(const std::vector<std::tuple<std::string, std::string, uint64_t>>& libs) {
+  std::string strings;
+  std::vector<std::pair<uint32_t, uint32_t>> at;
+  const size_t strings_at = 48 + 24 * libs.size();
+  for (const auto& [name, path, hwcap] : libs) {
+    const uint32_t k = uint32_t(strings_at + strings.size());
+    strings += name + '\0';
+    const uint32_t v = uint32_t(strings_at + strings.size());
+    strings += path + '\0';
+    at.emplace_back(k, v);
+  }
+  auto u32 = [](uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); };
+  std::string out = "glibc-ld.so.cache1.1" + u32(uint32_t(libs.size())) +
+                    u32(uint32_t(strings.size())) +
+                    std::string(20, '\0');  // to the 48-byte header's end
+  for (size_t i = 0; i < libs.size(); ++i) {
+    const uint64_t hwcap = std::get<2>(libs[i]);
+    out += u32(0x0303) + u32(at[i].first) + u32(at[i].second) + u32(0) +
+           std::string(reinterpret_cast<const char*>(&hwcap), 8);
+  }
+  return out + strings;
+}
+
+TEST(LoaderCache, OneEntryOfTheRightKindNamesItsFile) {
+  TempDir d;
+  char exe[4096] = {};
+  ASSERT_GT(readlink("/proc/self/exe", exe, sizeof exe - 1), 0);
+  const std::string self = exe, other = d.file("other");
+  kjit::test::write_file(other, std::string("\x7f"
+                                            "ELF",
+                                            4) +
+                                    std::string(60, '\1'));  // another machine
+  const std::string cache = d.file("ld.so.cache");
+  auto find = [&](const std::vector<std::tuple<std::string, std::string, uint64_t>>& libs) {
+    kjit::test::write_file(cache, loader_cache(libs));
+    return kjit::find_in_loader_cache("libx.so.1", cache);
+  };
+  EXPECT_EQ(find({{"liby.so.1", other, 0}, {"libx.so.1", self, 0}}), self);
+  EXPECT_EQ(find({{"liby.so.1", self, 0}}), "") << "not in the cache";
+  EXPECT_EQ(find({{"libx.so.1", self, 0}, {"libx.so.1", self, 0}}), "") << "two entries";
+  EXPECT_EQ(find({{"libx.so.1", self, 1}}), "") << "specific to hardware capabilities";
+  EXPECT_EQ(find({{"libx.so.1", d.file("missing"), 0}}), "") << "no such file";
+  EXPECT_EQ(find({{"libx.so.1", other, 0}}), "") << "another machine's library";
+  std::string bytes = loader_cache({{"libx.so.1", self, 0}});
+  kjit::test::write_file(cache, bytes.substr(0, 60));
+  EXPECT_EQ(kjit::find_in_loader_cache("libx.so.1", cache), "") << "truncated";
+  bytes[0] = 'G';
+  kjit::test::write_file(cache, bytes);
+  EXPECT_EQ(kjit::find_in_loader_cache("libx.so.1", cache), "") << "another format";
+  EXPECT_EQ(kjit::find_in_loader_cache("libx.so.1", d.file("none")), "");
+}
+
+// Where the system's cache names a library this process loaded through it, both agree.
+TEST(LoaderCache, AgreesWithTheLoaderOnThisMachine) {
+  int compared = 0;
+  for (const char* so : {"libsqlite3.so.0", "libz.so.1", "libcjson.so.1"}) {
+    const std::string named = kjit::find_in_loader_cache(so);
+    if (named.empty() || !kjit::search_before_loader_cache(so).empty()) continue;
+    void* h = dlopen(so, RTLD_LAZY);
+    ASSERT_NE(h, nullptr) << so;
+    EXPECT_EQ(kjit::loaded_library_path(h), named) << so;
+    dlclose(h);
+    ++compared;
+  }
+  std::printf("libraries compared with the loader: %d\n", compared);
 }
 
 }  // namespace

@@ -66,8 +66,11 @@ std::string nvrtc_library_file() {
     // Already in the process (linked by the program, or opened by another library).
     std::string p = already_loaded(KJIT_NVRTC_SONAME);
     if (p.empty()) p = search_before_loader_cache(KJIT_NVRTC_SONAME);
+    // Where the toolkit's directory is in the loader's cache (as CUDA's packages set it up):
+    // reading the cache costs microseconds, opening NVRTC milliseconds.
+    if (p.empty()) p = find_in_loader_cache(KJIT_NVRTC_SONAME);
     if (!p.empty()) return p;
-    // Only the loader knows (its cache or system directories): open it to learn which.
+    // Only the loader knows (its system directories, an older cache): open it to learn which.
     if (void* h = dlopen(KJIT_NVRTC_SONAME, RTLD_NOW | RTLD_LOCAL)) return loaded_library_path(h);
     return std::string();
   }();

@@ -1,10 +1,14 @@
 #include "util/dl.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <link.h>
+#include <unistd.h>
 
 #include <climits>
 #include <cstdlib>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -28,7 +32,55 @@ void* own_object() {
   return self ? self : dlopen(nullptr, RTLD_LAZY);
 }
 
+// The class and machine of an ELF file (bytes 4 and 18-19 of its header), 0 if unreadable.
+int elf_kind(const std::string& path) {
+  unsigned char h[20] = {};
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  const ssize_t n = ::read(fd, h, sizeof h);
+  ::close(fd);
+  if (n != ssize_t(sizeof h) || h[0] != 0x7f || h[1] != 'E' || h[2] != 'L' || h[3] != 'F') return 0;
+  return h[4] << 16 | h[19] << 8 | h[18];
+}
+
 }  // namespace
+
+std::string find_in_loader_cache(const char* soname, const std::string& cache_file) {
+  // glibc's format since 2.32 (written alone by default): a 48-byte header (magic
+  // "glibc-ld.so.cache1.1", the entry count, the string table's length...), then entries of
+  // 24 bytes (flags, key and value as offsets from the start of the file, an unused word,
+  // hwcap), then the strings. Older layouts are left to dlopen().
+  const std::optional<std::string> data = read_file(cache_file);
+  static constexpr char kMagic[] = "glibc-ld.so.cache1.1";
+  if (!data || data->size() < 48 || data->compare(0, 20, kMagic) != 0) return "";
+  const std::string& d = *data;
+  const auto u32 = [&](size_t at) {
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(d[at + size_t(i)]);
+    return v;
+  };
+  const auto text = [&](uint32_t at) -> std::string {
+    if (at >= d.size()) return "";
+    const size_t end = d.find('\0', at);
+    return end == std::string::npos ? "" : d.substr(at, end - at);
+  };
+  const uint32_t count = u32(20);
+  if (count > (d.size() - 48) / 24) return "";
+  std::string found;
+  for (uint32_t i = 0; i < count; ++i) {
+    const size_t e = 48 + size_t(i) * 24;
+    if (text(u32(e + 4)) != soname) continue;
+    // A second entry (another architecture, a glibc-hwcaps variant) or a hwcap-specific one:
+    // which the loader takes depends on more than this file says.
+    if (!found.empty() || u32(e + 16) != 0 || u32(e + 20) != 0) return "";
+    found = text(u32(e + 8));
+    if (found.empty()) return "";
+  }
+  if (found.empty() || !is_regular_file(found)) return "";
+  // The loader skips an entry of another class or machine.
+  const int own = elf_kind("/proc/self/exe");
+  return own != 0 && elf_kind(found) == own ? real(found) : "";
+}
 
 std::string loaded_library_path(void* handle) {
   link_map* map = nullptr;

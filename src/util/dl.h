@@ -66,4 +66,12 @@ std::string already_loaded(const char* soname);
 // "" when only the loader knows (its cache, configured and default directories).
 std::string search_before_loader_cache(const char* soname);
 
+// The file the loader's cache (`cache_file`, /etc/ld.so.cache) gives for `soname`, when that
+// is certain from the file alone: glibc's current format, exactly one entry of that name,
+// not specific to hardware capabilities, an existing file of this process's ELF class and
+// machine. "" otherwise (then only dlopen() knows). Call it when
+// search_before_loader_cache() found nothing: the loader looks in its cache next.
+std::string find_in_loader_cache(const char* soname,
+                                 const std::string& cache_file = "/etc/ld.so.cache");
+
 }  // namespace kjit
