@@ -135,7 +135,8 @@ TEST(LoaderCache, AgreesWithTheLoaderOnThisMachine) {
   int compared = 0;
   for (const char* so : {"libsqlite3.so.0", "libz.so.1", "libcjson.so.1"}) {
     const std::string named = kjit::find_in_loader_cache(so);
-    if (named.empty() || !kjit::search_before_loader_cache(so).empty()) continue;
+    const std::string earlier = kjit::search_before_loader_cache(so);
+    if (named.empty() || (!earlier.empty() && earlier != named)) continue;
     void* h = dlopen(so, RTLD_LAZY);
     ASSERT_NE(h, nullptr) << so;
     EXPECT_EQ(kjit::loaded_library_path(h), named) << so;
