@@ -25,13 +25,14 @@
 #include "support/old_database.h"
 #include "support/test_support.h"
 #include "util/checksum.h"
+#include "util/fs.h"
 #include "util/sha256.h"
 
 namespace {
 
+using kjit::test::entry_file_path;
 using kjit::test::kSaxpySource;
 using kjit::test::kTemplateSource;
-using kjit::test::entry_file_path;
 using kjit::test::RawEntry;
 using kjit::test::read_file_or_die;
 using kjit::test::read_raw_entry;
@@ -1208,6 +1209,61 @@ void write_release_010_database(const TempDir& dir, const TempDir& from) {
                         "'); INSERT INTO meta VALUES('test:fact', 'remembered'); "
                         "INSERT INTO kv VALUES('test', 'k', x'0102', 1); "
                         "INSERT INTO counters VALUES('compiles', 7);");
+}
+
+// A process that only hits never opens the index: its counts wait in a file, which the
+// next process to open the index adds to the totals.
+TEST(CacheTotals, CountsOfAProcessThatOnlyHitAreAddedByTheNextOpen) {
+  TempDir dir;
+  {
+    Cache a(dir.path());
+    ASSERT_EQ(compile(a.c, kSaxpySource).tier, KJIT_TIER_COMPILED);
+  }
+  {
+    Cache b(dir.path());
+    EXPECT_EQ(compile(b.c, kSaxpySource).tier, KJIT_TIER_DISK);
+  }
+  const auto pending = kjit::directory_names(dir.file("counters"));
+  ASSERT_TRUE(pending.has_value());
+  EXPECT_EQ(pending->size(), 1u);
+  Cache c(dir.path());
+  kjit_cache_stats s = c.stats();
+  EXPECT_EQ(s.total_disk_hits, 1u);
+  EXPECT_EQ(s.total_compiles, 1u);
+  EXPECT_EQ(s.total_misses, 1u);
+  EXPECT_TRUE(kjit::directory_names(dir.file("counters"))->empty()) << "added once";
+  EXPECT_EQ(c.stats().total_disk_hits, 1u);
+}
+
+// The proof that a hit reads the payload file alone: with the index replaced by garbage, a
+// hit is still served and the garbage left alone; the first process that needs the index
+// moves it aside and indexes the files again.
+TEST(Cache, HitsNeverOpenTheIndexAndANewIndexTakesTheFilesIn) {
+  TempDir dir;
+  Result a;
+  {
+    Cache c(dir.path());
+    a = compile(c.c, kSaxpySource);
+    ASSERT_EQ(a.status, KJIT_OK);
+  }
+  const std::string garbage(8192, 'g');
+  write_file(db_path(dir), garbage);
+  ::unlink((db_path(dir) + "-wal").c_str());
+  ::unlink((db_path(dir) + "-shm").c_str());
+  {
+    Cache c(dir.path());
+    Result b = compile(c.c, kSaxpySource);
+    EXPECT_EQ(b.tier, KJIT_TIER_DISK);
+    EXPECT_EQ(b.cubin, a.cubin);
+  }
+  EXPECT_EQ(read_file_or_die(db_path(dir)), garbage) << "a hit opened the index";
+  Cache c(dir.path());
+  kjit_cache_stats s = c.stats();
+  EXPECT_EQ(s.disk_state, KJIT_DISK_OK) << s.message;
+  EXPECT_EQ(s.disk_entries, kjit::test::entry_files(dir.path()).size())
+      << "the payload files were indexed again";
+  EXPECT_GE(s.disk_entries, 1u);
+  EXPECT_EQ(compile(c.c, kSaxpySource).tier, KJIT_TIER_DISK);
 }
 
 // Rewrites the checksums of every entry as schema 2 wrote them: over the bytes alone.

@@ -124,7 +124,7 @@ void Cache::publish(const EntryPtr& e, FleetClaim* claim) {
 
 Cache::~Cache() {
   later_.finish();  // pending writes are finished
-  flush_counters();
+  flush_counters(/*closing=*/true);
 }
 
 void Cache::open_disk() {
@@ -197,6 +197,11 @@ void Cache::open_index() {
     try {
       disk_->open();
       if (!read_only_note_.empty()) log_warn(read_only_note_);
+      try {
+        disk_->add_pending_counters();
+      } catch (const std::exception& e) {
+        disk_failed(e, "adding the counts of earlier processes");
+      }
       // The payload files stay where they were: the new index takes them in.
       if (moved_aside) reconcile_after_switch();
       return;

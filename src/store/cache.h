@@ -250,7 +250,7 @@ class Cache {
   std::atomic<uint64_t> stores_{0}, store_failures_{0}, waits_{0};
   void count(Counter c, uint64_t n = 1) { counts_[size_t(c)] += n; }
   Counts current_counts();
-  void flush_counters();
+  void flush_counters(bool closing = false);
   std::mutex counters_mu_;
   Counts flushed_;
   long counters_pid_ = 0;

@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "store/cache.h"
-#include "util/sha256.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/sha256.h"
 
 namespace kjit {
 namespace {

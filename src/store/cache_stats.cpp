@@ -34,9 +34,11 @@ Counts Cache::current_counts() {
 
 // Adds what this handle counted since the last flush to the database's totals. Called
 // after an entry is stored (a write transaction is being paid for anyway) and at close,
-// so hits alone never write.
-void Cache::flush_counters() {
-  DiskStore* d = index();
+// so hits alone never write. `closing` with the index never opened (a process that only
+// hit): the counts go to a file instead, which the next process to open the index adds.
+void Cache::flush_counters(bool closing) {
+  const bool pending = closing && disk_ && !disk_off_.load() && !disk_->opened();
+  DiskStore* d = pending ? disk_.get() : index();
   if (!d || d->read_only()) return;
   std::lock_guard<std::mutex> lock(counters_mu_);
   const Counts now = current_counts();
@@ -53,8 +55,15 @@ void Cache::flush_counters() {
       deltas.emplace_back(kCounterNames[i], int64_t(now.v[i] - flushed_.v[i]));
     }
   }
+  if (deltas.empty()) return;
   try {
-    d->add_counters(deltas);
+    if (pending) {
+      std::string text;
+      for (const auto& [name, delta] : deltas) text += name + " " + std::to_string(delta) + "\n";
+      d->files().write_pending_counters(text);
+    } else {
+      d->add_counters(deltas);
+    }
     flushed_ = now;
   } catch (const std::exception& e) {
     disk_failed(e, "recording usage counters");

@@ -85,8 +85,7 @@ bool owner_is_dead(const std::string& owner, const std::string& key, int64_t sta
   return process_start_time(pid) != parts[2];
 }
 
-Claim DiskStore::try_claim(const std::string& key, const std::string& owner,
-                           bool failures_answer) {
+Claim DiskStore::try_claim(const std::string& key, const std::string& owner, bool failures_answer) {
   Claim out;
   if (read_only_) {
     out.state = Claim::State::Claimed;  // cannot coordinate; compile without a claim

@@ -1,9 +1,11 @@
 // The schema of the disk store: creating it, checking it at open, migrating older ones;
 // and the small tables beside the entries (usage counters, key/value facts).
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -351,6 +353,37 @@ void DiskStore::add_counters(const std::vector<std::pair<std::string, int64_t>>&
     sqlite3_bind_text(s, 1, name.data(), int(name.size()), SQLITE_STATIC);
     sqlite3_bind_int64(s, 2, delta);
     c->step(s, "add counters");
+  }
+  txn.commit();
+}
+
+void DiskStore::add_pending_counters() {
+  if (read_only_) return;
+  std::vector<std::string> files = files_.pending_counter_files();
+  if (files.empty()) return;
+  Lease c = acquire();
+  Txn txn(*c, true);
+  // Read and removed under the write lock: two processes never add the same file. A crash
+  // before the commit loses those counts (statistics), never doubles them.
+  for (const std::string& file : files_.pending_counter_files()) {
+    const std::optional<std::string> text = read_file(file);
+    if (!text || ::unlink(file.c_str()) != 0) continue;
+    size_t start = 0;
+    for (size_t nl; (nl = text->find('\n', start)) != std::string::npos; start = nl + 1) {
+      const std::string line = text->substr(start, nl - start);
+      const size_t sp = line.find(' ');
+      if (sp == std::string::npos || sp == 0) continue;
+      const std::string name = line.substr(0, sp);
+      if (name.find_first_not_of("abcdefghijklmnopqrstuvwxyz_") != std::string::npos) continue;
+      const long long value = std::strtoll(line.c_str() + sp + 1, nullptr, 10);
+      if (value <= 0) continue;
+      sqlite3_stmt* s = c->stmt(
+          "INSERT INTO counters(name, value) VALUES(?1, ?2) "
+          "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value");
+      sqlite3_bind_text(s, 1, name.data(), int(name.size()), SQLITE_STATIC);
+      sqlite3_bind_int64(s, 2, value);
+      c->step(s, "add pending counters");
+    }
   }
   txn.commit();
 }

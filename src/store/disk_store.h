@@ -128,6 +128,10 @@ class DiskStore {
 
   // Usage counters summed over every process (name -> value); add() is one transaction.
   void add_counters(const std::vector<std::pair<std::string, int64_t>>& deltas);
+  // Adds the counts that processes which never opened the index left in files
+  // (EntryFiles::write_pending_counters), removing the files, in one transaction.
+  void add_pending_counters();
+  bool opened() const { return opened_.load(std::memory_order_acquire); }
   std::vector<std::pair<std::string, int64_t>> counters();
 
   // Toolchain facts and other metadata: fact files (EntryFiles::read_fact), else (caches

@@ -112,7 +112,9 @@ std::string fact_file_name(const std::string& name) {
 }  // namespace
 
 EntryFiles::EntryFiles(std::string cache_dir)
-    : root_(join_path(cache_dir, "entries")), facts_(join_path(cache_dir, "facts")) {}
+    : root_(join_path(cache_dir, "entries")),
+      facts_(join_path(cache_dir, "facts")),
+      counters_(join_path(cache_dir, "counters")) {}
 
 std::string EntryFiles::path(const std::string& key) const {
   return join_path(join_path(root_, key.substr(0, 2)), key);
@@ -275,6 +277,29 @@ void EntryFiles::remove_all() const {
     ::unlink(join_path(dir, name).c_str());
     return false;
   });
+}
+
+void EntryFiles::write_pending_counters(const std::string& text) const {
+  static std::atomic<uint64_t> n{0};
+  const std::string name = "p-" + std::to_string(::getpid()) + "-" + std::to_string(n++) + "-" +
+                           std::to_string(unix_time());
+  const std::string temp = write_new_file(counters_, name, {text});
+  const std::string to = join_path(counters_, name);
+  if (std::rename(temp.c_str(), to.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(temp.c_str());
+    fail(KJIT_ERROR_CACHE, "cannot move " + temp + " to " + to + ": " + std::strerror(err));
+  }
+}
+
+std::vector<std::string> EntryFiles::pending_counter_files() const {
+  std::vector<std::string> out;
+  if (const auto names = directory_names(counters_)) {
+    for (const std::string& name : *names) {
+      if (name.rfind("p-", 0) == 0) out.push_back(join_path(counters_, name));
+    }
+  }
+  return out;
 }
 
 std::optional<std::string> EntryFiles::read_fact(const std::string& name) const {

@@ -17,6 +17,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "store/entry.h"
 
@@ -62,11 +63,17 @@ class EntryFiles {
   // Records a fact (temporary file, then rename). Throws Error(KJIT_ERROR_CACHE).
   void write_fact(const std::string& name, const std::string& value) const;
 
+  // Counts of a process that closed without opening the index (Cache::flush_counters):
+  // one file each under <cache>/counters/, added to the index's counters by the next
+  // process that opens it (DiskStore::add_pending_counters). Throws Error(KJIT_ERROR_CACHE).
+  void write_pending_counters(const std::string& text) const;
+  std::vector<std::string> pending_counter_files() const;  // their paths
+
   std::string path(const std::string& key) const;    // where `key`'s file lives
   const std::string& root() const { return root_; }  // <cache>/entries
 
  private:
-  std::string root_, facts_;
+  std::string root_, facts_, counters_;
 };
 
 }  // namespace kjit

@@ -30,7 +30,8 @@ class Reader {
   bool u64(uint64_t* v) {
     if (data_.size() - pos_ < 8) return false;
     *v = 0;
-    for (int i = 0; i < 8; ++i) *v |= uint64_t(static_cast<unsigned char>(data_[pos_ + i])) << (8 * i);
+    for (int i = 0; i < 8; ++i)
+      *v |= uint64_t(static_cast<unsigned char>(data_[pos_ + i])) << (8 * i);
     pos_ += 8;
     return true;
   }
@@ -52,7 +53,7 @@ class Reader {
 };
 
 constexpr EntryPart kParts[4] = {EntryPart::Metadata, EntryPart::Ptx, EntryPart::Cubin,
-                                  EntryPart::LtoIr};
+                                 EntryPart::LtoIr};
 
 // HMAC-SHA256 of a record under the fleet secret.
 Digest record_signature(const std::string& key, const std::string& rec) {
@@ -83,12 +84,14 @@ void log_import(const std::string& path, const std::string& key, const ImportRep
     log_warn(records_of(r.inconsistent, path) + " rejected: damaged or inconsistent");
   }
   if (key.empty() && r.unsigned_records) {
-    log_warn(path + " is unsigned: its records were checked for damage and consistency, not "
+    log_warn(path +
+             " is unsigned: its records were checked for damage and consistency, not "
              "for who wrote them (importing an export file runs its author's code; set "
              "KJIT_EXPORT_KEY to require signed records)");
   }
   if (key.empty() && r.signed_records) {
-    log_warn(path + " is signed, but KJIT_EXPORT_KEY is not set: its signatures were not "
+    log_warn(path +
+             " is signed, but KJIT_EXPORT_KEY is not set: its signatures were not "
              "checked");
   }
 }
@@ -143,9 +146,12 @@ std::string export_key_from_environment() {
   const std::string key = v ? v : "";
   if (!key.empty() && key.size() < kMinExportKeyBytes) {
     fail(KJIT_ERROR_INVALID_ARGUMENT,
-         "KJIT_EXPORT_KEY is " + std::to_string(key.size()) + " bytes; a signing key must be at "
-         "least " + std::to_string(kMinExportKeyBytes) + " bytes (a random secret shared by the "
-         "machines that exchange export files, e.g. the output of 'openssl rand -hex 32')");
+         "KJIT_EXPORT_KEY is " + std::to_string(key.size()) +
+             " bytes; a signing key must be at "
+             "least " +
+             std::to_string(kMinExportKeyBytes) +
+             " bytes (a random secret shared by the "
+             "machines that exchange export files, e.g. the output of 'openssl rand -hex 32')");
   }
   return key;
 }
@@ -211,8 +217,7 @@ void read_export_bytes(const std::string& bytes, const std::function<void(const 
     if (len == 0) break;
     std::string rec, sum, sig;
     if (!r.bytes(len, &rec) || !r.bytes(32, &sum) || !r.field(&sig)) {
-      fail(KJIT_ERROR_CACHE_CORRUPT,
-           "export file is truncated in record " + std::to_string(index));
+      fail(KJIT_ERROR_CACHE_CORRUPT, "export file is truncated in record " + std::to_string(index));
     }
     ++(sig.empty() ? report->unsigned_records : report->signed_records);
     const Digest d = sha256(rec);

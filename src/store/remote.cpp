@@ -61,7 +61,8 @@ RemoteConfig RemoteConfig::from_environment() {
 
 std::string encode_envelope(const Entry& e) {
   std::string out(kEnvelopeMagic, sizeof kEnvelopeMagic);
-  for (int i = 0; i < 8; ++i) out.push_back(char((uint64_t(kCacheFormatVersion) >> (8 * i)) & 0xff));
+  for (int i = 0; i < 8; ++i)
+    out.push_back(char((uint64_t(kCacheFormatVersion) >> (8 * i)) & 0xff));
   out += encode_record(e);
   const Digest d = envelope_digest(e.key, out.data(), out.size());
   out.append(reinterpret_cast<const char*>(d.data()), d.size());
@@ -90,7 +91,9 @@ bool decode_envelope(const std::string& bytes, const std::string& key, Entry* ou
 
 #ifdef KJIT_HAVE_HIREDIS
 
-bool remote_tier_built() { return true; }
+bool remote_tier_built() {
+  return true;
+}
 
 struct RemoteTier::Connection {
   redisContext* ctx = nullptr;
@@ -142,8 +145,8 @@ class NoSigpipe {
 };
 
 bool is_timeout(const redisContext* c) {
-  return c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ETIMEDOUT ||
-                                    errno == EINPROGRESS);
+  return c->err == REDIS_ERR_IO &&
+         (errno == EAGAIN || errno == EWOULDBLOCK || errno == ETIMEDOUT || errno == EINPROGRESS);
 }
 
 }  // namespace
@@ -152,7 +155,8 @@ RemoteTier::RemoteTier(RemoteConfig config) : config_(std::move(config)) {
   const std::string& u = config_.url;
   if (u.rfind("unix://", 0) == 0) {
     socket_path_ = u.substr(7);
-    if (socket_path_.empty()) fail(KJIT_ERROR_INVALID_ARGUMENT, "remote URL '" + u + "' has no socket path");
+    if (socket_path_.empty())
+      fail(KJIT_ERROR_INVALID_ARGUMENT, "remote URL '" + u + "' has no socket path");
   } else if (u.rfind("redis://", 0) == 0) {
     std::string rest = u.substr(8);
     const size_t at = rest.rfind('@');  // credentials are not supported; strip nothing silently
@@ -166,7 +170,8 @@ RemoteTier::RemoteTier(RemoteConfig config) : config_(std::move(config)) {
       if (!db.empty()) {
         char* end = nullptr;
         db_ = int(std::strtol(db.c_str(), &end, 10));
-        if (*end != '\0' || db_ < 0) fail(KJIT_ERROR_INVALID_ARGUMENT, "remote URL '" + u + "': bad database number");
+        if (*end != '\0' || db_ < 0)
+          fail(KJIT_ERROR_INVALID_ARGUMENT, "remote URL '" + u + "': bad database number");
       }
     }
     const size_t colon = rest.rfind(':');
@@ -245,8 +250,7 @@ void RemoteTier::record(Fault f, const std::string& what) {
     if (!reported_) {
       reported_ = true;
       log_warn("remote cache tier " + config_.url + " unavailable (" + what +
-               "); working locally, retrying every " + std::to_string(config_.cooldown_ms) +
-               " ms");
+               "); working locally, retrying every " + std::to_string(config_.cooldown_ms) + " ms");
     }
   }
 }
@@ -477,16 +481,19 @@ bool RemoteTier::put_now(const Entry& e) {
   return true;
 }
 
-
 #else  // !KJIT_HAVE_HIREDIS
 
-bool remote_tier_built() { return false; }
+bool remote_tier_built() {
+  return false;
+}
 struct RemoteTier::Connection {};
 RemoteTier::RemoteTier(RemoteConfig config) : config_(std::move(config)) {
   fail(KJIT_ERROR_UNSUPPORTED, "the remote cache tier is not built into this kjit (no hiredis)");
 }
 RemoteTier::~RemoteTier() = default;
-std::optional<Entry> RemoteTier::get(const std::string&) { return std::nullopt; }
+std::optional<Entry> RemoteTier::get(const std::string&) {
+  return std::nullopt;
+}
 void RemoteTier::put(const Entry&) {}
 void RemoteTier::flush() {}
 bool RemoteTier::put_now(const Entry&) {
@@ -495,7 +502,6 @@ bool RemoteTier::put_now(const Entry&) {
 std::optional<RemoteReply> RemoteTier::command(const std::vector<std::string>&, int, std::string*) {
   return std::nullopt;
 }
-
 
 #endif
 

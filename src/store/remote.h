@@ -19,7 +19,7 @@
 namespace kjit {
 
 struct RemoteConfig {
-  std::string url;          // redis://host:port[/db] or unix:///path/to/socket
+  std::string url;  // redis://host:port[/db] or unix:///path/to/socket
   std::string prefix = "kjit:";
   int64_t ttl_seconds = 7 * 24 * 3600;
   int connect_timeout_ms = 100;
@@ -126,8 +126,8 @@ class RemoteTier {
   std::thread writer_;
   std::unique_ptr<Connection> write_conn_;
 
-  std::atomic<uint64_t> hits_{0}, misses_{0}, errors_{0}, timeouts_{0}, rejected_{0},
-      writes_{0}, write_failures_{0}, skipped_open_{0};
+  std::atomic<uint64_t> hits_{0}, misses_{0}, errors_{0}, timeouts_{0}, rejected_{0}, writes_{0},
+      write_failures_{0}, skipped_open_{0};
 };
 
 }  // namespace kjit
