@@ -359,13 +359,12 @@ void DiskStore::add_counters(const std::vector<std::pair<std::string, int64_t>>&
 
 void DiskStore::add_pending_counters() {
   if (read_only_) return;
-  std::vector<std::string> files = files_.pending_counter_files();
-  if (files.empty()) return;
+  if (!is_regular_file(join_path(join_path(dir_, "counters"), "pending"))) return;
   Lease c = acquire();
   Txn txn(*c, true);
-  // Read and removed under the write lock: two processes never add the same file. A crash
-  // before the commit loses those counts (statistics), never doubles them.
-  for (const std::string& file : files_.pending_counter_files()) {
+  // Taken, read and removed under the write lock: two processes never add the same log. A
+  // crash before the commit loses those counts (statistics), never doubles them.
+  for (const std::string& file : files_.take_pending_counters()) {
     const std::optional<std::string> text = read_file(file);
     if (!text || ::unlink(file.c_str()) != 0) continue;
     size_t start = 0;

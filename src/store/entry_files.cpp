@@ -280,23 +280,31 @@ void EntryFiles::remove_all() const {
 }
 
 void EntryFiles::write_pending_counters(const std::string& text) const {
-  static std::atomic<uint64_t> n{0};
-  const std::string name = "p-" + std::to_string(::getpid()) + "-" + std::to_string(n++) + "-" +
-                           std::to_string(unix_time());
-  const std::string temp = write_new_file(counters_, name, {text});
-  const std::string to = join_path(counters_, name);
-  if (std::rename(temp.c_str(), to.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(temp.c_str());
-    fail(KJIT_ERROR_CACHE, "cannot move " + temp + " to " + to + ": " + std::strerror(err));
+  // Appended to one log in a single write (O_APPEND writes of a few hundred bytes are not
+  // interleaved), so a closing process creates no file of its own.
+  const std::string log = join_path(counters_, "pending");
+  int fd = ::open(log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == ENOENT && make_directories(counters_, 0700)) {
+    fd = ::open(log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   }
+  if (fd < 0) fail(KJIT_ERROR_CACHE, "cannot open " + log + ": " + std::strerror(errno));
+  const bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size());
+  const int err = errno;
+  ::close(fd);
+  if (!ok) fail(KJIT_ERROR_CACHE, "cannot append to " + log + ": " + std::strerror(err));
 }
 
-std::vector<std::string> EntryFiles::pending_counter_files() const {
+std::vector<std::string> EntryFiles::take_pending_counters() const {
+  // The log is renamed before it is read: appends that come later start a new one. Logs
+  // taken by a process that died before it added them are taken again.
+  static std::atomic<uint64_t> n{0};
+  const std::string taken =
+      join_path(counters_, "taken-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
+  std::rename(join_path(counters_, "pending").c_str(), taken.c_str());
   std::vector<std::string> out;
   if (const auto names = directory_names(counters_)) {
     for (const std::string& name : *names) {
-      if (name.rfind("p-", 0) == 0) out.push_back(join_path(counters_, name));
+      if (name.rfind("taken-", 0) == 0) out.push_back(join_path(counters_, name));
     }
   }
   return out;

@@ -63,11 +63,13 @@ class EntryFiles {
   // Records a fact (temporary file, then rename). Throws Error(KJIT_ERROR_CACHE).
   void write_fact(const std::string& name, const std::string& value) const;
 
-  // Counts of a process that closed without opening the index (Cache::flush_counters):
-  // one file each under <cache>/counters/, added to the index's counters by the next
-  // process that opens it (DiskStore::add_pending_counters). Throws Error(KJIT_ERROR_CACHE).
+  // Counts of a process that closed without opening the index (Cache::flush_counters),
+  // appended to <cache>/counters/pending and added to the index's counters by the next
+  // process that opens it (DiskStore::add_pending_counters), which takes the log (renames
+  // it) first and returns the paths to read: call it under the index's write lock. Throws
+  // Error(KJIT_ERROR_CACHE).
   void write_pending_counters(const std::string& text) const;
-  std::vector<std::string> pending_counter_files() const;  // their paths
+  std::vector<std::string> take_pending_counters() const;
 
   std::string path(const std::string& key) const;    // where `key`'s file lives
   const std::string& root() const { return root_; }  // <cache>/entries
