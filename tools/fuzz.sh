@@ -21,7 +21,7 @@ while (($#)); do
     *) echo "usage: $0 [--time SECONDS] [--only TARGET]" >&2; exit 2 ;;
   esac
 done
-targets=(options include_scan metadata export compile)
+targets=(options include_scan metadata export entry_file compile)
 [[ -n "$only" ]] && targets=("$only")
 
 for tool in clang clang++; do
