@@ -91,7 +91,7 @@ void DiskStore::insert_row(Conn& c, const Entry& e, int64_t created, int64_t las
   std::string kernels;
   for (const auto& k : e.kernels) kernels += (kernels.empty() ? "" : ",") + k;
   sqlite3_stmt* s = c.stmt(
-      "INSERT OR REPLACE INTO entries(key, target, kernels, bytes, created, last_used, "
+      "INSERT INTO entries(key, target, kernels, bytes, created, last_used, "
       "compile_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)");
   sqlite3_bind_text(s, 1, e.key.data(), int(e.key.size()), SQLITE_STATIC);
   sqlite3_bind_text(s, 2, e.target.data(), int(e.target.size()), SQLITE_STATIC);
