@@ -342,18 +342,44 @@ void DiskStore::initialise_schema(Conn& c) {
   }
 }
 
-void DiskStore::add_counters(const std::vector<std::pair<std::string, int64_t>>& deltas) {
-  if (read_only_ || deltas.empty()) return;
-  Lease c = acquire();
-  Txn txn(*c, true);
+namespace {
+
+// Adds each delta to its counter, inside the caller's write transaction.
+void add_counters_locked(SqliteConn& c,
+                         const std::vector<std::pair<std::string, int64_t>>& deltas) {
   for (const auto& [name, delta] : deltas) {
-    sqlite3_stmt* s = c->stmt(
+    sqlite3_stmt* s = c.stmt(
         "INSERT INTO counters(name, value) VALUES(?1, ?2) "
         "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value");
     sqlite3_bind_text(s, 1, name.data(), int(name.size()), SQLITE_STATIC);
     sqlite3_bind_int64(s, 2, delta);
-    c->step(s, "add counters");
+    c.step(s, "add counters");
   }
+}
+
+// The deltas of a pending-counters log: lines "name value"; malformed lines are skipped.
+std::vector<std::pair<std::string, int64_t>> parse_counter_log(const std::string& text) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  size_t start = 0;
+  for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1) {
+    const std::string line = text.substr(start, nl - start);
+    const size_t sp = line.find(' ');
+    if (sp == std::string::npos || sp == 0) continue;
+    std::string name = line.substr(0, sp);
+    if (name.find_first_not_of("abcdefghijklmnopqrstuvwxyz_") != std::string::npos) continue;
+    const long long value = std::strtoll(line.c_str() + sp + 1, nullptr, 10);
+    if (value > 0) out.emplace_back(std::move(name), int64_t(value));
+  }
+  return out;
+}
+
+}  // namespace
+
+void DiskStore::add_counters(const std::vector<std::pair<std::string, int64_t>>& deltas) {
+  if (read_only_ || deltas.empty()) return;
+  Lease c = acquire();
+  Txn txn(*c, true);
+  add_counters_locked(*c, deltas);
   txn.commit();
 }
 
@@ -366,23 +392,7 @@ void DiskStore::add_pending_counters() {
   // crash before the commit loses those counts (statistics), never doubles them.
   for (const std::string& file : files_.take_pending_counters()) {
     const std::optional<std::string> text = read_file(file);
-    if (!text || ::unlink(file.c_str()) != 0) continue;
-    size_t start = 0;
-    for (size_t nl; (nl = text->find('\n', start)) != std::string::npos; start = nl + 1) {
-      const std::string line = text->substr(start, nl - start);
-      const size_t sp = line.find(' ');
-      if (sp == std::string::npos || sp == 0) continue;
-      const std::string name = line.substr(0, sp);
-      if (name.find_first_not_of("abcdefghijklmnopqrstuvwxyz_") != std::string::npos) continue;
-      const long long value = std::strtoll(line.c_str() + sp + 1, nullptr, 10);
-      if (value <= 0) continue;
-      sqlite3_stmt* s = c->stmt(
-          "INSERT INTO counters(name, value) VALUES(?1, ?2) "
-          "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value");
-      sqlite3_bind_text(s, 1, name.data(), int(name.size()), SQLITE_STATIC);
-      sqlite3_bind_int64(s, 2, value);
-      c->step(s, "add pending counters");
-    }
+    if (text && ::unlink(file.c_str()) == 0) add_counters_locked(*c, parse_counter_log(*text));
   }
   txn.commit();
 }

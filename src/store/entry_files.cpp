@@ -77,6 +77,16 @@ std::string write_new_file(const std::string& final_dir, const std::string& stem
   return temp;
 }
 
+// Renames a file written by write_new_file() to `to`, replacing any file there; the
+// temporary is removed on failure. Throws Error(KJIT_ERROR_CACHE).
+void move_into_place(const std::string& temp, const std::string& to) {
+  if (std::rename(temp.c_str(), to.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(temp.c_str());
+    fail(KJIT_ERROR_CACHE, "cannot move " + temp + " to " + to + ": " + std::strerror(err));
+  }
+}
+
 bool is_temp_name(const std::string& name) {
   return name.rfind(kTempPrefix, 0) == 0;
 }
@@ -230,12 +240,7 @@ std::string EntryFiles::write_temp(const Entry& e, int64_t created) const {
 }
 
 void EntryFiles::install(const std::string& temp, const std::string& key) const {
-  const std::string to = path(key);
-  if (std::rename(temp.c_str(), to.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(temp.c_str());
-    fail(KJIT_ERROR_CACHE, "cannot move " + temp + " to " + to + ": " + std::strerror(err));
-  }
+  move_into_place(temp, path(key));
 }
 
 bool EntryFiles::remove(const std::string& key) const {
@@ -334,12 +339,7 @@ void EntryFiles::write_fact(const std::string& name, const std::string& value) c
   const std::string file = fact_file_name(name);
   const std::string temp = write_new_file(
       facts_, file, {body, std::string_view(reinterpret_cast<const char*>(sum.data()), 16)});
-  const std::string to = join_path(facts_, file);
-  if (std::rename(temp.c_str(), to.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(temp.c_str());
-    fail(KJIT_ERROR_CACHE, "cannot move " + temp + " to " + to + ": " + std::strerror(err));
-  }
+  move_into_place(temp, join_path(facts_, file));
 }
 
 }  // namespace kjit
