@@ -86,6 +86,8 @@ enum {
   KIND_DLPACK = 8, /* __dlpack__() */
   KIND_NP_INT = 9, /* NumPy integer scalars: operator.index(), itemsize in bits 8.. */
   KIND_NP_FLOAT = 10, /* NumPy float32 / float64 scalars: float(), itemsize likewise */
+  KIND_NP_VALUE = 11, /* NumPy scalars whose value follows the object header (checked by
+                         value_in_head() for the type): copied from there, itemsize likewise */
   KIND_LIMIT
 };
 
@@ -381,6 +383,27 @@ static int pack_numpy(PyObject *v, int kind, char *dst, size_t size) {
   return 0;
 }
 
+/* Where a NumPy scalar keeps its value: right after the object header, as NumPy's
+ * Py<Type>ScalarObject structs (PyArrayScalar_VAL) lay it out. */
+static const char *value_after_head(PyObject *v) { return (const char *)v + sizeof(PyObject); }
+
+/* value_in_head(obj, expected): whether obj's type is large enough to hold len(expected)
+ * bytes after the object header and they are those bytes. kjit._kernel asks it of probe
+ * instances of a NumPy scalar type before giving the type KIND_NP_VALUE. */
+static PyObject *value_in_head(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+  (void)module;
+  if (nargs != 2 || !PyBytes_CheckExact(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "value_in_head(obj, expected: bytes)");
+    return NULL;
+  }
+  Py_ssize_t n = PyBytes_GET_SIZE(args[1]);
+  PyTypeObject *tp = Py_TYPE(args[0]);
+  if (n < 1 || tp->tp_itemsize != 0 || tp->tp_basicsize < (Py_ssize_t)sizeof(PyObject) + n)
+    Py_RETURN_FALSE;
+  return PyBool_FromLong(memcmp(value_after_head(args[0]), PyBytes_AS_STRING(args[1]),
+                                (size_t)n) == 0);
+}
+
 /* One argument into its `size` bytes at `dst`; `cache` remembers its type's kind. */
 static int pack_arg(PyObject *v, char *dst, size_t size, kind_cache *cache) {
   if (PyLong_CheckExact(v)) return pack_int(v, dst, size);
@@ -412,6 +435,10 @@ static int pack_arg(PyObject *v, char *dst, size_t size, kind_cache *cache) {
     case KIND_DLPACK: r = size == 8 ? dlpack_pointer(v, &p) : -1; break;
     case KIND_NP_INT:
     case KIND_NP_FLOAT: return pack_numpy(v, kind, dst, size);
+    case KIND_NP_VALUE:
+      if ((size_t)(kind >> 8) != size) return -1;
+      memcpy(dst, value_after_head(v), size);
+      return 0;
     default: return -1;
   }
   if (r == 0) memcpy(dst, &p, 8);
@@ -1015,6 +1042,9 @@ static int noop_launch(void *kernel, const launch_config *cfg, const void *buffe
 static PyMethodDef module_methods[] = {
     {"setup", (PyCFunction)(void (*)(void))setup, METH_FASTCALL,
      "setup(kind_of_type, stream_handle, check)"},
+    {"value_in_head", (PyCFunction)(void (*)(void))value_in_head, METH_FASTCALL,
+     "value_in_head(obj, expected): whether obj holds the bytes `expected` right after its "
+     "object header"},
     {"make_call", make_call, METH_O, "make_call(cls): the compiled Kernel.__call__ for cls"},
     {"make_launch_packed", make_launch_packed, METH_O,
      "make_launch_packed(cls): the compiled Kernel.launch_packed for cls"},

@@ -287,18 +287,41 @@ def _arg_plan(index: int, arg: Any, size: int) -> Tuple[str, Optional[Callable]]
 # module then does the launch as without it: the same checks and the same errors.
 
 # Argument kinds of _fastlaunch.c, decided once per type in _arg_plan's order.
-_K_OTHER, _K_INT, _K_SCALAR, _K_BUFFER, _K_NP_INT, _K_NP_FLOAT = 0, 1, 3, 4, 9, 10
+_K_OTHER, _K_INT, _K_SCALAR, _K_BUFFER, _K_NP_INT, _K_NP_FLOAT, _K_NP_VALUE = \
+    0, 1, 3, 4, 9, 10, 11
 _K_POINTERS = {"torch": 5, "cupy": 6, "cai": 7, "dlpack": 8}
 
 
+# Probe values per NumPy kind: two distinct, mostly non-zero values.
+_NP_PROBES = {"b": (True, False), "i": (1, 0x5A), "u": (1, 0x5A), "f": (1.5, -0.375),
+              "c": (1.5 - 0.375j, -2 + 0.5j)}
+
+
+def _value_in_head(tp: type, kind: str) -> bool:
+    """Whether instances of the NumPy scalar type `tp` hold their value right after the
+    object header (NumPy's PyArrayScalar_VAL layout), checked on two probe instances
+    against their tobytes(): then _fastlaunch.c copies the value from there."""
+    if _fastlaunch is None:
+        return False
+    try:
+        probes = [tp(v) for v in _NP_PROBES[kind]]
+        return all(_fastlaunch.value_in_head(p, p.tobytes()) for p in probes)
+    except Exception:  # noqa: BLE001 - no probe, no direct read: the slower kinds below
+        return False
+
+
 def _numpy_kind(tp: type) -> int:
-    """NumPy integers by value, float32 and float64 likewise (faster than their buffer),
-    with the item size in bits 8 and up; other NumPy scalars by their buffer."""
+    """NumPy booleans, integers, floats and complex numbers read from the object itself
+    where their layout checks out (_value_in_head); else integers by value, float32 and
+    float64 likewise (faster than their buffer); the item size in bits 8 and up; other
+    NumPy scalars by their buffer."""
     np = sys.modules.get("numpy")
     try:
         dt = np.dtype(tp)  # type: ignore[union-attr]
     except Exception:  # noqa: BLE001 - not a NumPy scalar type after all
         return _K_BUFFER
+    if dt.kind in _NP_PROBES and dt.itemsize <= 16 and _value_in_head(tp, dt.kind):
+        return _K_NP_VALUE | dt.itemsize << 8
     if dt.kind in ("i", "u") and dt.itemsize in (1, 2, 4, 8):
         return _K_NP_INT | dt.itemsize << 8
     if dt.kind == "f" and dt.itemsize in (4, 8):

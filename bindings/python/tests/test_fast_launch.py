@@ -183,6 +183,38 @@ class SamePathsTest(unittest.TestCase):
         self.args([(0, 8)], (numpy.datetime64(5, "s"),), None)
         self.args([(0, 8)], (numpy.str_("abcdefgh"),), "raised")
 
+    @unittest.skipIf(numpy is None, "NumPy is not installed (Debian: python3-numpy)")
+    def test_numpy_values_read_from_the_object(self):
+        # Where NumPy's layout checks out, its scalars are copied from the object itself
+        # (kind 11); every value, NaN payloads and extremes included, packs as the ctypes
+        # path packs it, and a size that does not match is the ctypes path's error.
+        types = (numpy.bool_, numpy.int8, numpy.uint8, numpy.int16, numpy.uint16,
+                 numpy.int32, numpy.uint32, numpy.int64, numpy.uint64, numpy.float16,
+                 numpy.float32, numpy.float64, numpy.complex64)
+        for t in types:
+            self.assertEqual(_kernel._fast_kind(t) & 0xFF, _kernel._K_NP_VALUE, t)
+            self.assertEqual(_kernel._fast_kind(t) >> 8, numpy.dtype(t).itemsize, t)
+        raw = bytes(range(7, 7 + 64)) + b"\xff" * 16 + b"\x00" * 16 + b"\x01\x00\x80\x7f" * 4
+        for t in types:
+            size = numpy.dtype(t).itemsize
+            for at in range(0, len(raw) - size + 1, size):
+                v = numpy.frombuffer(raw[at:at + size], t)[0]
+                got = self.args([(0, size)], (v,), "launched")
+                self.assertEqual(got[3], v.tobytes(), (t, at))
+            self.args([(0, size + 1 if size < 8 else size // 2)], (t(1),), "raised")
+
+    @unittest.skipIf(numpy is None, "NumPy is not installed (Debian: python3-numpy)")
+    def test_value_in_head_checks_size_and_bytes(self):
+        fl = _kernel._fastlaunch
+        v = numpy.float32(1.5)
+        self.assertTrue(fl.value_in_head(v, v.tobytes()))
+        self.assertFalse(fl.value_in_head(v, numpy.float32(2.5).tobytes()))
+        self.assertFalse(fl.value_in_head(v, b"\x00" * 64))  # beyond the object
+        self.assertFalse(fl.value_in_head(v, b""))
+        self.assertFalse(fl.value_in_head(7, b"\x07"))  # an int's digits have another layout
+        with self.assertRaises(TypeError):
+            fl.value_in_head(v, bytearray(4))
+
     def test_counts_and_containers(self):
         x = FakeCudaArray(0x1000)
         for values in ((2.0, x, x, 4), [2.0, x, x, 4]):
