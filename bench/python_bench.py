@@ -9,8 +9,10 @@
      contenders (the order rotates every round); the median of the rounds is reported.
      Every kjit round checks that it was a cache hit (no NVRTC run).
   2. launch overhead per call from Python (enqueue cost, batches of 200 launches on a
-     non-blocking stream, median per call), kjit vs CuPy (vs cuda.core when present),
-     interleaved batch by batch. kjit is measured on both of its launch paths: the
+     non-blocking stream, median per call), kjit vs CuPy (vs cuda.core when present) vs
+     the C floor (cuLaunchKernel called from a C loop inside this process, on the same
+     function, stream and arguments), interleaved batch by batch; every contender runs
+     the same shape of loop, its launch call written out as a user writes it. kjit is measured on both of its launch paths: the
      compiled one (kjit._fastlaunch, "kjit") when it is built, and ctypes
      ("kjit (ctypes)", the path KJIT_PYTHON_FAST=0 forces).
   3. the time `import kjit` adds to a fresh interpreter, and the first call that loads
@@ -303,19 +305,121 @@ def first_launch(contenders, backend, reps, root):
     return results, skipped, misses
 
 
+# ---- launch overhead ------------------------------------------------------------------------
+
+# The C floor measured inside this very process: cuLaunchKernel called from a C loop on the
+# same function, stream and arguments as the Python contenders, its batches interleaved with
+# theirs. Built with the system C compiler when the benchmark runs (no CUDA headers needed).
+FLOOR_C = r"""
+#include <stddef.h>
+#include <time.h>
+typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                         unsigned by, unsigned bz, unsigned shared, void *stream,
+                         void **params, void **extra);
+/* n launches of f; the mean ns per launch, or -(CUresult) of a failed launch. */
+double floor_launches(void *launch, void *f, unsigned grid, unsigned block, void *stream,
+                      void **params, int n) {
+  launch_fn L = (launch_fn)launch;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int i = 0; i < n; i++) {
+    int r = L(f, grid, 1, 1, block, 1, 1, 0, stream, params, NULL);
+    if (r != 0) return -(double)r;
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / n;
+}
+"""
+
+
+def c_floor(prog, name, raw_args, kid, stream_handle, root):
+    """A batch runner (n -> us per launch) for the in-process C floor, or raises."""
+    import ctypes
+    cc_bin = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if cc_bin is None:
+        raise RuntimeError("no C compiler to build the floor's launch loop")
+    src, lib = os.path.join(root, "floor.c"), os.path.join(root, "floor.so")
+    with open(src, "w") as f:
+        f.write(FLOOR_C)
+    subprocess.run([cc_bin, "-O2", "-shared", "-fPIC", "-o", lib, src], check=True)
+    loop = ctypes.CDLL(lib).floor_launches
+    loop.restype = ctypes.c_double
+    loop.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint,
+                     ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    cuda = ctypes.CDLL("libcuda.so.1")
+    module, fn = ctypes.c_void_p(), ctypes.c_void_p()
+    cubin = prog.cubin
+    if cuda.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(cubin)) != 0 or \
+            cuda.cuModuleGetFunction(ctypes.byref(fn), module, name.encode()) != 0:
+        raise RuntimeError("cuModuleLoadData / cuModuleGetFunction failed")
+    if kid == "saxpy":
+        values = [ctypes.c_float(float(raw_args[0])), ctypes.c_uint64(raw_args[1]),
+                  ctypes.c_uint64(raw_args[2]), ctypes.c_int32(int(raw_args[3]))]
+    else:
+        values = []
+    params = (ctypes.c_void_p * max(len(values), 1))(
+        *[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values])
+    launch = ctypes.cast(cuda.cuLaunchKernel, ctypes.c_void_p).value
+    grid = 16 if kid == "saxpy" else 1
+    block = 256 if kid == "saxpy" else 1
+
+    def run(n, keep=(values, params, module)):
+        ns = loop(launch, fn, grid, block, stream_handle, params if values else None, n)
+        if ns < 0:
+            raise RuntimeError("cuLaunchKernel failed: CUresult %d" % -ns)
+        return ns / 1000.0
+    return run
+
+
+def kjit_runner(call, grid, block, args, stream):
+    """kernel(grid, block, args, stream=s), n times in a row, as a user's loop calls it."""
+    def run(n):
+        for _ in range(n):
+            call(grid, block, args, stream=stream)
+    return run
+
+
+def packed_runner(kernel, grid, block, buf, stream):
+    def run(n):
+        for _ in range(n):
+            kernel.launch_packed(grid, block, buf, stream=stream)
+    return run
+
+
+def cupy_runner(stream, kernel, grid, block, args):
+    """CuPy's launches inside `with stream`, the way CuPy code sets its stream."""
+    def run(n):
+        with stream:
+            for _ in range(n):
+                kernel((grid,), (block,), args)
+    return run
+
+
+def cuda_core_runner(cc, stream, config, kernel, args):
+    launch = cc.launch
+
+    def run(n):
+        for _ in range(n):
+            launch(stream, config, kernel, *args)
+    return run
+
+
 def launch_overhead(contenders, backend, batches=150, batch=200):
-    """{kernel: {contender: median us per launch}}."""
+    """({kernel: {contender: median us per launch}}, {what: why skipped}). Every contender
+    runs the same shape of loop (its launch call, n times, no wrapper per launch); the C
+    floor is cuLaunchKernel from a C loop in this process on the same function, stream and
+    arguments; batches interleave the contenders."""
     arrays = Arrays(backend)
     import kjit
     root = tempfile.mkdtemp(prefix="kjit-bench-ovh-")
-    out = {}
+    out, skipped = {}, {}
     try:
         with kjit.Cache(root) as cache, kjit.Compiler(cache) as compiler:
             for kid in OVERHEAD_KERNELS:
                 src, name, _ = KERNELS[kid]
                 args, raw_args, grid, block = arrays.args(kid, 4096)
                 stream = arrays.stream()
-                calls = {}
+                runs = {}
                 k = compiler.kernel(src, name, std=17)
                 kc = compiler.kernel(src, name, std=17)
                 # The ctypes path as KJIT_PYTHON_FAST=0 gives it: the Python __call__ of a
@@ -326,21 +430,24 @@ def launch_overhead(contenders, backend, batches=150, batch=200):
                 buf = k.pack(args)
                 for label, kk, call in paths:
                     sfx = label[4:]
-                    calls[label] = \
-                        lambda c=call, a=args, g=grid, b=block, s=stream: c(g, b, a, stream=s)
+                    runs[label] = kjit_runner(call, grid, block, args, stream)
                     if kid == "saxpy":
                         py_args = (2.0,) + tuple(args[1:3]) + (4096,)
-                        calls["kjit (Python scalars)" + sfx] = \
-                            lambda c=call, a=py_args, g=grid, b=block, s=stream: \
-                            c(g, b, a, stream=s)
-                    calls["kjit (pre-packed)" + sfx] = \
-                        lambda k=kk, p=buf, g=grid, b=block, s=stream: \
-                        k.launch_packed(g, b, p, stream=s)
+                        runs["kjit (Python scalars)" + sfx] = \
+                            kjit_runner(call, grid, block, py_args, stream)
+                    runs["kjit (pre-packed)" + sfx] = packed_runner(kk, grid, block, buf, stream)
+                try:
+                    prog = compiler.compile(src, std=17)
+                    runs["C floor"] = c_floor(prog, name, raw_args, kid,
+                                              kjit.stream_handle(stream), root)
+                    runs["C floor"](8)  # fails here, not when timed
+                except Exception as e:  # noqa: BLE001 - reported as the reason
+                    skipped["C floor (%s)" % kid] = str(e) or type(e).__name__
+                    runs.pop("C floor", None)
                 if "cupy" in contenders and backend == "cupy":
                     import cupy as cp
                     ck = cp.RawKernel(src, name, options=("--std=c++17",))
-                    # Launched inside `with stream`, the way CuPy code sets its stream.
-                    calls["cupy"] = (stream, ck, args, grid, block)
+                    runs["cupy"] = cupy_runner(stream, ck, grid, block, args)
                 if "cuda.core" in contenders:
                     try:
                         cc, cache_cls = cuda_core()
@@ -352,37 +459,27 @@ def launch_overhead(contenders, backend, batches=150, batch=200):
                         config = cc.LaunchConfig(grid=grid, block=block)
                         cc.launch(ccs, config, cck, *raw_args)  # fails here, not when timed
                         ccs.sync()
-                        calls["cuda.core"] = \
-                            lambda c=config, s=ccs, k=cck, a=raw_args: cc.launch(s, c, k, *a)
+                        runs["cuda.core"] = cuda_core_runner(cc, ccs, config, cck, raw_args)
                     except Exception as e:  # noqa: BLE001
                         print("python_bench: cuda.core launch overhead skipped: %s" % e,
                               file=sys.stderr)
-                samples = {name_: [] for name_ in calls}
+                samples = {name_: [] for name_ in runs}
                 for rep in range(batches + 5):
-                    for cname, call in calls.items():  # interleaved batch by batch
-                        if isinstance(call, tuple):  # CuPy: launches inside `with stream`
-                            s, ck, a, g, b = call
-                            with s:
-                                s.synchronize()
-                                t0 = time.perf_counter()
-                                for _ in range(batch):
-                                    ck((g,), (b,), a)
-                                t1 = time.perf_counter()
-                        else:
-                            arrays.sync()
-                            t0 = time.perf_counter()
-                            for _ in range(batch):
-                                call()
-                            t1 = time.perf_counter()
+                    for cname, run in runs.items():  # interleaved batch by batch
+                        arrays.sync()
+                        t0 = time.perf_counter()
+                        inner = run(batch)
+                        t1 = time.perf_counter()
                         if rep >= 5:
-                            samples[cname].append((t1 - t0) * 1e6 / batch)
+                            samples[cname].append(
+                                inner if inner is not None else (t1 - t0) * 1e6 / batch)
                 arrays.sync()
                 out[kid] = {c: statistics.median(v) for c, v in samples.items()}
                 k.close()
                 kc.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return out
+    return out, skipped
 
 
 def binding_cost(batches=60, batch=2000):
@@ -424,16 +521,13 @@ def binding_cost(batches=60, batch=2000):
             k._init(0, kid, params, params[-1][0] + params[-1][1] if params else 0, noop,
                     fast=fast)
             call = k if fast else k._call_python  # the Python __call__, as without the extension
-            calls[label] = (lambda c=call, a=args: c((16,), (256,), a, stream=stream))
-            buf = k.pack(args)
-            calls[label + ", pre-packed"] = \
-                (lambda k=k, b=buf: k.launch_packed((16,), (256,), b, stream=stream))
+            calls[label] = kjit_runner(call, (16,), (256,), args, stream)
+            calls[label + ", pre-packed"] = packed_runner(k, (16,), (256,), k.pack(args), stream)
         samples = {c: [] for c in calls}
         for _ in range(batches):
-            for c, call in calls.items():
+            for c, run in calls.items():
                 t0 = time.perf_counter()
-                for _ in range(batch):
-                    call()
+                run(batch)
                 samples[c].append((time.perf_counter() - t0) * 1e9 / batch)
         out[kid] = {c: statistics.median(v) for c, v in samples.items()}
     return out, None
@@ -528,7 +622,8 @@ def main():
         result["first_launch_ms"] = first
         result["skipped"].update(skipped)
         result["kjit_cache_misses"] = misses
-        result["launch_us"] = launch_overhead(contenders, backend)
+        result["launch_us"], skipped = launch_overhead(contenders, backend)
+        result["skipped"].update(skipped)
     else:
         result["skipped"]["GPU measurements"] = reason
 
@@ -553,16 +648,24 @@ def main():
             ", ".join(ups) or "-"))
     for kid, row in result.get("launch_us", {}).items():
         kj = row.get("kjit")
-        up = "%.2fx vs cupy" % (row["cupy"] / kj) if kj and row.get("cupy") else "-"
+        ups = ["%.2fx vs cupy" % (row["cupy"] / kj)] if kj and row.get("cupy") else []
+        if kj and row.get("C floor"):
+            ups.append("%.2fx the C floor" % (kj / row["C floor"]))
+        up = ", ".join(ups) or "-"
         print("| launch overhead, %s (per call) | %s | %s | %s | %s |" % (
             kid, fmt(kj, "us"), fmt(row.get("cupy"), "us"), fmt(row.get("cuda.core"), "us"),
             up))
         for variant in ("kjit (ctypes)", "kjit (Python scalars)", "kjit (pre-packed)",
                         "kjit (Python scalars) (ctypes)", "kjit (pre-packed) (ctypes)"):
             if variant in row:
-                print("| launch overhead, %s, %s | %s | | | |" % (
+                floor = row.get("C floor")
+                print("| launch overhead, %s, %s | %s | | | %s |" % (
                     kid, variant[5:].replace(") (", ", ").strip("()"),
-                    fmt(row[variant], "us")))
+                    fmt(row[variant], "us"),
+                    "%.2fx the C floor" % (row[variant] / floor) if floor else ""))
+        if row.get("C floor"):
+            print("| launch overhead, %s, C floor: cuLaunchKernel from C in this process | "
+                  "%s | | | |" % (kid, fmt(row["C floor"], "us")))
     for kid, row in result.get("binding_ns", {}).items():
         for path, ns in row.items():
             print("| binding cost per launch, no-op launch function, %s (%s) | %s | | | |" % (
