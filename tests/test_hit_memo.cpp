@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -502,6 +503,24 @@ TEST(ToolkitRecord, UsedWhileWhatItLookedAtIsUnchangedAndOnlyThen) {
     ASSERT_NE(forged.find(now), std::string::npos) << what;
     forged.replace(forged.find(now), now.size(), marked);
   }
+
+  // A record whose stamps do not read as numbers is ignored (its lengths still consistent):
+  // the last digit of the last stamp made a letter, or a space doubled in place of one.
+  ASSERT_TRUE(std::isdigit(static_cast<unsigned char>(forged.back())));
+  for (const char* what : {"letter", "space"}) {
+    std::string bad = forged;
+    if (std::string(what) == "letter") {
+      bad.back() = 'x';
+    } else {
+      const size_t space = bad.rfind(' ');
+      ASSERT_NE(space, std::string::npos);
+      bad.replace(space - 1, 2, "  ");
+    }
+    set_record(cache_dir, root, bad);
+    EXPECT_EQ(fingerprint_in_child(cache_dir, root), previous) << what;
+  }
+  set_record(cache_dir, root, forged);
+  EXPECT_EQ(fingerprint_in_child(cache_dir, root), marked) << "the intact record is believed";
 
   // A damaged record is ignored.
   set_record(cache_dir, root, "kjit-toolkit-record-1 garbage");

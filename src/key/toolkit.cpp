@@ -3,12 +3,13 @@
 #include <sys/utsname.h>
 
 #include <algorithm>
-#include <cstdio>
+#include <charconv>
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <system_error>
 
 #include "key/include_scan.h"
 #include "key/toolchain.h"
@@ -197,6 +198,19 @@ std::string encode(const Toolkit& t, const std::vector<PathStamp>& looked) {
   return out;
 }
 
+// The next of a stamp's decimal fields, each after one space but the first; *at moves past it.
+template <typename T>
+bool next_number(const char** at, const char* begin, const char* end, T* out) {
+  if (*at != begin) {
+    if (*at == end || **at != ' ') return false;
+    ++*at;
+  }
+  const std::from_chars_result r = std::from_chars(*at, end, *out);
+  if (r.ec != std::errc() || r.ptr == *at) return false;
+  *at = r.ptr;
+  return true;
+}
+
 bool decode(const std::string& in, Toolkit* t, std::vector<PathStamp>* looked) {
   const std::string magic = "kjit-toolkit-record-1";
   if (in.compare(0, magic.size(), magic) != 0) return false;
@@ -222,8 +236,13 @@ bool decode(const std::string& in, Toolkit* t, std::vector<PathStamp>* looked) {
     int listing = 0;
     unsigned long long dev = 0, ino = 0, size = 0;
     long long mtime = 0, ctime = 0;
-    if (std::sscanf(fields.c_str(), "%d %d %llu %llu %llu %lld %lld", &s.kind, &listing, &dev, &ino,
-                    &size, &mtime, &ctime) != 7) {
+    const char* const begin = fields.data();
+    const char* const end = begin + fields.size();
+    const char* at = begin;
+    if (!next_number(&at, begin, end, &s.kind) || !next_number(&at, begin, end, &listing) ||
+        !next_number(&at, begin, end, &dev) || !next_number(&at, begin, end, &ino) ||
+        !next_number(&at, begin, end, &size) || !next_number(&at, begin, end, &mtime) ||
+        !next_number(&at, begin, end, &ctime) || at != end) {
       return false;
     }
     s.listing = listing != 0;
