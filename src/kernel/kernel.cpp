@@ -457,6 +457,16 @@ CUresult Kernel::enqueue(const Loaded& l, const kjit_launch_config& cfg, void** 
 }
 
 void Kernel::launch_checked(const kjit_launch_config& cfg, void** params, void** extra) {
+  // The usual case in one driver call: the caller's current context is the one this
+  // kernel is loaded into. Context ids are unique for the life of the process, so an
+  // equal id is that very context, alive (never one reset or destroyed and made anew).
+  const Loaded* mine = current_.load(std::memory_order_acquire);
+  unsigned long long current_id = 0;
+  if (drv_->cuCtxGetId(nullptr, &current_id) == CUDA_SUCCESS && current_id == mine->ctx_id) {
+    const CUresult r = enqueue(*mine, cfg, params, extra);
+    if (r != CUDA_SUCCESS) launch_failed(r, cfg, mine->ctx);
+    return;
+  }
   const Loaded& l = fresh();
   CUcontext current = nullptr;
   drv_->cuCtxGetCurrent(&current);
