@@ -1,6 +1,7 @@
 #include "util/fs.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -16,14 +17,27 @@
 namespace kjit {
 
 std::optional<std::string> read_file(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return std::nullopt;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st;
+  const size_t size = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? size_t(st.st_size) : 0;
+  // One byte more than the file's size is asked for: when exactly its size comes back, that
+  // is its end, without a read of nothing to learn it. Anything else (a file that grew or
+  // shrank meanwhile, one whose size says nothing, as /proc's) is read until a read of 0.
+  size_t want = size + 1;
   std::string data;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) data.append(buf, n);
-  const bool ok = !std::ferror(f);
-  std::fclose(f);
+  bool ok = true;
+  for (;;) {
+    const size_t at = data.size();
+    data.resize(at + want);
+    const ssize_t n = ::read(fd, &data[at], want);
+    data.resize(at + (n > 0 ? size_t(n) : 0));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) ok = false;
+    if (n <= 0 || (size > 0 && data.size() == size && size_t(n) < want)) break;
+    want = 65536;
+  }
+  ::close(fd);
   if (!ok) return std::nullopt;
   return data;
 }
