@@ -332,8 +332,9 @@ double floor_launches(void *launch, void *f, unsigned grid, unsigned block, void
 """
 
 
-def c_floor(prog, name, raw_args, kid, stream_handle, root):
-    """A batch runner (n -> us per launch) for the in-process C floor, or raises."""
+def c_floor(prog, name, raw_args, kid, grid, block, stream_handle, root):
+    """A batch runner (n -> us per launch) for the in-process C floor, or raises: the
+    launches the contenders make (same grid, block, arguments and stream)."""
     import ctypes
     cc_bin = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if cc_bin is None:
@@ -360,8 +361,6 @@ def c_floor(prog, name, raw_args, kid, stream_handle, root):
     params = (ctypes.c_void_p * max(len(values), 1))(
         *[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values])
     launch = ctypes.cast(cuda.cuLaunchKernel, ctypes.c_void_p).value
-    grid = 16 if kid == "saxpy" else 1
-    block = 256 if kid == "saxpy" else 1
 
     def run(n, keep=(values, params, module)):
         ns = loop(launch, fn, grid, block, stream_handle, params if values else None, n)
@@ -438,7 +437,7 @@ def launch_overhead(contenders, backend, batches=150, batch=200):
                     runs["kjit (pre-packed)" + sfx] = packed_runner(kk, grid, block, buf, stream)
                 try:
                     prog = compiler.compile(src, std=17)
-                    runs["C floor"] = c_floor(prog, name, raw_args, kid,
+                    runs["C floor"] = c_floor(prog, name, raw_args, kid, grid, block,
                                               kjit.stream_handle(stream), root)
                     runs["C floor"](8)  # fails here, not when timed
                 except Exception as e:  # noqa: BLE001 - reported as the reason

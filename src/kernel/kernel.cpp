@@ -460,28 +460,27 @@ void Kernel::launch_checked(const kjit_launch_config& cfg, void** params, void**
   // The usual case in one driver call: the caller's current context is the one this
   // kernel is loaded into. Context ids are unique for the life of the process, so an
   // equal id is that very context, alive (never one reset or destroyed and made anew).
-  const Loaded* mine = current_.load(std::memory_order_acquire);
+  const Loaded* l = current_.load(std::memory_order_acquire);
   unsigned long long current_id = 0;
-  if (drv_->cuCtxGetId(nullptr, &current_id) == CUDA_SUCCESS && current_id == mine->ctx_id) {
-    const CUresult r = enqueue(*mine, cfg, params, extra);
-    if (r != CUDA_SUCCESS) launch_failed(r, cfg, mine->ctx);
-    return;
+  bool in_own = drv_->cuCtxGetId(nullptr, &current_id) == CUDA_SUCCESS && current_id == l->ctx_id;
+  if (!in_own) {
+    l = &fresh();  // reloaded first if its context is gone
+    CUcontext current = nullptr;
+    drv_->cuCtxGetCurrent(&current);
+    in_own = current == l->ctx;
   }
-  const Loaded& l = fresh();
-  CUcontext current = nullptr;
-  drv_->cuCtxGetCurrent(&current);
   CUresult r;
-  if (current == l.ctx) {
-    r = enqueue(l, cfg, params, extra);
+  if (in_own) {
+    r = enqueue(*l, cfg, params, extra);
   } else {
     // The kernel launches in its own context; the caller's is restored afterwards.
-    const CUresult pr = drv_->cuCtxPushCurrent(l.ctx);
+    const CUresult pr = drv_->cuCtxPushCurrent(l->ctx);
     if (pr != CUDA_SUCCESS) cuda::throw_error(pr, "cuCtxPushCurrent before launch");
-    r = enqueue(l, cfg, params, extra);
+    r = enqueue(*l, cfg, params, extra);
     CUcontext popped = nullptr;
     drv_->cuCtxPopCurrent(&popped);
   }
-  if (r != CUDA_SUCCESS) launch_failed(r, cfg, l.ctx);
+  if (r != CUDA_SUCCESS) launch_failed(r, cfg, l->ctx);
 }
 
 void Kernel::launch_failed(CUresult r, const kjit_launch_config& cfg, CUcontext ctx) const {
