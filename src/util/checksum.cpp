@@ -1,5 +1,9 @@
 #include "util/checksum.h"
 
+// xxHash is compiled into this file (XXH_INLINE_ALL): the same algorithm and results as
+// libxxhash, without a shared library whose symbols a fresh process would look up on its
+// first checksum.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <new>
@@ -17,16 +21,22 @@ Checksum canonical(XXH128_hash_t h) {
 
 }  // namespace
 
-uint64_t table_hash(const void* data, size_t size) { return XXH3_64bits(data, size); }
+uint64_t table_hash(const void* data, size_t size) {
+  return XXH3_64bits(data, size);
+}
 
-Checksum checksum(const void* data, size_t size) { return canonical(XXH3_128bits(data, size)); }
+Checksum checksum(const void* data, size_t size) {
+  return canonical(XXH3_128bits(data, size));
+}
 
 ChecksumStream::ChecksumStream() : state_(XXH3_createState()) {
   if (!state_) throw std::bad_alloc();
   XXH3_128bits_reset(static_cast<XXH3_state_t*>(state_));
 }
 
-ChecksumStream::~ChecksumStream() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
+ChecksumStream::~ChecksumStream() {
+  XXH3_freeState(static_cast<XXH3_state_t*>(state_));
+}
 
 void ChecksumStream::update(const void* data, size_t size) {
   if (size) XXH3_128bits_update(static_cast<XXH3_state_t*>(state_), data, size);
