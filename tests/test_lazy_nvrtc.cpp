@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -144,6 +145,42 @@ TEST(LoaderCache, AgreesWithTheLoaderOnThisMachine) {
     ++compared;
   }
   std::printf("libraries compared with the loader: %d\n", compared);
+}
+
+// already_loaded() reads the process's objects instead of asking the loader: both agree,
+// for libraries in the process, libraries not in it, and one loaded from a copy under
+// another file name (found by its soname).
+TEST(LoadedLibraries, AlreadyLoadedAgreesWithTheLoader) {
+  auto loader = [](const char* so) {
+    void* h = dlopen(so, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h) return std::string();
+    std::string p = kjit::loaded_library_path(h);
+    dlclose(h);
+    return p;
+  };
+  int loaded = 0;
+  for (const char* so : {"libc.so.6", "libm.so.6", "libsqlite3.so.0", "libcjson.so.1",
+                         "libstdc++.so.6", KJIT_TEST_NVRTC_SONAME, "libkjit-no-such.so.7"}) {
+    const std::string expected = loader(so);
+    EXPECT_EQ(kjit::already_loaded(so), expected) << so;
+    loaded += expected.empty() ? 0 : 1;
+  }
+  EXPECT_GE(loaded, 3) << "libc, libsqlite3 and libcjson are in this process";
+  // A library not in the process yet, loaded from a copy of its file under another name.
+  for (const char* so : {"libz.so.1", "liblzma.so.5", "libbz2.so.1.0", "libexpat.so.1"}) {
+    const std::string file = kjit::find_in_loader_cache(so);
+    if (file.empty() || !loader(so).empty()) continue;
+    TempDir d;
+    const std::string copy = d.file("renamed-copy.so");
+    ASSERT_EQ(std::system(("cp '" + file + "' '" + copy + "'").c_str()), 0);
+    EXPECT_EQ(kjit::already_loaded(so), "") << so;
+    void* h = dlopen(copy.c_str(), RTLD_LAZY | RTLD_LOCAL);
+    ASSERT_NE(h, nullptr) << dlerror();
+    EXPECT_EQ(loader(so), kjit::loaded_library_path(h)) << "the loader finds it by its soname";
+    EXPECT_EQ(kjit::already_loaded(so), kjit::loaded_library_path(h)) << so;
+    return;
+  }
+  GTEST_SKIP() << "none of the candidate libraries is in the loader's cache and not loaded";
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <utility>
@@ -41,6 +42,34 @@ int elf_kind(const std::string& path) {
   ::close(fd);
   if (n != ssize_t(sizeof h) || h[0] != 0x7f || h[1] != 'E' || h[2] != 'L' || h[3] != 'F') return 0;
   return h[4] << 16 | h[19] << 8 | h[18];
+}
+
+// DT_SONAME of an object in the process, read from its dynamic section in memory; nullptr
+// when it has none.
+const char* soname_of(const dl_phdr_info& info) {
+  const ElfW(Dyn)* dyn = nullptr;
+  for (ElfW(Half) i = 0; i < info.dlpi_phnum; ++i) {
+    if (info.dlpi_phdr[i].p_type == PT_DYNAMIC) {
+      dyn = reinterpret_cast<const ElfW(Dyn)*>(info.dlpi_addr + info.dlpi_phdr[i].p_vaddr);
+    }
+  }
+  if (!dyn) return nullptr;
+  ElfW(Addr) strtab = 0;
+  ElfW(Xword) name = 0;
+  bool has_name = false;
+  for (; dyn->d_tag != DT_NULL; ++dyn) {
+    if (dyn->d_tag == DT_STRTAB) strtab = dyn->d_un.d_ptr;
+    if (dyn->d_tag == DT_SONAME) {
+      name = dyn->d_un.d_val;
+      has_name = true;
+    }
+  }
+  if (!has_name || strtab == 0) return nullptr;
+  // The loader makes the string table's address absolute in place where the section is
+  // writable; where it is not (the vDSO, read-only dynamic sections) it stays relative to
+  // the object's base.
+  if (strtab < info.dlpi_addr) strtab += info.dlpi_addr;
+  return reinterpret_cast<const char*>(strtab + name);
 }
 
 }  // namespace
@@ -89,11 +118,27 @@ std::string loaded_library_path(void* handle) {
 }
 
 std::string already_loaded(const char* soname) {
-  void* h = dlopen(soname, RTLD_LAZY | RTLD_NOLOAD);
-  if (!h) return "";
-  std::string p = loaded_library_path(h);
-  dlclose(h);
-  return p;
+  // What dlopen(soname, RTLD_NOLOAD) answers, without its search: the loader returns an
+  // object in the process that has `soname` as its soname or was loaded under that name, or
+  // that is the same file as the one its search finds. For the libraries kjit looks for, each
+  // built with its soname, that is the object of that soname. Asking the loader costs its
+  // search (it opens the file it finds to compare), tens of microseconds in a process with a
+  // long search path.
+  struct Search {
+    const char* soname;
+    std::string file;
+  } search{soname, {}};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* s = static_cast<Search*>(data);
+        if (!info->dlpi_name || !*info->dlpi_name) return 0;  // the program itself
+        const char* name = soname_of(*info);
+        if (!name || std::strcmp(name, s->soname) != 0) return 0;
+        s->file = info->dlpi_name;
+        return 1;
+      },
+      &search);
+  return search.file.empty() ? "" : real(search.file);
 }
 
 std::string search_before_loader_cache(const char* soname) {

@@ -58,7 +58,8 @@ class OpenedLibrary {
 // Real path of the object `handle` (from dlopen) names; "" when unknown.
 std::string loaded_library_path(void* handle);
 
-// Real path of `soname` when it is already loaded in the process, else "".
+// Real path of `soname` when it is already loaded in the process (an object whose soname it
+// is: what dlopen(soname, RTLD_NOLOAD) returns, found without the loader's search), else "".
 std::string already_loaded(const char* soname);
 
 // The file a dlopen(`soname`) from kjit would open, where it lies in a directory searched
