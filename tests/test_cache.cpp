@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -290,27 +291,61 @@ TEST(Cache, LoweredNamesSurviveTheDiskTier) {
 }
 
 TEST(Cache, EntryFromAnotherFormatVersionIsRejected) {
+  // In both payload layouts: the metadata rewritten as if an incompatible format had written
+  // it (with a matching checksum, so only the version check can catch it).
+  for (const bool json : {false, true}) {
+    SCOPED_TRACE(json ? "layout 1 (JSON metadata)" : "layout 2 (binary metadata)");
+    TempDir dir;
+    Result a;
+    {
+      Cache cache(dir.path());
+      a = compile(cache.c, kSaxpySource);
+    }
+    {
+      RawEntry r = read_raw_entry(dir.path(), a.key);
+      ASSERT_EQ(r.layout, 2u) << "kjit writes layout 2";
+      std::string& meta = r.parts[0];
+      if (json) {
+        kjit::test::to_json_layout(&r);
+        const std::string from = "\"format\":" + std::to_string(kjit::kCacheFormatVersion);
+        ASSERT_NE(meta.find(from), std::string::npos);
+        meta.replace(meta.find(from), from.size(), "\"format\":999");
+      } else {
+        ASSERT_EQ(meta[0], char(kjit::kCacheFormatVersion));
+        meta[0] = char(99);
+      }
+      write_raw_entry(dir.path(), r);
+    }
+    Cache cache(dir.path());
+    Result b = compile(cache.c, kSaxpySource);
+    EXPECT_EQ(b.tier, KJIT_TIER_COMPILED) << "an entry of another format is never used";
+    EXPECT_EQ(b.ptx, a.ptx);
+    EXPECT_EQ(cache.stats().corrupt_entries, 1u);
+  }
+}
+
+TEST(Cache, LayoutOneFilesAreStillRead) {
+  // A payload file as the previous layout wrote it (metadata as JSON) is a hit, the same
+  // entry as the file this kjit writes.
   TempDir dir;
   Result a;
   {
     Cache cache(dir.path());
-    a = compile(cache.c, kSaxpySource);
+    a = compile(cache.c, kTemplateSource, "sm_90", {}, {}, {"scale<float, 2>"});
   }
-  // Rewrite the entry's metadata as if an incompatible format had written it (with a
-  // matching checksum, so only the version check can catch it).
-  {
-    RawEntry r = read_raw_entry(dir.path(), a.key);
-    std::string& meta = r.parts[0];
-    const std::string from = "\"format\":" + std::to_string(kjit::kCacheFormatVersion);
-    ASSERT_NE(meta.find(from), std::string::npos);
-    meta.replace(meta.find(from), from.size(), "\"format\":999");
-    write_raw_entry(dir.path(), r);
-  }
+  ASSERT_EQ(a.names.size(), 1u);
+  RawEntry r = read_raw_entry(dir.path(), a.key);
+  kjit::test::to_json_layout(&r);
+  ASSERT_EQ(r.parts[0].front(), '{');
+  write_raw_entry(dir.path(), r);
   Cache cache(dir.path());
-  Result b = compile(cache.c, kSaxpySource);
-  EXPECT_EQ(b.tier, KJIT_TIER_COMPILED) << "an entry of another format is never used";
+  Result b = compile(cache.c, kTemplateSource, "sm_90", {}, {}, {"scale<float, 2>"});
+  EXPECT_EQ(b.tier, KJIT_TIER_DISK);
   EXPECT_EQ(b.ptx, a.ptx);
-  EXPECT_EQ(cache.stats().corrupt_entries, 1u);
+  EXPECT_EQ(b.cubin, a.cubin);
+  EXPECT_EQ(b.names, a.names);
+  EXPECT_EQ(b.log, a.log);
+  EXPECT_EQ(cache.stats().corrupt_entries, 0u);
 }
 
 TEST(Cache, GarbledOrTruncatedBlobIsRecompiled) {
@@ -451,11 +486,11 @@ TEST(Cache, BlobMovedToAnotherPartIsCorrupt) {
     r.sum_as[1] = 2;
     r.sum_as[2] = 1;
     kjit::Entry e;
-    e.load_metadata(r.parts[0]);
+    e.load_metadata_binary(r.parts[0]);
     std::swap(e.ptx, e.cubin);
     e.ptx.assign(a.cubin.size(), 'x');
     e.cubin.assign(a.ptx.size(), 'x');
-    r.parts[0] = e.metadata_json();
+    r.parts[0] = e.metadata_binary();
     write_raw_entry(dir.path(), r);
   }
   Cache cache(dir.path());
@@ -1547,6 +1582,106 @@ TEST(Flight, AWaiterGetsAFailedCompilesLogAndKey) {
 // kjit::read_file reads a regular file in one read when its size holds (payload, fact and
 // record files are read so in every fresh process): whole files of every size around the
 // buffer's, and files whose size says nothing (a FIFO, /proc) read to their end.
+namespace {
+
+kjit::Entry entry_with_every_field() {
+  kjit::Entry e;
+  e.target = "sm_90a";
+  e.toolchain = "nvrtc 13.0.88 CL-36424714";
+  e.program_name = "fused.cu";
+  e.options = {"-arch=sm_90a", "", "-DX=\"a b\"", "--std=c++17"};
+  e.names = {{"scale<float, 2>", "_Z5scaleIfLi2EEvPT_"}, {"f<0>", ""}};
+  e.kernels = {"_Z5scaleIfLi2EEvPT_", "k2"};
+  e.log = "warning: line 1\nwarning: line 2\n";
+  e.compile_ms = 1234.5678;
+  e.pch = 2;
+  e.created = 1790000000;
+  e.manifest = "{\"records\":[]}";
+  e.ptx = std::string(1000, 'p');
+  e.cubin = std::string(3000, 'c');
+  return e;
+}
+
+void expect_same_metadata(const kjit::Entry& a, const kjit::Entry& b) {
+  EXPECT_EQ(a.target, b.target);
+  EXPECT_EQ(a.toolchain, b.toolchain);
+  EXPECT_EQ(a.program_name, b.program_name);
+  EXPECT_EQ(a.options, b.options);
+  EXPECT_EQ(a.names, b.names);
+  EXPECT_EQ(a.kernels, b.kernels);
+  EXPECT_EQ(a.log, b.log);
+  EXPECT_EQ(a.compile_ms, b.compile_ms);
+  EXPECT_EQ(a.pch, b.pch);
+  EXPECT_EQ(a.created, b.created);
+  EXPECT_EQ(a.manifest, b.manifest);
+}
+
+}  // namespace
+
+TEST(EntryMetadata, BinaryFormHoldsWhatTheJsonFormHolds) {
+  const kjit::Entry e = entry_with_every_field();
+  kjit::Entry from_binary, from_json;
+  from_binary.load_metadata_binary(e.metadata_binary());
+  from_json.load_metadata(e.metadata_json());
+  expect_same_metadata(from_binary, e);
+  expect_same_metadata(from_binary, from_json);
+  EXPECT_EQ(from_binary.recorded_sizes.ptx, 1000u);
+  EXPECT_EQ(from_binary.recorded_sizes.cubin, 3000u);
+  EXPECT_EQ(from_binary.recorded_sizes.ltoir, 0u);
+  // `created` given to the writer replaces the entry's own.
+  kjit::Entry stamped;
+  stamped.load_metadata_binary(e.metadata_binary(42));
+  EXPECT_EQ(stamped.created, 42);
+  // Empty lists and strings.
+  kjit::Entry empty, back;
+  back.load_metadata_binary(empty.metadata_binary());
+  expect_same_metadata(back, empty);
+}
+
+TEST(EntryMetadata, DamagedBinaryFormIsCorruptNeverACrash) {
+  const std::string good = entry_with_every_field().metadata_binary();
+  auto outcome = [](const std::string& bytes) {
+    kjit::Entry e;
+    try {
+      e.load_metadata_binary(bytes);
+      return KJIT_OK;
+    } catch (const kjit::Error& ex) {
+      return ex.status();
+    }
+  };
+  ASSERT_EQ(outcome(good), KJIT_OK);
+  // Every shorter prefix, and a byte more, is corrupt.
+  for (size_t n = 0; n < good.size(); ++n) {
+    ASSERT_EQ(outcome(good.substr(0, n)), KJIT_ERROR_CACHE_CORRUPT) << "prefix of " << n;
+  }
+  EXPECT_EQ(outcome(good + '\0'), KJIT_ERROR_CACHE_CORRUPT);
+  // Every byte changed: corrupt, or an entry (a changed character of a string); nothing else.
+  for (size_t i = 0; i < good.size(); ++i) {
+    std::string bad = good;
+    bad[i] = char(bad[i] ^ 0xA5);
+    const kjit_status st = outcome(bad);
+    ASSERT_TRUE(st == KJIT_OK || st == KJIT_ERROR_CACHE_CORRUPT) << "byte " << i;
+  }
+  // Lengths and counts far beyond the bytes left are refused before anything is allocated.
+  std::string huge = good;
+  for (int b = 0; b < 8; ++b) huge[8 + size_t(b)] = char(0xFF);  // the target's length
+  EXPECT_EQ(outcome(huge), KJIT_ERROR_CACHE_CORRUPT);
+  kjit::Entry no_options = entry_with_every_field();
+  no_options.options.clear();
+  no_options.target = no_options.toolchain = no_options.program_name = "";
+  std::string many = no_options.metadata_binary();
+  ASSERT_EQ(many[32], '\0');  // the options' count follows the format and three empty strings
+  many[32 + 7] = char(0x40);  // 2^62 options
+  EXPECT_EQ(outcome(many), KJIT_ERROR_CACHE_CORRUPT);
+  // Another format version, an unknown PCH state, a compile time that is not finite.
+  std::string other = good;
+  other[0] = char(other[0] + 1);
+  EXPECT_EQ(outcome(other), KJIT_ERROR_CACHE_CORRUPT);
+  kjit::Entry nan_ms = entry_with_every_field();
+  nan_ms.compile_ms = std::nan("");
+  EXPECT_EQ(outcome(nan_ms.metadata_binary()), KJIT_ERROR_CACHE_CORRUPT);
+}
+
 TEST(ReadFile, WholeFilesOfEverySizeAndFilesWithoutASize) {
   TempDir d;
   std::mt19937 rng(7);

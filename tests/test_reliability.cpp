@@ -1243,6 +1243,7 @@ std::string edited(const std::string& sql) {
 
 using kjit::test::entry_file_relative;
 using kjit::test::RawEntry;
+using kjit::test::to_json_layout;
 
 // The golden payload file of `key`, parsed.
 RawEntry golden_raw(const std::string& key) {
@@ -1292,10 +1293,18 @@ TEST(Corruption, DamagedEntriesAreRemovedAndRecompiled) {
        edited_file(saxpy, [&](std::string& b) { std::fill(b.end() - long(golden_raw(saxpy).parts[2].size()), b.end(), '\0'); })},
       {"ptx checksum zeroed", edited_file(templ, [](std::string& b) { std::fill(b.begin() + 128, b.begin() + 144, '\0'); })},
       {"synthetic payload one byte changed", edited_file(gold3, [](std::string& b) { b[b.size() - 10] ^= 1; })},
-      {"metadata is not JSON (checksum matching)", raw(saxpy, [](RawEntry& r) { r.parts[0] = "{\"format\": 1, \"target\": "; })},
-      {"metadata JSON of the wrong shape", raw(templ, [](RawEntry& r) { r.parts[0] = "[1,2,3]"; })},
-      {"metadata with absurd numbers (checksum matching)",
-       raw(saxpy, [](RawEntry& r) { r.parts[0] = with_number(with_number(r.parts[0], "cubin", "1e300"), "format", "-1e300"); })},
+      {"layout 1: metadata is not JSON (checksum matching)",
+       raw(saxpy, [](RawEntry& r) { to_json_layout(&r); r.parts[0] = "{\"format\": 1, \"target\": "; })},
+      {"layout 1: metadata JSON of the wrong shape", raw(templ, [](RawEntry& r) { to_json_layout(&r); r.parts[0] = "[1,2,3]"; })},
+      {"layout 1: metadata with absurd numbers (checksum matching)",
+       raw(saxpy, [](RawEntry& r) {
+         to_json_layout(&r);
+         r.parts[0] = with_number(with_number(r.parts[0], "cubin", "1e300"), "format", "-1e300");
+       })},
+      {"binary metadata cut short (checksum matching)", raw(saxpy, [](RawEntry& r) { r.parts[0].resize(r.parts[0].size() - 3); })},
+      {"binary metadata: a string longer than the rest (checksum matching)",
+       raw(templ, [](RawEntry& r) { r.parts[0][8 + 5] = '\x01'; })},
+      {"binary metadata with bytes after its last field (checksum matching)", raw(saxpy, [](RawEntry& r) { r.parts[0] += '\0'; })},
       {"metadata checksum mismatch",
        edited_file(saxpy, [&](std::string& b) {
          const size_t at = b.find("sm_90", 176);
@@ -1308,7 +1317,8 @@ TEST(Corruption, DamagedEntriesAreRemovedAndRecompiled) {
          r.sum_as[3] = 2;
          r.sum_key = gold3;
        })},
-      {"another layout version", edited_file(gold3, [](std::string& b) { b[8] = 2; })},
+      {"another layout version", edited_file(gold3, [](std::string& b) { b[8] = 3; })},
+      {"layout 1 with binary metadata", edited_file(gold3, [](std::string& b) { b[8] = 1; })},
       {"not a payload file", edited_file(templ, [](std::string& b) { b.replace(0, 8, "SQLite f"); })},
       {"file truncated", edited_file(synthetic_key("gold5"), [](std::string& b) { b.resize(b.size() / 2); })},
       {"file cut inside its header", edited_file(synthetic_key("gold6"), [](std::string& b) { b.resize(100); })},

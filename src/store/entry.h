@@ -74,6 +74,12 @@ struct Entry {
   // Fills everything except key and blobs from metadata; throws kjit::Error
   // (KJIT_ERROR_CACHE_CORRUPT) on malformed JSON or a different format version.
   void load_metadata(const std::string& json);
+  // The same fields in a compact binary form (payload files, entry_files.h), read back
+  // without a JSON parser: the format version, then each field in a fixed order, strings
+  // and lists length-prefixed, numbers little-endian. load_metadata_binary() checks every
+  // length against what is left and throws as load_metadata() does.
+  std::string metadata_binary(int64_t created = 0) const;
+  void load_metadata_binary(std::string_view bytes);
 };
 
 using EntryPtr = std::shared_ptr<const Entry>;

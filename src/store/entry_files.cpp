@@ -156,9 +156,10 @@ EntryFiles::Read EntryFiles::read(const std::string& key, Entry* e, bool touch,
     sizes[i] = get_u64(h + kSizesAt + 8 * i);
     total += sizes[i] > size ? size + 1 : sizes[i];
   }
+  const uint32_t layout = uint32_t(get_u64(h + 8));
   if (std::memcmp(h, kMagic, sizeof kMagic) != 0) {
     *why = "not a kjit entry file";
-  } else if (get_u64(h + 8) != (uint64_t(kHeaderBytes) << 32 | kLayoutVersion)) {
+  } else if (get_u64(h + 8) >> 32 != kHeaderBytes || (layout != kLayoutVersion && layout != 1)) {
     *why = "another layout version or header size";
   } else if (std::memcmp(h + kKeyAt, key.data(), 64) != 0) {
     *why = "the file was written for another key";
@@ -198,7 +199,11 @@ EntryFiles::Read EntryFiles::read(const std::string& key, Entry* e, bool touch,
     }
   }
   try {
-    e->load_metadata(meta);
+    if (layout == 1) {
+      e->load_metadata(meta);
+    } else {
+      e->load_metadata_binary(meta);
+    }
   } catch (const Error& ex) {
     if (ex.status() != KJIT_ERROR_CACHE_CORRUPT) throw;
     *why = ex.message();
@@ -222,7 +227,7 @@ EntryFiles::Read EntryFiles::read(const std::string& key, Entry* e, bool touch,
 }
 
 std::string EntryFiles::write_temp(const Entry& e, int64_t created) const {
-  const std::string meta = e.metadata_json(created);
+  const std::string meta = e.metadata_binary(created);
   unsigned char h[kHeaderBytes] = {};
   std::memcpy(h, kMagic, sizeof kMagic);
   put_u64(h + 8, uint64_t(kHeaderBytes) << 32 | kLayoutVersion);

@@ -25,8 +25,9 @@ namespace kjit {
 
 class EntryFiles {
  public:
-  // Version of the file layout, in every file's header; files of other versions are Corrupt.
-  static constexpr uint32_t kLayoutVersion = 1;
+  // Version of the file layout, in every file's header: 2 (written) holds the metadata in
+  // Entry's binary form, 1 (still read) as JSON. Files of other versions are Corrupt.
+  static constexpr uint32_t kLayoutVersion = 2;
   // A file read as a hit whose time is older than this gets the current time: the last use
   // (the index learns it when it evicts, DiskStore::evict_locked).
   static constexpr int64_t kTouchSeconds = 3600;

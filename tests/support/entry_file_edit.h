@@ -1,8 +1,8 @@
 // Payload files of a cache directory read, written and damaged by hand. The layout of
 // src/store/entry_files.cpp is spelled out again here, so that the tests check it rather
-// than reuse it: magic "kjitent\n", u32 layout version 1, u32 header size 176, the key (64
-// bytes), u64 size of each part (metadata, PTX, CUBIN, LTO-IR), each part's 16-byte
-// entry_checksum; then the parts. Little-endian.
+// than reuse it: magic "kjitent\n", u32 layout version (2: binary metadata, 1: JSON
+// metadata), u32 header size 176, the key (64 bytes), u64 size of each part (metadata, PTX,
+// CUBIN, LTO-IR), each part's 16-byte entry_checksum; then the parts. Little-endian.
 #pragma once
 
 #include <dirent.h>
@@ -21,6 +21,7 @@
 namespace kjit::test {
 
 struct RawEntry {
+  uint32_t layout = 2;  // the metadata part is Entry::metadata_binary() (2) or JSON (1)
   std::string key;
   std::string parts[4];  // metadata, PTX, CUBIN, LTO-IR
   // The part each checksum is computed as (0 metadata, 1 PTX, 2 CUBIN, 4 LTO-IR) and the
@@ -37,6 +38,8 @@ inline std::string entry_file_path(const std::string& cache_dir, const std::stri
 inline RawEntry parse_raw_entry(const std::string& f) {
   if (f.size() < 176) throw std::runtime_error("not an entry file");
   RawEntry r;
+  r.layout = 0;
+  for (int b = 3; b >= 0; --b) r.layout = (r.layout << 8) | static_cast<unsigned char>(f[8 + b]);
   r.key = f.substr(16, 64);
   size_t at = 176;
   for (int i = 0; i < 4; ++i) {
@@ -52,7 +55,7 @@ inline RawEntry parse_raw_entry(const std::string& f) {
 inline std::string raw_entry_bytes(const RawEntry& r) {
   std::string h(176, '\0');
   std::memcpy(&h[0], "kjitent\n", 8);
-  const uint32_t version = 1, header = 176;
+  const uint32_t version = r.layout, header = 176;
   for (int b = 0; b < 4; ++b) {
     h[8 + b] = char(version >> (8 * b));
     h[12 + b] = char(header >> (8 * b));
@@ -67,6 +70,18 @@ inline std::string raw_entry_bytes(const RawEntry& r) {
     body += r.parts[i];
   }
   return h + body;
+}
+
+// `r` as layout 1 wrote it: the same entry, its metadata as JSON.
+inline void to_json_layout(RawEntry* r) {
+  if (r->layout == 1) return;
+  Entry e;
+  e.load_metadata_binary(r->parts[0]);
+  e.ptx = r->parts[1];
+  e.cubin = r->parts[2];
+  e.ltoir = r->parts[3];
+  r->parts[0] = e.metadata_json();
+  r->layout = 1;
 }
 
 // Where a payload file lives relative to its cache directory.
