@@ -263,8 +263,10 @@ NormalisedOptions normalise(const CompileOptions& opts, const MachineFacts& mach
 MachineFacts machine_facts(const CompileOptions& opts, bool reads_files, Cache* cache) {
   MachineFacts m;
   m.nvrtc = &toolchain_facts(cache);
-  m.nvrtc_toolkit_root = toolkit_root();
-  if (reads_files) m.automatic = &find_toolkit("", cache);
+  if (reads_files) {  // only a program that reads files needs the toolkit's place
+    m.nvrtc_toolkit_root = toolkit_root();
+    m.automatic = &find_toolkit("", cache);
+  }
   if (opts.toolkit_headers && !opts.toolkit_root.empty()) {
     m.named = &find_toolkit(opts.toolkit_root, cache);
   }

@@ -19,7 +19,8 @@ struct ToolchainFacts;
 // (machine_facts), so that normalise() itself asks nothing of the process's state.
 struct MachineFacts {
   const ToolchainFacts* nvrtc = nullptr;  // NVRTC's version and architectures (toolchain.h)
-  std::string nvrtc_toolkit_root;         // the toolkit libnvrtc belongs to ("" = none found)
+  std::string nvrtc_toolkit_root;  // the toolkit libnvrtc belongs to ("" = none found, or the
+                                   // program reads no files and needs none)
   // The toolkit matching libnvrtc (toolkit.h), for a program that can read files; null for
   // one that cannot, whose key then covers no toolkit.
   const Toolkit* automatic = nullptr;

@@ -114,13 +114,16 @@ bool g_known = false;
 ToolchainFacts g_facts;
 
 // The facts, read once per process: from `cache` when it holds a record for the library
-// file, else by opening NVRTC and probing it (then recorded in `cache`).
+// file, else by opening NVRTC and probing it (then recorded in `cache`). The record is named
+// by the file's identity (device, inode, size, times: stat() follows the path's links to the
+// file itself), so the path need not be resolved first.
 const ToolchainFacts& facts(Cache* cache) {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_known) return g_facts;
-  const std::string lib = nvrtc_library_path();
-  const std::string memo = "toolchain-2:" + lib + ":" + file_identity(lib);
-  if (cache && !lib.empty()) {
+  const std::string lib = nvrtc_library_as_named();
+  const std::string identity = lib.empty() ? "" : file_identity(lib);
+  const std::string memo = "toolchain-3:" + identity;
+  if (cache && !identity.empty()) {
     if (auto v = cache->facts().get(memo)) {
       if (decode(*v, &g_facts)) {
         g_known = true;
@@ -131,7 +134,7 @@ const ToolchainFacts& facts(Cache* cache) {
   g_facts = probe_toolchain();
   g_known = true;
   log_debug("NVRTC toolchain: " + g_facts.id + " (" + lib + ")");
-  if (cache && !lib.empty()) cache->facts().set(memo, encode(g_facts));
+  if (cache && !identity.empty()) cache->facts().set(memo, encode(g_facts));
   return g_facts;
 }
 

@@ -61,18 +61,24 @@ bool nvrtc_loaded() {
   return state().loaded.load();
 }
 
-std::string nvrtc_library_file() {
+std::string nvrtc_library_as_named() {
   static const std::string file = [] {
-    // Already in the process (linked by the program, or opened by another library).
-    std::string p = already_loaded(KJIT_NVRTC_SONAME);
-    if (p.empty()) p = search_before_loader_cache(KJIT_NVRTC_SONAME);
-    // Where the toolkit's directory is in the loader's cache (as CUDA's packages set it up):
-    // reading the cache costs microseconds, opening NVRTC milliseconds.
-    if (p.empty()) p = find_in_loader_cache(KJIT_NVRTC_SONAME);
+    // Already in the process (linked by the program, or opened by another library), on the
+    // search path, or where the toolkit's directory is in the loader's cache (as CUDA's
+    // packages set it up): reading the cache costs microseconds, opening NVRTC milliseconds.
+    std::string p = find_library_as_named(KJIT_NVRTC_SONAME);
     if (!p.empty()) return p;
     // Only the loader knows (its system directories, an older cache): open it to learn which.
     if (void* h = dlopen(KJIT_NVRTC_SONAME, RTLD_NOW | RTLD_LOCAL)) return loaded_library_path(h);
     return std::string();
+  }();
+  return file;
+}
+
+std::string nvrtc_library_file() {
+  static const std::string file = [] {
+    const std::string p = nvrtc_library_as_named();
+    return p.empty() ? p : real_path(p);
   }();
   return file;
 }

@@ -58,5 +58,8 @@ bool nvrtc_loaded();
 // Real path of the libnvrtc file nvrtc() opens (or opened), found without opening it
 // where the loader's search allows; "" when no such file can be found.
 std::string nvrtc_library_file();
+// The same file as found, before its path is resolved (which costs a system call per path
+// component): enough to stat it.
+std::string nvrtc_library_as_named();
 
 }  // namespace kjit

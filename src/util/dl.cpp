@@ -72,9 +72,9 @@ const char* soname_of(const dl_phdr_info& info) {
   return reinterpret_cast<const char*>(strtab + name);
 }
 
-}  // namespace
-
-std::string find_in_loader_cache(const char* soname, const std::string& cache_file) {
+// The functions below as they find the file: its path as named (by the loader, the search
+// path or the loader's cache), maybe through symbolic links.
+std::string loader_cache_as_named(const char* soname, const std::string& cache_file) {
   // glibc's format since 2.32 (written alone by default): a 48-byte header (magic
   // "glibc-ld.so.cache1.1", the entry count, the string table's length...), then entries of
   // 24 bytes (flags, key and value as offsets from the start of the file, an unused word,
@@ -108,16 +108,10 @@ std::string find_in_loader_cache(const char* soname, const std::string& cache_fi
   if (found.empty() || !is_regular_file(found)) return "";
   // The loader skips an entry of another class or machine.
   const int own = elf_kind("/proc/self/exe");
-  return own != 0 && elf_kind(found) == own ? real(found) : "";
+  return own != 0 && elf_kind(found) == own ? found : "";
 }
 
-std::string loaded_library_path(void* handle) {
-  link_map* map = nullptr;
-  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || !map || !map->l_name) return "";
-  return real(map->l_name);
-}
-
-std::string already_loaded(const char* soname) {
+std::string loaded_as_named(const char* soname) {
   // What dlopen(soname, RTLD_NOLOAD) answers, without its search: the loader returns an
   // object in the process that has `soname` as its soname or was loaded under that name, or
   // that is the same file as the one its search finds. For the libraries kjit looks for, each
@@ -138,10 +132,10 @@ std::string already_loaded(const char* soname) {
         return 1;
       },
       &search);
-  return search.file.empty() ? "" : real(search.file);
+  return search.file;
 }
 
-std::string search_before_loader_cache(const char* soname) {
+std::string search_as_named(const char* soname) {
   void* self = own_object();
   if (!self) return "";
   Dl_serinfo size{};
@@ -159,9 +153,44 @@ std::string search_before_loader_cache(const char* soname) {
     if (p.dls_flags & (LA_SER_CONFIG | LA_SER_DEFAULT)) break;
     if (!p.dls_name || !*p.dls_name) continue;
     const std::string candidate = join_path(p.dls_name, soname);
-    if (is_regular_file(candidate)) return real(candidate);
+    if (is_regular_file(candidate)) return candidate;
   }
   return "";
+}
+
+std::string real_or_empty(const std::string& path) {
+  return path.empty() ? path : real(path);
+}
+
+}  // namespace
+
+std::string find_in_loader_cache(const char* soname, const std::string& cache_file) {
+  return real_or_empty(loader_cache_as_named(soname, cache_file));
+}
+
+std::string loaded_library_path(void* handle) {
+  link_map* map = nullptr;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || !map || !map->l_name) return "";
+  return real(map->l_name);
+}
+
+std::string already_loaded(const char* soname) {
+  return real_or_empty(loaded_as_named(soname));
+}
+
+std::string search_before_loader_cache(const char* soname) {
+  return real_or_empty(search_as_named(soname));
+}
+
+std::string find_library_as_named(const char* soname) {
+  std::string p = loaded_as_named(soname);
+  if (p.empty()) p = search_as_named(soname);
+  if (p.empty()) p = loader_cache_as_named(soname, "/etc/ld.so.cache");
+  return p;
+}
+
+std::string real_path(const std::string& path) {
+  return real(path);
 }
 
 std::string library_error(const LibraryKind& kind, const std::string& file, const std::string& why,

@@ -75,4 +75,13 @@ std::string search_before_loader_cache(const char* soname);
 std::string find_in_loader_cache(const char* soname,
                                  const std::string& cache_file = "/etc/ld.so.cache");
 
+// The file a dlopen(`soname`) from kjit would open where that is known without opening
+// it: already_loaded(), else search_before_loader_cache(), else find_in_loader_cache(), but
+// the path as found, not resolved (it may pass through symbolic links; stat() sees the same
+// file). "" when only the loader knows.
+std::string find_library_as_named(const char* soname);
+
+// realpath() of `path`; `path` itself when it cannot be resolved.
+std::string real_path(const std::string& path);
+
 }  // namespace kjit
