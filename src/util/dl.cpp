@@ -24,13 +24,16 @@ std::string real(const std::string& path) {
 }
 
 // The object this code is part of (libkjit.so, or a program it is linked into statically),
-// whose search path dlopen() from kjit uses.
+// whose search path dlopen() from kjit uses: its link map, which is the handle dlopen()
+// returns for it in glibc (asking dlopen() by file name would open the file of a program).
 void* own_object() {
   Dl_info info{};
+  link_map* map = nullptr;
   static int anchor;
-  if (dladdr(&anchor, &info) == 0 || !info.dli_fname) return nullptr;
-  void* self = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-  return self ? self : dlopen(nullptr, RTLD_LAZY);
+  if (dladdr1(&anchor, &info, reinterpret_cast<void**>(&map), RTLD_DL_LINKMAP) == 0 || !map) {
+    return nullptr;
+  }
+  return map;
 }
 
 // The class and machine of an ELF file (bytes 4 and 18-19 of its header), 0 if unreadable.
