@@ -45,8 +45,8 @@ kjit::Entry entry_of(const std::string& tag, size_t size) {
   e.key = key_of(tag);
   e.target = "sm_90";
   std::mt19937_64 rng(std::hash<std::string>()(tag));
-  e.ptx.resize(size);
-  for (char& c : e.ptx) c = static_cast<char>(rng());
+  char* ptx = e.ptx.uninitialized(size);
+  for (size_t i = 0; i < size; ++i) ptx[i] = static_cast<char>(rng());
   e.kernels = {"stress"};
   e.toolchain = "stress";
   e.program_name = "stress.cu";

@@ -830,13 +830,13 @@ kjit::Entry sample_entry() {
 // A record built by hand (key, `meta`, the blobs of `e`, checksums made to match), as a
 // forger who knows the layout would.
 std::string record_for(const kjit::Entry& e, const std::string& meta) {
-  const std::string* parts[4] = {&meta, &e.ptx, &e.cubin, &e.ltoir};
+  const std::string_view parts[4] = {meta, e.ptx, e.cubin, e.ltoir};
   const kjit::EntryPart kinds[4] = {kjit::EntryPart::Metadata, kjit::EntryPart::Ptx,
                                     kjit::EntryPart::Cubin, kjit::EntryPart::LtoIr};
   std::string r = u64_bytes(e.key.size()) + e.key, sums;
   for (int i = 0; i < 4; ++i) {
-    r += u64_bytes(parts[i]->size()) + *parts[i];
-    const kjit::Checksum c = kjit::entry_checksum(e.key, kinds[i], *parts[i]);
+    r += u64_bytes(parts[i].size()) + std::string(parts[i]);
+    const kjit::Checksum c = kjit::entry_checksum(e.key, kinds[i], parts[i]);
     sums.append(reinterpret_cast<const char*>(c.data()), c.size());
   }
   return r + u64_bytes(sums.size()) + sums;
@@ -1617,6 +1617,40 @@ void expect_same_metadata(const kjit::Entry& a, const kjit::Entry& b) {
 }
 
 }  // namespace
+
+TEST(EntryBlob, HoldsBytesLikeAStringAndEndsWithANul) {
+  kjit::Blob empty;
+  EXPECT_TRUE(empty.empty());
+  EXPECT_EQ(empty.size(), 0u);
+  EXPECT_STREQ(empty.c_str(), "");
+  const std::string bytes("a\0b\xff", 4);
+  kjit::Blob b(bytes);
+  EXPECT_EQ(b.size(), 4u);
+  EXPECT_EQ(b, bytes);
+  EXPECT_EQ(b.c_str()[4], '\0');
+  EXPECT_EQ(b.find("b"), 2u);
+  kjit::Blob copy = b;
+  EXPECT_EQ(copy, b);
+  EXPECT_NE(copy.data(), b.data());
+  kjit::Blob moved = std::move(copy);
+  EXPECT_EQ(moved, bytes);
+  EXPECT_TRUE(copy.empty());  // NOLINT(bugprone-use-after-move): a moved-from blob is empty
+  // Assigned from its own bytes (a part of them), it keeps them.
+  moved = moved.view().substr(1, 2);
+  EXPECT_EQ(moved, std::string("\0b", 2));
+  moved = moved;
+  EXPECT_EQ(moved, std::string("\0b", 2));
+  // Sized without being filled: every byte written is kept, the NUL follows.
+  kjit::Blob r;
+  char* p = r.uninitialized(100000);
+  for (size_t i = 0; i < 100000; ++i) p[i] = char('a' + i % 26);
+  EXPECT_EQ(r.size(), 100000u);
+  EXPECT_EQ(r.c_str()[100000], '\0');
+  EXPECT_EQ(r.view().substr(0, 3), "abc");
+  EXPECT_EQ(r.uninitialized(0), nullptr);
+  EXPECT_TRUE(r.empty());
+  EXPECT_STREQ(r.c_str(), "");
+}
 
 TEST(EntryMetadata, BinaryFormHoldsWhatTheJsonFormHolds) {
   const kjit::Entry e = entry_with_every_field();

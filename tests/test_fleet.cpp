@@ -139,7 +139,7 @@ int node_main(const std::string& dir, const std::string& url, int first, int cou
         ++errors;
         continue;
       }
-      digest_input += o.entry->cubin + o.entry->ptx;
+      digest_input += o.entry->cubin.str() + o.entry->ptx.str();
       if (std::getenv("FLEET_TEST_TRACE")) {
         std::fprintf(stderr, "trace %d k%d tier=%d at %.0f ms\n", getpid(), k, int(o.tier),
                      kjit::monotonic_ms() - t0);

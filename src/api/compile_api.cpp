@@ -279,7 +279,7 @@ KJIT_EXPORT const void* kjit_binary_data(const kjit_binary* binary, int kind, si
   if (!e || (kind != KJIT_OUTPUT_PTX && kind != KJIT_OUTPUT_CUBIN && kind != KJIT_OUTPUT_LTOIR)) {
     return nullptr;
   }
-  const std::string* blob = e->blob(static_cast<BlobKind>(kind));
+  const Blob* blob = e->blob(static_cast<BlobKind>(kind));
   if (blob->empty()) return nullptr;
   if (size) *size = blob->size();
   return blob->c_str();

@@ -319,9 +319,10 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
   if (norm.outputs & KJIT_OUTPUT_LTOIR) {
     entry->ltoir = fetch(prog.get(), nvrtc().nvrtcGetLTOIRSize, nvrtc().nvrtcGetLTOIR, "LTO-IR");
   } else {
-    entry->ptx = fetch(prog.get(), nvrtc().nvrtcGetPTXSize, nvrtc().nvrtcGetPTX, "PTX");
-    if (!entry->ptx.empty() && entry->ptx.back() == '\0') entry->ptx.pop_back();
-    entry->kernels = ptx_entry_names(entry->ptx);
+    std::string ptx = fetch(prog.get(), nvrtc().nvrtcGetPTXSize, nvrtc().nvrtcGetPTX, "PTX");
+    if (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
+    entry->ptx = ptx;
+    entry->kernels = ptx_entry_names(ptx);
     if (norm.outputs & KJIT_OUTPUT_CUBIN) {
       entry->cubin = fetch(prog.get(), nvrtc().nvrtcGetCUBINSize, nvrtc().nvrtcGetCUBIN, "CUBIN");
     }

@@ -106,7 +106,7 @@ void Writer::f64(double v) {
   u64(bits);
 }
 
-void Writer::str(const std::string& s) {
+void Writer::str(std::string_view s) {
   u64(s.size());
   out_.append(s);
 }

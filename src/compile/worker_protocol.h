@@ -96,7 +96,7 @@ class Writer {
   void u32(uint32_t v);
   void u64(uint64_t v);
   void f64(double v);
-  void str(const std::string& s);
+  void str(std::string_view s);
   void strs(const std::vector<std::string>& v);
   std::string& bytes() { return out_; }
 

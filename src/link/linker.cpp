@@ -199,16 +199,20 @@ Outcome run_link(const LinkRequest& r, const std::string& key) {
   auto e = std::make_shared<Entry>();
   std::string info;
   if (r.outputs & KJIT_OUTPUT_CUBIN) {
-    Outcome o = run_once(lib, r, false, &e->cubin, &info);
+    std::string cubin;
+    Outcome o = run_once(lib, r, false, &cubin, &info);
     if (o.status != KJIT_OK) return o;
+    e->cubin = cubin;
     if (!is_cubin(e->cubin)) {
       return Outcome{KJIT_ERROR_NVJITLINK, "nvJitLink returned an output that is not a CUBIN",
                      nullptr, KJIT_TIER_COMPILED};
     }
   }
   if (r.outputs & KJIT_OUTPUT_PTX) {
-    Outcome o = run_once(lib, r, true, &e->ptx, &info);
+    std::string ptx;
+    Outcome o = run_once(lib, r, true, &ptx, &info);
     if (o.status != KJIT_OK) return o;
+    e->ptx = ptx;
   }
   e->key = key;
   e->target = r.target;
@@ -254,8 +258,8 @@ const char* kind_name(InputKind k) {
 
 std::string_view Input::data() const {
   if (entry) {
-    const std::string* b = entry->blob(blob);
-    return b ? std::string_view(*b) : std::string_view();
+    const Blob* b = entry->blob(blob);
+    return b ? b->view() : std::string_view();
   }
   return bytes ? std::string_view(*bytes) : std::string_view();
 }

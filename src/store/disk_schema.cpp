@@ -162,7 +162,7 @@ std::string read_v5_blobs(SqliteConn& c, Entry* e) {
   std::string why;
   while (why.empty() && c.step(s, "read blobs") == SQLITE_ROW) {
     const int kind = sqlite3_column_int(s, 0);
-    std::string* dst =
+    Blob* dst =
         (kind == 1 || kind == 2 || kind == 4) ? e->blob(static_cast<BlobKind>(kind)) : nullptr;
     const void* data = sqlite3_column_blob(s, 2);
     const size_t len = data ? size_t(sqlite3_column_bytes(s, 2)) : 0;
@@ -172,7 +172,7 @@ std::string read_v5_blobs(SqliteConn& c, Entry* e) {
                                 entry_checksum(e->key, static_cast<EntryPart>(kind), data, len))) {
       why = "blob checksum mismatch";
     } else {
-      dst->assign(static_cast<const char*>(data), len);
+      dst->assign(std::string_view(static_cast<const char*>(data), len));
     }
   }
   sqlite3_reset(s);

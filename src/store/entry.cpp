@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <ostream>
 
 #include "util/error.h"
 
@@ -71,7 +72,11 @@ std::vector<std::string> get_strings(const cJSON* obj, const char* name) {
 
 }  // namespace
 
-const std::string* Entry::blob(BlobKind kind) const {
+std::ostream& operator<<(std::ostream& out, const Blob& b) {
+  return out << b.view();
+}
+
+const Blob* Entry::blob(BlobKind kind) const {
   switch (kind) {
     case BlobKind::Ptx:
       return &ptx;
@@ -83,8 +88,8 @@ const std::string* Entry::blob(BlobKind kind) const {
   return nullptr;
 }
 
-std::string* Entry::blob(BlobKind kind) {
-  return const_cast<std::string*>(static_cast<const Entry*>(this)->blob(kind));
+Blob* Entry::blob(BlobKind kind) {
+  return const_cast<Blob*>(static_cast<const Entry*>(this)->blob(kind));
 }
 
 uint64_t Entry::bytes() const {
@@ -312,11 +317,11 @@ bool checksum_equals(std::string_view stored, const Checksum& expected) {
          std::memcmp(stored.data(), expected.data(), expected.size()) == 0;
 }
 
-std::vector<std::string> ptx_entry_names(const std::string& ptx) {
+std::vector<std::string> ptx_entry_names(std::string_view ptx) {
   std::vector<std::string> out;
-  const std::string directive = ".entry";
+  constexpr std::string_view directive = ".entry";
   size_t pos = 0;
-  while ((pos = ptx.find(directive, pos)) != std::string::npos) {
+  while ((pos = ptx.find(directive, pos)) != std::string_view::npos) {
     pos += directive.size();
     if (pos >= ptx.size() || (ptx[pos] != ' ' && ptx[pos] != '\t')) continue;
     while (pos < ptx.size() && (ptx[pos] == ' ' || ptx[pos] == '\t')) ++pos;

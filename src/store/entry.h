@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -39,10 +41,91 @@ inline Checksum entry_checksum(std::string_view key, EntryPart part, std::string
 // True when `stored` (as read back) holds exactly `expected`.
 bool checksum_equals(std::string_view stored, const Checksum& expected);
 
+// The bytes of one compiled output (PTX, CUBIN, LTO-IR), always followed by a NUL (PTX is
+// text). Read like a string (data, size, c_str, compared with strings); unlike std::string
+// it can be sized without being filled first, for a read from a file (a fresh process
+// reading 221 KB into fresh memory: 206 us filled first, 165 us not, on an H200 host).
+class Blob {
+ public:
+  Blob() = default;
+  Blob(std::string_view bytes) { assign(bytes); }           // NOLINT(google-explicit-constructor)
+  Blob(const char* text) : Blob(std::string_view(text)) {}  // NOLINT
+  Blob(const Blob& other) { assign(other); }
+  Blob(Blob&& other) noexcept : bytes_(std::move(other.bytes_)), size_(other.size_) {
+    other.size_ = 0;
+  }
+  Blob& operator=(const Blob& other) {
+    if (this != &other) assign(other);
+    return *this;
+  }
+  Blob& operator=(Blob&& other) noexcept {
+    bytes_ = std::move(other.bytes_);
+    size_ = other.size_;
+    other.size_ = 0;
+    return *this;
+  }
+  Blob& operator=(std::string_view bytes) {
+    assign(bytes);
+    return *this;
+  }
+  Blob& operator=(const char* text) { return *this = std::string_view(text); }
+
+  // `bytes` may lie in this blob itself.
+  void assign(std::string_view bytes) {
+    std::unique_ptr<char[]> fresh = storage(bytes.size());
+    if (fresh) std::memcpy(fresh.get(), bytes.data(), bytes.size());
+    bytes_ = std::move(fresh);
+    size_ = bytes.size();
+  }
+  void assign(size_t n, char c) { std::memset(uninitialized(n), c, n); }
+  // Makes the blob `n` bytes long, their values unspecified, and returns where to write them
+  // (nullptr for 0).
+  char* uninitialized(size_t n) {
+    bytes_ = storage(n);
+    size_ = n;
+    return bytes_.get();
+  }
+  void clear() {
+    bytes_.reset();
+    size_ = 0;
+  }
+
+  const char* data() const { return bytes_ ? bytes_.get() : ""; }
+  const char* c_str() const { return data(); }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  std::string_view view() const { return std::string_view(data(), size_); }
+  operator std::string_view() const { return view(); }  // NOLINT(google-explicit-constructor)
+  std::string str() const { return std::string(view()); }
+  size_t find(std::string_view s, size_t pos = 0) const { return view().find(s, pos); }
+
+  friend bool operator==(const Blob& a, const Blob& b) { return a.view() == b.view(); }
+  friend bool operator!=(const Blob& a, const Blob& b) { return !(a == b); }
+  friend bool operator==(const Blob& a, std::string_view b) { return a.view() == b; }
+  friend bool operator!=(const Blob& a, std::string_view b) { return a.view() != b; }
+  friend bool operator==(std::string_view a, const Blob& b) { return a == b.view(); }
+  friend bool operator!=(std::string_view a, const Blob& b) { return a != b.view(); }
+
+ private:
+  // `n` bytes and a NUL after them, not filled; none for 0.
+  static std::unique_ptr<char[]> storage(size_t n) {
+    if (n == 0) return nullptr;
+    std::unique_ptr<char[]> p(new char[n + 1]);
+    p[n] = '\0';
+    return p;
+  }
+
+  std::unique_ptr<char[]> bytes_;  // size_ + 1 bytes, the last a NUL; null when empty
+  size_t size_ = 0;
+};
+
+// Writes the blob's bytes (for test and log messages).
+std::ostream& operator<<(std::ostream& out, const Blob& b);
+
 struct Entry {
   std::string key;  // 64 hex digits
   std::string target;
-  std::string ptx, cubin, ltoir;
+  Blob ptx, cubin, ltoir;
   std::string log;
   std::vector<std::pair<std::string, std::string>> names;  // expression -> lowered name
   std::vector<std::string> kernels;                        // .entry names in the PTX
@@ -64,8 +147,8 @@ struct Entry {
     uint64_t ptx = 0, cubin = 0, ltoir = 0;
   } recorded_sizes;
 
-  const std::string* blob(BlobKind kind) const;
-  std::string* blob(BlobKind kind);
+  const Blob* blob(BlobKind kind) const;
+  Blob* blob(BlobKind kind);
   uint64_t bytes() const;  // payload bytes (blobs + log + names), used for size bounds
 
   // Metadata as a JSON object (everything except the blobs).
@@ -85,6 +168,6 @@ struct Entry {
 using EntryPtr = std::shared_ptr<const Entry>;
 
 // Names of the ".entry" directives in PTX text, in order.
-std::vector<std::string> ptx_entry_names(const std::string& ptx);
+std::vector<std::string> ptx_entry_names(std::string_view ptx);
 
 }  // namespace kjit

@@ -36,9 +36,17 @@ uint64_t get_u64(const unsigned char* p) {
   return v;
 }
 
-// The strings of `e` that hold each part, in kPartOrder; the metadata is `meta`.
-std::string* part_string(Entry* e, std::string* meta, size_t i) {
-  return i == 0 ? meta : e->blob(static_cast<BlobKind>(kPartOrder[i]));
+// Part `i` (in kPartOrder) made `size` bytes long, unfilled, in `meta` for the metadata and
+// in `e`'s blob for the others; where to read it.
+char* part_storage(Entry* e, std::string* meta, size_t i, size_t size) {
+  if (i > 0) return e->blob(static_cast<BlobKind>(kPartOrder[i]))->uninitialized(size);
+  meta->resize(size);
+  return meta->data();
+}
+
+// Part `i` of `e` (in kPartOrder); `meta` for the metadata.
+std::string_view part_bytes(const Entry& e, const std::string& meta, size_t i) {
+  return i == 0 ? std::string_view(meta) : e.blob(static_cast<BlobKind>(kPartOrder[i]))->view();
 }
 
 // Writes all of `size` bytes; false with errno set on failure.
@@ -170,9 +178,8 @@ EntryFiles::Read EntryFiles::read(const std::string& key, Entry* e, bool touch,
   std::string meta;
   std::vector<iovec> iov;
   for (size_t i = 0; i < kParts; ++i) {
-    std::string* s = part_string(e, &meta, i);
-    s->resize(sizes[i]);
-    if (sizes[i]) iov.push_back({s->data(), s->size()});
+    char* dst = part_storage(e, &meta, i, size_t(sizes[i]));
+    if (sizes[i]) iov.push_back({dst, size_t(sizes[i])});
   }
   off_t at = off_t(kHeaderBytes);
   for (size_t first = 0; first < iov.size();) {
@@ -191,9 +198,8 @@ EntryFiles::Read EntryFiles::read(const std::string& key, Entry* e, bool touch,
     }
   }
   for (size_t i = 0; i < kParts; ++i) {
-    const std::string* s = part_string(e, &meta, i);
     const std::string_view stored(reinterpret_cast<const char*>(h + kSumsAt + 16 * i), 16);
-    if (!checksum_equals(stored, entry_checksum(key, kPartOrder[i], *s))) {
+    if (!checksum_equals(stored, entry_checksum(key, kPartOrder[i], part_bytes(*e, meta, i)))) {
       *why = i == 0 ? "metadata checksum mismatch" : "blob checksum mismatch";
       return Read::Corrupt;
     }
@@ -234,8 +240,7 @@ std::string EntryFiles::write_temp(const Entry& e, int64_t created) const {
   std::memcpy(h + kKeyAt, e.key.data(), 64);
   std::vector<std::string_view> pieces{{reinterpret_cast<const char*>(h), kHeaderBytes}};
   for (size_t i = 0; i < kParts; ++i) {
-    const std::string_view part =
-        i == 0 ? std::string_view(meta) : *e.blob(static_cast<BlobKind>(kPartOrder[i]));
+    const std::string_view part = part_bytes(e, meta, i);
     put_u64(h + kSizesAt + 8 * i, part.size());
     const Checksum sum = entry_checksum(e.key, kPartOrder[i], part);
     std::memcpy(h + kSumsAt + 16 * i, sum.data(), sum.size());

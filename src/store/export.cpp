@@ -19,7 +19,7 @@ void put_u64(std::string* out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 
-void put_field(std::string* out, const std::string& s) {
+void put_field(std::string* out, std::string_view s) {
   put_u64(out, s.size());
   out->append(s);
 }
@@ -100,13 +100,13 @@ void log_import(const std::string& path, const std::string& key, const ImportRep
 
 std::string encode_record(const Entry& e) {
   const std::string meta = e.metadata_json();
-  const std::string* bytes[4] = {&meta, &e.ptx, &e.cubin, &e.ltoir};
+  const std::string_view bytes[4] = {meta, e.ptx, e.cubin, e.ltoir};
   std::string rec;
   put_field(&rec, e.key);
-  for (const std::string* b : bytes) put_field(&rec, *b);
+  for (std::string_view b : bytes) put_field(&rec, b);
   std::string sums;
   for (int i = 0; i < 4; ++i) {
-    const Checksum c = entry_checksum(e.key, kParts[i], *bytes[i]);
+    const Checksum c = entry_checksum(e.key, kParts[i], bytes[i]);
     sums.append(reinterpret_cast<const char*>(c.data()), c.size());
   }
   put_field(&rec, sums);
@@ -116,13 +116,16 @@ std::string encode_record(const Entry& e) {
 bool decode_record(const std::string& bytes, Entry* out) {
   Reader fields(bytes);
   Entry e;
-  std::string meta, sums;
-  if (!fields.field(&e.key) || !fields.field(&meta) || !fields.field(&e.ptx) ||
-      !fields.field(&e.cubin) || !fields.field(&e.ltoir) || !fields.field(&sums) ||
-      !fields.done() || !is_hex_key(e.key) || sums.size() != 4 * sizeof(Checksum)) {
+  std::string meta, ptx, cubin, ltoir, sums;
+  if (!fields.field(&e.key) || !fields.field(&meta) || !fields.field(&ptx) ||
+      !fields.field(&cubin) || !fields.field(&ltoir) || !fields.field(&sums) || !fields.done() ||
+      !is_hex_key(e.key) || sums.size() != 4 * sizeof(Checksum)) {
     return false;
   }
-  const std::string* parts[4] = {&meta, &e.ptx, &e.cubin, &e.ltoir};
+  e.ptx = ptx;
+  e.cubin = cubin;
+  e.ltoir = ltoir;
+  const std::string* parts[4] = {&meta, &ptx, &cubin, &ltoir};
   for (int i = 0; i < 4; ++i) {
     const std::string_view stored(sums.data() + i * sizeof(Checksum), sizeof(Checksum));
     if (!checksum_equals(stored, entry_checksum(e.key, kParts[i], *parts[i]))) return false;

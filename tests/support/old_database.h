@@ -92,7 +92,7 @@ inline void write_schema3_database(const std::string& db, const std::string& fro
     sqlite3_step(row);
     sqlite3_reset(row);
     for (kjit::BlobKind k : {kjit::BlobKind::Ptx, kjit::BlobKind::Cubin, kjit::BlobKind::LtoIr}) {
-      const std::string& data = *e->blob(k);
+      const std::string_view data = *e->blob(k);
       if (data.empty()) continue;
       const kjit::Checksum sum = kjit::entry_checksum(key, kjit::part_of(k), data);
       sqlite3_bind_text(blob, 1, key.c_str(), -1, SQLITE_TRANSIENT);
