@@ -16,16 +16,6 @@ namespace {
 
 constexpr size_t kHeaderBytes = 16;
 
-void put_le(unsigned char* p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
-}
-
-uint64_t get_le(const unsigned char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= uint64_t(p[i]) << (8 * i);
-  return v;
-}
-
 bool write_all(int fd, const char* data, size_t size) {
   while (size > 0) {
     const ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
@@ -86,81 +76,6 @@ void write_opened(Writer& w, const std::vector<OpenedFile>& files) {
 }
 
 }  // namespace
-
-void Writer::u32(uint32_t v) {
-  unsigned char b[4];
-  put_le(b, v, 4);
-  out_.append(reinterpret_cast<const char*>(b), 4);
-}
-
-void Writer::u64(uint64_t v) {
-  unsigned char b[8];
-  put_le(b, v, 8);
-  out_.append(reinterpret_cast<const char*>(b), 8);
-}
-
-void Writer::f64(double v) {
-  uint64_t bits;
-  static_assert(sizeof bits == sizeof v, "double is not 64 bits");
-  std::memcpy(&bits, &v, sizeof bits);
-  u64(bits);
-}
-
-void Writer::str(std::string_view s) {
-  u64(s.size());
-  out_.append(s);
-}
-
-void Writer::strs(const std::vector<std::string>& v) {
-  u64(v.size());
-  for (const std::string& s : v) str(s);
-}
-
-void Reader::need(uint64_t n) const {
-  if (n > in_.size() - pos_) throw ProtocolError("truncated message");
-}
-
-uint32_t Reader::u32() {
-  need(4);
-  const auto v = uint32_t(get_le(reinterpret_cast<const unsigned char*>(in_.data()) + pos_, 4));
-  pos_ += 4;
-  return v;
-}
-
-uint64_t Reader::u64() {
-  need(8);
-  const uint64_t v = get_le(reinterpret_cast<const unsigned char*>(in_.data()) + pos_, 8);
-  pos_ += 8;
-  return v;
-}
-
-double Reader::f64() {
-  const uint64_t bits = u64();
-  double v;
-  std::memcpy(&v, &bits, sizeof v);
-  return v;
-}
-
-std::string Reader::str() {
-  const uint64_t n = u64();
-  need(n);
-  std::string s = in_.substr(pos_, size_t(n));
-  pos_ += size_t(n);
-  return s;
-}
-
-std::vector<std::string> Reader::strs() {
-  const uint64_t n = u64();
-  if (n > (in_.size() - pos_) / 8) throw ProtocolError("count larger than the message");
-  std::vector<std::string> v;
-  v.reserve(size_t(n));
-  for (uint64_t i = 0; i < n; ++i) v.push_back(str());
-  return v;
-}
-
-void Reader::finish() const {
-  if (pos_ != in_.size()) throw ProtocolError("unexpected bytes at the end of a message");
-}
 
 std::string encode(const Hello& h) {
   Writer w;

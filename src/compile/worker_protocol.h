@@ -18,6 +18,7 @@
 
 #include "key/file_audit.h"
 #include "store/outcome.h"
+#include "util/wire.h"
 
 namespace kjit::worker {
 
@@ -90,42 +91,10 @@ struct WorkerStatus {
   std::string library_version, toolchain;
 };
 
-// Bounds-checked field encoding.
-class Writer {
- public:
-  void u32(uint32_t v);
-  void u64(uint64_t v);
-  void f64(double v);
-  void str(std::string_view s);
-  void strs(const std::vector<std::string>& v);
-  std::string& bytes() { return out_; }
-
- private:
-  std::string out_;
-};
-
-class Reader {
- public:
-  explicit Reader(const std::string& in) : in_(in) {}
-  // Each throws ProtocolError when the payload is too short.
-  uint32_t u32();
-  uint64_t u64();
-  double f64();
-  std::string str();
-  std::vector<std::string> strs();
-  bool boolean() { return u32() != 0; }
-  void finish() const;                        // throws unless every byte was read
-  size_t size() const { return in_.size(); }  // of the whole payload
-
- private:
-  void need(uint64_t n) const;
-  const std::string& in_;
-  size_t pos_ = 0;
-};
-
-struct ProtocolError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+// Bounds-checked field encoding (util/wire.h).
+using Writer = WireWriter;
+using Reader = WireReader;
+using ProtocolError = WireError;
 
 std::string encode(const Hello& h);
 Hello decode_hello(const std::string& payload);

@@ -7,6 +7,7 @@
 
 #include "util/dl.h"
 #include "util/error.h"
+#include "util/fs.h"
 
 #ifndef KJIT_NVRTC_SONAME
 #error "KJIT_NVRTC_SONAME (libnvrtc.so.<major> of the toolkit built against) must be defined"
@@ -78,7 +79,7 @@ std::string nvrtc_library_as_named() {
 std::string nvrtc_library_file() {
   static const std::string file = [] {
     const std::string p = nvrtc_library_as_named();
-    return p.empty() ? p : real_path(p);
+    return p.empty() ? p : resolve_path(p);
   }();
   return file;
 }

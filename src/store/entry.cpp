@@ -11,6 +11,7 @@
 #include <ostream>
 
 #include "util/error.h"
+#include "util/wire.h"
 
 namespace kjit {
 namespace {
@@ -180,125 +181,69 @@ void Entry::load_metadata(const std::string& json) {
   }
 }
 
-namespace {
-
-// Writer and reader of the binary metadata (Entry::metadata_binary).
-class MetaWriter {
- public:
-  void u64(uint64_t v) {
-    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<char>(v >> (8 * i)));
-  }
-  void str(std::string_view s) {
-    u64(s.size());
-    out_.append(s);
-  }
-  void strings(const std::vector<std::string>& v) {
-    u64(v.size());
-    for (const std::string& s : v) str(s);
-  }
-  std::string take() { return std::move(out_); }
-
- private:
-  std::string out_;
-};
-
-class MetaReader {
- public:
-  explicit MetaReader(std::string_view in) : in_(in) {}
-  uint64_t u64() {
-    if (in_.size() - at_ < 8) corrupt("binary metadata ends early");
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(in_[at_ + size_t(i)]);
-    at_ += 8;
-    return v;
-  }
-  std::string str() {
-    const uint64_t n = u64();
-    if (n > in_.size() - at_) corrupt("binary metadata: a string longer than what is left");
-    std::string s(in_.substr(at_, size_t(n)));
-    at_ += size_t(n);
-    return s;
-  }
-  // A count of items that take at least 8 bytes each: never more than could fit.
-  size_t count() {
-    const uint64_t n = u64();
-    if (n > (in_.size() - at_) / 8) corrupt("binary metadata: a count larger than what is left");
-    return size_t(n);
-  }
-  std::vector<std::string> strings() {
-    std::vector<std::string> v(count());
-    for (std::string& s : v) s = str();
-    return v;
-  }
-  bool done() const { return at_ == in_.size(); }
-
- private:
-  std::string_view in_;
-  size_t at_ = 0;
-};
-
-}  // namespace
-
 std::string Entry::metadata_binary(int64_t created_at) const {
-  MetaWriter w;
+  WireWriter w;
   w.u64(kCacheFormatVersion);
   w.str(target);
   w.str(toolchain);
   w.str(program_name);
-  w.strings(options);
+  w.strs(options);
   w.u64(names.size());
   for (const auto& [expr, lowered] : names) {
     w.str(expr);
     w.str(lowered);
   }
-  w.strings(kernels);
+  w.strs(kernels);
   w.str(log);
-  uint64_t ms_bits = 0;
-  static_assert(sizeof ms_bits == sizeof compile_ms, "compile_ms is a 64-bit double");
-  std::memcpy(&ms_bits, &compile_ms, sizeof ms_bits);
-  w.u64(ms_bits);
+  w.f64(compile_ms);
   w.u64(uint64_t(pch >= 0 && pch <= 3 ? pch : 0));
   w.u64(static_cast<uint64_t>(created_at ? created_at : created));
   w.str(manifest);
   w.u64(ptx.size());
   w.u64(cubin.size());
   w.u64(ltoir.size());
-  return w.take();
+  return std::move(w.bytes());
 }
 
 void Entry::load_metadata_binary(std::string_view bytes) {
-  MetaReader r(bytes);
-  const uint64_t format = r.u64();
+  WireReader r(bytes);
+  uint64_t format = 0, pch_value = 0, created_value = 0;
+  try {
+    format = r.u64();
+    if (format == uint64_t(kCacheFormatVersion)) {
+      target = r.str();
+      toolchain = r.str();
+      program_name = r.str();
+      options = r.strs();
+      names.resize(r.count());
+      for (auto& [expr, lowered] : names) {
+        expr = r.str();
+        lowered = r.str();
+      }
+      kernels = r.strs();
+      log = r.str();
+      compile_ms = r.f64();
+      pch_value = r.u64();
+      created_value = r.u64();
+      manifest = r.str();
+      recorded_sizes.ptx = r.u64();
+      recorded_sizes.cubin = r.u64();
+      recorded_sizes.ltoir = r.u64();
+      r.finish();
+    }
+  } catch (const WireError& e) {
+    corrupt(std::string("binary metadata: ") + e.what());
+  }
   if (format != uint64_t(kCacheFormatVersion)) {
     fail(KJIT_ERROR_CACHE_CORRUPT, "cache entry has format version " + std::to_string(format) +
                                        ", this kjit reads version " +
                                        std::to_string(kCacheFormatVersion));
   }
-  target = r.str();
-  toolchain = r.str();
-  program_name = r.str();
-  options = r.strings();
-  names.resize(r.count());
-  for (auto& [expr, lowered] : names) {
-    expr = r.str();
-    lowered = r.str();
-  }
-  kernels = r.strings();
-  log = r.str();
-  const uint64_t ms_bits = r.u64();
-  std::memcpy(&compile_ms, &ms_bits, sizeof compile_ms);
   if (!std::isfinite(compile_ms)) corrupt("bad compile_ms");
-  const uint64_t pch_value = r.u64();
   if (pch_value > 3) corrupt("bad pch");
-  pch = int(pch_value);
-  const uint64_t created_value = r.u64();
   if (created_value > uint64_t(INT64_MAX)) corrupt("bad created");
+  pch = int(pch_value);
   created = int64_t(created_value);
-  manifest = r.str();
-  recorded_sizes.ptx = r.u64();
-  recorded_sizes.cubin = r.u64();
-  recorded_sizes.ltoir = r.u64();
-  if (!r.done()) corrupt("binary metadata has bytes after its last field");
 }
 
 Checksum entry_checksum(std::string_view key, EntryPart part, const void* data, size_t size) {

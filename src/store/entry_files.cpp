@@ -13,6 +13,7 @@
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/sha256.h"
+#include "util/wire.h"
 
 namespace kjit {
 namespace {
@@ -26,15 +27,6 @@ constexpr size_t kHeaderBytes = kSumsAt + 16 * kParts;
 constexpr EntryPart kPartOrder[kParts] = {EntryPart::Metadata, EntryPart::Ptx, EntryPart::Cubin,
                                           EntryPart::LtoIr};
 constexpr const char* kTempPrefix = ".tmp-";
-
-void put_u64(unsigned char* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
-}
-uint64_t get_u64(const unsigned char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
 
 // Part `i` (in kPartOrder) made `size` bytes long, unfilled, in `meta` for the metadata and
 // in `e`'s blob for the others; where to read it.
@@ -161,13 +153,13 @@ EntryFiles::Read EntryFiles::read(const std::string& key, Entry* e, bool touch,
   }
   uint64_t sizes[kParts], total = kHeaderBytes;
   for (size_t i = 0; i < kParts; ++i) {
-    sizes[i] = get_u64(h + kSizesAt + 8 * i);
+    sizes[i] = get_le(h + kSizesAt + 8 * i, 8);
     total += sizes[i] > size ? size + 1 : sizes[i];
   }
-  const uint32_t layout = uint32_t(get_u64(h + 8));
+  const uint64_t layout = get_le(h + 8, 4), header_bytes = get_le(h + 12, 4);
   if (std::memcmp(h, kMagic, sizeof kMagic) != 0) {
     *why = "not a kjit entry file";
-  } else if (get_u64(h + 8) >> 32 != kHeaderBytes || (layout != kLayoutVersion && layout != 1)) {
+  } else if (header_bytes != kHeaderBytes || (layout != kLayoutVersion && layout != 1)) {
     *why = "another layout version or header size";
   } else if (std::memcmp(h + kKeyAt, key.data(), 64) != 0) {
     *why = "the file was written for another key";
@@ -236,12 +228,12 @@ std::string EntryFiles::write_temp(const Entry& e, int64_t created) const {
   const std::string meta = e.metadata_binary(created);
   unsigned char h[kHeaderBytes] = {};
   std::memcpy(h, kMagic, sizeof kMagic);
-  put_u64(h + 8, uint64_t(kHeaderBytes) << 32 | kLayoutVersion);
+  put_le(h + 8, uint64_t(kHeaderBytes) << 32 | kLayoutVersion, 8);
   std::memcpy(h + kKeyAt, e.key.data(), 64);
   std::vector<std::string_view> pieces{{reinterpret_cast<const char*>(h), kHeaderBytes}};
   for (size_t i = 0; i < kParts; ++i) {
     const std::string_view part = part_bytes(e, meta, i);
-    put_u64(h + kSizesAt + 8 * i, part.size());
+    put_le(h + kSizesAt + 8 * i, part.size(), 8);
     const Checksum sum = entry_checksum(e.key, kPartOrder[i], part);
     std::memcpy(h + kSumsAt + 16 * i, sum.data(), sum.size());
     pieces.push_back(part);
@@ -330,7 +322,7 @@ std::optional<std::string> EntryFiles::read_fact(const std::string& name) const 
   // 8-byte name length, the name, the value, then the 16-byte checksum of what precedes it.
   if (!text || text->size() < 24) return std::nullopt;
   const std::string_view body(text->data(), text->size() - 16);
-  const uint64_t name_len = get_u64(reinterpret_cast<const unsigned char*>(text->data()));
+  const uint64_t name_len = get_le(reinterpret_cast<const unsigned char*>(text->data()), 8);
   if (!checksum_equals(std::string_view(*text).substr(body.size()), fact_sum(body)) ||
       name_len != name.size() || body.size() < 8 + name_len ||
       body.compare(8, name_len, name) != 0) {
@@ -341,7 +333,7 @@ std::optional<std::string> EntryFiles::read_fact(const std::string& name) const 
 
 void EntryFiles::write_fact(const std::string& name, const std::string& value) const {
   unsigned char len[8];
-  put_u64(len, name.size());
+  put_le(len, name.size(), 8);
   std::string body(reinterpret_cast<const char*>(len), 8);
   body += name;
   body += value;

@@ -192,10 +192,6 @@ std::string find_library_as_named(const char* soname) {
   return p;
 }
 
-std::string real_path(const std::string& path) {
-  return real(path);
-}
-
 std::string library_error(const LibraryKind& kind, const std::string& file, const std::string& why,
                           bool with_hint) {
   std::string out = file + " (" + kind.what + ") cannot be used: " + why;

@@ -81,7 +81,4 @@ std::string find_in_loader_cache(const char* soname,
 // file). "" when only the loader knows.
 std::string find_library_as_named(const char* soname);
 
-// realpath() of `path`; `path` itself when it cannot be resolved.
-std::string real_path(const std::string& path);
-
 }  // namespace kjit
