@@ -140,6 +140,12 @@ std::vector<Form> forms() {
                {},
                {},
                "h.h"});
+  // No '#' and no "%:" in the text as written: the directive exists only after splicing.
+  f.push_back({"digraph_split_by_continuation",
+               {{"k.cu", std::string("%\\\n:include \"h.h\"\n") + kKernel}, {"h.h", v}},
+               {},
+               {},
+               "h.h"});
   f.push_back({"string_with_comment_opener",
                {{"k.cu", std::string("__device__ const char* s = \"/*\";\n#include \"h.h\"\n"
                                      "__device__ const char* t = \"*/\";\n") +

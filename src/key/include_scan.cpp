@@ -691,6 +691,12 @@ bool IncludeScan::reads_files() const {
 
 Directives scan_directives(const std::string& text) {
   const std::string t = splice_lines(text);
+  // Both passes find something only after a '#', a "%:" or at "__has_include": a text
+  // with none of them (most kernels without an #include) has nothing to find.
+  if (t.find('#') == std::string::npos && t.find("%:") == std::string::npos &&
+      t.find("__has_include") == std::string::npos) {
+    return {};
+  }
   Directives all;
   lex_pass(t, &all);
   line_pass(t, &all);
