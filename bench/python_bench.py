@@ -329,6 +329,46 @@ double floor_launches(void *launch, void *f, unsigned grid, unsigned block, void
   clock_gettime(CLOCK_MONOTONIC, &t1);
   return ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / n;
 }
+
+/* For the split of kjit's cost: a launch function of kjit_kernel_launch_packed's shape
+ * that calls cuLaunchKernel at once (the kernel handle is the CUfunction itself), with no
+ * check and no context test, so that kjit's binding can be timed on the driver alone. */
+typedef struct {
+  unsigned struct_size, grid[3], block[3], shared_bytes;
+  void *stream;
+  unsigned cluster[3];
+  int cooperative;
+} launch_config;
+static void *direct_driver;
+static size_t direct_offsets[16];
+static int direct_count;
+void direct_setup(void *launch, const size_t *offsets, int count) {
+  direct_driver = launch;
+  direct_count = count < 16 ? count : 16;
+  for (int i = 0; i < direct_count; i++) direct_offsets[i] = offsets[i];
+}
+int direct_launch(void *f, const launch_config *c, const void *buffer, size_t size) {
+  (void)size;
+  void *params[16];
+  for (int i = 0; i < direct_count; i++) params[i] = (char *)buffer + direct_offsets[i];
+  return ((launch_fn)direct_driver)(f, c->grid[0], c->grid[1], c->grid[2], c->block[0],
+                                    c->block[1], c->block[2], c->shared_bytes, c->stream,
+                                    direct_count ? params : NULL, NULL);
+}
+/* The same after asking the driver for the current context's id, as kjit does before
+ * every launch (its one check that the kernel's context is current). */
+typedef int (*ctx_id_fn)(void *ctx, unsigned long long *id);
+static void *direct_ctx_id;
+static unsigned long long direct_want;
+int direct_setup_ctx(void *ctx_id) {
+  direct_ctx_id = ctx_id;
+  return ((ctx_id_fn)ctx_id)(NULL, &direct_want);
+}
+int direct_launch_ctx(void *f, const launch_config *c, const void *buffer, size_t size) {
+  unsigned long long id = 0;
+  if (((ctx_id_fn)direct_ctx_id)(NULL, &id) != 0 || id != direct_want) return 201;
+  return direct_launch(f, c, buffer, size);
+}
 """
 
 
@@ -367,7 +407,34 @@ def c_floor(prog, name, raw_args, kid, grid, block, stream_handle, root):
         if ns < 0:
             raise RuntimeError("cuLaunchKernel failed: CUresult %d" % -ns)
         return ns / 1000.0
+    run.direct = (ctypes.CDLL(lib), launch, fn.value, module)
     return run
+
+
+def binding_on_driver(floor, kernel, context_check=False):
+    """kjit's compiled binding with the library left out: a kjit.Kernel of `kernel`'s
+    layout whose launch function calls cuLaunchKernel on the floor's CUfunction at once
+    (diagnostic: splits kjit's cost into the binding's and the library's); with
+    `context_check`, after cuCtxGetId as kjit's launch asks it."""
+    import ctypes
+    import kjit
+    so, launch, fn, _module = floor.direct
+    offsets = (ctypes.c_size_t * 16)(*[off for off, _ in kernel._params])
+    so.direct_setup(ctypes.c_void_p(launch), offsets, len(kernel._params))
+    entry = so.direct_launch
+    if context_check:
+        ctx_id = ctypes.cast(ctypes.CDLL("libcuda.so.1").cuCtxGetId, ctypes.c_void_p)
+        if so.direct_setup_ctx(ctx_id) != 0:
+            raise RuntimeError("cuCtxGetId failed")
+        entry = so.direct_launch_ctx
+    shim = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                            ctypes.c_size_t)(ctypes.cast(entry, ctypes.c_void_p).value)
+    k = kjit.Kernel.__new__(kjit.Kernel)
+    k._h = fn
+    k._init(kernel._device, kernel._symbol, kernel._params, kernel._bufsize, shim, fast=True)
+    k._keep = (so, shim, floor)
+    k._destroy = lambda h: None  # the handle is the floor's CUfunction, not a kjit kernel
+    return k
 
 
 def kjit_runner(call, grid, block, args, stream):
@@ -401,6 +468,12 @@ def cuda_core_runner(cc, stream, config, kernel, args):
         for _ in range(n):
             launch(stream, config, kernel, *args)
     return run
+
+
+# Diagnostic rows: kjit's binding on the driver alone (no library), and with the one driver
+# call kjit's launch adds (the current context's id).
+DIRECT = (("kjit binding on cuLaunchKernel (no library)", False),
+          ("kjit binding on cuCtxGetId + cuLaunchKernel (no library)", True))
 
 
 def launch_overhead(contenders, backend, batches=150, batch=200):
@@ -443,6 +516,16 @@ def launch_overhead(contenders, backend, batches=150, batch=200):
                 except Exception as e:  # noqa: BLE001 - reported as the reason
                     skipped["C floor (%s)" % kid] = str(e) or type(e).__name__
                     runs.pop("C floor", None)
+                for label, checked in DIRECT:
+                    if "C floor" not in runs or kjit.launch_path() != "fast":
+                        break
+                    try:
+                        kd = binding_on_driver(runs["C floor"], k, checked)
+                        direct = kjit_runner(kd, grid, block, args, stream)
+                        direct(8)
+                        runs[label] = direct
+                    except Exception as e:  # noqa: BLE001 - reported as the reason
+                        skipped["%s (%s)" % (label, kid)] = str(e) or type(e).__name__
                 if "cupy" in contenders and backend == "cupy":
                     import cupy as cp
                     ck = cp.RawKernel(src, name, options=("--std=c++17",))
@@ -662,6 +745,12 @@ def main():
                     kid, variant[5:].replace(") (", ", ").strip("()"),
                     fmt(row[variant], "us"),
                     "%.2fx the C floor" % (row[variant] / floor) if floor else ""))
+        for label, _ in DIRECT:
+            if row.get(label):
+                floor = row.get("C floor")
+                print("| launch overhead, %s, %s (diagnostic) | %s | | | %s |" % (
+                    kid, label[5:], fmt(row[label], "us"),
+                    "%.2fx the C floor" % (row[label] / floor) if floor else ""))
         if row.get("C floor"):
             print("| launch overhead, %s, C floor: cuLaunchKernel from C in this process | "
                   "%s | | | |" % (kid, fmt(row["C floor"], "us")))
