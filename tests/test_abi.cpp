@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "api/versioned.h"
@@ -524,4 +525,33 @@ TEST(AbiStructs, ZeroOneLayoutsAreFrozen) {
   EXPECT_EQ(Versioned<kjit_gemm_stats>::v0_1, 96u);
   EXPECT_EQ(Versioned<kjit_launch_config>::v0_1, 56u);
   EXPECT_EQ(Versioned<kjit_kernel_attributes>::v0_1, 36u);
+}
+
+// ---- the last error ------------------------------------------------------------------------
+
+// kjit_last_error(): the message of this thread's last call, "" once a call succeeds.
+TEST(LastError, SetByAFailureClearedByASuccessAndKeptPerThread) {
+  kjit_options* o = nullptr;
+  ASSERT_EQ(kjit_options_create(&o), KJIT_OK);
+  EXPECT_STREQ(kjit_last_error(), "");
+  EXPECT_EQ(kjit_options_set_target(o, "not-an-arch"), KJIT_ERROR_INVALID_ARGUMENT);
+  const std::string failed = kjit_last_error();
+  EXPECT_NE(failed.find("not-an-arch"), std::string::npos) << failed;
+  std::string other_thread;
+  std::thread([&] {
+    other_thread = std::string("[") + kjit_last_error() + "]";
+    EXPECT_EQ(kjit_kernel_launch_packed(nullptr, nullptr, nullptr, 0),
+              KJIT_ERROR_INVALID_ARGUMENT);
+  }).join();
+  EXPECT_EQ(other_thread, "[]");  // another thread's state, untouched by this one
+  EXPECT_EQ(kjit_last_error(), failed);  // and this one's untouched by it
+  EXPECT_EQ(kjit_options_set_target(o, "sm_90"), KJIT_OK);
+  EXPECT_STREQ(kjit_last_error(), "");
+  // Twice in a row: a success after a success, then a failure after them.
+  EXPECT_EQ(kjit_options_set_target(o, "sm_80"), KJIT_OK);
+  EXPECT_STREQ(kjit_last_error(), "");
+  const kjit_launch_config cfg = KJIT_LAUNCH_CONFIG_INIT;
+  EXPECT_EQ(kjit_kernel_launch_packed(nullptr, &cfg, nullptr, 0), KJIT_ERROR_INVALID_HANDLE);
+  EXPECT_STRNE(kjit_last_error(), "");
+  kjit_options_destroy(o);
 }
