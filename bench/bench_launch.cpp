@@ -194,7 +194,7 @@ int child(int argc, char** argv) {
 
   double t[4];
   t[0] = now_ms();
-  if (mode == "floor") {
+  if (mode == "floor" || mode == "floor-params") {
     const std::string bytes = read_bytes(path);
     if (bytes.empty()) die("cannot read " + path);
     t[1] = now_ms();
@@ -203,13 +203,29 @@ int child(int argc, char** argv) {
     cu_check(d.cuModuleLoadData(&mod, bytes.data()), "cuModuleLoadData");
     cu_check(d.cuModuleGetFunction(&fn, mod, spec->name), "cuModuleGetFunction");
     t[2] = now_ms();
+    // floor-params: the parameter layout asked of the driver too, as a checked launch needs.
+    // The count is learned as kjit learns it: by the query past the last parameter.
+    double params = 0, params_end = 0;
+    if (mode == "floor-params") {
+      if (!d.cuFuncGetParamInfo) die("the driver lacks cuFuncGetParamInfo");
+      size_t offset = 0, size = 0;
+      for (size_t i = 0; i < args.count; ++i) {
+        cu_check(d.cuFuncGetParamInfo(fn, i, &offset, &size), "cuFuncGetParamInfo");
+      }
+      params = now_ms() - t[2];
+      if (d.cuFuncGetParamInfo(fn, args.count, &offset, &size) != CUDA_ERROR_INVALID_VALUE) {
+        die("cuFuncGetParamInfo past the last parameter did not fail");
+      }
+      params_end = now_ms() - t[2] - params;
+    }
+    const double t_launch = now_ms();
     cu_check(d.cuLaunchKernel(fn, args.grid, 1, 1, args.block, 1, 1, 0, nullptr,
                               args.count ? args.ptrs : nullptr, nullptr),
              "cuLaunchKernel");
     cu_check(d.cuCtxSynchronize(), "sync");
     t[3] = now_ms();
-    std::printf("RESULT %.4f read=%.4f load=%.4f launch=%.4f\n", t[3] - t[0], t[1] - t[0],
-                t[2] - t[1], t[3] - t[2]);
+    std::printf("RESULT %.4f read=%.4f load=%.4f params=%.4f params_end=%.4f launch=%.4f\n",
+                t[3] - t[0], t[1] - t[0], t[2] - t[1], params, params_end, t[3] - t_launch);
     return 0;
   }
   // kjit: open the cache, kjit_kernel_create (compile-or-hit + load), launch.
@@ -530,9 +546,10 @@ int parent(int argc, char** argv) {
 
     if (std::strcmp(s.id, "empty") != 0) {
       // (2) and (3): first completed launch in a fresh process.
-      std::vector<ChildResult> floors, warms, splits, colds;
+      std::vector<ChildResult> floors, floor_params, warms, splits, colds;
       for (int r = 0; r < reps; ++r) {
         floors.push_back(spawn("floor", s, cubin_path));
+        floor_params.push_back(spawn("floor-params", s, cubin_path));
         warms.push_back(spawn("kjit", s, warm_dir));
         splits.push_back(spawn("kjit-split", s, warm_dir));
       }
@@ -552,11 +569,17 @@ int parent(int argc, char** argv) {
       rows.push_back({s.label,
                       "first completed launch, fresh process, warm cache: kjit - floor (ms)",
                       fmt(wm - fl, 3), "0", "-", "<= 0.25 ms", "-"});
+      const double fp = totals(floor_params);
+      rows.push_back({s.label,
+                      "the same, floor with the parameter layout asked of the driver "
+                      "(read+load+get+cuFuncGetParamInfo to past the last+launch+sync) (ms)",
+                      fmt(wm - fp, 3), fmt(fp, 3), "-", "-", "-"});
       rows.push_back({s.label, "first completed launch, fresh process, cold cache (ms)", fmt(cd, 1),
                       fmt(fl, 3), fmt(cd / fl, 0) + "x", "-",
                       cupy_cell(std::string(s.id) + ".cold_ms", 1)});
       notes.push_back(std::string(s.label) + " (CUBIN " + std::to_string(cubin_size) +
                       " bytes), median phases in ms. floor: " + phase_medians(floors) +
+                      ". floor with the parameter layout: " + phase_medians(floor_params) +
                       ". kjit warm: " + phase_medians(warms) +
                       ". kjit warm, split (kjit_compile hit + kjit_kernel_from_binary): " +
                       phase_medians(splits) + " total=" + fmt(totals(splits), 3) +
