@@ -31,9 +31,7 @@ namespace kjit::api {
 // kjit read or write far past the caller's struct.
 constexpr size_t kMaxStructSize = 4096;
 
-constexpr size_t round_up(size_t n, size_t align) {
-  return (n + align - 1) / align * align;
-}
+constexpr size_t round_up(size_t n, size_t align) { return (n + align - 1) / align * align; }
 
 // Size of the 0.1.0 layout of T: the end of its last 0.1.0 member, rounded up to T's
 // alignment (members are only ever appended, so that end never moves).
@@ -137,7 +135,8 @@ static_assert(sizeof(void*) != 8 || Versioned<kjit_gemm_desc>::v0_1 == 192, "0.1
 static_assert(sizeof(void*) != 8 || Versioned<kjit_gemm_options>::v0_1 == 32, "0.1.0 layout");
 static_assert(sizeof(void*) != 8 || Versioned<kjit_gemm_stats>::v0_1 == 96, "0.1.0 layout");
 static_assert(sizeof(void*) != 8 || Versioned<kjit_launch_config>::v0_1 == 56, "0.1.0 layout");
-static_assert(sizeof(void*) != 8 || Versioned<kjit_kernel_attributes>::v0_1 == 36, "0.1.0 layout");
+static_assert(sizeof(void*) != 8 || Versioned<kjit_kernel_attributes>::v0_1 == 36,
+              "0.1.0 layout");
 
 // Checks a struct size for struct T; `what` and `field` name it for the message
 // ("kjit_cache_open: opts", "->struct_size"). Returns KJIT_OK or
@@ -161,12 +160,13 @@ kjit_status check_size(size_t size, const char* what, const char* field) {
   return KJIT_ERROR_INVALID_ARGUMENT;
 }
 
-// Input struct: validates `in` (not NULL) and fills *out with the defaults overlaid by the
-// first min(in->struct_size, sizeof(T)) bytes of *in. out->struct_size is sizeof(T).
 template <typename T>
 kjit_status read_in_checked(const T* in, T* out, const char* what);
 
-// The common case inline: a struct of this very version is copied as it is.
+// Input struct: validates `in` (not NULL) and fills *out with the defaults overlaid by the
+// first min(in->struct_size, sizeof(T)) bytes of *in. out->struct_size is sizeof(T). A
+// struct of this very version (every call from code built against this kjit) is copied
+// inline; every other case is read_in_checked's.
 template <typename T>
 inline kjit_status read_in(const T* in, T* out, const char* what) {
   if (in && in->struct_size == sizeof(T)) {
@@ -176,8 +176,8 @@ inline kjit_status read_in(const T* in, T* out, const char* what) {
   return read_in_checked(in, out, what);
 }
 
-// Every other case: NULL, a size out of range, an older struct (completed with defaults)
-// or a newer one (whose bytes beyond this version's must be zero).
+// read_in for NULL, a size out of range, an older struct (completed with the defaults) or
+// a newer one (whose bytes beyond this version's must be zero).
 template <typename T>
 kjit_status read_in_checked(const T* in, T* out, const char* what) {
   if (!in) {
