@@ -9,20 +9,12 @@
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/sha256.h"
+#include "util/wire.h"
 
 namespace kjit {
 namespace {
 
 constexpr char kMagic[8] = {'K', 'J', 'I', 'T', 'E', 'X', 'P', '\x01'};
-
-void put_u64(std::string* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-void put_field(std::string* out, std::string_view s) {
-  put_u64(out, s.size());
-  out->append(s);
-}
 
 class Reader {
  public:
@@ -101,16 +93,16 @@ void log_import(const std::string& path, const std::string& key, const ImportRep
 std::string encode_record(const Entry& e) {
   const std::string meta = e.metadata_json();
   const std::string_view bytes[4] = {meta, e.ptx, e.cubin, e.ltoir};
-  std::string rec;
-  put_field(&rec, e.key);
-  for (std::string_view b : bytes) put_field(&rec, b);
+  WireWriter rec;
+  rec.str(e.key);
+  for (std::string_view b : bytes) rec.str(b);
   std::string sums;
   for (int i = 0; i < 4; ++i) {
     const Checksum c = entry_checksum(e.key, kParts[i], bytes[i]);
     sums.append(reinterpret_cast<const char*>(c.data()), c.size());
   }
-  put_field(&rec, sums);
-  return rec;
+  rec.str(sums);
+  return std::move(rec.bytes());
 }
 
 bool decode_record(const std::string& bytes, Entry* out) {
@@ -164,30 +156,30 @@ uint64_t write_export(const std::string& path, const std::function<bool(Entry*)>
   const std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) fail(KJIT_ERROR_IO, "cannot create " + tmp + ": " + std::strerror(errno));
-  std::string head(kMagic, sizeof kMagic);
-  put_u64(&head, kCacheFormatVersion);
-  bool ok = std::fwrite(head.data(), 1, head.size(), f) == head.size();
+  WireWriter head;
+  head.bytes().assign(kMagic, sizeof kMagic);
+  head.u64(kCacheFormatVersion);
+  bool ok = std::fwrite(head.bytes().data(), 1, head.bytes().size(), f) == head.bytes().size();
   uint64_t count = 0;
   Entry e;
   while (ok && next(&e)) {
     const std::string rec = encode_record(e);
-    std::string frame;
-    put_u64(&frame, rec.size());
-    frame += rec;
+    WireWriter frame;
+    frame.str(rec);
     const Digest d = sha256(rec);
-    frame.append(reinterpret_cast<const char*>(d.data()), d.size());
+    frame.bytes().append(reinterpret_cast<const char*>(d.data()), d.size());
     if (signing_key.empty()) {
-      put_u64(&frame, 0);
+      frame.u64(0);
     } else {
       const Digest sig = record_signature(signing_key, rec);
-      put_field(&frame, std::string(reinterpret_cast<const char*>(sig.data()), sig.size()));
+      frame.str(std::string_view(reinterpret_cast<const char*>(sig.data()), sig.size()));
     }
-    ok = std::fwrite(frame.data(), 1, frame.size(), f) == frame.size();
+    ok = std::fwrite(frame.bytes().data(), 1, frame.bytes().size(), f) == frame.bytes().size();
     ++count;
   }
-  std::string tail;
-  put_u64(&tail, 0);
-  ok = ok && std::fwrite(tail.data(), 1, tail.size(), f) == tail.size();
+  WireWriter tail;
+  tail.u64(0);
+  ok = ok && std::fwrite(tail.bytes().data(), 1, 8, f) == 8;
   ok = (std::fclose(f) == 0) && ok;
   if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());

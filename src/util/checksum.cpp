@@ -21,22 +21,16 @@ Checksum canonical(XXH128_hash_t h) {
 
 }  // namespace
 
-uint64_t table_hash(const void* data, size_t size) {
-  return XXH3_64bits(data, size);
-}
+uint64_t table_hash(const void* data, size_t size) { return XXH3_64bits(data, size); }
 
-Checksum checksum(const void* data, size_t size) {
-  return canonical(XXH3_128bits(data, size));
-}
+Checksum checksum(const void* data, size_t size) { return canonical(XXH3_128bits(data, size)); }
 
 ChecksumStream::ChecksumStream() : state_(XXH3_createState()) {
   if (!state_) throw std::bad_alloc();
   XXH3_128bits_reset(static_cast<XXH3_state_t*>(state_));
 }
 
-ChecksumStream::~ChecksumStream() {
-  XXH3_freeState(static_cast<XXH3_state_t*>(state_));
-}
+ChecksumStream::~ChecksumStream() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
 
 void ChecksumStream::update(const void* data, size_t size) {
   if (size) XXH3_128bits_update(static_cast<XXH3_state_t*>(state_), data, size);
