@@ -3,11 +3,29 @@
 find_program(KJIT_BASH bash REQUIRED)
 
 if(TARGET kjit-cli)
-  foreach(_t usage compile cache warm include_edits worker exit_status json builtin_std nvcc_options)
+  foreach(_t usage compile cache warm include_edits mmap_edit worker exit_status json builtin_std nvcc_options)
     add_test(NAME cli_${_t}
       COMMAND ${KJIT_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/cli/${_t}.sh $<TARGET_FILE:kjit-cli>)
     set_tests_properties(cli_${_t} PROPERTIES TIMEOUT 600 LABELS cli)
   endforeach()
+  # A header rewritten while NVRTC reads it (tests/race/): never stored under its key. An
+  # interposer cannot be loaded into a sanitizer build's programs.
+  if(NOT KJIT_SANITIZE)
+    add_library(kjit_rewrite_race MODULE ${CMAKE_CURRENT_SOURCE_DIR}/race/rewrite_during_read.c)
+    target_link_libraries(kjit_rewrite_race PRIVATE ${CMAKE_DL_LIBS})
+    set_target_properties(kjit_rewrite_race PROPERTIES C_VISIBILITY_PRESET default)
+    add_test(NAME cli_compile_window
+      COMMAND ${KJIT_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/cli/compile_window.sh
+              $<TARGET_FILE:kjit-cli> $<TARGET_FILE:kjit_rewrite_race>)
+    set_tests_properties(cli_compile_window PROPERTIES TIMEOUT 600 LABELS cli)
+    # The same race made by a real concurrent writer, many times: a soak, off by default.
+    if(KJIT_SOAK_TESTS)
+      add_test(NAME soak_compile_window
+        COMMAND ${KJIT_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/cli/compile_window_soak.sh
+                $<TARGET_FILE:kjit-cli>)
+      set_tests_properties(soak_compile_window PROPERTIES TIMEOUT 1800 LABELS soak)
+    endif()
+  endif()
   # Installs the build into a temporary prefix and builds the C examples against it. A
   # sanitizer build's library cannot be loaded by the uninstrumented examples.
   if(NOT KJIT_SANITIZE)

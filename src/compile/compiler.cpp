@@ -369,19 +369,19 @@ Outcome Compiler::compile_request(std::string_view source_bytes, const CompileOp
 
 Outcome Compiler::compile_reading_files(const std::string& source, const CompileOptions& opts,
                                         const NormalisedOptions& norm, const CancelFlag& cancel) {
+  // When the request arrived: a file written before it (a code generator's header) is
+  // stamped no later than this.
+  const int64_t arrived = realtime_ns();
   const std::string& tool = toolchain();
   const std::string base = compute_base(source, opts, norm, tool);
   const std::string cwd_tag = writes_source_paths(norm) ? current_directory() : "";
   if (cache_) {
     if (auto o = manifest_hit(base, cwd_tag, source, opts, /*fresh=*/false)) return *o;
   }
-  // A preview of what NVRTC will read: the built-in standard headers it needs, whether
-  // its includes reach the toolkit (precompiled headers pay there), and the bytes of the
-  // files before the compile (a file modified just before it is vouched for by them).
-  // No directory is read whole for a computed include the scan cannot follow.
+  // A preview of what NVRTC will read: the built-in standard headers it needs and whether
+  // its includes reach the toolkit (precompiled headers pay there). No directory is read
+  // whole for a computed include the scan cannot follow.
   const IncludeScan scan = scan_for(source, opts, norm, /*read_directories=*/false);
-  std::map<std::string, std::shared_ptr<const std::string>> before;
-  for (const IncludedFile& f : scan.files) before.emplace(f.path, f.content);
   // Where a file would shadow a built-in header: those places must stay empty.
   const std::vector<std::string> extra_absent = builtin_shadow_places(scan);
   // NVRTC is given the built-in standard headers the program uses as in-memory headers,
@@ -405,7 +405,11 @@ Outcome Compiler::compile_reading_files(const std::string& source, const Compile
   const bool use_pch = given_norm.pch && scan.outside && own_bytes < kPchOwnHeaderBytes;
   bool stored = false;
   auto run = [&]() -> Outcome {
-    const int64_t started = realtime_ns();
+    // A file whose stamp is not kStampLagNs before `started` is not vouched for (a change
+    // during the compile may be stamped that far back; key/inputs.h). Started at least that
+    // long after the request arrived, so that the files written before it are vouched for:
+    // a compile that got here sooner (a small program) waits the rest.
+    const int64_t started = realtime_ns_from(arrived + kStampLagNs);
     const std::string cwd = current_directory();
     AuditRecord audit;
     // The request's base stands for the key until NVRTC's reads give it (the worker
@@ -419,8 +423,7 @@ Outcome Compiler::compile_reading_files(const std::string& source, const Compile
     } else if (!audit.doubt.empty()) {
       why = audit.doubt;
     } else {
-      make_dep_record(audit, opts.name, started, before, norm.skip_roots, extra_absent, cwd,
-                      &record, &why);
+      make_dep_record(audit, opts.name, started, norm.skip_roots, extra_absent, cwd, &record, &why);
     }
     record.builtins = scan.builtins;
     auto entry = std::const_pointer_cast<Entry>(o.entry);

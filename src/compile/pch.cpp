@@ -292,7 +292,7 @@ bool PchTicket::settle(AuditRecord* audit) {
       // NVRTC made none (it chose not to, or could not): do not ask again for this slot.
       std::lock_guard<std::mutex> lock(g_mu);
       if (slot_->state == SlotState::Creating) slot_->state = SlotState::Failed;
-    } else if (!record_inputs(*audit, program_, started_ns_, nullptr, {}, &inputs, &why)) {
+    } else if (!record_inputs(*audit, program_, started_ns_, {}, &inputs, &why)) {
       log_debug("precompiled header " + said_.created + " is not reused: " + why);
       set_state(slot_, SlotState::Stale);
     } else {

@@ -95,12 +95,11 @@ std::string dep_entry_key(const std::string& base, const DepRecord& r, const std
 }
 
 bool make_dep_record(const AuditRecord& audit, const std::string& program, int64_t started_ns,
-                     const std::map<std::string, std::shared_ptr<const std::string>>& before,
                      const std::vector<std::string>& skip_roots,
                      const std::vector<std::string>& extra_absent, const std::string& cwd,
                      DepRecord* out, std::string* why) {
   std::vector<FileInput> inputs;
-  if (!record_inputs(audit, program, started_ns, &before, skip_roots, &inputs, why)) return false;
+  if (!record_inputs(audit, program, started_ns, skip_roots, &inputs, why)) return false;
   // A compile that used a precompiled header read its headers when the PCH was made: they
   // are inputs too, with the bytes read then, which must be the bytes now.
   std::vector<std::string> roots;

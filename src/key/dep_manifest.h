@@ -46,7 +46,6 @@ std::string dep_entry_key(const std::string& base, const DepRecord& r, const std
 // places that must stay empty although NVRTC may not have looked there (where a built-in
 // header would be shadowed by a file). False with *why when it cannot be vouched for.
 bool make_dep_record(const AuditRecord& audit, const std::string& program, int64_t started_ns,
-                     const std::map<std::string, std::shared_ptr<const std::string>>& before,
                      const std::vector<std::string>& skip_roots,
                      const std::vector<std::string>& extra_absent, const std::string& cwd,
                      DepRecord* out, std::string* why);

@@ -24,11 +24,10 @@
 #include "nvrtc/nvrtc_lib.h"
 #include "util/error.h"
 #include "util/log.h"
-#include "util/sha256.h"
 
 namespace kjit {
 
-void record_open(const char* path, bool ok, bool write, bool directory, int fd = -1);
+void record_open(const char* path, bool ok, bool write, bool directory);
 
 namespace {
 
@@ -61,34 +60,9 @@ void unauditable() {
   record_open("", false, false, false);
 }
 
-// The SHA-256 (hex) of the bytes of the regular file open on `fd` as they are now, read
-// with pread() (NVRTC's file offset does not move), when it was modified within the racy
-// window: the bytes NVRTC is about to read, which a later look at the file can be checked
-// against. "" for a file settled longer (its stamp vouches for it), or one that cannot be
-// read whole.
-std::string snapshot_digest(int fd) {
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (256 << 20)) return "";
-  const int64_t now = realtime_ns();
-  auto ns = [](const timespec& t) { return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec; };
-  const int64_t racy = kRacySeconds * 1000000000;
-  if (ns(st.st_mtim) < now - racy && ns(st.st_ctim) < now - racy) return "";
-  std::string bytes(size_t(st.st_size), '\0');
-  size_t got = 0;
-  while (got < bytes.size()) {
-    const ssize_t n = ::pread(fd, &bytes[got], bytes.size() - got, off_t(got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return "";
-    got += size_t(n);
-  }
-  char extra;
-  if (::pread(fd, &extra, 1, off_t(got)) != 0) return "";  // it grew meanwhile
-  return to_hex(sha256(bytes));
-}
-
 }  // namespace
 
-void record_open(const char* path, bool ok, bool write, bool directory, int fd) {
+void record_open(const char* path, bool ok, bool write, bool directory) {
   const int saved = errno;
   if (FileAudit* a = t_audit) {
     try {
@@ -98,7 +72,6 @@ void record_open(const char* path, bool ok, bool write, bool directory, int fd) 
       f.ok = ok;
       f.write = write;
       f.directory = directory;
-      if (ok && !write && !directory && fd >= 0) f.digest = snapshot_digest(fd);
       a->opened_.push_back(std::move(f));
     } catch (...) {
       a->stray_at_start_ = ~0ull;  // out of memory: the record is not whole
@@ -111,13 +84,13 @@ void record_open(const char* path, bool ok, bool write, bool directory, int fd) 
 
 namespace {
 
-void record_at(int dirfd, const char* path, bool ok, bool write, int fd) {
+void record_at(int dirfd, const char* path, bool ok, bool write) {
   const int saved = errno;
   if (!path) {
   } else if (dirfd == AT_FDCWD) {
-    record_open(path, ok, write, false, fd);  // relative stays relative to the working directory
+    record_open(path, ok, write, false);  // relative stays relative to the working directory
   } else {
-    record_open(absolute_at(dirfd, path).c_str(), ok, write, false, fd);
+    record_open(absolute_at(dirfd, path).c_str(), ok, write, false);
   }
   errno = saved;
 }
@@ -126,13 +99,13 @@ void record_at(int dirfd, const char* path, bool ok, bool write, int fd) {
 // function by its ordinary name, which resolves as libnvrtc's own import would have.
 FILE* hook_fopen(const char* path, const char* mode) {
   FILE* f = std::fopen(path, mode);
-  record_open(path, f != nullptr, write_only_mode(mode), false, f ? fileno(f) : -1);
+  record_open(path, f != nullptr, write_only_mode(mode), false);
   return f;
 }
 
 FILE* hook_fopen64(const char* path, const char* mode) {
   FILE* f = fopen64(path, mode);
-  record_open(path, f != nullptr, write_only_mode(mode), false, f ? fileno(f) : -1);
+  record_open(path, f != nullptr, write_only_mode(mode), false);
   return f;
 }
 
@@ -146,7 +119,7 @@ int hook_open(const char* path, int flags, ...) {
   const mode_t mode = variadic_mode(flags, ap);
   va_end(ap);
   const int fd = ::open(path, flags, mode);
-  record_open(path, fd >= 0, (flags & O_ACCMODE) == O_WRONLY, false, fd);
+  record_open(path, fd >= 0, (flags & O_ACCMODE) == O_WRONLY, false);
   return fd;
 }
 
@@ -156,7 +129,7 @@ int hook_open64(const char* path, int flags, ...) {
   const mode_t mode = variadic_mode(flags, ap);
   va_end(ap);
   const int fd = open64(path, flags, mode);
-  record_open(path, fd >= 0, (flags & O_ACCMODE) == O_WRONLY, false, fd);
+  record_open(path, fd >= 0, (flags & O_ACCMODE) == O_WRONLY, false);
   return fd;
 }
 
@@ -166,13 +139,13 @@ int hook_openat(int dirfd, const char* path, int flags, ...) {
   const mode_t mode = variadic_mode(flags, ap);
   va_end(ap);
   const int fd = ::openat(dirfd, path, flags, mode);
-  record_at(dirfd, path, fd >= 0, (flags & O_ACCMODE) == O_WRONLY, fd);
+  record_at(dirfd, path, fd >= 0, (flags & O_ACCMODE) == O_WRONLY);
   return fd;
 }
 
 int hook_open_2(const char* path, int flags) {
   const int fd = ::open(path, flags);
-  record_open(path, fd >= 0, (flags & O_ACCMODE) == O_WRONLY, false, fd);
+  record_open(path, fd >= 0, (flags & O_ACCMODE) == O_WRONLY, false);
   return fd;
 }
 
@@ -184,7 +157,7 @@ DIR* hook_opendir(const char* path) {
 
 FILE* hook_freopen(const char* path, const char* mode, FILE* stream) {
   FILE* f = std::freopen(path, mode, stream);
-  if (path) record_open(path, f != nullptr, write_only_mode(mode), false, f ? fileno(f) : -1);
+  if (path) record_open(path, f != nullptr, write_only_mode(mode), false);
   return f;
 }
 
@@ -193,12 +166,11 @@ long hook_syscall(long number, long a1, long a2, long a3, long a4, long a5, long
   const int saved = errno;
 #ifdef SYS_open
   if (number == SYS_open) {
-    record_open(reinterpret_cast<const char*>(a1), r >= 0, false, false, r >= 0 ? int(r) : -1);
+    record_open(reinterpret_cast<const char*>(a1), r >= 0, false, false);
   }
 #endif
   if (number == SYS_openat) {
-    record_at(int(a1), reinterpret_cast<const char*>(a2), r >= 0, (a3 & O_ACCMODE) == O_WRONLY,
-              r >= 0 ? int(r) : -1);
+    record_at(int(a1), reinterpret_cast<const char*>(a2), r >= 0, (a3 & O_ACCMODE) == O_WRONLY);
   }
 #ifdef SYS_openat2
   if (number == SYS_openat2) unauditable();

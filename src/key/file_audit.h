@@ -28,9 +28,7 @@ struct OpenedFile {
   // Not opened by NVRTC in this compile but read when the precompiled header it used was
   // made (pch.h): `digest` is the SHA-256 (hex) of the bytes read then, when `ok`.
   bool from_pch = false;
-  // For a file NVRTC opened that had been modified within kRacySeconds: the SHA-256 (hex)
-  // of its bytes when NVRTC opened it (read through NVRTC's descriptor); "" otherwise.
-  std::string digest;
+  std::string digest;  // see from_pch; "" for a file NVRTC opened in this compile
 };
 
 // What one compile's audit saw, as a value (the compile worker sends it to its client).
@@ -67,7 +65,7 @@ class FileAudit {
   static void disable_for_testing(bool disabled);
 
  private:
-  friend void record_open(const char*, bool, bool, bool, int);
+  friend void record_open(const char*, bool, bool, bool);
   std::vector<OpenedFile> opened_;
   unsigned long long stray_at_start_;
 };

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <mutex>
 #include <set>
+#include <unordered_map>
 
 #include "util/fs.h"
 #include "util/sha256.h"
@@ -14,6 +16,55 @@ namespace {
 bool same_file_stamp(const PathStamp& a, const PathStamp& b) {
   return a.kind == b.kind && a.dev == b.dev && a.ino == b.ino && a.size == b.size &&
          a.mtime_ns == b.mtime_ns && a.ctime_ns == b.ctime_ns;
+}
+
+// The files whose bytes this process has read and hashed, by identity (device and inode),
+// with the stamp they had (settled, so that a later edit shows in it) and their digest. A
+// stamp in a record is never trusted by itself: another process (or this one, earlier)
+// took it, and a write through a shared memory mapping can change a file's bytes while
+// its size and times stay (a page already dirty takes more writes without a new stamp).
+// So each process hashes a record's files on its first use of them, and from then on
+// takes an unchanged stamp as the bytes it hashed.
+class SeenFiles {
+ public:
+  bool seen(const PathStamp& s, const std::string& digest) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = files_.find(Id{s.dev, s.ino});
+    return it != files_.end() && same_file_stamp(it->second.stamp, s) &&
+           it->second.digest == digest;
+  }
+
+  void add(const PathStamp& s, const std::string& digest) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (files_.size() >= kMaxFiles) files_.clear();  // a bound, not a cache policy
+    files_[Id{s.dev, s.ino}] = Seen{s, digest};
+  }
+
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    files_.clear();
+  }
+
+ private:
+  static constexpr size_t kMaxFiles = 1 << 16;
+  struct Id {
+    uint64_t dev, ino;
+    bool operator==(const Id& o) const { return dev == o.dev && ino == o.ino; }
+  };
+  struct IdHash {
+    size_t operator()(const Id& i) const { return size_t(i.ino * 0x9E3779B97F4A7C15ull ^ i.dev); }
+  };
+  struct Seen {
+    PathStamp stamp;
+    std::string digest;
+  };
+  std::mutex mu_;
+  std::unordered_map<Id, Seen, IdHash> files_;
+};
+
+SeenFiles& seen_files() {
+  static SeenFiles* files = new SeenFiles;  // never destroyed: used until the process exits
+  return *files;
 }
 
 // Whether stamps can be trusted in a directory (not on a network file system, whose
@@ -32,21 +83,23 @@ class LocalDirs {
   std::map<std::string, bool> seen_;
 };
 
-// True when the stamp shows no change after `started_ns` (CLOCK_REALTIME). A file system
-// that keeps nanoseconds stamps a change with the kernel's coarse clock, at most a tick
-// (a few ms) behind: 50 ms before the start are enough there. Whole seconds (a file system
-// with coarse times, or one in a billion fine stamps) need the racy window.
-bool modified_before(const PathStamp& s, int64_t started_ns) {
-  constexpr int64_t kSecond = 1000000000;
-  const bool fine = s.mtime_ns % kSecond != 0 && s.ctime_ns % kSecond != 0;
-  const int64_t margin = fine ? 50 * 1000000 : int64_t(kRacySeconds) * kSecond;
+// True when the stamp proves the file's last change came before `started_ns` (CLOCK_REALTIME,
+// read before NVRTC began), so that NVRTC read the bytes there now. A local file system
+// stamps a change at most kStampLagNs behind the real time, so a change at or after the
+// start is stamped no earlier than kStampLagNs before it. Coarser times (microseconds,
+// whole seconds, FAT's two seconds; told by a change time without nanosecond digits, which
+// a fine one lacks once in a thousand: the change time is always the clock's, where the
+// modification time may have been set, as tar sets it) and network file systems (whose
+// times come from the server's clock) need the racy window instead.
+bool changed_before(const PathStamp& s, int64_t started_ns, bool network) {
+  const bool fine = !network && s.ctime_ns % 1000 != 0;
+  const int64_t margin = fine ? kStampLagNs : int64_t(kRacySeconds) * 1000000000;
   return s.mtime_ns < started_ns - margin && s.ctime_ns < started_ns - margin;
 }
 
 }  // namespace
 
 bool record_inputs(const AuditRecord& audit, const std::string& program, int64_t started_ns,
-                   const std::map<std::string, std::shared_ptr<const std::string>>* before,
                    const std::vector<std::string>& skip_roots, std::vector<FileInput>* out,
                    std::string* why) {
   if (!audit.available || !audit.whole) {
@@ -94,21 +147,23 @@ bool record_inputs(const AuditRecord& audit, const std::string& program, int64_t
       *why = path + " was modified around the time of the compile";
       return false;
     }
-    in.digest = to_hex(sha256(*bytes));
-    if (!stamp_settled(in.stamp, started_ns) && !(before && f.digest == in.digest) &&
-        !(before && modified_before(in.stamp, started_ns) && network_fs_type(f.path).empty())) {
-      // Modified shortly before the compile (or during it): the bytes NVRTC opened (the
-      // audit's snapshot) or read before the compile began must be the bytes now.
-      const auto it = before ? before->find(path) : decltype(before->end()){};
-      if (!before || it == before->end() || !it->second || *it->second != *bytes) {
-        *why = path + " was modified around the time of the compile";
-        return false;
-      }
+    // A file changed at or after the compile began may have been read by NVRTC in any state
+    // between (a rewrite with the same bytes truncates it first): equal bytes before and
+    // after prove nothing, so such a result is not stored.
+    if (!changed_before(in.stamp, started_ns, !network_fs_type(f.path).empty())) {
+      *why = path + " was modified while NVRTC was reading the program's files";
+      return false;
     }
+    in.digest = to_hex(sha256(*bytes));
     in.trusted = stamp_settled(in.stamp, now_ns);
+    if (in.trusted && network_fs_type(f.path).empty()) seen_files().add(in.stamp, in.digest);
     out->push_back(std::move(in));
   }
   return true;
+}
+
+void forget_seen_files() {
+  seen_files().clear();
 }
 
 bool inputs_hold(const std::vector<FileInput>& inputs, std::vector<PathStamp>* now, bool* settled) {
@@ -123,10 +178,17 @@ bool inputs_hold(const std::vector<FileInput>& inputs, std::vector<PathStamp>* n
       if (s.kind != 0) return false;
     } else {
       if (s.kind != 1) return false;
-      const bool same = in.trusted && same_file_stamp(s, in.stamp) && dirs.local(in.opened);
-      if (!same) {
+      const bool local = dirs.local(in.opened);
+      if (!(local && seen_files().seen(s, in.digest))) {
         const auto bytes = read_file(in.opened);
         if (!bytes || to_hex(sha256(*bytes)) != in.digest) return false;
+        // Remembered when the stamp is settled (a later edit shows in it) and the file did
+        // not change while it was read.
+        PathStamp after;
+        if (local && stamp_settled(s, realtime_ns()) && stat_stamp(in.opened.c_str(), &after) &&
+            same_file_stamp(after, s)) {
+          seen_files().add(s, in.digest);
+        }
       }
       if (settled && !(stamp_settled(s, now_ns) && dirs.local(in.opened))) *settled = false;
     }

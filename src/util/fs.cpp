@@ -214,6 +214,17 @@ int64_t realtime_ns() {
   return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+int64_t realtime_ns_from(int64_t t) {
+  int64_t now = realtime_ns();
+  for (int i = 0; i < 1000 && now < t; ++i) {  // a bound: at most a second's naps
+    const int64_t wait = std::min<int64_t>(t - now, 1000000000 - 1);
+    const timespec nap{0, long(wait)};
+    nanosleep(&nap, nullptr);
+    now = realtime_ns();
+  }
+  return now;
+}
+
 std::string current_directory() {
   char buf[PATH_MAX];
   return getcwd(buf, sizeof buf) ? std::string(buf) : std::string();

@@ -70,6 +70,14 @@ constexpr int64_t kRacySeconds = 2;
 // `now_ns` (CLOCK_REALTIME): a change after `now_ns` then shows in the stamp.
 bool stamp_settled(const PathStamp& s, int64_t now_ns);
 int64_t realtime_ns();
+// CLOCK_REALTIME in ns once it reads `t` or later: at once, or after sleeping until then.
+int64_t realtime_ns_from(int64_t t);
+
+// How far behind the real time a local file system may stamp a change: file systems stamp
+// with the kernel's coarse clock, updated once a tick (4 ms at 250 Hz; up to about 5.3 ms
+// was measured behind CLOCK_REALTIME read before the write, on a loaded 2-core machine),
+// four times over. A stamp is never ahead of the real time.
+constexpr int64_t kStampLagNs = 20 * 1000000;
 
 // The stamp of `path` without setting its `path` field (as stamp_path).
 bool stat_stamp(const char* path, PathStamp* out);
