@@ -381,6 +381,32 @@ TEST(HostileDir, LinkedEntriesDirectoryIsNotWrittenThrough) {
   ASSERT_NE(d.get(e.key), nullptr);
 }
 
+TEST(HostileDir, LinkedCountersDirectoryIsNotTakenFrom) {
+  TempDir t, outside;
+  with_entry(t.path());
+  write_file(outside.file("pending"), "someone else's file\n");
+  make_link(outside.path(), t.path() + "/counters");
+  kjit::DiskStore d(t.path(), false, true);
+  d.add_pending_counters();
+  EXPECT_EQ(read_file_or_die(outside.file("pending")), "someone else's file\n");
+  EXPECT_EQ(kjit::directory_names(outside.path())->size(), 1u);
+}
+
+TEST(HostileDir, ClearDoesNotRemoveFilesThroughALinkedEntriesDirectory) {
+  TempDir t, outside;
+  const std::string key = key_of("outside");
+  write_file(outside.file(key), "not kjit's");
+  write_file(outside.file(".tmp-mine"), "not kjit's either");
+  make_link(outside.path(), t.path() + "/entries/" + key.substr(0, 2));
+  kjit::CacheConfig cfg;
+  cfg.directory = t.path();
+  kjit::Cache c(cfg);
+  c.clear();
+  uint64_t checked = 0, bad = 0;
+  c.verify(&checked, &bad);
+  EXPECT_EQ(kjit::directory_names(outside.path())->size(), 2u);
+}
+
 // ---- 6. An index deleted beside its payload files --------------------------------------
 
 TEST(HostileDir, DeletedIndexIsRebuiltFromThePayloadFiles) {

@@ -1,6 +1,7 @@
 // The schema of the disk store: creating it, checking it at open, migrating older ones;
 // and the small tables beside the entries (usage counters, key/value facts).
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -394,7 +395,15 @@ void DiskStore::add_counters(const std::vector<std::pair<std::string, int64_t>>&
 void DiskStore::add_pending_counters() {
   if (read_only_) return;
   // Anything in counters/ (a log, a log taken but not added, something that is no log).
-  const auto names = directory_names(join_path(dir_, "counters"));
+  const std::string counters_dir = join_path(dir_, "counters");
+  struct stat st;
+  if (::lstat(counters_dir.c_str(), &st) != 0) return;
+  if (!S_ISDIR(st.st_mode)) {  // a link (to a directory elsewhere) or a file: never followed
+    log_warn(counters_dir + " is " + file_kind(counters_dir) + ", not a directory: removed");
+    remove_any(counters_dir);
+    return;
+  }
+  const auto names = directory_names(counters_dir);
   if (!names || names->empty()) return;
   Lease c = acquire();
   Txn txn(*c, true);

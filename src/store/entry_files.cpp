@@ -110,13 +110,18 @@ bool is_temp_name(const std::string& name) {
 }
 
 // Calls `fn` with the path and name of every file in the two-digit directories of `root`.
+// Only real directories are walked: a link in their place (to a directory elsewhere) is not
+// followed, so that nothing outside the cache directory is removed.
 void for_each_file(const std::string& root,
                    const std::function<bool(const std::string& dir, const std::string& name)>& fn) {
+  struct stat st;
+  if (::lstat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
   const auto dirs = directory_names(root);
   if (!dirs) return;
   for (const std::string& d : *dirs) {
     if (d.size() != 2) continue;
     const std::string dir = join_path(root, d);
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
     const auto names = directory_names(dir);
     if (!names) continue;
     for (const std::string& name : *names) {
