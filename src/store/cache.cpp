@@ -216,7 +216,10 @@ void Cache::open_index() {
       if (moved_aside) reconcile_after_switch();
       if (!read_only) {
         try {
-          disk_->adopt_if_orphaned();  // an index deleted or replaced beside its files
+          // An index deleted or replaced beside its files; those that do not verify are
+          // removed and counted as corrupt entries.
+          const DiskStore::Reconciled r = disk_->adopt_if_orphaned();
+          count(Counter::corrupt_entries, r.files_removed + r.files_kept);
         } catch (const std::exception& e) {
           disk_failed(e, "indexing the payload files");
         }

@@ -286,12 +286,12 @@ std::vector<std::string> DiskStore::keys() {
   return out;
 }
 
-bool DiskStore::adopt_if_orphaned() {
-  if (read_only_) return false;
+DiskStore::Reconciled DiskStore::adopt_if_orphaned() {
+  if (read_only_) return {};
   files_.sweep_stale_temps();
   uint64_t entries = 0, bytes = 0;
   totals(&entries, &bytes);
-  if (entries > 0 || !files_.any_payload()) return false;
+  if (entries > 0 || !files_.any_payload()) return {};
   // An index without rows beside payload files: the index was deleted or replaced (the
   // files stay hits, but without rows they are neither counted, listed nor evicted).
   const Reconciled r = reconcile();
@@ -299,7 +299,7 @@ bool DiskStore::adopt_if_orphaned() {
     log_info("cache index " + path_ + " was empty beside " + std::to_string(r.files_adopted) +
              " payload file(s): indexed them again");
   }
-  return r.files_adopted > 0;
+  return r;
 }
 
 DiskStore::Reconciled DiskStore::reconcile() {

@@ -102,9 +102,9 @@ class DiskStore {
   Reconciled reconcile();
   // What opening the index does once per process (Cache::open_index): removes temporaries
   // of dead writers (EntryFiles::sweep_stale_temps), and when the index has no rows while
-  // payload files exist (it was deleted or replaced), indexes them (reconcile()). True when
-  // it indexed files.
-  bool adopt_if_orphaned();
+  // payload files exist (it was deleted or replaced), indexes them (reconcile()). Returns
+  // what the reconciliation did (all zero when none was needed).
+  Reconciled adopt_if_orphaned();
 
   const EntryFiles& files() const { return files_; }
 
