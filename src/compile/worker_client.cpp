@@ -28,6 +28,7 @@
 #include "store/cache.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/safe_file.h"
 #include "util/sha256.h"
 
 extern char** environ;
@@ -268,8 +269,17 @@ bool spawn_worker(const WorkerAddress& addr, int dir_fd, std::string* why) {
     return false;
   }
   Fd rd(p[0]), wr(p[1]);
-  Fd logfd(::openat(dir_fd, (addr.name + ".log").c_str(),
-                    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+  Fd logfd;
+  {
+    int f = -1;
+    struct stat st;
+    // Only a regular file (a FIFO there would block the worker's first message).
+    if (open_regular_at(dir_fd, addr.name + ".log", O_WRONLY | O_CREAT, 0600, false, &f, &st) ==
+        Opened::Ok) {
+      logfd = Fd(f);
+      if (::ftruncate(f, 0) != 0) logfd.reset();
+    }
+  }
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -341,14 +351,90 @@ bool try_lock(int fd, double timeout_ms) {
   }
 }
 
+// A worker that could not start is remembered in the address's directory for
+// $KJIT_WORKER_RETRY_S seconds (default 60), in "<name>.failed": "kjit-worker-failed-1",
+// the time (Unix seconds) and why, one a line. The name covers the executable's path and
+// file identity and the toolchain, so a fixed or other worker is tried at once. Every
+// process then falls back (or fails, in worker mode) at once instead of paying the start's
+// wait (up to kStartMs) again.
+constexpr const char* kFailedMagic = "kjit-worker-failed-1";
+
+double failure_memory_seconds() {
+  return env_number("KJIT_WORKER_RETRY_S", 60);
+}
+
+// Why the worker of `name` failed to start, when that was recorded less than
+// failure_memory_seconds() ago; "" otherwise. Read as any file in the cache directory is:
+// a regular file of bounded size, never through a link.
+std::string recent_start_failure(int dir_fd, const std::string& name) {
+  const double memory = failure_memory_seconds();
+  if (dir_fd < 0 || memory <= 0) return "";
+  int f = -1;
+  struct stat st;
+  if (open_regular_at(dir_fd, name + ".failed", O_RDONLY, 0, false, &f, &st) != Opened::Ok) {
+    return "";
+  }
+  Fd fd(f);
+  char buf[1024];
+  const ssize_t n = st.st_size < off_t(sizeof buf) ? ::pread(f, buf, sizeof buf, 0) : -1;
+  if (n <= 0) return "";
+  const std::string text(buf, size_t(n));
+  const size_t l1 = text.find('\n'), l2 = l1 == std::string::npos ? l1 : text.find('\n', l1 + 1);
+  if (l2 == std::string::npos || text.compare(0, l1, kFailedMagic) != 0) return "";
+  char* end = nullptr;
+  const long long when = std::strtoll(text.c_str() + l1 + 1, &end, 10);
+  const long long now = unix_time();
+  if (end != text.c_str() + l2 || when > now + 5 || double(now - when) >= memory) return "";
+  const size_t l3 = text.find('\n', l2 + 1);
+  return "it failed to start " + std::to_string(now - when) + " s ago (" +
+         text.substr(l2 + 1, l3 == std::string::npos ? std::string::npos : l3 - l2 - 1) +
+         "); not tried again for " + std::to_string(int(memory)) + " s (" + name + ".failed)";
+}
+
+// Records (`why` not empty) or forgets the start failure of `name` (temporary file, then
+// rename; never through a link).
+void record_start_failure(int dir_fd, const std::string& name, const std::string& why) {
+  if (dir_fd < 0) return;
+  if (why.empty()) {
+    ::unlinkat(dir_fd, (name + ".failed").c_str(), 0);
+    return;
+  }
+  if (failure_memory_seconds() <= 0) return;
+  std::string reason = why.substr(0, 400);
+  for (char& ch : reason) {
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  }
+  const std::string text =
+      std::string(kFailedMagic) + "\n" + std::to_string(unix_time()) + "\n" + reason + "\n";
+  const std::string temp = ".tmp-" + name + ".failed-" + std::to_string(::getpid());
+  Fd fd(::openat(dir_fd, temp.c_str(),
+                 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600));
+  if (fd.get() < 0) return;
+  const bool ok = ::write(fd.get(), text.data(), text.size()) == ssize_t(text.size());
+  fd.reset();
+  if (!ok || ::renameat(dir_fd, temp.c_str(), dir_fd, (name + ".failed").c_str()) != 0) {
+    ::unlinkat(dir_fd, temp.c_str(), 0);
+  }
+}
+
 // A connected, greeted worker for `addr`, started when none answers.
 Conn connect_or_start(const WorkerAddress& addr, const std::string& toolchain) {
   Conn c = connect_and_hello(addr, toolchain);
   if (c.state == Conn::State::Ok) return c;
   Fd dir(::open(addr.directory.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (c.state == Conn::State::Missing || c.state == Conn::State::Stale) {
+    // None runs: one that failed to start a moment ago is not waited for again.
+    const std::string failed = recent_start_failure(dir.get(), addr.name);
+    if (!failed.empty()) {
+      c.state = Conn::State::Broken;
+      c.detail =
+          "the compile worker " + addr.directory + "/" + addr.name + " cannot be used: " + failed;
+      return c;
+    }
+  }
   Fd lock(dir.get() < 0 ? -1
                         : ::openat(dir.get(), (addr.name + ".lock").c_str(),
-                                   O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+                                   O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600));
   if (lock.get() < 0) {
     c.state = Conn::State::Broken;
     c.detail =
@@ -374,11 +460,19 @@ Conn connect_or_start(const WorkerAddress& addr, const std::string& toolchain) {
     ::unlinkat(dir.get(), (addr.name + ".sock").c_str(), 0);
   }
   std::string why;
+  if (const std::string failed = recent_start_failure(dir.get(), addr.name); !failed.empty()) {
+    c.state = Conn::State::Broken;  // another process's start failed while this one waited
+    c.detail =
+        "the compile worker " + addr.directory + "/" + addr.name + " cannot be used: " + failed;
+    return c;
+  }
   if (!spawn_worker(addr, dir.get(), &why)) {
+    record_start_failure(dir.get(), addr.name, why);
     c.state = Conn::State::Broken;
     c.detail = why;
     return c;
   }
+  record_start_failure(dir.get(), addr.name, "");
   lock.reset();  // releases the flock
   c = connect_and_hello(addr, toolchain);
   if (c.state != Conn::State::Ok) c.detail = "the started worker does not answer: " + c.detail;
@@ -555,7 +649,8 @@ WorkerAddress take_worker(const WorkerAddress& addr, const CancelFlag& cancel, W
     for (unsigned i = 0; i < n; ++i) {
       const WorkerAddress a = named(i);
       const std::string path = a.directory + "/" + a.name + ".busy";
-      const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+      const int fd =
+          ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
       if (fd < 0) return a;  // cannot be held: used as the single worker was
       if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
         held->fd_ = fd;

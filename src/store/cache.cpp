@@ -152,6 +152,9 @@ void Cache::open_disk() {
   }
   const std::string db = join_path(dir_, DiskStore::kFileName);
   if (::stat(db.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode)) {
+      return unavailable("cache database " + db + " is not a regular file");
+    }
     if (st.st_uid != geteuid()) {
       return unavailable("cache database " + db + " is not owned by the current user");
     }
@@ -192,6 +195,13 @@ void Cache::open_index() {
   };
   const bool read_only = disk_->read_only();
   const std::string db = join_path(dir_, DiskStore::kFileName);
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    // SQLite opens these itself: anything but a regular file (a FIFO, a device) is not used.
+    struct stat st;
+    if (::stat((db + suffix).c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      return unavailable("cache database file " + db + suffix + " is not a regular file");
+    }
+  }
   bool moved_aside = false;
   for (int attempt = 0; attempt < 2; ++attempt) {
     try {
@@ -204,6 +214,16 @@ void Cache::open_index() {
       }
       // The payload files stay where they were: the new index takes them in.
       if (moved_aside) reconcile_after_switch();
+      if (!read_only) {
+        try {
+          // An index deleted or replaced beside its files; those that do not verify are
+          // removed and counted as corrupt entries.
+          const DiskStore::Reconciled r = disk_->adopt_if_orphaned();
+          count(Counter::corrupt_entries, r.files_removed + r.files_kept);
+        } catch (const std::exception& e) {
+          disk_failed(e, "indexing the payload files");
+        }
+      }
       return;
     } catch (const DatabaseCorrupt& e) {
       if (read_only || attempt > 0) return unavailable(e.message());
@@ -301,7 +321,8 @@ bool Cache::disk_put(const Entry& e) {
   for (int attempt = 0;; ++attempt) {
     try {
       count(Counter::evictions, d->put(e, max_bytes_));
-      if (!e.is_manifest()) stores_++;  // kernels stored
+      if (max_bytes_ > 0 && e.bytes() > max_bytes_) return false;  // too large to keep (put)
+      if (!e.is_manifest()) stores_++;                             // kernels stored
       flush_counters();
       return true;
     } catch (const DatabaseCorrupt& ex) {
@@ -468,8 +489,9 @@ void Cache::verify(uint64_t* checked, uint64_t* bad) {
     }
     return;
   }
+  // Temporaries of writers that died are removed but are no entries: not counted.
   const uint64_t repaired = fixed.rows_dropped + fixed.files_removed;
-  *checked = *bad = repaired;
+  *checked = *bad = repaired + fixed.files_kept;
   count(Counter::corrupt_entries, repaired);
   for (size_t i = 0; i < keys.size(); ++i) {
     ++*checked;

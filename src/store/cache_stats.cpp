@@ -1,6 +1,8 @@
 // The usage counters of a cache handle, their totals over every process, and stats().
 #include <unistd.h>
 
+#include <limits>
+
 #include "store/cache.h"
 
 namespace kjit {
@@ -57,13 +59,16 @@ void Cache::flush_counters(bool closing) {
   }
   if (deltas.empty()) return;
   try {
+    bool written = false;
     if (pending) {
       std::string text;
       for (const auto& [name, delta] : deltas) text += name + " " + std::to_string(delta) + "\n";
-      d->files().write_pending_counters(text);
-    } else {
-      d->add_counters(deltas);
+      written = d->files().write_pending_counters(text);
+      // The log is at its cap (EntryFiles::kMaxPendingBytes) or unusable: this process adds
+      // its counts to the index itself (opening it also takes the log).
+      if (!written) d = index();
     }
+    if (!written && d && !d->read_only()) d->add_counters(deltas);
     flushed_ = now;
   } catch (const std::exception& e) {
     disk_failed(e, "recording usage counters");
@@ -114,6 +119,11 @@ CacheStats Cache::stats() {
   if (d) {
     try {
       d->totals(&s.disk_entries, &s.disk_bytes);
+      // Temporaries take room too: a writer's in progress, or one of a writer that died
+      // (removed once an hour old, EntryFiles::sweep_stale_temps).
+      uint64_t temp_bytes = 0;
+      d->files().remove_stale_temps(std::numeric_limits<int64_t>::max(), &temp_bytes);
+      s.disk_bytes += temp_bytes;
     } catch (const DatabaseCorrupt& e) {
       if (!quarantine_disk(e)) disk_failed(e, "reading cache totals");
     } catch (const std::exception& e) {

@@ -1,9 +1,12 @@
 // Entries of the disk store: reading them (from their payload files), storing, removing,
 // evicting the least recently used, and bringing the index and the files back in step.
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <unordered_set>
 #include <vector>
 
@@ -12,6 +15,7 @@
 #include "util/checksum.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/safe_file.h"
 #include "util/sha256.h"
 
 namespace kjit {
@@ -32,15 +36,19 @@ EntryPtr DiskStore::get(const std::string& key) {
 }
 
 void DiskStore::discard_corrupt(const std::string& key, const std::string& why) {
-  log_warn("cache entry " + key + " in " + path_ + " is corrupt (" + why + "); " +
-           (read_only_ ? "not removed: the cache is read-only" : "removed"));
+  std::string outcome = "not removed: the cache is read-only";
   if (!read_only_) {
     try {
       remove(key);
+      struct stat st;
+      outcome = ::lstat(files_.path(key).c_str(), &st) == 0
+                    ? "could not be removed (" + file_kind(files_.path(key)) + " stays)"
+                    : "removed";
     } catch (const std::exception& e) {
-      log_warn(std::string("could not remove corrupt entry: ") + e.what());
+      outcome = std::string("could not be removed: ") + e.what();
     }
   }
+  log_warn("cache entry " + key + " in " + path_ + " is corrupt (" + why + "); " + outcome);
   fail(KJIT_ERROR_CACHE_CORRUPT, "cache entry " + key + " is corrupt: " + why);
 }
 
@@ -108,6 +116,16 @@ uint64_t DiskStore::put(const Entry& e, uint64_t max_bytes) {
   if (!is_hex_key(e.key)) {
     fail(KJIT_ERROR_INVALID_ARGUMENT,
          "cache entry key '" + e.key + "' is not 64 lowercase hex digits");
+  }
+  if (max_bytes > 0 && e.bytes() > max_bytes) {
+    // Larger than the whole cache may be: kept, it would stay past this store (the entry
+    // being stored is never evicted), or push out everything else. Not stored; a copy
+    // stored before goes.
+    log_info("cache entry " + e.key + " (" + std::to_string(e.bytes()) +
+             " bytes) is larger than the cache's size bound (" + std::to_string(max_bytes) +
+             " bytes): not stored");
+    remove(e.key);
+    return 0;
   }
   const int64_t now = unix_time();
   const int64_t created = e.created ? e.created : now;
@@ -191,7 +209,8 @@ bool DiskStore::remove(const std::string& key) {
   if (read_only_) fail(KJIT_ERROR_READ_ONLY, "cache database " + path_ + " is read-only");
   Lease c = acquire();
   Txn txn(*c, true);
-  const bool existed = delete_locked(*c, key) || is_regular_file(files_.path(key));
+  struct stat st;
+  const bool existed = delete_locked(*c, key) || ::lstat(files_.path(key).c_str(), &st) == 0;
   txn.commit();
   purge();
   return existed;
@@ -267,6 +286,22 @@ std::vector<std::string> DiskStore::keys() {
   return out;
 }
 
+DiskStore::Reconciled DiskStore::adopt_if_orphaned() {
+  if (read_only_) return {};
+  files_.sweep_stale_temps();
+  uint64_t entries = 0, bytes = 0;
+  totals(&entries, &bytes);
+  if (entries > 0 || !files_.any_payload()) return {};
+  // An index without rows beside payload files: the index was deleted or replaced (the
+  // files stay hits, but without rows they are neither counted, listed nor evicted).
+  const Reconciled r = reconcile();
+  if (r.files_adopted) {
+    log_info("cache index " + path_ + " was empty beside " + std::to_string(r.files_adopted) +
+             " payload file(s): indexed them again");
+  }
+  return r;
+}
+
 DiskStore::Reconciled DiskStore::reconcile() {
   Reconciled r;
   if (read_only_) return r;
@@ -278,7 +313,8 @@ DiskStore::Reconciled DiskStore::reconcile() {
   while (c->step(s, "list keys") == SQLITE_ROW) rows.insert(col_text(s, 0));
   sqlite3_reset(s);
   for (const std::string& key : rows) {
-    if (is_regular_file(files_.path(key))) continue;
+    struct stat st;
+    if (::lstat(files_.path(key).c_str(), &st) == 0 && S_ISREG(st.st_mode)) continue;
     s = c->stmt("DELETE FROM entries WHERE key = ?1");
     sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
     c->step(s, "delete entry");
@@ -294,13 +330,19 @@ DiskStore::Reconciled DiskStore::reconcile() {
       insert_row(*c, e, e.created ? e.created : e.last_used, e.last_used);
       ++r.files_adopted;
     } else if (read == EntryFiles::Read::Corrupt) {
-      log_warn("cache entry file " + files_.path(key) + " is corrupt (" + why + "); removed");
-      files_.remove(key);
-      ++r.files_removed;
+      if (files_.remove(key)) {
+        log_warn("cache entry file " + files_.path(key) + " is corrupt (" + why + "); removed");
+        ++r.files_removed;
+      } else {
+        log_warn("cache entry file " + files_.path(key) + " is corrupt (" + why +
+                 ") and could not be removed: " + std::strerror(errno));
+        ++r.files_kept;
+      }
     }
     return false;
   });
-  r.files_removed += files_.remove_stale_temps(EntryFiles::kTouchSeconds);
+  // Temporaries of writers that died are no entries: counted apart.
+  r.temps_removed += files_.remove_stale_temps(EntryFiles::kStaleTempSeconds);
   txn.commit();
   return r;
 }

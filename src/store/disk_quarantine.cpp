@@ -69,6 +69,11 @@ bool DiskStore::replaced() {
 
 void DiskStore::reopen() {
   switch_file(false, "", nullptr);
+  try {
+    adopt_if_orphaned();  // a deleted index: the new one takes in the payload files
+  } catch (const std::exception& e) {
+    log_warn(std::string("could not index the payload files of ") + path_ + ": " + e.what());
+  }
 }
 
 std::string DiskStore::integrity_problems() {

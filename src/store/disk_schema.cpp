@@ -1,10 +1,12 @@
 // The schema of the disk store: creating it, checking it at open, migrating older ones;
 // and the small tables beside the entries (usage counters, key/value facts).
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "store/sqlite_conn.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/safe_file.h"
 #include "util/sha256.h"
 
 namespace kjit {
@@ -315,8 +318,12 @@ void DiskStore::initialise_schema(Conn& c) {
   Txn txn(c, true);
   // Re-read under the write lock: another process may have initialised it meanwhile.
   const int found = read_int(c, "PRAGMA user_version");
-  const uint64_t dropped = migrate(c, found, files_);
-  c.exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str(), "set schema version");
+  // Another process created or migrated it since it was read: only the record may be missing.
+  const bool current = found == kSchemaVersion;
+  const uint64_t dropped = current ? 0 : migrate(c, found, files_);
+  if (!current) {
+    c.exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str(), "set schema version");
+  }
   // Recorded with the schema it describes (also for databases from before the record).
   sqlite3_stmt* s = c.stmt(
       "INSERT OR REPLACE INTO kv(ns, key, value, updated) VALUES('meta', 'kjit:schema', ?1, ?2)");
@@ -326,7 +333,9 @@ void DiskStore::initialise_schema(Conn& c) {
   c.step(s, "record schema fingerprint");
   sqlite3_reset(s);
   txn.commit();
-  if (found > 0 && found <= 2) {  // entries of schema 1 and 2 were dropped
+  if (current) {
+    // Nothing migrated: said nowhere.
+  } else if (found > 0 && found <= 2) {  // entries of schema 1 and 2 were dropped
     log_info("cache database " + path_ + " migrated from schema " + std::to_string(found) + " to " +
              std::to_string(kSchemaVersion) + ": dropped " + std::to_string(dropped) +
              " entries written by an older kjit (their checksums were not bound to their "
@@ -385,14 +394,37 @@ void DiskStore::add_counters(const std::vector<std::pair<std::string, int64_t>>&
 
 void DiskStore::add_pending_counters() {
   if (read_only_) return;
-  if (!is_regular_file(join_path(join_path(dir_, "counters"), "pending"))) return;
+  // Anything in counters/ (a log, a log taken but not added, something that is no log).
+  const std::string counters_dir = join_path(dir_, "counters");
+  struct stat st;
+  if (::lstat(counters_dir.c_str(), &st) != 0) return;
+  if (!S_ISDIR(st.st_mode)) {  // a link (to a directory elsewhere) or a file: never followed
+    log_warn(counters_dir + " is " + file_kind(counters_dir) + ", not a directory: removed");
+    remove_any(counters_dir);
+    return;
+  }
+  const auto names = directory_names(counters_dir);
+  if (!names || names->empty()) return;
   Lease c = acquire();
   Txn txn(*c, true);
   // Taken, read and removed under the write lock: two processes never add the same log. A
-  // crash before the commit loses those counts (statistics), never doubles them.
+  // crash before the commit loses those counts (statistics), never doubles them. The reads
+  // are bounded (EntryFiles::kMaxTakenBytes) and never wait long for an appender.
   for (const std::string& file : files_.take_pending_counters()) {
-    const std::optional<std::string> text = read_file(file);
-    if (text && ::unlink(file.c_str()) == 0) add_counters_locked(*c, parse_counter_log(*text));
+    std::string text, why;
+    switch (files_.read_taken_counters(file, &text, &why)) {
+      case EntryFiles::Taken::Busy:
+        break;  // an appender still holds it: a later process adds it
+      case EntryFiles::Taken::Unusable:
+        log_warn("cache counters log " + file + " removed unread: " + why);
+        remove_any(file);
+        break;
+      case EntryFiles::Taken::Read:
+        if (::unlink(file.c_str()) == 0 || errno == ENOENT) {
+          add_counters_locked(*c, parse_counter_log(text));
+        }
+        break;
+    }
   }
   txn.commit();
 }

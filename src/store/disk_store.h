@@ -80,7 +80,8 @@ class DiskStore {
   // Stores the entry: its payload file, put in place under the index's write lock with its
   // row, in one transaction that also releases any claim on
   // the key, then evicts least-recently-used entries down to the low-water mark if the
-  // database passed `max_bytes` (0 = unbounded). Returns the number evicted.
+  // database passed `max_bytes` (0 = unbounded). Returns the number evicted. An entry
+  // larger than `max_bytes` itself is not stored (and a copy stored before is removed).
   uint64_t put(const Entry& entry, uint64_t max_bytes);
   bool remove(const std::string& key);
   void clear();
@@ -92,10 +93,18 @@ class DiskStore {
   // Index and files agree again: rows whose file is missing go, files without a row that
   // verify get one (a crash between the two, a database moved aside), files that do not
   // verify and temporaries of dead writers go. Counts what it fixed.
+  // files_removed: files that did not verify, removed; files_kept: such files that could
+  // not be removed; temps_removed: temporaries of writers that died (no entries).
   struct Reconciled {
-    uint64_t rows_dropped = 0, files_adopted = 0, files_removed = 0;
+    uint64_t rows_dropped = 0, files_adopted = 0, files_removed = 0, files_kept = 0,
+             temps_removed = 0;
   };
   Reconciled reconcile();
+  // What opening the index does once per process (Cache::open_index): removes temporaries
+  // of dead writers (EntryFiles::sweep_stale_temps), and when the index has no rows while
+  // payload files exist (it was deleted or replaced), indexes them (reconcile()). Returns
+  // what the reconciliation did (all zero when none was needed).
+  Reconciled adopt_if_orphaned();
 
   const EntryFiles& files() const { return files_; }
 

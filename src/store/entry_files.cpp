@@ -1,17 +1,22 @@
 #include "store/entry_files.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/log.h"
+#include "util/safe_file.h"
 #include "util/sha256.h"
 #include "util/wire.h"
 
@@ -61,10 +66,16 @@ std::string write_new_file(const std::string& final_dir, const std::string& stem
   const std::string temp =
       join_path(final_dir, kTempPrefix + stem + "-" + std::to_string(::getpid()) + "-" +
                                std::to_string(counter++));
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0 && errno == ENOENT && make_directories(final_dir, 0700)) {
-    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  // The directory is kjit's own: a link there (to a directory elsewhere) or a file in its
+  // place is removed, so that nothing is written outside the cache directory.
+  if (!ensure_own_directory(final_dir, 0700) &&
+      !(errno == ENOENT && make_directories(dirname_of(final_dir), 0700) &&
+        ensure_own_directory(final_dir, 0700))) {
+    fail(KJIT_ERROR_CACHE,
+         "cannot create the directory " + final_dir + ": " + std::strerror(errno));
   }
+  const int fd =
+      ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
   if (fd < 0) fail(KJIT_ERROR_CACHE, "cannot create " + temp + ": " + std::strerror(errno));
   bool ok = true;
   for (std::string_view p : pieces) ok = ok && write_all(fd, p.data(), p.size());
@@ -80,7 +91,14 @@ std::string write_new_file(const std::string& final_dir, const std::string& stem
 // Renames a file written by write_new_file() to `to`, replacing any file there; the
 // temporary is removed on failure. Throws Error(KJIT_ERROR_CACHE).
 void move_into_place(const std::string& temp, const std::string& to) {
-  if (std::rename(temp.c_str(), to.c_str()) != 0) {
+  int rc = std::rename(temp.c_str(), to.c_str());
+  if (rc != 0 && (errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST)) {
+    // A directory where the file goes (left by hand or by another program): it is no
+    // entry; it goes, and the file takes its place.
+    log_warn("removing " + file_kind(to) + " at " + to + ", where a cache file goes");
+    if (remove_any(to)) rc = std::rename(temp.c_str(), to.c_str());
+  }
+  if (rc != 0) {
     const int err = errno;
     ::unlink(temp.c_str());
     fail(KJIT_ERROR_CACHE, "cannot move " + temp + " to " + to + ": " + std::strerror(err));
@@ -92,13 +110,18 @@ bool is_temp_name(const std::string& name) {
 }
 
 // Calls `fn` with the path and name of every file in the two-digit directories of `root`.
+// Only real directories are walked: a link in their place (to a directory elsewhere) is not
+// followed, so that nothing outside the cache directory is removed.
 void for_each_file(const std::string& root,
                    const std::function<bool(const std::string& dir, const std::string& name)>& fn) {
+  struct stat st;
+  if (::lstat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
   const auto dirs = directory_names(root);
   if (!dirs) return;
   for (const std::string& d : *dirs) {
     if (d.size() != 2) continue;
     const std::string dir = join_path(root, d);
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
     const auto names = directory_names(dir);
     if (!names) continue;
     for (const std::string& name : *names) {
@@ -121,8 +144,11 @@ std::string fact_file_name(const std::string& name) {
 
 }  // namespace
 
+void (*EntryFiles::pending_hook_for_test)(const std::string& log) = nullptr;
+
 EntryFiles::EntryFiles(std::string cache_dir)
-    : root_(join_path(cache_dir, "entries")),
+    : cache_dir_(cache_dir),
+      root_(join_path(cache_dir, "entries")),
       facts_(join_path(cache_dir, "facts")),
       counters_(join_path(cache_dir, "counters")) {}
 
@@ -133,20 +159,32 @@ std::string EntryFiles::path(const std::string& key) const {
 EntryFiles::Read EntryFiles::read(const std::string& key, Entry* e, bool touch,
                                   std::string* why) const {
   const std::string file = path(key);
-  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOATIME);
-  if (fd < 0 && errno == EPERM) fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT || errno == ENOTDIR) return Read::Missing;
-    fail(KJIT_ERROR_CACHE, "cannot open " + file + ": " + std::strerror(errno));
+  int fd = -1, err = 0;
+  struct stat st;
+  // Nothing at the path can block the read (a FIFO), send it elsewhere (a link) or make it
+  // allocate without bound (a device, a huge file): only a regular file of a size kjit
+  // writes is read.
+  switch (open_regular(file, O_RDONLY | O_NOATIME, 0, /*follow=*/false, &fd, &st, &err)) {
+    case Opened::Ok:
+      break;
+    case Opened::Absent:
+      return Read::Missing;
+    case Opened::NotRegular:
+      *why = "not a regular file (" + file_kind(file) + ")";
+      return Read::Corrupt;
+    case Opened::Failed:
+      fail(KJIT_ERROR_CACHE, "cannot open " + file + ": " + std::strerror(err));
   }
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
-  struct stat st;
   unsigned char h[kHeaderBytes];
-  if (::fstat(fd, &st) != 0) fail(KJIT_ERROR_CACHE, "cannot stat " + file);
   const uint64_t size = uint64_t(st.st_size);
+  if (size > kMaxEntryBytes) {
+    *why = "the file is larger than any entry kjit writes (" + std::to_string(size) + " bytes)";
+    return Read::Corrupt;
+  }
   if (size < kHeaderBytes || ::pread(fd, h, kHeaderBytes, 0) != ssize_t(kHeaderBytes)) {
     *why = "the file is shorter than its header";
     return Read::Corrupt;
@@ -238,6 +276,14 @@ std::string EntryFiles::write_temp(const Entry& e, int64_t created) const {
     std::memcpy(h + kSumsAt + 16 * i, sum.data(), sum.size());
     pieces.push_back(part);
   }
+  uint64_t total = 0;
+  for (std::string_view p : pieces) total += p.size();
+  if (total > kMaxEntryBytes) {
+    fail(KJIT_ERROR_CACHE, "entry " + e.key + " is " + std::to_string(total) +
+                               " bytes, more than the largest the cache keeps (" +
+                               std::to_string(kMaxEntryBytes) + ")");
+  }
+  ensure_own_directory(root_, 0700);  // (a failure shows when the file is created)
   return write_new_file(dirname_of(path(e.key)), e.key, pieces);
 }
 
@@ -246,7 +292,10 @@ void EntryFiles::install(const std::string& temp, const std::string& key) const 
 }
 
 bool EntryFiles::remove(const std::string& key) const {
-  return ::unlink(path(key).c_str()) == 0;
+  const std::string p = path(key);
+  if (::unlink(p.c_str()) == 0) return true;
+  // A directory at an entry's path (never kjit's): removed with what it holds.
+  return errno == EISDIR && remove_any(p);
 }
 
 void EntryFiles::remove_temp(const std::string& temp) {
@@ -255,7 +304,7 @@ void EntryFiles::remove_temp(const std::string& temp) {
 
 int64_t EntryFiles::last_use(const std::string& key) const {
   struct stat st;
-  return ::stat(path(key).c_str(), &st) == 0 ? int64_t(st.st_mtim.tv_sec) : 0;
+  return ::lstat(path(key).c_str(), &st) == 0 ? int64_t(st.st_mtim.tv_sec) : 0;
 }
 
 void EntryFiles::for_each(const std::function<bool(const std::string& key)>& fn) const {
@@ -264,46 +313,117 @@ void EntryFiles::for_each(const std::function<bool(const std::string& key)>& fn)
   });
 }
 
-uint64_t EntryFiles::remove_stale_temps(int64_t seconds) const {
-  uint64_t removed = 0;
+bool EntryFiles::any_payload() const {
+  bool found = false;
+  for_each([&](const std::string&) { return found = true; });
+  return found;
+}
+
+uint64_t EntryFiles::remove_stale_temps(int64_t seconds, uint64_t* bytes_left) const {
+  uint64_t removed = 0, left = 0;
   const int64_t now = unix_time();
   for_each_file(root_, [&](const std::string& dir, const std::string& name) {
     struct stat st;
     const std::string p = join_path(dir, name);
-    if (is_temp_name(name) && ::stat(p.c_str(), &st) == 0 && now - st.st_mtim.tv_sec > seconds &&
-        ::unlink(p.c_str()) == 0) {
+    if (!is_temp_name(name) || ::lstat(p.c_str(), &st) != 0) return false;
+    if (now - int64_t(st.st_mtim.tv_sec) > seconds && remove_any(p)) {
       ++removed;
+    } else if (S_ISREG(st.st_mode)) {
+      left += uint64_t(st.st_blocks) * 512;  // what it takes on disk (a sparse file: little)
     }
     return false;
   });
+  if (bytes_left) *bytes_left = left;
+  return removed;
+}
+
+uint64_t EntryFiles::sweep_stale_temps() const {
+  // One stat() of entries/.swept decides; the sweep itself reads every directory.
+  const std::string stamp = join_path(root_, ".swept");
+  struct stat st;
+  const int64_t now = unix_time();
+  if (::lstat(stamp.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+      now - int64_t(st.st_mtim.tv_sec) < kStaleTempSeconds / 6 &&
+      int64_t(st.st_mtim.tv_sec) <= now + 60) {
+    return 0;
+  }
+  int fd = -1;
+  if (open_regular(stamp, O_WRONLY | O_CREAT, 0600, false, &fd, &st) == Opened::Ok) {
+    ::futimens(fd, nullptr);
+    ::close(fd);
+  } else if (::lstat(stamp.c_str(), &st) == 0) {
+    remove_any(stamp);  // not a regular file: made again by the next sweep
+  }
+  const uint64_t removed = remove_stale_temps(kStaleTempSeconds);
+  if (removed) {
+    log_info("removed " + std::to_string(removed) + " temporary file(s) of cache writers that " +
+             "died, in " + root_);
+  }
   return removed;
 }
 
 void EntryFiles::remove_all() const {
   for_each_file(root_, [](const std::string& dir, const std::string& name) {
-    ::unlink(join_path(dir, name).c_str());
+    remove_any(join_path(dir, name));
     return false;
   });
 }
 
-void EntryFiles::write_pending_counters(const std::string& text) const {
+bool EntryFiles::write_pending_counters(const std::string& text) const {
   // Appended to one log in a single write (O_APPEND writes of a few hundred bytes are not
   // interleaved), so a closing process creates no file of its own.
-  const std::string log = join_path(counters_, "pending");
-  int fd = ::open(log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0 && errno == ENOENT && make_directories(counters_, 0700)) {
-    fd = ::open(log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (!ensure_own_directory(counters_, 0700)) {
+    if (errno != ENOENT || !make_directories(cache_dir_, 0700) ||
+        !ensure_own_directory(counters_, 0700)) {
+      fail(KJIT_ERROR_CACHE, "cannot create " + counters_ + ": " + std::strerror(errno));
+    }
   }
-  if (fd < 0) fail(KJIT_ERROR_CACHE, "cannot open " + log + ": " + std::strerror(errno));
-  const bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size());
-  const int err = errno;
-  ::close(fd);
-  if (!ok) fail(KJIT_ERROR_CACHE, "cannot append to " + log + ": " + std::strerror(err));
+  const std::string log = join_path(counters_, "pending");
+  // A few rounds at most: each one lost means another process took the log meanwhile.
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    int fd = -1, err = 0;
+    struct stat st;
+    switch (
+        open_regular(log, O_WRONLY | O_APPEND | O_CREAT, 0600, /*follow=*/false, &fd, &st, &err)) {
+      case Opened::Ok:
+        break;
+      case Opened::Absent:
+        continue;  // the directory went meanwhile
+      case Opened::NotRegular:
+        log_warn(log + " is " + file_kind(log) + ", not a regular file: not written");
+        return false;
+      case Opened::Failed:
+        fail(KJIT_ERROR_CACHE, "cannot open " + log + ": " + std::strerror(err));
+    }
+    struct Closer {
+      int fd;
+      ~Closer() { ::close(fd); }
+    } closer{fd};
+    if (pending_hook_for_test) pending_hook_for_test(log);
+    int rc;
+    while ((rc = ::flock(fd, LOCK_SH)) != 0 && errno == EINTR) {
+    }
+    if (rc != 0) fail(KJIT_ERROR_CACHE, "cannot lock " + log + ": " + std::strerror(errno));
+    // Still the log (not taken since it was opened)? Checked under the lock: a taker
+    // renames before it takes its exclusive lock, so a log found here is read after this
+    // write.
+    struct stat now, named;
+    if (::fstat(fd, &now) != 0 || now.st_nlink == 0 || ::lstat(log.c_str(), &named) != 0 ||
+        named.st_dev != now.st_dev || named.st_ino != now.st_ino) {
+      continue;
+    }
+    if (uint64_t(now.st_size) + text.size() > kMaxPendingBytes) return false;
+    const bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size());
+    if (!ok) fail(KJIT_ERROR_CACHE, "cannot append to " + log + ": " + std::strerror(errno));
+    return true;
+  }
+  return false;
 }
 
 std::vector<std::string> EntryFiles::take_pending_counters() const {
   // The log is renamed before it is read: appends that come later start a new one. Logs
-  // taken by a process that died before it added them are taken again.
+  // taken by a process that died before it added them, or left because an appender still
+  // held them, are taken again.
   static std::atomic<uint64_t> n{0};
   const std::string taken =
       join_path(counters_, "taken-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
@@ -317,8 +437,58 @@ std::vector<std::string> EntryFiles::take_pending_counters() const {
   return out;
 }
 
+EntryFiles::Taken EntryFiles::read_taken_counters(const std::string& file, std::string* text,
+                                                  std::string* why) const {
+  int fd = -1, err = 0;
+  struct stat st;
+  switch (open_regular(file, O_RDONLY, 0, /*follow=*/false, &fd, &st, &err)) {
+    case Opened::Ok:
+      break;
+    case Opened::Absent:
+      text->clear();
+      return Taken::Read;
+    case Opened::NotRegular:
+      *why = "not a regular file (" + file_kind(file) + ")";
+      return Taken::Unusable;
+    case Opened::Failed:
+      *why = std::string("cannot open it: ") + std::strerror(err);
+      return Taken::Unusable;
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  // Appenders hold a shared lock for one write: wait a little, never long (the caller
+  // holds the index's write lock). One that holds it longer leaves the file to a later taker.
+  bool locked = false;
+  for (int i = 0; i < 20 && !locked; ++i) {
+    locked = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+    if (!locked) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!locked) return Taken::Busy;
+  if (::fstat(fd, &st) != 0 || uint64_t(st.st_size) > kMaxTakenBytes) {
+    *why = "larger than " + std::to_string(kMaxTakenBytes) + " bytes";
+    return Taken::Unusable;
+  }
+  text->assign(size_t(st.st_size), '\0');
+  size_t have = 0;
+  while (have < text->size()) {
+    const ssize_t r = ::pread(fd, &(*text)[have], text->size() - have, off_t(have));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    have += size_t(r);
+  }
+  text->resize(have);
+  return Taken::Read;
+}
+
 std::optional<std::string> EntryFiles::read_fact(const std::string& name) const {
-  const std::optional<std::string> text = read_file(join_path(facts_, fact_file_name(name)));
+  const std::string file = join_path(facts_, fact_file_name(name));
+  std::string why;
+  // Only a regular file of a fact's size is read: a FIFO, a device or a link there (to
+  // /dev/zero, say) is no fact, and never blocks or fills the process.
+  const std::optional<std::string> text = read_regular_file(file, kMaxFactBytes, false, &why);
+  if (!text && !why.empty()) log_debug("cache fact file " + file + " ignored: " + why);
   // 8-byte name length, the name, the value, then the 16-byte checksum of what precedes it.
   if (!text || text->size() < 24) return std::nullopt;
   const std::string_view body(text->data(), text->size() - 16);
@@ -332,6 +502,9 @@ std::optional<std::string> EntryFiles::read_fact(const std::string& name) const 
 }
 
 void EntryFiles::write_fact(const std::string& name, const std::string& value) const {
+  if (name.size() + value.size() + 24 > kMaxFactBytes) {
+    fail(KJIT_ERROR_CACHE, "cache fact " + name + " is larger than a fact file may be");
+  }
   unsigned char len[8];
   put_le(len, name.size(), 8);
   std::string body(reinterpret_cast<const char*>(len), 8);

@@ -80,13 +80,16 @@ void crash_handler(int sig, siginfo_t*, void*) {
     (void)w;
   }
   if (g_crashing.fetch_add(1) == 0 && g_dir_fd >= 0) {
+    // Never through a link, never blocked by a FIFO, only into a regular file.
     const int c =
-        ::openat(g_dir_fd, g_crashes_name, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-    if (c >= 0) {
+        ::openat(g_dir_fd, g_crashes_name,
+                 O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+    struct stat st;
+    if (c >= 0 && ::fstat(c, &st) == 0 && S_ISREG(st.st_mode)) {
       ssize_t w = ::write(c, "x", 1);
       (void)w;
-      ::close(c);
     }
+    if (c >= 0) ::close(c);
   }
   struct sigaction dfl;
   std::memset(&dfl, 0, sizeof dfl);
@@ -488,7 +491,8 @@ class DatabaseKeeper {
   // again when the file at the path is another one (moved aside, cleared).
   void hold() {
     struct stat st;
-    const bool exists = ::stat(path_.c_str(), &st) == 0;
+    // Only a regular file is opened (SQLite on a FIFO or a device would not come back).
+    const bool exists = ::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode);
     if (db_ && (!exists || st.st_dev != dev_ || st.st_ino != ino_)) release();
     if (db_ || !exists) return;
     dev_ = st.st_dev;
@@ -620,7 +624,7 @@ int main(int argc, char** argv) {
   std::thread(watchdog, std::ref(s)).detach();
 
   const int lock_fd = ::openat(g_dir_fd, (s.name + ".lock").c_str(),
-                               O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+                               O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
   DatabaseKeeper keeper(kjit::join_path(s.dir, kjit::DiskStore::kFileName));
   for (;;) {
     keeper.hold();
