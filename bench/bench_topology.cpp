@@ -50,6 +50,29 @@ int free_port() {
   return ntohs(a.sin_port);
 }
 
+bool port_free(int port) {
+  int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(uint16_t(port));
+  const bool ok = bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  close(s);
+  return ok;
+}
+
+// A port for a cluster node: its cluster bus listens on port + 10000, which must be free
+// (and exist) too.
+int cluster_port() {
+  for (int i = 0; i < 1000; ++i) {
+    const int p = free_port();
+    if (p < 55000 && port_free(p + 10000)) return p;
+    const int q = 20000 + int((unsigned(getpid()) * 7919u + unsigned(i) * 104729u) % 30000u);
+    if (port_free(q) && port_free(q + 10000)) return q;
+  }
+  return free_port();
+}
+
 std::string cli(int port, const std::string& args) {
   return shell("redis-cli -h 127.0.0.1 -p " + std::to_string(port) + " " + args + " 2>/dev/null");
 }
@@ -79,9 +102,9 @@ int start(const std::string& program, std::vector<std::string> args, int port) {
   return port;
 }
 
-int redis(const std::string& dir, std::vector<std::string> extra = {}) {
+int redis(const std::string& dir, std::vector<std::string> extra = {}, bool cluster = false) {
   mkdir(dir.c_str(), 0700);
-  const int port = free_port();
+  const int port = cluster ? cluster_port() : free_port();
   std::vector<std::string> args{"--port",    std::to_string(port), "--bind", "127.0.0.1", "--save",
                                 "",          "--appendonly",       "no",     "--dir",     dir,
                                 "--logfile", dir + "/redis.log"};
@@ -138,7 +161,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 3; ++i) {
     const std::string d = tmp + "/c" + std::to_string(i);
     const int p =
-        redis(d, {"--cluster-enabled", "yes", "--cluster-config-file", d + "/nodes.conf"});
+        redis(d, {"--cluster-enabled", "yes", "--cluster-config-file", d + "/nodes.conf"}, true);
     hosts += " 127.0.0.1:" + std::to_string(p);
     cluster_ports.push_back(p);
     if (i) cluster_url += ",";

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "compile/compiler.h"
+#include "kjit/kjit.h"
 #include "store/cache.h"
 #include "store/remote.h"
 #include "support/test_support.h"
@@ -60,6 +61,29 @@ int free_port() {
   getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
   close(s);
   return ntohs(a.sin_port);
+}
+
+bool port_free(int port) {
+  int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(uint16_t(port));
+  const bool ok = bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  close(s);
+  return ok;
+}
+
+// A port for a cluster node: its cluster bus listens on port + 10000, which must be free
+// (and exist) too.
+int cluster_port() {
+  for (int i = 0; i < 1000; ++i) {
+    const int p = free_port();
+    if (p < 55000 && port_free(p + 10000)) return p;
+    const int q = 20000 + int((unsigned(getpid()) * 7919u + unsigned(i) * 104729u) % 30000u);
+    if (port_free(q) && port_free(q + 10000)) return q;
+  }
+  return free_port();
 }
 
 std::string cli(int port, const std::string& args) {
@@ -449,7 +473,7 @@ class Cluster {
  public:
   explicit Cluster(const std::string& dir) {
     for (int i = 0; i < 3; ++i) {
-      const int port = free_port();
+      const int port = cluster_port();
       const std::string d = dir + "/n" + std::to_string(i);
       mkdir(d.c_str(), 0700);
       servers.push_back(
@@ -468,7 +492,7 @@ class Cluster {
           }
           return true;
         },
-        10000);
+        30000);
     for (auto& s : servers) ids.push_back(cli(s->port(), "CLUSTER MYID"));
   }
   std::string url() const {
@@ -573,6 +597,45 @@ TEST_F(FleetHaTest, ClusterSpreadsKeysFollowsAReshardingAndDegradesOnlyADeadMast
   EXPECT_EQ(after.wrong, 0u);
   EXPECT_EQ(after.compiles, 2u) << "only the dead master's keys degrade to local";
   EXPECT_EQ(after.remote_hits, 4u);
+}
+
+// ---- what the statistics say ----
+
+// kjit_cache_remote_info (what `kjit cache stats` prints): the topology, the node in use,
+// redirections; "none" without a remote.
+TEST_F(FleetHaTest, RemoteInfoNamesTheTopologyAndTheNodeInUse) {
+  TempDir d, a_dir, b_dir;
+  Cluster cluster(d.path());
+  ASSERT_TRUE(cluster.ok);
+  kjit_cache_options o = KJIT_CACHE_OPTIONS_INIT;
+  o.directory = a_dir.path().c_str();
+  const std::string url = cluster.url();
+  o.remote_url = url.c_str();
+  kjit_cache* cache = nullptr;
+  ASSERT_EQ(kjit_cache_open(&o, &cache), KJIT_OK);
+  const char* info = nullptr;
+  ASSERT_EQ(kjit_cache_remote_info(cache, 0, &info), KJIT_OK);
+  EXPECT_NE(std::string(info).find("\"topology\":\"cluster\",\"node\":\"\""), std::string::npos)
+      << info;
+  ASSERT_EQ(kjit_cache_remote_info(cache, 1, &info), KJIT_OK);
+  const std::string probed = info;
+  bool names_a_master = false;
+  for (auto& s : cluster.servers)
+    names_a_master |= probed.find("\"node\":\"" + s->addr() + "\"") != std::string::npos;
+  EXPECT_TRUE(names_a_master) << probed;
+  EXPECT_NE(probed.find("\"nodes\":3"), std::string::npos) << probed;
+  EXPECT_EQ(kjit_cache_remote_info(cache, 1, nullptr), KJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(kjit_cache_remote_info(nullptr, 1, &info), KJIT_ERROR_INVALID_HANDLE);
+  kjit_cache_close(cache);
+
+  kjit_cache_options plain = KJIT_CACHE_OPTIONS_INIT;
+  plain.directory = b_dir.path().c_str();
+  plain.remote_url = "";
+  unsetenv("KJIT_REMOTE");
+  ASSERT_EQ(kjit_cache_open(&plain, &cache), KJIT_OK);
+  ASSERT_EQ(kjit_cache_remote_info(cache, 1, &info), KJIT_OK);
+  EXPECT_STREQ(info, "{\"topology\":\"none\"}");
+  kjit_cache_close(cache);
 }
 
 // ---- heavy entries ----

@@ -780,4 +780,21 @@ RemoteStats RemoteTier::stats() {
   return s;
 }
 
+std::string RemoteTier::describe(bool probe) {
+  if (probe && !last_node_.load() && remote_tier_built()) command({"PING"});
+  const RemoteStats s = stats();
+  std::string node;
+  for (char c : s.last_node) {
+    if (c == '"' || c == '\\') node += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) node += c;
+  }
+  return std::string("{\"topology\":\"") + topology_name(s.topology) + "\",\"node\":\"" + node +
+         "\",\"nodes\":" + std::to_string(s.nodes) +
+         ",\"redirections\":" + std::to_string(s.redirections) +
+         ",\"failovers\":" + std::to_string(s.failovers) +
+         ",\"oversize\":" + std::to_string(s.oversize) +
+         ",\"breaker_open\":" + (s.breaker_open ? "true" : "false") +
+         ",\"max_entry_bytes\":" + std::to_string(config_.max_entry_bytes) + "}";
+}
+
 }  // namespace kjit

@@ -96,6 +96,11 @@ class RemoteTier {
                                      std::string* error = nullptr);
 
   RemoteStats stats();
+  // stats() as a JSON object: topology, node (that answered last, "" if none yet), nodes,
+  // redirections, failovers, oversize, breaker_open, max_entry_bytes. With `probe`, when
+  // no node has answered yet, one PING goes first (through the breaker, bounded by the
+  // operation timeout), so that "node" names the node in use.
+  std::string describe(bool probe);
   const RemoteConfig& config() const { return config_; }
   RemoteTopology topology() const { return endpoints_.topology; }
   // Names in the server: an entry and its fleet claim. In a cluster both carry the key as
