@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config libsqlite3-dev libcjson-dev nettle-dev libxxhash-dev
           libgtest-dev sqlite3 python3)
 if [[ "${1:-}" == "--test" ]]; then
-  packages+=(abigail-tools clang libclang-rt-14-dev redis-server libhiredis-dev
+  packages+=(abigail-tools clang libclang-rt-14-dev redis-server redis-sentinel libhiredis-dev
             python3-numpy python3-pip python3-setuptools python3-dev)
 fi
 missing=()

@@ -199,6 +199,24 @@ typedef enum kjit_remote_state {
  *  than the 0.1.0 struct or larger than 4096; nothing is written). Thread-safe. */
 KJIT_EXPORT kjit_status kjit_cache_stats_get(kjit_cache* cache, kjit_cache_stats* stats);
 
+/**
+ * Describe the remote (fleet) tier of `cache` as a JSON object, for tools and logs:
+ * {"topology": "single" | "sentinel" | "cluster" | "none", "node": the host:port (or
+ * socket) of the node that answered last ("" when none has), "nodes": the master in use
+ * (1) or the cluster's masters, "redirections": cluster MOVED/ASK replies followed,
+ * "failovers": master changes seen through the Sentinels, or slot owner changes seen in a
+ * cluster's slot map, "oversize": entries kept local or values refused for being larger
+ * than $KJIT_REMOTE_MAX_ENTRY_BYTES, "breaker_open": true/false, "max_entry_bytes"}.
+ * With `probe` non-zero and no node asked yet, one PING is sent first (bounded by the
+ * remote's operation timeout; a failure is counted as for lookups), so that "node" names
+ * the node in use. Without a remote (or without hiredis) the object is
+ * {"topology": "none"}. Ownership: *out belongs to kjit and stays valid until the next
+ * call of this function on the same thread. Thread-safety: any thread.
+ * Returns KJIT_OK; KJIT_ERROR_INVALID_HANDLE; KJIT_ERROR_INVALID_ARGUMENT (out NULL).
+ * @since 0.2
+ */
+KJIT_EXPORT kjit_status kjit_cache_remote_info(kjit_cache* cache, int probe, const char** out);
+
 /** Drop the in-process memory tier; the disk is untouched. Thread-safe. */
 KJIT_EXPORT kjit_status kjit_cache_clear_memory(kjit_cache* cache);
 

@@ -98,6 +98,8 @@ typedef void (*PFN_kjit_cache_close)(kjit_cache* cache);
 typedef const char* (*PFN_kjit_cache_directory)(const kjit_cache* cache);
 typedef kjit_status (*PFN_kjit_cache_stats_init_sized)(kjit_cache_stats* stats, size_t size);
 typedef kjit_status (*PFN_kjit_cache_stats_get)(kjit_cache* cache, kjit_cache_stats* stats);
+typedef kjit_status (*PFN_kjit_cache_remote_info)(kjit_cache* cache, int probe,
+                                                  const char** out);
 typedef kjit_status (*PFN_kjit_cache_clear_memory)(kjit_cache* cache);
 typedef kjit_status (*PFN_kjit_cache_clear)(kjit_cache* cache);
 typedef kjit_status (*PFN_kjit_cache_get)(kjit_cache* cache, const char* key_hex,

@@ -4,6 +4,7 @@
 
 #include "api/handles.h"
 #include "api/versioned.h"
+#include "store/remote.h"
 #include "util/sha256.h"
 
 using namespace kjit;
@@ -112,6 +113,19 @@ KJIT_EXPORT kjit_status kjit_cache_stats_get(kjit_cache* cache, kjit_cache_stats
     if (kjit_status s = check_out(stats, &size, "kjit_cache_stats_get: stats")) return s;
     if (kjit_status s = check(cache, "kjit_cache_stats_get")) return s;
     write_out(stats, size, to_public(cache->cache->stats()));
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT kjit_status kjit_cache_remote_info(kjit_cache* cache, int probe, const char** out) {
+  return guard([&] {
+    if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_cache_remote_info: out is NULL");
+    *out = nullptr;
+    if (kjit_status s = check(cache, "kjit_cache_remote_info")) return s;
+    thread_local std::string text;
+    RemoteTier* remote = cache->cache->remote();
+    text = remote ? remote->describe(probe != 0) : std::string("{\"topology\":\"none\"}");
+    *out = text.c_str();
     return KJIT_OK;
   });
 }

@@ -247,6 +247,15 @@ void add_totals_json(cJSON* doc, const kjit_cache_stats& s) {
   cJSON_AddNumberToObject(proc, "compile_ms_saved", s.compile_ms_saved);
 }
 
+// The remote tier's topology, the node in use (one PING when none has answered yet),
+// redirections, failovers and oversize entries, as kjit_cache_remote_info gives them.
+std::string remote_info(kjit_cache* cache, const kjit_cache_stats& s) {
+  const char* info = nullptr;
+  const bool probe = s.remote_state == KJIT_REMOTE_OK || s.remote_state == KJIT_REMOTE_BACKOFF;
+  if (kjit_cache_remote_info(cache, probe ? 1 : 0, &info) != KJIT_OK || !info) return "";
+  return info;
+}
+
 void print_stats_json(kjit_cache* cache, const kjit_cache_stats& s, const Summary& m) {
   JsonHolder j;
   j.p = new_document("kjit.cache.stats");
@@ -266,6 +275,8 @@ void print_stats_json(kjit_cache* cache, const kjit_cache_stats& s, const Summar
     add_u64(t, "bytes", v.second);
   }
   add_totals_json(j.p, s);
+  if (cJSON* remote = cJSON_Parse(remote_info(cache, s).c_str()))
+    cJSON_AddItemToObject(j.p, "remote_tier", remote);
   add_worker_json(j.p, cache);
   print_json(j.p);
 }
@@ -304,6 +315,9 @@ void print_stats_text(kjit_cache* cache, const kjit_cache_stats& s, const Summar
   std::printf("remote tier         %s (errors %llu, timeouts %llu)\n",
               remote_state_name(s.remote_state), static_cast<ull>(s.total_remote_errors),
               static_cast<ull>(s.total_remote_timeouts));
+  if (s.remote_state != KJIT_REMOTE_NONE && s.remote_state != KJIT_REMOTE_NOT_BUILT) {
+    std::printf("remote topology     %s\n", remote_info(cache, s).c_str());
+  }
   std::printf("fleet claims        %llu taken, %llu waits (%llu ended in a remote hit, %llu "
               "timed out)\n",
               static_cast<ull>(s.total_remote_claims), static_cast<ull>(s.total_remote_claim_waits),

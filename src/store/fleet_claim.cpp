@@ -20,12 +20,14 @@ constexpr const char* kClaimPrefix = "kjit-claim1 ";
 
 // KEYS[1] entry, KEYS[2] claim; ARGV[1] new claim value, ARGV[2] lease (ms), ARGV[3] a
 // stale claim value that may be replaced (or ""), ARGV[4] "1" to take a free claim,
-// ARGV[5] "1" to pass over a stored entry (it failed verification). Replies {1, entry}
-// entry present, {2, value} claimed by another, {3, ''} claimed now, {0, ''} free.
+// ARGV[5] "1" to pass over a stored entry (it failed verification), ARGV[6] the largest
+// entry to return. Replies {1, entry} entry present, {2, value} claimed by another,
+// {3, ''} claimed now, {0, ''} free, {4, ''} an entry larger than ARGV[6] (not sent).
 constexpr const char* kClaimScript = R"lua(
 if ARGV[5] ~= '1' then
-  local entry = redis.call('GET', KEYS[1])
-  if entry then return {1, entry} end
+  local size = redis.call('STRLEN', KEYS[1])
+  if size > tonumber(ARGV[6]) then return {4, ''} end
+  if size > 0 then return {1, redis.call('GET', KEYS[1])} end
 end
 local cur = redis.call('GET', KEYS[2])
 if cur and cur ~= ARGV[3] then return {2, cur} end
@@ -44,10 +46,6 @@ if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) end
 return 1
 )lua";
-
-std::string claim_key_of(const RemoteTier& remote, const std::string& key) {
-  return remote.config().prefix + "claim:" + key;
-}
 
 }  // namespace
 
@@ -144,21 +142,35 @@ FleetClaims::Result FleetClaims::acquire(const std::string& key, const std::stri
   if (unsupported_ || cfg.claim_wait_ms <= 0) return Result::Compile;
   const bool take = !cfg.read_only;
   const int lease = cfg.claim_lease_ms;
-  const std::string entry_key = cfg.prefix + key;
-  const std::string claim_key = claim_key_of(*remote_, key);
+  const std::string entry_key = remote_->entry_name(key);
+  const std::string claim_key = remote_->claim_name(key);
   const std::string mine = claim_value(lease, 0, owner);
   const double start = monotonic_ms(), deadline = start + cfg.claim_wait_ms;
   bool waited = false;
   std::string seen, stale;  // the claim value last seen, and one found not renewed
   bool pass_over = false;   // the stored entry failed verification: claim as if absent
   double seen_since = start;
+  // Behind Sentinels a failed call may be a failover under way: retried (the tier asks
+  // the Sentinels for the new master) for at most one lease, then compile. (In a cluster,
+  // a node down degrades its slots' keys at once: most clusters have no replica to wait for.)
+  const bool follow_failover = remote_->topology() == RemoteTopology::Sentinel;
+  double failing_since = -1;
   for (;;) {
     const int budget = waited ? std::max(1, int(deadline - monotonic_ms())) : 0;
     std::string error;
-    const auto r =
-        remote_->command({"EVAL", kClaimScript, "2", entry_key, claim_key, mine,
-                          std::to_string(lease), stale, take ? "1" : "0", pass_over ? "1" : "0"},
-                         budget, &error);
+    const auto r = remote_->command(
+        {"EVAL", kClaimScript, "2", entry_key, claim_key, mine, std::to_string(lease), stale,
+         take ? "1" : "0", pass_over ? "1" : "0", std::to_string(cfg.max_entry_bytes)},
+        budget, &error);
+    if (!r && error.empty() && follow_failover) {
+      const double now = monotonic_ms();
+      if (failing_since < 0) failing_since = now;
+      if (now - failing_since < lease && now < deadline && !(cancelled && cancelled())) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::max(lease / 20, 5)));
+        continue;
+      }
+    }
+    if (r) failing_since = -1;
     if (!r) {
       if (error.find("unknown command") != std::string::npos && !unsupported_.exchange(true)) {
         log_warn("remote cache tier " + cfg.url + " has no scripting (" + error +
@@ -180,6 +192,12 @@ FleetClaims::Result FleetClaims::acquire(const std::string& key, const std::stri
         return Result::Found;
       }
       // Garbage under the key: a claimed compile replaces it (put_now overwrites).
+      pass_over = true;
+      continue;
+    }
+    if (code == 4) {
+      // Too large to fetch (another node allows larger entries): compile here, as for an
+      // entry that fails verification.
       pass_over = true;
       continue;
     }

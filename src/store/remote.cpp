@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "store/export.h"
 #include "util/error.h"
@@ -56,6 +57,11 @@ RemoteConfig RemoteConfig::from_environment() {
   c.claim_lease_ms = env_int("KJIT_REMOTE_CLAIM_LEASE_MS", c.claim_lease_ms);
   if (c.claim_lease_ms < 30) c.claim_lease_ms = 30;  // renewed every third: keep it sane
   if (const char* m = std::getenv("KJIT_REMOTE_MODE")) c.read_only = std::strcmp(m, "ro") == 0;
+  if (const char* v = std::getenv("KJIT_REMOTE_MAX_ENTRY_BYTES")) {
+    char* end = nullptr;
+    const long long n = std::strtoll(v, &end, 10);
+    if (*v && end && *end == '\0' && n > 0) c.max_entry_bytes = n;
+  }
   return c;
 }
 
@@ -90,17 +96,41 @@ bool decode_envelope(const std::string& bytes, const std::string& key, Entry* ou
 }
 
 #ifdef KJIT_HAVE_HIREDIS
-
-bool remote_tier_built() {
-  return true;
-}
-
 struct RemoteTier::Connection {
   redisContext* ctx = nullptr;
   ~Connection() {
     if (ctx) redisFree(ctx);
   }
 };
+#else
+struct RemoteTier::Connection {};
+#endif
+
+// One server: its breaker and its idle connections.
+struct RemoteTier::Node {
+  RemoteAddress addr;
+  std::mutex mu;
+  int consecutive_failures = 0;
+  double open_until_ms = 0;
+  bool reported = false;
+  std::vector<std::unique_ptr<Connection>> idle;
+};
+
+std::string RemoteTier::entry_name(const std::string& key) const {
+  return endpoints_.topology == RemoteTopology::Cluster ? config_.prefix + "{" + key + "}"
+                                                        : config_.prefix + key;
+}
+
+std::string RemoteTier::claim_name(const std::string& key) const {
+  return endpoints_.topology == RemoteTopology::Cluster ? config_.prefix + "claim:{" + key + "}"
+                                                        : config_.prefix + "claim:" + key;
+}
+
+#ifdef KJIT_HAVE_HIREDIS
+
+bool remote_tier_built() {
+  return true;
+}
 
 namespace {
 
@@ -149,236 +179,6 @@ bool is_timeout(const redisContext* c) {
          (errno == EAGAIN || errno == EWOULDBLOCK || errno == ETIMEDOUT || errno == EINPROGRESS);
 }
 
-}  // namespace
-
-RemoteTier::RemoteTier(RemoteConfig config) : config_(std::move(config)) {
-  const std::string& u = config_.url;
-  if (u.rfind("unix://", 0) == 0) {
-    socket_path_ = u.substr(7);
-    if (socket_path_.empty())
-      fail(KJIT_ERROR_INVALID_ARGUMENT, "remote URL '" + u + "' has no socket path");
-  } else if (u.rfind("redis://", 0) == 0) {
-    std::string rest = u.substr(8);
-    const size_t at = rest.rfind('@');  // credentials are not supported; strip nothing silently
-    if (at != std::string::npos) {
-      fail(KJIT_ERROR_INVALID_ARGUMENT, "remote URL '" + u + "': credentials are not supported");
-    }
-    const size_t slash = rest.find('/');
-    if (slash != std::string::npos) {
-      const std::string db = rest.substr(slash + 1);
-      rest = rest.substr(0, slash);
-      if (!db.empty()) {
-        char* end = nullptr;
-        db_ = int(std::strtol(db.c_str(), &end, 10));
-        if (*end != '\0' || db_ < 0)
-          fail(KJIT_ERROR_INVALID_ARGUMENT, "remote URL '" + u + "': bad database number");
-      }
-    }
-    const size_t colon = rest.rfind(':');
-    host_ = colon == std::string::npos ? rest : rest.substr(0, colon);
-    if (colon != std::string::npos) {
-      char* end = nullptr;
-      port_ = int(std::strtol(rest.c_str() + colon + 1, &end, 10));
-      if (*end != '\0' || port_ <= 0 || port_ > 65535) {
-        fail(KJIT_ERROR_INVALID_ARGUMENT, "remote URL '" + u + "': bad port");
-      }
-    }
-    if (host_.empty()) fail(KJIT_ERROR_INVALID_ARGUMENT, "remote URL '" + u + "' has no host");
-  } else {
-    fail(KJIT_ERROR_INVALID_ARGUMENT,
-         "remote URL '" + u + "' is not redis://host:port[/db] or unix:///path");
-  }
-}
-
-RemoteTier::~RemoteTier() {
-  {
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    stopping_ = true;
-  }
-  queue_cv_.notify_all();
-  if (writer_.joinable()) writer_.join();
-}
-
-std::unique_ptr<RemoteTier::Connection> RemoteTier::connect(std::string* why) {
-  auto conn = std::make_unique<Connection>();
-  timeval ct{config_.connect_timeout_ms / 1000, (config_.connect_timeout_ms % 1000) * 1000};
-  conn->ctx = socket_path_.empty() ? redisConnectWithTimeout(host_.c_str(), port_, ct)
-                                   : redisConnectUnixWithTimeout(socket_path_.c_str(), ct);
-  if (!conn->ctx || conn->ctx->err) {
-    *why = conn->ctx ? conn->ctx->errstr : "cannot allocate a connection";
-    return nullptr;
-  }
-  timeval ot{config_.op_timeout_ms / 1000, (config_.op_timeout_ms % 1000) * 1000};
-  redisSetTimeout(conn->ctx, ot);
-  if (db_ != 0) {
-    Reply r;
-    r.r = static_cast<redisReply*>(redisCommand(conn->ctx, "SELECT %d", db_));
-    if (!r.r || r.r->type == REDIS_REPLY_ERROR) {
-      *why = r.r ? std::string(r.r->str, r.r->len) : std::string(conn->ctx->errstr);
-      return nullptr;
-    }
-  }
-  return conn;
-}
-
-bool RemoteTier::allow_attempt() {
-  std::lock_guard<std::mutex> lock(breaker_mu_);
-  if (consecutive_failures_ < config_.failures_to_open) return true;
-  const double now = monotonic_ms();
-  if (now < open_until_ms_) {
-    skipped_open_++;
-    return false;
-  }
-  // Half-open: let this one attempt probe; others keep skipping until it reports.
-  open_until_ms_ = now + config_.cooldown_ms;
-  return true;
-}
-
-void RemoteTier::record(Fault f, const std::string& what) {
-  std::lock_guard<std::mutex> lock(breaker_mu_);
-  if (f == Fault::None) {
-    if (consecutive_failures_ >= config_.failures_to_open) {
-      log_info("remote cache tier " + config_.url + " is reachable again");
-    }
-    consecutive_failures_ = 0;
-    reported_ = false;
-    return;
-  }
-  (f == Fault::Timeout ? timeouts_ : errors_)++;
-  if (++consecutive_failures_ >= config_.failures_to_open) {
-    open_until_ms_ = monotonic_ms() + config_.cooldown_ms;
-    if (!reported_) {
-      reported_ = true;
-      log_warn("remote cache tier " + config_.url + " unavailable (" + what +
-               "); working locally, retrying every " + std::to_string(config_.cooldown_ms) + " ms");
-    }
-  }
-}
-
-std::optional<Entry> RemoteTier::get(const std::string& key) {
-  if (!allow_attempt()) return std::nullopt;
-  std::lock_guard<std::mutex> lock(conn_mu_);
-  NoSigpipe no_sigpipe;
-  std::string why;
-  if (!conn_) conn_ = connect(&why);
-  if (!conn_) {
-    record(Fault::Error, "connect: " + why);
-    return std::nullopt;
-  }
-  const std::string k = config_.prefix + key;
-  Reply r;
-  r.r = static_cast<redisReply*>(redisCommand(conn_->ctx, "GET %b", k.data(), k.size()));
-  if (!r.r) {
-    const Fault f = is_timeout(conn_->ctx) ? Fault::Timeout : Fault::Error;
-    why = conn_->ctx->errstr;
-    conn_.reset();  // a failed context cannot be reused
-    record(f, "GET: " + why);
-    return std::nullopt;
-  }
-  if (r.r->type == REDIS_REPLY_NIL) {
-    record(Fault::None, "");
-    misses_++;
-    return std::nullopt;
-  }
-  if (r.r->type != REDIS_REPLY_STRING) {
-    record(Fault::None, "");
-    rejected_++;
-    log_warn("remote cache tier returned a non-string for " + key + "; ignored");
-    return std::nullopt;
-  }
-  record(Fault::None, "");
-  Entry e;
-  if (!decode_envelope(std::string(r.r->str, r.r->len), key, &e)) {
-    rejected_++;
-    log_warn("remote cache entry " + key + " failed verification; ignored");
-    return std::nullopt;
-  }
-  hits_++;
-  return e;
-}
-
-void RemoteTier::put(const Entry& e) {
-  if (config_.read_only) return;
-  std::string value = encode_envelope(e);
-  std::lock_guard<std::mutex> lock(queue_mu_);
-  if (!writer_.joinable()) writer_ = std::thread([this] { writer_loop(); });
-  if (queue_.size() >= kMaxQueuedWrites) {
-    queue_.pop_front();
-    write_failures_++;
-  }
-  queue_.emplace_back(e.key, std::move(value));
-  queue_cv_.notify_one();
-}
-
-bool RemoteTier::write_now(const std::string& key, const std::string& value) {
-  if (!allow_attempt()) return false;
-  NoSigpipe no_sigpipe;
-  std::string why;
-  if (!write_conn_) write_conn_ = connect(&why);
-  if (!write_conn_) {
-    record(Fault::Error, "connect: " + why);
-    return false;
-  }
-  const std::string k = config_.prefix + key;
-  Reply r;
-  r.r = static_cast<redisReply*>(redisCommand(write_conn_->ctx, "SET %b %b NX EX %lld", k.data(),
-                                              k.size(), value.data(), value.size(),
-                                              static_cast<long long>(config_.ttl_seconds)));
-  if (!r.r) {
-    const Fault f = is_timeout(write_conn_->ctx) ? Fault::Timeout : Fault::Error;
-    why = write_conn_->ctx->errstr;
-    write_conn_.reset();
-    record(f, "SET: " + why);
-    return false;
-  }
-  if (r.r->type == REDIS_REPLY_ERROR) {
-    record(Fault::Error, "SET: " + std::string(r.r->str, r.r->len));
-    return false;
-  }
-  record(Fault::None, "");
-  return true;  // OK, or nil when the key already existed (content-addressed: same value)
-}
-
-void RemoteTier::writer_loop() {
-  for (;;) {
-    std::pair<std::string, std::string> item;
-    {
-      std::unique_lock<std::mutex> lock(queue_mu_);
-      queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      item = std::move(queue_.front());
-      queue_.pop_front();
-      writing_ = true;
-    }
-    if (write_now(item.first, item.second)) {
-      writes_++;
-    } else {
-      write_failures_++;
-    }
-    {
-      std::lock_guard<std::mutex> lock(queue_mu_);
-      writing_ = false;
-    }
-    idle_cv_.notify_all();
-    if (stopping_) {
-      // On shutdown, give up on the rest if the server is not answering.
-      std::lock_guard<std::mutex> lock(breaker_mu_);
-      if (consecutive_failures_ > 0) {
-        std::lock_guard<std::mutex> qlock(queue_mu_);
-        write_failures_ += queue_.size();
-        queue_.clear();
-      }
-    }
-  }
-}
-
-void RemoteTier::flush() {
-  std::unique_lock<std::mutex> lock(queue_mu_);
-  idle_cv_.wait(lock, [&] { return queue_.empty() && !writing_; });
-}
-
-namespace {
-
 bool flatten(const redisReply* r, RemoteReply* out, int depth = 0) {
   switch (r->type) {
     case REDIS_REPLY_NIL:
@@ -394,7 +194,7 @@ bool flatten(const redisReply* r, RemoteReply* out, int depth = 0) {
       out->integer = r->integer;
       return true;
     case REDIS_REPLY_ARRAY:
-      if (depth > 2) return false;
+      if (depth > 4) return false;  // CLUSTER SLOTS nests four deep
       out->type = RemoteReply::Type::Array;
       out->elements.resize(r->elements);
       for (size_t i = 0; i < r->elements; ++i) {
@@ -406,72 +206,511 @@ bool flatten(const redisReply* r, RemoteReply* out, int depth = 0) {
   }
 }
 
+timeval to_timeval(int ms) {
+  return timeval{ms / 1000, (ms % 1000) * 1000};
+}
+
+// The key a command is routed by: the first of KEYS for EVAL, else its first argument.
+const std::string& route_key_of(const std::vector<std::string>& argv) {
+  static const std::string none;
+  const std::string& cmd = argv[0];
+  const bool eval = cmd.size() >= 4 && (cmd[0] == 'E' || cmd[0] == 'e') &&
+                    (cmd == "EVAL" || cmd == "eval" || cmd == "EVALSHA" || cmd == "evalsha");
+  if (eval) return argv.size() > 3 && argv[2] != "0" ? argv[3] : none;
+  return argv.size() > 1 ? argv[1] : none;
+}
+
 }  // namespace
 
-std::optional<RemoteReply> RemoteTier::command(const std::vector<std::string>& argv, int timeout_ms,
-                                               std::string* error) {
-  if (argv.empty() || !allow_attempt()) return std::nullopt;
-  NoSigpipe no_sigpipe;
-  std::unique_ptr<Connection> conn;
+RemoteTier::RemoteTier(RemoteConfig config)
+    : config_(std::move(config)), endpoints_(parse_remote_url(config_.url)) {
+  if (config_.max_entry_bytes <= 0) config_.max_entry_bytes = 16 << 20;
+}
+
+RemoteTier::~RemoteTier() {
   {
-    std::lock_guard<std::mutex> lock(pool_mu_);
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
+}
+
+// A connection to `a`; for data (not a Sentinel): the database selected and, behind
+// Sentinels, checked to be a master (never write to a replica).
+std::unique_ptr<RemoteTier::Connection> RemoteTier::connect(const RemoteAddress& a, bool data,
+                                                            std::string* why) {
+  auto conn = std::make_unique<Connection>();
+  const timeval ct = to_timeval(config_.connect_timeout_ms);
+  conn->ctx = a.socket.empty() ? redisConnectWithTimeout(a.host.c_str(), a.port, ct)
+                               : redisConnectUnixWithTimeout(a.socket.c_str(), ct);
+  if (!conn->ctx || conn->ctx->err) {
+    *why = conn->ctx ? conn->ctx->errstr : "cannot allocate a connection";
+    return nullptr;
+  }
+  redisSetTimeout(conn->ctx, to_timeval(config_.op_timeout_ms));
+  if (!data) return conn;
+  if (endpoints_.db != 0) {
+    Reply r;
+    r.r = static_cast<redisReply*>(redisCommand(conn->ctx, "SELECT %d", endpoints_.db));
+    if (!r.r || r.r->type == REDIS_REPLY_ERROR) {
+      *why = r.r ? std::string(r.r->str, r.r->len) : std::string(conn->ctx->errstr);
+      return nullptr;
+    }
+  }
+  if (endpoints_.topology == RemoteTopology::Sentinel) {
+    Reply r;
+    r.r = static_cast<redisReply*>(redisCommand(conn->ctx, "ROLE"));
+    const bool master = r.r && r.r->type == REDIS_REPLY_ARRAY && r.r->elements > 0 &&
+                        r.r->element[0]->type == REDIS_REPLY_STRING &&
+                        std::string(r.r->element[0]->str, r.r->element[0]->len) == "master";
+    if (!master) {
+      *why = r.r ? a.str() + " is not a master" : std::string(conn->ctx->errstr);
+      return nullptr;
+    }
+  }
+  return conn;
+}
+
+RemoteTier::Node& RemoteTier::node(const RemoteAddress& a) {
+  std::lock_guard<std::mutex> lock(nodes_mu_);
+  for (auto& n : nodes_) {
+    if (n->addr == a) return *n;
+  }
+  nodes_.push_back(std::make_unique<Node>());
+  nodes_.back()->addr = a;
+  return *nodes_.back();
+}
+
+std::unique_ptr<RemoteTier::Connection> RemoteTier::take(Node& n, std::string* why) {
+  {
+    std::lock_guard<std::mutex> lock(nodes_mu_);
     if (pool_pid_ != long(getpid())) {
-      pool_.clear();  // the parent's: closing this process's copies leaves its own open
+      // The parent's: closing this process's copies leaves the parent's open.
+      for (auto& other : nodes_) {
+        std::lock_guard<std::mutex> node_lock(other->mu);
+        other->idle.clear();
+      }
       pool_pid_ = long(getpid());
     }
-    if (!pool_.empty()) {
-      conn = std::move(pool_.back());
-      pool_.pop_back();
+  }
+  {
+    std::lock_guard<std::mutex> lock(n.mu);
+    if (!n.idle.empty()) {
+      auto c = std::move(n.idle.back());
+      n.idle.pop_back();
+      return c;
     }
   }
-  std::string why;
-  if (!conn) conn = connect(&why);
-  if (!conn) {
-    record(Fault::Error, "connect: " + why);
-    return std::nullopt;
+  return connect(n.addr, true, why);
+}
+
+void RemoteTier::give_back(Node& n, std::unique_ptr<Connection> c) {
+  std::lock_guard<std::mutex> lock(n.mu);
+  if (n.idle.size() < 8) n.idle.push_back(std::move(c));
+}
+
+bool RemoteTier::allow_attempt(Node& n) {
+  std::lock_guard<std::mutex> lock(n.mu);
+  if (n.consecutive_failures < config_.failures_to_open) return true;
+  const double now = monotonic_ms();
+  if (now < n.open_until_ms) {
+    skipped_open_++;
+    return false;
   }
+  // Half-open: let this one attempt probe; others keep skipping until it reports.
+  n.open_until_ms = now + config_.cooldown_ms;
+  return true;
+}
+
+void RemoteTier::record(Node& n, Fault f, const std::string& what) {
+  std::lock_guard<std::mutex> lock(n.mu);
+  const std::string name = endpoints_.topology == RemoteTopology::Single
+                               ? config_.url
+                               : config_.url + " (node " + n.addr.str() + ")";
+  if (f == Fault::None) {
+    if (n.consecutive_failures >= config_.failures_to_open) {
+      log_info("remote cache tier " + name + " is reachable again");
+    }
+    n.consecutive_failures = 0;
+    n.reported = false;
+    return;
+  }
+  (f == Fault::Timeout ? timeouts_ : errors_)++;
+  if (++n.consecutive_failures >= config_.failures_to_open) {
+    n.open_until_ms = monotonic_ms() + config_.cooldown_ms;
+    if (!n.reported) {
+      n.reported = true;
+      log_warn("remote cache tier " + name + " unavailable (" + what +
+               "); working locally, retrying every " + std::to_string(config_.cooldown_ms) + " ms");
+    }
+  }
+}
+
+// Asks the Sentinels, in turn, for the master's address (topo_mu_ held).
+bool RemoteTier::resolve_master(std::string* why) {
+  last_resolve_ms_ = monotonic_ms();
+  for (const RemoteAddress& s : endpoints_.nodes) {
+    std::string e;
+    auto conn = connect(s, false, &e);
+    if (!conn) {
+      *why = "sentinel " + s.str() + ": " + e;
+      continue;
+    }
+    Reply r;
+    r.r = static_cast<redisReply*>(redisCommand(conn->ctx, "SENTINEL get-master-addr-by-name %s",
+                                                endpoints_.master_name.c_str()));
+    if (!r.r || r.r->type != REDIS_REPLY_ARRAY || r.r->elements != 2 ||
+        r.r->element[0]->type != REDIS_REPLY_STRING ||
+        r.r->element[1]->type != REDIS_REPLY_STRING) {
+      *why = "sentinel " + s.str() + " does not know master '" + endpoints_.master_name + "'";
+      continue;
+    }
+    RemoteAddress m;
+    m.host.assign(r.r->element[0]->str, r.r->element[0]->len);
+    m.port = std::atoi(r.r->element[1]->str);
+    if (m.host.empty() || m.port <= 0 || m.port > 65535) continue;
+    if (!master_.host.empty() && !(m == master_)) {
+      failovers_++;
+      log_info("remote cache tier " + config_.url + ": master '" + endpoints_.master_name +
+               "' is now " + m.str() + " (was " + master_.str() + ")");
+    }
+    master_ = m;
+    return true;
+  }
+  return false;
+}
+
+// Loads the slot map from the first node that gives one (topo_mu_ held).
+bool RemoteTier::refresh_slots(std::string* why) {
+  last_refresh_ms_ = monotonic_ms();
+  std::vector<RemoteAddress> candidates = slots_.nodes();
+  for (const RemoteAddress& a : endpoints_.nodes) {
+    if (std::find(candidates.begin(), candidates.end(), a) == candidates.end())
+      candidates.push_back(a);
+  }
+  for (const RemoteAddress& a : candidates) {
+    {
+      Node& n = node(a);
+      std::lock_guard<std::mutex> lock(n.mu);
+      if (n.consecutive_failures >= config_.failures_to_open && monotonic_ms() < n.open_until_ms)
+        continue;  // known down
+    }
+    std::string e;
+    auto conn = connect(a, false, &e);
+    if (!conn) {
+      *why = a.str() + ": " + e;
+      continue;
+    }
+    Reply r;
+    r.r = static_cast<redisReply*>(redisCommand(conn->ctx, "CLUSTER SLOTS"));
+    RemoteReply flat;
+    SlotMap next;
+    if (!r.r || !flatten(r.r, &flat) || !next.load(flat, a.host)) {
+      *why = a.str() + " gave no slot map" +
+             (r.r && r.r->type == REDIS_REPLY_ERROR ? ": " + std::string(r.r->str, r.r->len) : "");
+      continue;
+    }
+    if (!slots_.empty()) {
+      for (int s = 0; s < kClusterSlots; ++s) {
+        const RemoteAddress *was = slots_.node_for(s), *now = next.node_for(s);
+        if (was && now && !(*was == *now)) {
+          failovers_++;  // a slot changed hands (a resharding or a replica promoted)
+          break;
+        }
+      }
+    }
+    slots_ = std::move(next);
+    need_refresh_ = false;
+    return true;
+  }
+  return false;
+}
+
+// Where a command for `slot` (-1 when not a cluster) goes.
+bool RemoteTier::route(int slot, RemoteAddress* out, std::string* why) {
+  std::lock_guard<std::mutex> lock(topo_mu_);
+  const double now = monotonic_ms();
+  switch (endpoints_.topology) {
+    case RemoteTopology::Single:
+      *out = endpoints_.nodes[0];
+      return true;
+    case RemoteTopology::Sentinel:
+      if (master_.host.empty() || (need_resolve_ && now - last_resolve_ms_ >= 100)) {
+        resolve_master(why);
+      }
+      if (master_.host.empty()) return false;
+      *out = master_;
+      return true;
+    case RemoteTopology::Cluster: {
+      if (slots_.empty() || (need_refresh_ && now - last_refresh_ms_ >= 100)) refresh_slots(why);
+      const RemoteAddress* a = slots_.node_for(slot);
+      if (!a) {
+        if (why->empty()) *why = "no node serves slot " + std::to_string(slot);
+        return false;
+      }
+      *out = *a;
+      return true;
+    }
+  }
+  return false;
+}
+
+// One command on the node that serves `route_key`, following a cluster's redirections
+// and a Sentinel failover. nullopt with *error empty: the server could not be used;
+// with *error set: the server's error reply.
+std::optional<RemoteReply> RemoteTier::run(const std::vector<std::string>& argv,
+                                           const std::string& route_key, int timeout_ms,
+                                           std::string* error) {
+  NoSigpipe no_sigpipe;
+  const RemoteTopology topo = endpoints_.topology;
+  const int slot = topo == RemoteTopology::Cluster ? cluster_slot(route_key) : -1;
   const int ms =
       timeout_ms > 0 ? std::min(timeout_ms, config_.op_timeout_ms) : config_.op_timeout_ms;
-  redisSetTimeout(conn->ctx, timeval{ms / 1000, (ms % 1000) * 1000});
   std::vector<const char*> args;
   std::vector<size_t> lens;
   for (const std::string& a : argv) {
     args.push_back(a.data());
     lens.push_back(a.size());
   }
-  Reply r;
-  r.r = static_cast<redisReply*>(
-      redisCommandArgv(conn->ctx, int(args.size()), args.data(), lens.data()));
-  if (!r.r) {
-    const Fault f = is_timeout(conn->ctx) ? Fault::Timeout : Fault::Error;
-    record(f, argv[0] + ": " + conn->ctx->errstr);
-    return std::nullopt;  // a failed context cannot be reused: dropped
+  auto lost = [&] {  // the node failed: look for another master or slot map next time
+    std::lock_guard<std::mutex> lock(topo_mu_);
+    need_resolve_ = need_refresh_ = true;
+  };
+  RemoteAddress ask_to, failed;
+  bool asking = false, followed_readonly = false;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    RemoteAddress addr;
+    std::string why;
+    if (asking) {
+      addr = ask_to;
+    } else if (!route(slot, &addr, &why)) {
+      errors_++;
+      log_debug("remote cache tier " + config_.url + ": " + why);
+      return std::nullopt;
+    }
+    if (!failed.host.empty() || !failed.socket.empty()) {
+      if (addr == failed) return std::nullopt;  // nowhere else to go
+    }
+    Node& n = node(addr);
+    if (!allow_attempt(n)) return std::nullopt;
+    std::unique_ptr<Connection> conn = take(n, &why);
+    if (!conn) {
+      record(n, Fault::Error, "connect: " + why);
+      lost();
+      failed = addr;
+      asking = false;
+      continue;
+    }
+    redisSetTimeout(conn->ctx, to_timeval(ms));
+    Reply r;
+    if (asking) {
+      redisAppendCommand(conn->ctx, "ASKING");
+      redisAppendCommandArgv(conn->ctx, int(args.size()), args.data(), lens.data());
+      void* first = nullptr;
+      if (redisGetReply(conn->ctx, &first) == REDIS_OK) {
+        freeReplyObject(first);
+        void* second = nullptr;
+        if (redisGetReply(conn->ctx, &second) == REDIS_OK) r.r = static_cast<redisReply*>(second);
+      }
+    } else {
+      r.r = static_cast<redisReply*>(
+          redisCommandArgv(conn->ctx, int(args.size()), args.data(), lens.data()));
+    }
+    if (!r.r) {
+      const Fault f = is_timeout(conn->ctx) ? Fault::Timeout : Fault::Error;
+      record(n, f, argv[0] + ": " + conn->ctx->errstr);
+      lost();  // a failed context cannot be reused: dropped
+      failed = addr;
+      asking = false;
+      continue;
+    }
+    record(n, Fault::None, "");
+    last_node_ = &n;
+    if (r.r->type == REDIS_REPLY_ERROR) {
+      const std::string e(r.r->str, r.r->len);
+      if (topo == RemoteTopology::Cluster) {
+        const Redirect red = parse_redirect(e);
+        if (red.kind != Redirect::Kind::None) {
+          give_back(n, std::move(conn));
+          redirections_++;
+          if (red.kind == Redirect::Kind::Moved) {
+            std::lock_guard<std::mutex> lock(topo_mu_);
+            slots_.set(red.slot, red.to);
+            need_refresh_ = true;
+          }
+          asking = red.kind == Redirect::Kind::Ask;
+          ask_to = red.to;
+          continue;
+        }
+        if (e.rfind("TRYAGAIN", 0) == 0) {  // a multi-key command during a migration
+          give_back(n, std::move(conn));
+          asking = false;
+          std::this_thread::sleep_for(std::chrono::milliseconds(2 * (attempt + 1)));
+          continue;
+        }
+      }
+      if (topo == RemoteTopology::Sentinel && e.rfind("READONLY", 0) == 0 && !followed_readonly) {
+        // A replica now (demoted): never write here; ask the Sentinels again.
+        followed_readonly = true;
+        {
+          std::lock_guard<std::mutex> lock(n.mu);
+          n.idle.clear();
+        }
+        {
+          std::lock_guard<std::mutex> lock(topo_mu_);
+          need_resolve_ = true;
+          last_resolve_ms_ = -1e9;
+        }
+        failed = addr;
+        *error = e;
+        continue;
+      }
+      give_back(n, std::move(conn));
+      *error = e;
+      return std::nullopt;
+    }
+    if (topo == RemoteTopology::Sentinel) {
+      std::lock_guard<std::mutex> lock(topo_mu_);
+      need_resolve_ = false;
+    }
+    RemoteReply out;
+    const bool ok = flatten(r.r, &out);
+    give_back(n, std::move(conn));
+    if (!ok) {
+      *error = "unexpected reply type";
+      return std::nullopt;
+    }
+    error->clear();
+    return out;
   }
-  record(Fault::None, "");
-  {
-    std::lock_guard<std::mutex> lock(pool_mu_);
-    if (pool_.size() < 8) pool_.push_back(std::move(conn));
-  }
-  if (r.r->type == REDIS_REPLY_ERROR) {
-    if (error) error->assign(r.r->str, r.r->len);
-    rejected_++;
+  if (error->empty()) *error = "too many redirections";
+  return std::nullopt;
+}
+
+std::optional<Entry> RemoteTier::get(const std::string& key) {
+  const std::string k = entry_name(key);
+  std::string error;
+  // At most max_entry_bytes + 1 bytes come back: a larger value is refused unread.
+  const auto r = run({"GETRANGE", k, "0", std::to_string(config_.max_entry_bytes)}, k, 0, &error);
+  if (!r) {
+    if (!error.empty()) {
+      rejected_++;
+      log_warn("remote cache tier refused a lookup of " + key + " (" + error + "); ignored");
+    }
     return std::nullopt;
   }
-  RemoteReply out;
-  if (!flatten(r.r, &out)) {
+  if (r->type != RemoteReply::Type::String) {
     rejected_++;
-    if (error) *error = "unexpected reply type";
+    log_warn("remote cache tier returned a non-string for " + key + "; ignored");
     return std::nullopt;
   }
-  return out;
+  if (r->str.empty()) {  // GETRANGE of a missing key
+    misses_++;
+    return std::nullopt;
+  }
+  if (int64_t(r->str.size()) > config_.max_entry_bytes) {
+    oversize_++;
+    rejected_++;
+    log_warn("remote cache entry " + key + " is larger than " +
+             std::to_string(config_.max_entry_bytes) +
+             " bytes (KJIT_REMOTE_MAX_ENTRY_BYTES); ignored");
+    return std::nullopt;
+  }
+  Entry e;
+  if (!decode_envelope(r->str, key, &e)) {
+    rejected_++;
+    log_warn("remote cache entry " + key + " failed verification; ignored");
+    return std::nullopt;
+  }
+  hits_++;
+  return e;
+}
+
+void RemoteTier::put(const Entry& e) {
+  if (config_.read_only) return;
+  std::string value = encode_envelope(e);
+  if (int64_t(value.size()) > config_.max_entry_bytes) {
+    oversize_++;
+    log_info("entry " + e.key + " (" + std::to_string(value.size()) +
+             " bytes) stays local: larger than KJIT_REMOTE_MAX_ENTRY_BYTES");
+    return;
+  }
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  if (!writer_.joinable()) writer_ = std::thread([this] { writer_loop(); });
+  if (queue_.size() >= kMaxQueuedWrites) {
+    queue_.pop_front();
+    write_failures_++;
+  }
+  queue_.emplace_back(e.key, std::move(value));
+  queue_cv_.notify_one();
+}
+
+bool RemoteTier::write_now(const std::string& key, const std::string& value) {
+  const std::string k = entry_name(key);
+  std::string error;
+  const auto r =
+      run({"SET", k, value, "NX", "EX", std::to_string(config_.ttl_seconds)}, k, 0, &error);
+  if (!r && !error.empty()) log_warn("remote cache tier refused an entry: " + error);
+  return bool(r);  // OK, or nil when the key already existed (content-addressed: same value)
+}
+
+void RemoteTier::writer_loop() {
+  bool last_ok = true;
+  for (;;) {
+    std::pair<std::string, std::string> item;
+    {
+      std::unique_lock<std::mutex> lock(queue_mu_);
+      queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      if (stopping_ && !last_ok) {
+        // On shutdown, give up on the rest if the server is not answering.
+        write_failures_ += queue_.size();
+        queue_.clear();
+        idle_cv_.notify_all();
+        return;
+      }
+      item = std::move(queue_.front());
+      queue_.pop_front();
+      writing_ = true;
+    }
+    last_ok = write_now(item.first, item.second);
+    (last_ok ? writes_ : write_failures_)++;
+    {
+      std::lock_guard<std::mutex> lock(queue_mu_);
+      writing_ = false;
+    }
+    idle_cv_.notify_all();
+  }
+}
+
+void RemoteTier::flush() {
+  std::unique_lock<std::mutex> lock(queue_mu_);
+  idle_cv_.wait(lock, [&] { return queue_.empty() && !writing_; });
+}
+
+std::optional<RemoteReply> RemoteTier::command(const std::vector<std::string>& argv, int timeout_ms,
+                                               std::string* error) {
+  if (argv.empty()) return std::nullopt;
+  std::string e;
+  auto r = run(argv, route_key_of(argv), timeout_ms, &e);
+  if (!r && !e.empty()) {
+    rejected_++;
+    if (error) *error = e;
+  }
+  return r;
 }
 
 bool RemoteTier::put_now(const Entry& e) {
   if (config_.read_only) return false;
   const std::string value = encode_envelope(e);
+  if (int64_t(value.size()) > config_.max_entry_bytes) {
+    oversize_++;
+    return false;
+  }
   std::string error;
   const auto r = command(
-      {"SET", config_.prefix + e.key, value, "EX", std::to_string(config_.ttl_seconds)}, 0, &error);
+      {"SET", entry_name(e.key), value, "EX", std::to_string(config_.ttl_seconds)}, 0, &error);
   if (!r) {
     write_failures_++;
     if (!error.empty()) log_warn("remote cache tier refused an entry: " + error);
@@ -486,7 +725,6 @@ bool RemoteTier::put_now(const Entry& e) {
 bool remote_tier_built() {
   return false;
 }
-struct RemoteTier::Connection {};
 RemoteTier::RemoteTier(RemoteConfig config) : config_(std::move(config)) {
   fail(KJIT_ERROR_UNSUPPORTED, "the remote cache tier is not built into this kjit (no hiredis)");
 }
@@ -515,9 +753,48 @@ RemoteStats RemoteTier::stats() {
   s.writes = writes_;
   s.write_failures = write_failures_;
   s.skipped_open = skipped_open_;
-  std::lock_guard<std::mutex> lock(breaker_mu_);
-  s.breaker_open = consecutive_failures_ >= config_.failures_to_open;
+  s.redirections = redirections_;
+  s.failovers = failovers_;
+  s.oversize = oversize_;
+  s.topology = endpoints_.topology;
+  if (const Node* last = last_node_.load()) s.last_node = last->addr.str();
+  // The nodes in use: the server, the master as last resolved, the cluster's masters.
+  std::vector<RemoteAddress> in_use;
+  {
+    std::lock_guard<std::mutex> lock(topo_mu_);
+    if (endpoints_.topology == RemoteTopology::Sentinel) {
+      if (!master_.host.empty()) in_use.push_back(master_);
+    } else if (endpoints_.topology == RemoteTopology::Cluster) {
+      in_use = slots_.nodes();
+    } else if (!endpoints_.nodes.empty()) {
+      in_use.push_back(endpoints_.nodes[0]);
+    }
+  }
+  s.nodes = in_use.size();
+  std::lock_guard<std::mutex> lock(nodes_mu_);
+  for (const auto& n : nodes_) {
+    if (std::find(in_use.begin(), in_use.end(), n->addr) == in_use.end()) continue;
+    std::lock_guard<std::mutex> node_lock(n->mu);
+    if (n->consecutive_failures >= config_.failures_to_open) s.breaker_open = true;
+  }
   return s;
+}
+
+std::string RemoteTier::describe(bool probe) {
+  if (probe && !last_node_.load() && remote_tier_built()) command({"PING"});
+  const RemoteStats s = stats();
+  std::string node;
+  for (char c : s.last_node) {
+    if (c == '"' || c == '\\') node += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) node += c;
+  }
+  return std::string("{\"topology\":\"") + topology_name(s.topology) + "\",\"node\":\"" + node +
+         "\",\"nodes\":" + std::to_string(s.nodes) +
+         ",\"redirections\":" + std::to_string(s.redirections) +
+         ",\"failovers\":" + std::to_string(s.failovers) +
+         ",\"oversize\":" + std::to_string(s.oversize) +
+         ",\"breaker_open\":" + (s.breaker_open ? "true" : "false") +
+         ",\"max_entry_bytes\":" + std::to_string(config_.max_entry_bytes) + "}";
 }
 
 }  // namespace kjit

@@ -15,11 +15,14 @@
 #include <vector>
 
 #include "store/entry.h"
+#include "store/remote_cluster.h"
 
 namespace kjit {
 
 struct RemoteConfig {
-  std::string url;  // redis://host:port[/db] or unix:///path/to/socket
+  // redis://host:port[/db], unix:///path/to/socket, redis+sentinel://h1:p1,h2:p2/master[/db]
+  // or redis+cluster://h1:p1,h2:p2 (remote_cluster.h: parse_remote_url).
+  std::string url;
   std::string prefix = "kjit:";
   int64_t ttl_seconds = 7 * 24 * 3600;
   int connect_timeout_ms = 100;
@@ -32,17 +35,28 @@ struct RemoteConfig {
   // of it while its owner compiles; a claim not renewed for a lease is not honoured).
   int claim_wait_ms = 60000;
   int claim_lease_ms = 15000;
+  // The largest value (an entry's envelope) written to or read from the server. A larger
+  // entry stays local (counted: RemoteStats::oversize); a larger value in the server is
+  // refused after reading at most this many bytes plus one.
+  int64_t max_entry_bytes = 16 << 20;
 
   // Reads KJIT_REMOTE, KJIT_REMOTE_PREFIX, KJIT_REMOTE_TTL, KJIT_REMOTE_CONNECT_TIMEOUT_MS,
   // KJIT_REMOTE_TIMEOUT_MS, KJIT_REMOTE_MODE (rw|ro), KJIT_REMOTE_COOLDOWN_MS,
-  // KJIT_REMOTE_CLAIM_WAIT_MS, KJIT_REMOTE_CLAIM_LEASE_MS.
+  // KJIT_REMOTE_CLAIM_WAIT_MS, KJIT_REMOTE_CLAIM_LEASE_MS, KJIT_REMOTE_MAX_ENTRY_BYTES.
   static RemoteConfig from_environment();
 };
 
 struct RemoteStats {
   uint64_t hits = 0, misses = 0, errors = 0, timeouts = 0, rejected = 0, writes = 0,
            write_failures = 0, skipped_open = 0;
-  bool breaker_open = false;
+  bool breaker_open = false;  // the breaker of the server, master or any cluster node
+  RemoteTopology topology = RemoteTopology::Single;
+  std::string last_node;      // host:port (or socket) of the node that answered last
+  uint64_t redirections = 0;  // cluster: MOVED and ASK replies followed
+  uint64_t failovers = 0;     // sentinel: master changes seen; cluster: slot map reloads
+                              // after a node failed or moved slots
+  uint64_t oversize = 0;      // entries kept local or values refused: over max_entry_bytes
+  size_t nodes = 0;           // the Sentinels' master (1), or the cluster's masters
 };
 
 // Envelope: "KJITRMT1", u64 format version, record (see export.h: its checksums are bound
@@ -50,16 +64,6 @@ struct RemoteStats {
 // bytes before. decode_envelope() accepts it only under the key it was written for.
 std::string encode_envelope(const Entry& e);
 bool decode_envelope(const std::string& bytes, const std::string& key, Entry* out);
-
-// A server's reply to command(), flattened: nil, a string (bulk or status), an integer or
-// an array of those.
-struct RemoteReply {
-  enum class Type { Nil, String, Integer, Array };
-  Type type = Type::Nil;
-  std::string str;
-  long long integer = 0;
-  std::vector<RemoteReply> elements;
-};
 
 // True when this build includes the remote tier (hiredis was found).
 bool remote_tier_built();
@@ -86,37 +90,58 @@ class RemoteTier {
   // at most min(timeout_ms, the operation timeout) when timeout_ms > 0. nullopt on a
   // failure, a timeout or an open breaker (counted as for get()); an error reply from the
   // server is returned in *error (not counted as a failure: the server answered).
+  // Routed (cluster) by its key: argv[3] of EVAL (the first of KEYS), else argv[1]; MOVED
+  // and ASK are followed, and a -READONLY (sentinel) re-resolves the master.
   std::optional<RemoteReply> command(const std::vector<std::string>& argv, int timeout_ms = 0,
                                      std::string* error = nullptr);
 
   RemoteStats stats();
+  // stats() as a JSON object: topology, node (that answered last, "" if none yet), nodes,
+  // redirections, failovers, oversize, breaker_open, max_entry_bytes. With `probe`, when
+  // no node has answered yet, one PING goes first (through the breaker, bounded by the
+  // operation timeout), so that "node" names the node in use.
+  std::string describe(bool probe);
   const RemoteConfig& config() const { return config_; }
+  RemoteTopology topology() const { return endpoints_.topology; }
+  // Names in the server: an entry and its fleet claim. In a cluster both carry the key as
+  // a hash tag ("{key}"), so that an entry and its claim sit in one slot.
+  std::string entry_name(const std::string& key) const;
+  std::string claim_name(const std::string& key) const;
 
  private:
   struct Connection;
+  struct Node;
   enum class Fault { None, Error, Timeout };
 
-  bool allow_attempt();
-  void record(Fault f, const std::string& what);
-  std::unique_ptr<Connection> connect(std::string* why);
+  Node& node(const RemoteAddress& a);
+  bool allow_attempt(Node& n);
+  void record(Node& n, Fault f, const std::string& what);
+  std::unique_ptr<Connection> connect(const RemoteAddress& a, bool check_master, std::string* why);
+  std::unique_ptr<Connection> take(Node& n, std::string* why);
+  void give_back(Node& n, std::unique_ptr<Connection> c);
+  bool route(int slot, RemoteAddress* out, std::string* why);
+  bool resolve_master(std::string* why);
+  bool refresh_slots(std::string* why);
+  std::optional<RemoteReply> run(const std::vector<std::string>& argv, const std::string& route_key,
+                                 int timeout_ms, std::string* error);
   void writer_loop();
   bool write_now(const std::string& key, const std::string& value);
 
   RemoteConfig config_;
-  std::string host_, socket_path_;
-  int port_ = 6379, db_ = 0;
+  RemoteEndpoints endpoints_;
 
-  std::mutex conn_mu_;
-  std::unique_ptr<Connection> conn_;  // for reads
-
-  std::mutex breaker_mu_;
-  int consecutive_failures_ = 0;
-  double open_until_ms_ = 0;
-  bool reported_ = false;
-
-  std::mutex pool_mu_;
-  std::vector<std::unique_ptr<Connection>> pool_;  // for command()
+  std::mutex nodes_mu_;  // guards nodes_ (the map; each Node guards itself)
+  std::vector<std::unique_ptr<Node>> nodes_;
   long pool_pid_ = 0;  // a forked child never talks on its parent's connections
+
+  std::mutex topo_mu_;    // the master (sentinel) or the slot map (cluster)
+  RemoteAddress master_;  // sentinel: as last resolved (host empty: not yet)
+  bool need_resolve_ = true;
+  double last_resolve_ms_ = -1e9;
+  SlotMap slots_;
+  bool need_refresh_ = true;
+  double last_refresh_ms_ = -1e9;
+  std::atomic<Node*> last_node_{nullptr};  // nodes live as long as this object
 
   std::mutex queue_mu_;
   std::condition_variable queue_cv_, idle_cv_;
@@ -124,10 +149,9 @@ class RemoteTier {
   bool stopping_ = false;
   bool writing_ = false;
   std::thread writer_;
-  std::unique_ptr<Connection> write_conn_;
 
   std::atomic<uint64_t> hits_{0}, misses_{0}, errors_{0}, timeouts_{0}, rejected_{0}, writes_{0},
-      write_failures_{0}, skipped_open_{0};
+      write_failures_{0}, skipped_open_{0}, redirections_{0}, failovers_{0}, oversize_{0};
 };
 
 }  // namespace kjit
