@@ -216,7 +216,14 @@ TEST(GroupedCheck, CreateChecksArgumentsFirst) {
   o.tile_n = 96;
   EXPECT_EQ(kjit_grouped_gemm_create(comp, 0, &o, &gg), KJIT_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(kjit_last_error()).find("tile_n"), std::string::npos);
+  o.tile_n = 256;
+  o.schedule = KJIT_GROUPED_SCHEDULE_PINGPONG;
+  EXPECT_EQ(kjit_grouped_gemm_create(comp, 0, &o, &gg), KJIT_ERROR_INVALID_ARGUMENT);
+  o.schedule = 3;
   o.tile_n = 0;
+  EXPECT_EQ(kjit_grouped_gemm_create(comp, 0, &o, &gg), KJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kjit_last_error()).find("schedule"), std::string::npos);
+  o.schedule = 0;
   o.stages = 1;
   EXPECT_EQ(kjit_grouped_gemm_create(comp, 0, &o, &gg), KJIT_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(gg, nullptr);
@@ -245,6 +252,11 @@ TEST(GroupedChoose, TmaOnHopperWhenAligned) {
   Options portable;
   portable.portable_only = true;
   EXPECT_EQ(choose(p, 90, true, portable).path, Path::Simt);
+  Options pp;
+  pp.schedule = KJIT_GROUPED_SCHEDULE_PINGPONG;
+  c = choose(p, 90, true, pp);
+  EXPECT_TRUE(c.pingpong);
+  EXPECT_EQ(c.tile_n, 128);
   Options wide;
   wide.tile_n = 256;
   wide.stages = 3;
@@ -286,11 +298,13 @@ TEST(GroupedRender, EveryConfigurationClassRendersWithDistinctKeys) {
   for (BOrder o : {BOrder::KN, BOrder::NK}) {
     for (int act = 0; act < 4; ++act) {
       for (int pieces = 0; pieces < 4; ++pieces) {
-        for (int fam = 0; fam < 4; ++fam) {
+        for (int fam = 0; fam < 5; ++fam) {
           Config c = fam == 0   ? tma(128, 6, o)
                      : fam == 1 ? tma(256, 4, o)
                      : fam == 2 ? simt("sm_80", o)
-                                : simt("sm_89", o);
+                     : fam == 3 ? simt("sm_89", o)
+                                : tma(128, 6, o);
+          c.pingpong = fam == 4;
           c.act = Act(act);
           c.has_c = pieces & 1;
           c.has_bias = pieces & 2;
@@ -336,6 +350,14 @@ TEST(GroupedRender, InvalidConfigurationsAreRefused) {
   c = simt("sm_80", BOrder::KN);
   c.tile_n = 128;
   EXPECT_THROW(render(c), Error);
+  c = tma(256, 4, BOrder::KN);
+  c.pingpong = true;  // pingpong has the 128x128 tile only
+  EXPECT_THROW(render(c), Error);
+  EXPECT_NE(tma(128, 6, BOrder::KN).key(), [] {
+    Config p = tma(128, 6, BOrder::KN);
+    p.pingpong = true;
+    return p.key();
+  }());
   EXPECT_LE(shared_bytes(tma(256, 4, BOrder::KN)), size_t(232448));
   EXPECT_LE(shared_bytes(tma(128, 7, BOrder::KN)), size_t(232448));
 }
@@ -395,12 +417,14 @@ TEST_F(GroupedCompile, TmaKernelBuildsForSm90aAndHitsTheCache) {
   EXPECT_NE(second.tier, KJIT_TIER_COMPILED);
 }
 
-TEST_F(GroupedCompile, TmaKernelOtherOrderAndFullEpiloguePtx) {
-  Config c = tma(128, 5, BOrder::NK);
+TEST_F(GroupedCompile, PingpongKernelOtherOrderAndFullEpilogue) {
+  Config c = tma(128, 6, BOrder::NK);
+  c.pingpong = true;
   c.has_c = c.has_bias = true;
   c.act = Act::Silu;
-  const Outcome out = compile(c, KJIT_OUTPUT_PTX);  // PTX only: ptxas runs in the test above
+  const Outcome out = compile(c, KJIT_OUTPUT_PTX | KJIT_OUTPUT_CUBIN);
   ASSERT_EQ(out.status, KJIT_OK) << out.message << (out.entry ? out.entry->log : "");
+  EXPECT_FALSE(out.entry->cubin.empty());
   const std::string ptx = out.entry->ptx.str();
   EXPECT_NE(ptx.find("m64n128k16"), std::string::npos);
   EXPECT_NE(ptx.find("ex2.approx"), std::string::npos);  // the SiLU piece

@@ -106,6 +106,16 @@ KJIT_EXPORT kjit_status kjit_grouped_gemm_desc_init_sized(kjit_grouped_gemm_desc
                                                           size_t size);
 #define kjit_grouped_gemm_desc_init(desc) kjit_grouped_gemm_desc_init_sized((desc), sizeof(*(desc)))
 
+/** Schedules of the sm_90a kernel. */
+typedef enum kjit_grouped_schedule {
+  KJIT_GROUPED_SCHEDULE_AUTO = 0,
+  /** Both consumer warpgroups share each tile (64 rows each); tiles 128x128 or 128x256. */
+  KJIT_GROUPED_SCHEDULE_COOPERATIVE = 1,
+  /** Each consumer warpgroup takes every other tile whole, so one's epilogue overlaps the
+   *  other's main loop; tile 128x128. */
+  KJIT_GROUPED_SCHEDULE_PINGPONG = 2
+} kjit_grouped_schedule;
+
 /** Options for kjit_grouped_gemm_create(). Initialise with KJIT_GROUPED_GEMM_OPTIONS_INIT
  *  or kjit_grouped_gemm_options_init(); new fields are only ever appended. */
 typedef struct kjit_grouped_gemm_options {
@@ -118,10 +128,12 @@ typedef struct kjit_grouped_gemm_options {
   uint32_t stages;
   /** Non-zero: never use the sm_90a kernel (the portable kernel everywhere). */
   int portable_only;
+  /** The sm_90a kernel's schedule: a kjit_grouped_schedule (0 = chosen per shape). */
+  int schedule;
 } kjit_grouped_gemm_options;
 
 #define KJIT_GROUPED_GEMM_OPTIONS_INIT \
-  { sizeof(kjit_grouped_gemm_options), 0, 0, 0 }
+  { sizeof(kjit_grouped_gemm_options), 0, 0, 0, 0 }
 
 /**
  * Fill the first `size` bytes of `opts` with KJIT_GROUPED_GEMM_OPTIONS_INIT and set

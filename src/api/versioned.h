@@ -139,7 +139,7 @@ struct Versioned<kjit_grouped_gemm_desc> {
 template <>
 struct Versioned<kjit_grouped_gemm_options> {
   static constexpr const char* name = "kjit_grouped_gemm_options";
-  static constexpr size_t v0_1 = KJIT_V0_1_SIZE(kjit_grouped_gemm_options, portable_only);  // 0.2
+  static constexpr size_t v0_1 = KJIT_V0_1_SIZE(kjit_grouped_gemm_options, schedule);  // 0.2
   static const kjit_grouped_gemm_options& defaults() {
     static const kjit_grouped_gemm_options d = KJIT_GROUPED_GEMM_OPTIONS_INIT;
     return d;

@@ -52,6 +52,14 @@ Options options_from(const kjit_grouped_gemm_options* o) {
   if (o->stages != 0 && (o->stages < 2 || o->stages > 8))
     fail(KJIT_ERROR_INVALID_ARGUMENT, "kjit_grouped_gemm_options: stages is " +
                                           std::to_string(o->stages) + ", must be 0 or 2..8");
+  if (o->schedule < KJIT_GROUPED_SCHEDULE_AUTO || o->schedule > KJIT_GROUPED_SCHEDULE_PINGPONG)
+    fail(KJIT_ERROR_INVALID_ARGUMENT, "kjit_grouped_gemm_options: schedule is " +
+                                          std::to_string(o->schedule) +
+                                          ", not a kjit_grouped_schedule");
+  if (o->schedule == KJIT_GROUPED_SCHEDULE_PINGPONG && o->tile_n == 256)
+    fail(KJIT_ERROR_INVALID_ARGUMENT,
+         "kjit_grouped_gemm_options: the pingpong schedule has the tile 128x128, not tile_n 256");
+  r.schedule = o->schedule;
   r.tile_n = int(o->tile_n);
   r.stages = int(o->stages);
   r.portable_only = o->portable_only != 0;
@@ -147,7 +155,8 @@ Config choose(const Problem& p, int cc, bool tma_available, const Options& o) {
     c.target = "sm_90a";
     c.tile_m = 128;
     c.tile_k = 64;
-    c.tile_n = o.tile_n ? o.tile_n : (p.n <= 128 ? 128 : 256);
+    c.pingpong = o.schedule == KJIT_GROUPED_SCHEDULE_PINGPONG;
+    c.tile_n = c.pingpong ? 128 : o.tile_n ? o.tile_n : (p.n <= 128 ? 128 : 256);
     c.stages = o.stages ? o.stages : (c.tile_n == 256 ? 4 : 6);
   } else {
     c.path = Path::Simt;
@@ -184,9 +193,13 @@ Config GroupedGemm::config_for(const Problem& p) const {
 
 Kernel& GroupedGemm::kernel(const Config& c) {
   const std::string key = c.key();
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = kernels_.find(key);
-  if (it != kernels_.end()) return *it->second;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = kernels_.find(key);
+    if (it != kernels_.end()) return *it->second;
+  }
+  // Compiled without the lock, so that configurations compile side by side; the compiler's
+  // single flight makes threads asking for the same one wait for one compile.
   const CompileOptions opts = compile_options(c);
   KernelCreation made = Kernel::create(compiler_, render(c), kKernelName, &opts, device_, 0);
   if (!made.kernel) {
@@ -195,9 +208,9 @@ Kernel& GroupedGemm::kernel(const Config& c) {
     fail(made.failure.status ? made.failure.status : KJIT_ERROR_COMPILE, msg);
   }
   if (shared_bytes(c) > 0) made.kernel->set_max_dynamic_shared(int(shared_bytes(c)));
-  Kernel& k = *made.kernel;
-  kernels_.emplace(key, std::move(made.kernel));
-  return k;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = kernels_.emplace(key, std::move(made.kernel)).first;  // keeps an earlier one
+  return *it->second;
 }
 
 void GroupedGemm::prepare(const Problem& p) {

@@ -24,6 +24,7 @@ struct Options {
   int tile_n = 0;  // 0 = by shape
   int stages = 0;  // 0 = by tile
   bool portable_only = false;
+  int schedule = 0;  // kjit_grouped_schedule
 };
 
 // Options from the public struct (a full-size copy; NULL = defaults). Throws

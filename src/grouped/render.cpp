@@ -295,7 +295,8 @@ std::string tma_source(const Config& c) {
   s += "#define TILE_M " + num(c.tile_m) + "\n#define TILE_N " + num(c.tile_n) +
        "\n#define TILE_K " + num(c.tile_k) + "\n#define STAGES " + num(c.stages) +
        "\n#define A_STAGE " + num(long(a_stage_bytes(c))) + "u\n#define B_STAGE " +
-       num(long(b_stage_bytes(c))) + "u\n#define ACC " + num(c.tile_n / 2) + "\n";
+       num(long(b_stage_bytes(c))) + "u\n#define ACC " + num(c.tile_n / 2) + "\n#define PINGPONG " +
+       (c.pingpong ? "1" : "0") + "\n";
   s += kCommon;
   s += kHopper;
   s += epilogue_source(c);
@@ -314,7 +315,7 @@ std::string tma_source(const Config& c) {
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full + 8 * s, 1);
-      mbar_init(empty + 8 * s, 256);
+      mbar_init(empty + 8 * s, PINGPONG ? 128 : 256);  // the consumers of one stage
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -359,27 +360,43 @@ std::string tma_source(const Config& c) {
     const int cw = wg - 1;
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
     const bool pairs = ((ldd & 1) == 0) && ((((size_t)D) & 3) == 0);
-    float acc[ACC];
+    // Cooperative: both consumers share each tile, 64 rows each (HALVES 1). Pingpong: each
+    // consumer takes every other tile whole (HALVES 2), so one's epilogue runs while the
+    // other's mainloop does; the producer's order of tiles staggers them.
+    constexpr int HALVES = PINGPONG ? 2 : 1;
+    float acc[HALVES * ACC];
 #pragma unroll
-    for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
-    for (int t = blockIdx.x; sched.next(t, tile); t += gridDim.x) {
+    for (int i = 0; i < HALVES * ACC; ++i) acc[i] = 0.0f;
+    int done = 0;  // k-blocks of earlier tiles of this CTA (both consumers')
+    int ti = 0;
+    for (int t = blockIdx.x; sched.next(t, tile); t += gridDim.x, ++ti) {
+      if (PINGPONG && (ti & 1) != cw) {
+        done += k_blocks;
+        continue;
+      }
+      stage = done % STAGES;
+      phase = (u32)(done / STAGES) & 1u;
+      done += k_blocks;
       int prev = -1;
       for (int kb = 0; kb < k_blocks; ++kb) {
         mbar_wait(full + 8 * stage, phase);
         wgmma_fence();
-        const u32 a_base = sA + stage * A_STAGE + cw * (64 * 128);
+        const u32 a_base = sA + stage * A_STAGE + (PINGPONG ? 0 : cw * (64 * 128));
         const u32 b_base = sB + stage * B_STAGE;
 #pragma unroll
         for (int kk = 0; kk < TILE_K / 16; ++kk) {
+#pragma unroll
+          for (int h = 0; h < HALVES; ++h) {
 )";
   if (kn) {
-    s += "          wgmma_tile(acc, smem_desc(a_base + kk * 32, 16, 1024),\n"
-         "                     smem_desc(b_base + kk * 2048, 8192, 1024), (kb | kk) != 0);\n";
+    s += "            wgmma_tile(acc + h * ACC, smem_desc(a_base + h * 8192 + kk * 32, 16, 1024),\n"
+         "                       smem_desc(b_base + kk * 2048, 8192, 1024), (kb | kk) != 0);\n";
   } else {
-    s += "          wgmma_tile(acc, smem_desc(a_base + kk * 32, 16, 1024),\n"
-         "                     smem_desc(b_base + kk * 32, 16, 1024), (kb | kk) != 0);\n";
+    s += "            wgmma_tile(acc + h * ACC, smem_desc(a_base + h * 8192 + kk * 32, 16, 1024),\n"
+         "                       smem_desc(b_base + kk * 32, 16, 1024), (kb | kk) != 0);\n";
   }
-  s += R"(        }
+  s += R"(          }
+        }
         wgmma_commit();
         if (prev >= 0) {
           wgmma_wait1();
@@ -393,15 +410,17 @@ std::string tma_source(const Config& c) {
       }
       wgmma_wait0();
       mbar_arrive(empty + 8 * prev);
-      const int row_base = tile.row0 + cw * 64 + warp * 16 + (lane >> 2);
       const int col_base = tile.n0 + (lane & 3) * 2;
 #pragma unroll
-      for (int j = 0; j < TILE_N / 8; ++j) {
+      for (int hf = 0; hf < HALVES; ++hf) {
+        const int row_base = tile.row0 + (PINGPONG ? hf : cw) * 64 + warp * 16 + (lane >> 2);
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = row_base + 8 * h, col = col_base + 8 * j;
-          if (row < tile.row_end) {
-            float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+        for (int j = 0; j < TILE_N / 8; ++j) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = row_base + 8 * h, col = col_base + 8 * j;
+            if (row >= tile.row_end) continue;
+            float v0 = acc[hf * ACC + 4 * j + 2 * h], v1 = acc[hf * ACC + 4 * j + 2 * h + 1];
             if (col < N)
               v0 = epilogue(v0, row, col, tile.g, C, ldc, bias, stride_bias, alpha, beta);
             if (col + 1 < N)
@@ -421,8 +440,8 @@ std::string tma_source(const Config& c) {
 
 std::string Config::key() const {
   std::string k = "grouped-v1 " + target + (path == Path::Tma ? " tma " : " simt ") + num(tile_m) +
-                  "x" + num(tile_n) + "x" + num(tile_k) + " s" + num(stages) + " c" +
-                  num(cluster_m) + "x" + num(cluster_n) +
+                  "x" + num(tile_n) + "x" + num(tile_k) + " s" + num(stages) +
+                  (pingpong ? " pp" : "") + " c" + num(cluster_m) + "x" + num(cluster_n) +
                   (b_order == BOrder::KN ? " b=kn" : " b=nk") + " epi=alpha";
   if (has_c) k += "+beta";
   if (has_bias) k += "+bias";
@@ -440,6 +459,7 @@ void validate(const Config& c) {
     if (c.target != "sm_90a") bad("the TMA kernel is for target sm_90a only");
     if (c.tile_m != 128 || c.tile_k != 64 || (c.tile_n != 128 && c.tile_n != 256))
       bad("the TMA kernel offers tiles 128x128x64 and 128x256x64");
+    if (c.pingpong && c.tile_n != 128) bad("the pingpong schedule offers the tile 128x128x64");
     if (c.stages < 2 || c.stages > 8) bad("stages must be 2..8");
     if (shared_bytes(c) > kMaxShared)
       bad(std::to_string(shared_bytes(c)) + " bytes of shared memory is more than the " +
@@ -447,6 +467,7 @@ void validate(const Config& c) {
   } else {
     if (c.tile_m != 64 || c.tile_n != 64 || c.tile_k != 16 || c.stages != 1)
       bad("the portable kernel offers the tile 64x64x16 with 1 stage");
+    if (c.pingpong) bad("the portable kernel has no pingpong schedule");
     if (c.target.empty()) bad("no target");
   }
 }

@@ -7,6 +7,7 @@
 //    stages, each guarded by a "full" and an "empty" mbarrier); warpgroups 1..2 are
 //    consumers, each owning 64 rows of the 128-row tile and issuing wgmma from shared memory
 //    (128-byte swizzle) into fp32 registers, then the epilogue straight from registers.
+//    In the pingpong schedule each consumer owns every other tile whole instead.
 //  - Simt (any target from sm_70): a plain tiled kernel (64x64 tiles, fp32 FMA), for
 //    devices without wgmma and for shapes the TMA kernel cannot take.
 // Both walk tiles persistently: tile t of the launch belongs to the group whose tiles
@@ -29,6 +30,10 @@ struct Config {
   int tile_m = 64, tile_n = 64, tile_k = 16;
   int stages = 1;
   int cluster_m = 1, cluster_n = 1;  // thread-block cluster; only 1x1 is implemented
+  // Tma only. False (cooperative): both consumer warpgroups share each tile, 64 rows each.
+  // True (pingpong, tile 128x128): each consumer takes every other tile whole, so one's
+  // epilogue overlaps the other's mainloop.
+  bool pingpong = false;
   BOrder b_order = BOrder::KN;
   bool has_c = false;     // beta * C piece
   bool has_bias = false;  // per-group bias piece
