@@ -110,8 +110,11 @@ def main():
             fns = [lambda: torch._grouped_mm(a, b, offs=offs)]
             for h in ggs:
                 h(a, b, offs, out_k)  # compile outside the timing
+                torch.cuda.synchronize()
+                verr = ((out_k.float() - out_t.float()).norm() / out_t.float().norm()).item()
+                if verr > 1e-2:
+                    print("  %s: rel. err %.1e" % (h.plan_key(a, b, out_k), verr), flush=True)
                 fns.append(lambda h=h: h(a, b, offs, out_k))
-            torch.cuda.synchronize()
             meds, raw = time_rounds(fns, args.rounds, args.reps)
             mt, mk = meds[0], meds[1]
             if len(ggs) > 1:

@@ -289,6 +289,21 @@ TEST_F(GroupedGpu, ManyGroups) {
   run(c, rng);
 }
 
+TEST_F(GroupedGpu, PingpongManyTilesPerCtaAndLongK) {
+  // Several tiles per CTA and more k-blocks than stages: the consumers take turns over a
+  // ring that wraps many times (a consumer running ahead would read another tile's stage).
+  std::mt19937 rng(6);
+  Case c;
+  c.sizes = {1000, 0, 1031, 990, 1003};
+  c.n = 1024;
+  c.k = 520;
+  c.schedule = KJIT_GROUPED_SCHEDULE_PINGPONG;
+  const std::string key = run(c, rng);
+  if (hopper()) {
+    EXPECT_NE(key.find(" pp "), std::string::npos) << key;
+  }
+}
+
 TEST_F(GroupedGpu, BadOffsetsAreClampedNotFollowed) {
   // Decreasing and too-large ends: rows stay inside [0, rows) and nothing faults.
   const int rows = 64, n = 64, k = 64, G = 3;

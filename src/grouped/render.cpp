@@ -311,12 +311,15 @@ std::string tma_source(const Config& c) {
   const u32 sB = sA + STAGES * A_STAGE;
   const u32 full = sB + STAGES * B_STAGE;  // STAGES mbarriers: a stage's data arrived
   const u32 empty = full + STAGES * 8;     // STAGES mbarriers: a stage's data was consumed
+  const u32 order = empty + STAGES * 8;    // 2 mbarriers (pingpong): consumer c ended a main loop
   const int wg = threadIdx.x >> 7;
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full + 8 * s, 1);
       mbar_init(empty + 8 * s, PINGPONG ? 128 : 256);  // the consumers of one stage
     }
+    mbar_init(order, 128);
+    mbar_init(order + 8, 128);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -369,6 +372,7 @@ std::string tma_source(const Config& c) {
     for (int i = 0; i < HALVES * ACC; ++i) acc[i] = 0.0f;
     int done = 0;  // k-blocks of earlier tiles of this CTA (both consumers')
     int ti = 0;
+    int turns = 0;  // main loops this consumer ran
     for (int t = blockIdx.x; sched.next(t, tile); t += gridDim.x, ++ti) {
       if (PINGPONG && (ti & 1) != cw) {
         done += k_blocks;
@@ -377,6 +381,16 @@ std::string tma_source(const Config& c) {
       stage = done % STAGES;
       phase = (u32)(done / STAGES) & 1u;
       done += k_blocks;
+      if (PINGPONG) {
+        // Main loops take strict turns (consumer 0, 1, 0, ...): a consumer never waits on a
+        // stage more than one phase ahead of it (an mbarrier's parity cannot tell phases two
+        // apart), and one's epilogue runs during the other's main loop.
+        if (cw == 1) {
+          mbar_wait(order, (u32)turns & 1u);
+        } else if (turns > 0) {
+          mbar_wait(order + 8, (u32)(turns - 1) & 1u);
+        }
+      }
       int prev = -1;
       for (int kb = 0; kb < k_blocks; ++kb) {
         mbar_wait(full + 8 * stage, phase);
@@ -410,6 +424,10 @@ std::string tma_source(const Config& c) {
       }
       wgmma_wait0();
       mbar_arrive(empty + 8 * prev);
+      if (PINGPONG) {
+        mbar_arrive(order + 8 * cw);
+        ++turns;
+      }
       const int col_base = tile.n0 + (lane & 3) * 2;
 #pragma unroll
       for (int hf = 0; hf < HALVES; ++hf) {
@@ -483,7 +501,9 @@ int threads(const Config& c) {
 
 size_t shared_bytes(const Config& c) {
   if (c.path != Path::Tma) return 0;
-  return size_t(c.stages) * (a_stage_bytes(c) + b_stage_bytes(c)) + size_t(c.stages) * 16 + 1024;
+  // The stages, their mbarriers and two more, and room to align the start to 1024 bytes.
+  return size_t(c.stages) * (a_stage_bytes(c) + b_stage_bytes(c)) + size_t(c.stages) * 16 + 16 +
+         1024;
 }
 
 std::vector<Param> params(const Config& c) {

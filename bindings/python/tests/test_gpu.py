@@ -373,6 +373,8 @@ class GroupedGemmTorchTest(unittest.TestCase):
             torch.cuda.synchronize()
             start = 0
             for e, s in enumerate(sizes):
+                if s == 0:
+                    continue
                 ref = torch.relu(x[start:start + s].float() @ w[e].float() + bias[e].float())
                 self.assertLess((out[start:start + s].float() - ref).abs().max().item(),
                                 0.05 + 0.02 * ref.abs().max().item())
