@@ -125,25 +125,28 @@ def main():
             flops = 2.0 * rows * n * k
             wbytes = 2.0 * g * k * n
             rows_out.append((name, order, g, k, n, rows, mt, mk, flops, wbytes, err, key,
-                             first_ms, raw))
+                             first_ms, meds))
             print("%-17s %s t=%.4f ms k=%.4f ms ratio %.3f err %.1e first %.0f ms  %s" %
                   (name, order, mt, mk, mt / mk, err, first_ms, key), flush=True)
             del b, out_t, out_k
             torch.cuda.empty_cache()
 
     print()
+    extra = "".join(" %s | / torch |" % v for v in args.variants.split(",")[1:])
     print("| shape | B | G | K | N | rows | torch._grouped_mm | kjit | kjit / torch | "
-          "rel. err |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for (name, order, g, k, n, rows, mt, mk, flops, wbytes, err, key, first_ms, raw) in rows_out:
+          "rel. err |" + extra)
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" +
+          " ---: | ---: |" * (len(ggs) - 1))
+    for (name, order, g, k, n, rows, mt, mk, flops, wbytes, err, key, first_ms, meds) in rows_out:
+        more = "".join(" %.0f TFLOPS | %.2fx |" % (flops / m / 1e9, mt / m) for m in meds[2:])
         if name.startswith("decode"):
             t = "%.0f TFLOPS, %.2f TB/s" % (flops / mt / 1e9, wbytes / mt / 1e9)
             kk = "%.0f TFLOPS, %.2f TB/s" % (flops / mk / 1e9, wbytes / mk / 1e9)
         else:
             t = "%.0f TFLOPS" % (flops / mt / 1e9)
             kk = "%.0f TFLOPS" % (flops / mk / 1e9)
-        print("| %s | %s | %d | %d | %d | %d | %s | %s | %.2fx | %.0e |" %
-              (name, order, g, k, n, rows, t, kk, mt / mk, err))
+        print("| %s | %s | %d | %d | %d | %d | %s | %s | %.2fx | %.0e |%s" %
+              (name, order, g, k, n, rows, t, kk, mt / mk, err, more))
     return 0
 
 
