@@ -264,9 +264,22 @@ TEST(GroupedChoose, TmaOnHopperWhenAligned) {
   EXPECT_EQ(c.tile_n, 256);
   EXPECT_EQ(c.stages, 3);
 
-  d.n = 4096;
+  d.n = 4096;  // 25 rows per group on average: decode, cooperative 128x256
   p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
   EXPECT_EQ(choose(p, 90, true, Options()).tile_n, 256);
+  EXPECT_FALSE(choose(p, 90, true, Options()).pingpong);
+  d.rows = 4 * 64;  // prefill: pingpong 128x128
+  p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
+  c = choose(p, 90, true, Options());
+  EXPECT_TRUE(c.pingpong);
+  EXPECT_EQ(c.tile_n, 128);
+  EXPECT_EQ(c.stages, 6);
+  EXPECT_EQ(c.key(), "grouped-v1 sm_90a tma 128x128x64 s6 pp c1x1 b=nk epi=alpha");
+  Options coop;
+  coop.schedule = KJIT_GROUPED_SCHEDULE_COOPERATIVE;
+  EXPECT_FALSE(choose(p, 90, true, coop).pingpong);
+  EXPECT_EQ(choose(p, 90, true, coop).tile_n, 256);
+  EXPECT_FALSE(choose(p, 90, true, wide).pingpong);  // tile_n 256 asked for
 }
 
 TEST(GroupedChoose, PortableKernelForWhatTmaCannotTake) {

@@ -155,7 +155,13 @@ Config choose(const Problem& p, int cc, bool tma_available, const Options& o) {
     c.target = "sm_90a";
     c.tile_m = 128;
     c.tile_k = 64;
-    c.pingpong = o.schedule == KJIT_GROUPED_SCHEDULE_PINGPONG;
+    // Pingpong for prefill-like problems (its epilogue overlaps the other consumer's main
+    // loop: 1.03-1.28x torch._grouped_mm on H200 where cooperative 128x256 gave 0.87-1.12x);
+    // cooperative 128x256 when groups average fewer than 64 rows (decode: memory-bound, the
+    // wide tile reads each weight tile once for more columns). bench/RESULTS.md.
+    const bool decode = (long long)p.rows < 64ll * p.groups;
+    c.pingpong = o.schedule == KJIT_GROUPED_SCHEDULE_PINGPONG ||
+                 (o.schedule == KJIT_GROUPED_SCHEDULE_AUTO && !decode && o.tile_n != 256);
     c.tile_n = c.pingpong ? 128 : o.tile_n ? o.tile_n : (p.n <= 128 ? 128 : 256);
     c.stages = o.stages ? o.stages : (c.tile_n == 256 ? 4 : 6);
   } else {
