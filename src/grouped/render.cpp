@@ -289,76 +289,10 @@ size_t b_stage_bytes(const Config& c) {
   return size_t(c.tile_n) * c.tile_k * 2;
 }
 
-std::string tma_source(const Config& c) {
+// The consumer warpgroups of the TMA kernel: main loop (wgmma from the stages) and epilogue.
+void tma_consumer_source(const Config& c, std::string& s) {
   const bool kn = c.b_order == BOrder::KN;
-  std::string s;
-  s += "#define TILE_M " + num(c.tile_m) + "\n#define TILE_N " + num(c.tile_n) +
-       "\n#define TILE_K " + num(c.tile_k) + "\n#define STAGES " + num(c.stages) +
-       "\n#define A_STAGE " + num(long(a_stage_bytes(c))) + "u\n#define B_STAGE " +
-       num(long(b_stage_bytes(c))) + "u\n#define ACC " + num(c.tile_n / 2) + "\n#define PINGPONG " +
-       (c.pingpong ? "1" : "0") + "\n";
-  s += kCommon;
-  s += kHopper;
-  s += epilogue_source(c);
-  s += wgmma_source(c.tile_n, kn);
-  s += "extern \"C\" __global__ void __launch_bounds__(384, 1) kjit_grouped_gemm(\n"
-       "    const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b,\n    ";
-  s += kParamsCommon;
-  s += ") {\n";
-  s += R"(  extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = (unsigned char*)(((size_t)smem_raw + 1023) & ~(size_t)1023);
-  const u32 sA = smem_u32(smem);
-  const u32 sB = sA + STAGES * A_STAGE;
-  const u32 full = sB + STAGES * B_STAGE;  // STAGES mbarriers: a stage's data arrived
-  const u32 empty = full + STAGES * 8;     // STAGES mbarriers: a stage's data was consumed
-  const u32 order = empty + STAGES * 8;    // 2 mbarriers (pingpong): consumer c ended a main loop
-  const int wg = threadIdx.x >> 7;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(full + 8 * s, 1);
-      mbar_init(empty + 8 * s, PINGPONG ? 128 : 256);  // the consumers of one stage
-    }
-    mbar_init(order, 128);
-    mbar_init(order + 8, 128);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-  const int n_tiles = (N + TILE_N - 1) / TILE_N;
-  const int k_blocks = (K + TILE_K - 1) / TILE_K;
-  Sched sched;
-  sched.init(offs, G, rows, n_tiles);
-  Tile tile;
-  int stage = 0;
-  u32 phase = 0;
-  if (wg == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-    if (threadIdx.x == 0) {
-      asm volatile("prefetch.tensormap [%0];" ::"l"((u64)&tma_a) : "memory");
-      asm volatile("prefetch.tensormap [%0];" ::"l"((u64)&tma_b) : "memory");
-      for (int t = blockIdx.x; sched.next(t, tile); t += gridDim.x) {
-        for (int kb = 0; kb < k_blocks; ++kb) {
-          mbar_wait(empty + 8 * stage, phase ^ 1);
-          const u32 bar = full + 8 * stage;
-          mbar_expect_tx(bar, A_STAGE + B_STAGE);
-          tma_load_2d(sA + stage * A_STAGE, &tma_a, kb * TILE_K, tile.row0, bar);
-)";
-  if (kn) {
-    s += "#pragma unroll\n"
-         "          for (int c = 0; c < TILE_N / 64; ++c)\n"
-         "            tma_load_3d(sB + stage * B_STAGE + c * 8192, &tma_b, tile.n0 + 64 * c,\n"
-         "                        kb * TILE_K, tile.g, bar);\n";
-  } else {
-    s +=
-        "          tma_load_3d(sB + stage * B_STAGE, &tma_b, kb * TILE_K, tile.n0, tile.g, bar);\n";
-  }
-  s += R"(          if (++stage == STAGES) {
-            stage = 0;
-            phase ^= 1;
-          }
-        }
-      }
-    }
-  } else {
+  s += R"(  } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int cw = wg - 1;
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
@@ -451,6 +385,79 @@ std::string tma_source(const Config& c) {
   }
 }
 )";
+}
+
+std::string tma_source(const Config& c) {
+  const bool kn = c.b_order == BOrder::KN;
+  std::string s;
+  s += "#define TILE_M " + num(c.tile_m) + "\n#define TILE_N " + num(c.tile_n) +
+       "\n#define TILE_K " + num(c.tile_k) + "\n#define STAGES " + num(c.stages) +
+       "\n#define A_STAGE " + num(long(a_stage_bytes(c))) + "u\n#define B_STAGE " +
+       num(long(b_stage_bytes(c))) + "u\n#define ACC " + num(c.tile_n / 2) + "\n#define PINGPONG " +
+       (c.pingpong ? "1" : "0") + "\n";
+  s += kCommon;
+  s += kHopper;
+  s += epilogue_source(c);
+  s += wgmma_source(c.tile_n, kn);
+  s += "extern \"C\" __global__ void __launch_bounds__(384, 1) kjit_grouped_gemm(\n"
+       "    const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b,\n    ";
+  s += kParamsCommon;
+  s += ") {\n";
+  s += R"(  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = (unsigned char*)(((size_t)smem_raw + 1023) & ~(size_t)1023);
+  const u32 sA = smem_u32(smem);
+  const u32 sB = sA + STAGES * A_STAGE;
+  const u32 full = sB + STAGES * B_STAGE;  // STAGES mbarriers: a stage's data arrived
+  const u32 empty = full + STAGES * 8;     // STAGES mbarriers: a stage's data was consumed
+  const u32 order = empty + STAGES * 8;    // 2 mbarriers (pingpong): consumer c ended a main loop
+  const int wg = threadIdx.x >> 7;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(full + 8 * s, 1);
+      mbar_init(empty + 8 * s, PINGPONG ? 128 : 256);  // the consumers of one stage
+    }
+    mbar_init(order, 128);
+    mbar_init(order + 8, 128);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int n_tiles = (N + TILE_N - 1) / TILE_N;
+  const int k_blocks = (K + TILE_K - 1) / TILE_K;
+  Sched sched;
+  sched.init(offs, G, rows, n_tiles);
+  Tile tile;
+  int stage = 0;
+  u32 phase = 0;
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x == 0) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"((u64)&tma_a) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"((u64)&tma_b) : "memory");
+      for (int t = blockIdx.x; sched.next(t, tile); t += gridDim.x) {
+        for (int kb = 0; kb < k_blocks; ++kb) {
+          mbar_wait(empty + 8 * stage, phase ^ 1);
+          const u32 bar = full + 8 * stage;
+          mbar_expect_tx(bar, A_STAGE + B_STAGE);
+          tma_load_2d(sA + stage * A_STAGE, &tma_a, kb * TILE_K, tile.row0, bar);
+)";
+  if (kn) {
+    s += "#pragma unroll\n"
+         "          for (int c = 0; c < TILE_N / 64; ++c)\n"
+         "            tma_load_3d(sB + stage * B_STAGE + c * 8192, &tma_b, tile.n0 + 64 * c,\n"
+         "                        kb * TILE_K, tile.g, bar);\n";
+  } else {
+    s +=
+        "          tma_load_3d(sB + stage * B_STAGE, &tma_b, kb * TILE_K, tile.n0, tile.g, bar);\n";
+  }
+  s += R"(          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    }
+)";
+  tma_consumer_source(c, s);
   return s;
 }
 
