@@ -26,10 +26,11 @@ import sys
 
 BELOW_COMPILE = {"key", "store", "nvrtc", "cuda", "util"}
 ALLOWED = {
-    "api": {"kernel", "blas", "link", "compile"} | BELOW_COMPILE,
+    "api": {"kernel", "blas", "link", "compile", "grouped"} | BELOW_COMPILE,
     "cli": set(),
     "worker": {"compile"} | BELOW_COMPILE,
     "kernel": {"compile"} | BELOW_COMPILE,
+    "grouped": {"kernel", "compile"} | BELOW_COMPILE,
     "blas": {"store", "cuda", "util"},
     "link": {"store", "cuda", "util"},
     "compile": set(BELOW_COMPILE),

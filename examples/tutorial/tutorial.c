@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 #include <kjit/kjit.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "fill.h"
 
@@ -212,6 +213,62 @@ out:
   return rc;
 }
 
+/* Step 5: a mixture-of-experts layer. The rows of x are sorted by expert; `ends` holds
+   each expert's cumulative row end (on the device, so no host sync per layer); each expert
+   has its own weight matrix. */
+static int moe_step(kjit_compiler* compiler, cudaStream_t stream) {
+  enum { EXPERTS = 4, ROWS = 96, K = 64, N = 128 };
+  static const int32_t ends[EXPERTS] = {10, 10, 60, 96}; /* expert 1 gets no rows */
+  static unsigned short host[ROWS * N];
+  void *x = NULL, *w = NULL, *y = NULL, *offs = NULL;
+  kjit_grouped_gemm* gg = NULL;
+  kjit_grouped_gemm_desc desc = KJIT_GROUPED_GEMM_DESC_INIT;
+  int i, bad = 0, rc = 1;
+  if (failed(kjit_grouped_gemm_create(compiler, 0, NULL, &gg), "kjit_grouped_gemm_create")) return 1;
+  /* bf16 data: every byte 0x3f makes each element 0x3f3f = 0.74609375 */
+  if (cuda_failed(cudaMalloc(&x, ROWS * K * 2), "cudaMalloc") ||
+      cuda_failed(cudaMalloc(&w, EXPERTS * N * K * 2), "cudaMalloc") ||
+      cuda_failed(cudaMalloc(&y, ROWS * N * 2), "cudaMalloc") ||
+      cuda_failed(cudaMalloc(&offs, sizeof ends), "cudaMalloc") ||
+      cuda_failed(cudaMemsetAsync(x, 0x3f, ROWS * K * 2, stream), "cudaMemsetAsync") ||
+      cuda_failed(cudaMemsetAsync(w, 0x3f, EXPERTS * N * K * 2, stream), "cudaMemsetAsync") ||
+      cuda_failed(cudaMemcpyAsync(offs, ends, sizeof ends, cudaMemcpyHostToDevice, stream),
+                  "cudaMemcpyAsync")) {
+    goto out;
+  }
+  desc.groups = EXPERTS;
+  desc.rows = ROWS;
+  desc.n = N;
+  desc.k = K;
+  desc.b_order = KJIT_GROUPED_B_NK; /* each expert's weight stored N x K, as a linear layer's */
+  desc.activation = KJIT_GROUPED_ACT_SILU;
+  if (failed(kjit_grouped_gemm_run(gg, &desc, x, w, (const int32_t*)offs, NULL, y, NULL, stream),
+             "kjit_grouped_gemm_run")) {
+    goto out;
+  }
+  if (cuda_failed(cudaMemcpyAsync(host, y, sizeof host, cudaMemcpyDeviceToHost, stream),
+                  "cudaMemcpyAsync") ||
+      cuda_failed(cudaStreamSynchronize(stream), "cudaStreamSynchronize")) {
+    goto out;
+  }
+  for (i = 0; i < ROWS * N; ++i) {
+    /* silu(64 * 0.74609375^2) = 35.63 (to bf16 precision) */
+    const unsigned int u = (unsigned int)host[i] << 16;
+    float v;
+    memcpy(&v, &u, sizeof v);
+    bad += !(v > 35.0f && v < 36.25f);
+  }
+  printf("step 5: moe layer, %d experts: %s\n", EXPERTS, bad ? "WRONG RESULTS" : "results ok");
+  rc = bad != 0;
+out:
+  cudaFree(x);
+  cudaFree(w);
+  cudaFree(y);
+  cudaFree(offs);
+  kjit_grouped_gemm_destroy(gg);
+  return rc;
+}
+
 int main(void) {
   kjit_cache* cache = NULL;
   kjit_compiler* compiler = NULL;
@@ -235,7 +292,7 @@ int main(void) {
     goto done;
   }
   if (cuda_failed(cudaStreamCreate(&stream), "cudaStreamCreate")) goto done;
-  rc = launch_step(scale, stream) || gemm_step(cache, stream);
+  rc = launch_step(scale, stream) || gemm_step(cache, stream) || moe_step(compiler, stream);
   cudaStreamDestroy(stream);
 done:
   kjit_binary_destroy(scale);

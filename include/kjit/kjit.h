@@ -12,6 +12,7 @@
 #include "cache.h"
 #include "kernel.h"
 #include "gemm.h"
+#include "grouped_gemm.h"
 #include "link.h"
 
 #endif /* KJIT_KJIT_H */

@@ -182,6 +182,35 @@ typedef kjit_status (*PFN_kjit_gemm_stats_init_sized)(kjit_gemm_stats* stats, si
 typedef kjit_status (*PFN_kjit_gemm_stats_get)(const kjit_gemm* gemm, kjit_gemm_stats* stats);
 typedef kjit_status (*PFN_kjit_cublaslt_version)(size_t* out);
 
+/* ---- grouped_gemm.h */
+
+typedef kjit_status (*PFN_kjit_grouped_gemm_desc_init_sized)(kjit_grouped_gemm_desc* desc,
+                                                             size_t size);
+typedef kjit_status (*PFN_kjit_grouped_gemm_options_init_sized)(kjit_grouped_gemm_options* opts,
+                                                                size_t size);
+typedef kjit_status (*PFN_kjit_grouped_gemm_create)(kjit_compiler* compiler, int device,
+                                                    const kjit_grouped_gemm_options* options,
+                                                    kjit_grouped_gemm** out);
+typedef void (*PFN_kjit_grouped_gemm_destroy)(kjit_grouped_gemm* gg);
+typedef kjit_status (*PFN_kjit_grouped_gemm_check)(const kjit_grouped_gemm_desc* desc,
+                                                   const void* A, const void* B,
+                                                   const int32_t* offs, const void* C,
+                                                   const void* D, const void* bias);
+typedef kjit_status (*PFN_kjit_grouped_gemm_run)(kjit_grouped_gemm* gg,
+                                                 const kjit_grouped_gemm_desc* desc,
+                                                 const void* A, const void* B,
+                                                 const int32_t* offs, const void* C, void* D,
+                                                 const void* bias, void* stream);
+typedef kjit_status (*PFN_kjit_grouped_gemm_prepare)(kjit_grouped_gemm* gg,
+                                                     const kjit_grouped_gemm_desc* desc,
+                                                     int with_bias);
+typedef kjit_status (*PFN_kjit_grouped_gemm_plan_key)(kjit_grouped_gemm* gg,
+                                                      const kjit_grouped_gemm_desc* desc,
+                                                      const void* A, const void* B,
+                                                      const void* C, const void* D,
+                                                      const void* bias, char* buf, size_t size,
+                                                      size_t* needed);
+
 /* ---- link.h */
 
 typedef kjit_status (*PFN_kjit_linker_create)(kjit_cache* cache, kjit_linker** out);

@@ -12,6 +12,7 @@
 #include "compile/async.h"
 #include "compile/compiler.h"
 #include "compile/options.h"
+#include "grouped/grouped.h"
 #include "kernel/kernel.h"
 #include "kjit/kjit.h"
 #include "link/linker.h"
@@ -29,6 +30,7 @@ enum Magic : uint32_t {
   kKernelMagic = 0x4b4a4b45,    // KJKE
   kGemmMagic = 0x4b4a4745,      // KJGE
   kLinkerMagic = 0x4b4a4c49,    // KJLI
+  kGroupedMagic = 0x4b4a4752,   // KJGR
   kDeadMagic = 0xdeadbeef
 };
 
@@ -71,6 +73,10 @@ struct kjit_kernel : kjit::api::Handle<kjit::api::kKernelMagic> {
 
 struct kjit_gemm : kjit::api::Handle<kjit::api::kGemmMagic> {
   std::unique_ptr<kjit::blas::Gemm> gemm;
+};
+
+struct kjit_grouped_gemm : kjit::api::Handle<kjit::api::kGroupedMagic> {
+  std::unique_ptr<kjit::grouped::GroupedGemm> gg;
 };
 
 struct kjit_linker : kjit::api::Handle<kjit::api::kLinkerMagic> {

@@ -125,6 +125,27 @@ struct Versioned<kjit_worker_info> {
   }
 };
 
+// First released in 0.2: v0_1 is the size of that first layout.
+template <>
+struct Versioned<kjit_grouped_gemm_desc> {
+  static constexpr const char* name = "kjit_grouped_gemm_desc";
+  static constexpr size_t v0_1 = KJIT_V0_1_SIZE(kjit_grouped_gemm_desc, beta);  // 0.2
+  static const kjit_grouped_gemm_desc& defaults() {
+    static const kjit_grouped_gemm_desc d = KJIT_GROUPED_GEMM_DESC_INIT;
+    return d;
+  }
+};
+
+template <>
+struct Versioned<kjit_grouped_gemm_options> {
+  static constexpr const char* name = "kjit_grouped_gemm_options";
+  static constexpr size_t v0_1 = KJIT_V0_1_SIZE(kjit_grouped_gemm_options, schedule);  // 0.2
+  static const kjit_grouped_gemm_options& defaults() {
+    static const kjit_grouped_gemm_options d = KJIT_GROUPED_GEMM_OPTIONS_INIT;
+    return d;
+  }
+};
+
 #undef KJIT_V0_1_SIZE
 
 // The 0.1.0 sizes on LP64 Linux, as recorded in abi/libkjit.abi: a change here is an ABI

@@ -59,6 +59,7 @@ scalar = {"void": "Cvoid", "int": "Cint", "unsigned": "Cuint", "size_t": "Csize_
           "uint64_t": "UInt64", "uint32_t": "UInt32", "int32_t": "Int32", "double": "Cdouble",
           "kjit_status": "Cint", "char": "Cchar"}
 handles = {"kjit_cache", "kjit_options", "kjit_compiler", "kjit_binary", "kjit_future", "kjit_kernel", "kjit_gemm",
+           "kjit_grouped_gemm",
            "kjit_linker"}
 structnames = {s[1] for s in structs}
 fnptrs = {"kjit_log_fn", "kjit_cache_list_fn"}

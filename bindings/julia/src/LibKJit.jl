@@ -227,6 +227,38 @@ struct kjit_gemm_stats
     workspace_bytes::UInt64
 end
 
+"C struct `kjit_grouped_gemm_desc` (grouped_gemm.h)."
+struct kjit_grouped_gemm_desc
+    struct_size::UInt32
+    groups::Int32
+    rows::Int64
+    n::Int64
+    k::Int64
+    a_type::Int32
+    b_type::Int32
+    d_type::Int32
+    b_order::Int32
+    activation::Int32
+    reserved0::Int32
+    lda::Int64
+    ldb::Int64
+    ldc::Int64
+    ldd::Int64
+    stride_b::Int64
+    stride_bias::Int64
+    alpha::Cdouble
+    beta::Cdouble
+end
+
+"C struct `kjit_grouped_gemm_options` (grouped_gemm.h)."
+struct kjit_grouped_gemm_options
+    struct_size::UInt32
+    tile_n::UInt32
+    stages::UInt32
+    portable_only::Cint
+    schedule::Cint
+end
+
 # ---- common.h --------------------------------------------------------------
 
 "`int kjit_version(void)`"
@@ -800,6 +832,56 @@ kjit_cublaslt_version(out) =
     @gcsafe ccall((:kjit_cublaslt_version, libkjit), Cint,
           (Ptr{Csize_t},),
           out)
+
+# ---- grouped_gemm.h --------------------------------------------------------
+
+"`kjit_status kjit_grouped_gemm_desc_init_sized(kjit_grouped_gemm_desc* desc, size_t size)`"
+kjit_grouped_gemm_desc_init_sized(desc, size) =
+    ccall((:kjit_grouped_gemm_desc_init_sized, libkjit), Cint,
+          (Ptr{kjit_grouped_gemm_desc}, Csize_t),
+          desc, size)
+
+"`kjit_status kjit_grouped_gemm_options_init_sized(kjit_grouped_gemm_options* opts, size_t size)`"
+kjit_grouped_gemm_options_init_sized(opts, size) =
+    ccall((:kjit_grouped_gemm_options_init_sized, libkjit), Cint,
+          (Ptr{kjit_grouped_gemm_options}, Csize_t),
+          opts, size)
+
+"`kjit_status kjit_grouped_gemm_create(kjit_compiler* compiler, int device, const kjit_grouped_gemm_options* options, kjit_grouped_gemm** out)`"
+kjit_grouped_gemm_create(compiler, device, options, out) =
+    @gcsafe ccall((:kjit_grouped_gemm_create, libkjit), Cint,
+          (Ptr{Cvoid}, Cint, Ptr{kjit_grouped_gemm_options}, Ptr{Ptr{Cvoid}}),
+          compiler, device, options, out)
+
+"`void kjit_grouped_gemm_destroy(kjit_grouped_gemm* gg)`"
+kjit_grouped_gemm_destroy(gg) =
+    @gcsafe ccall((:kjit_grouped_gemm_destroy, libkjit), Cvoid,
+          (Ptr{Cvoid},),
+          gg)
+
+"`kjit_status kjit_grouped_gemm_check(const kjit_grouped_gemm_desc* desc, const void* A, const void* B, const int32_t* offs, const void* C, const void* D, const void* bias)`"
+kjit_grouped_gemm_check(desc, A, B, offs, C, D, bias) =
+    ccall((:kjit_grouped_gemm_check, libkjit), Cint,
+          (Ptr{kjit_grouped_gemm_desc}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Int32}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}),
+          desc, A, B, offs, C, D, bias)
+
+"`kjit_status kjit_grouped_gemm_run(kjit_grouped_gemm* gg, const kjit_grouped_gemm_desc* desc, const void* A, const void* B, const int32_t* offs, const void* C, void* D, const void* bias, void* stream)`"
+kjit_grouped_gemm_run(gg, desc, A, B, offs, C, D, bias, stream) =
+    @gcsafe ccall((:kjit_grouped_gemm_run, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{kjit_grouped_gemm_desc}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Int32}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}),
+          gg, desc, A, B, offs, C, D, bias, stream)
+
+"`kjit_status kjit_grouped_gemm_prepare(kjit_grouped_gemm* gg, const kjit_grouped_gemm_desc* desc, int with_bias)`"
+kjit_grouped_gemm_prepare(gg, desc, with_bias) =
+    @gcsafe ccall((:kjit_grouped_gemm_prepare, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{kjit_grouped_gemm_desc}, Cint),
+          gg, desc, with_bias)
+
+"`kjit_status kjit_grouped_gemm_plan_key(kjit_grouped_gemm* gg, const kjit_grouped_gemm_desc* desc, const void* A, const void* B, const void* C, const void* D, const void* bias, char* buf, size_t size, size_t* needed)`"
+kjit_grouped_gemm_plan_key(gg, desc, A, B, C, D, bias, buf, size, needed) =
+    ccall((:kjit_grouped_gemm_plan_key, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{kjit_grouped_gemm_desc}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Cstring, Csize_t, Ptr{Csize_t}),
+          gg, desc, A, B, C, D, bias, buf, size, needed)
 
 # ---- link.h ----------------------------------------------------------------
 

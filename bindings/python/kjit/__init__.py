@@ -55,6 +55,8 @@ _LAZY = dict.fromkeys(("Gemm", "GemmCompute", "GemmDesc", "GemmDtype", "GemmEpil
                        "GemmOrder", "GemmStats", "cublaslt_version", "gemm_check",
                        "matmul_desc"), "._gemm")
 _LAZY.update(dict.fromkeys(("InputKind", "Linker", "link", "nvjitlink_version"), "._link"))
+_LAZY.update(dict.fromkeys(("GroupedGemm", "GroupedBOrder", "GroupedActivation", "grouped_check"),
+                           "._grouped"))
 _LAZY.update(CacheStats="._cache", CacheEntry="._cache", KernelAttributes="._kernel")
 
 
@@ -169,6 +171,8 @@ __all__ = [
     # gemm
     "Gemm", "GemmDesc", "GemmStats", "GemmDtype", "GemmCompute", "GemmOrder", "GemmOp",
     "GemmEpilogue", "gemm_check", "matmul_desc", "cublaslt_version",
+    # grouped GEMM
+    "GroupedGemm", "GroupedBOrder", "GroupedActivation", "grouped_check",
     # errors
     "Status", "KjitError", "LibraryNotFound", "InvalidArgument", "InvalidHandle",
     "OutOfMemory", "InvalidSource", "CompileError", "InvalidOption", "UnsupportedTarget",

@@ -212,6 +212,37 @@ class GemmOptionsStruct(ctypes.Structure):
     ]
 
 
+class GroupedGemmDescStruct(ctypes.Structure):
+    """``kjit_grouped_gemm_desc`` (grouped_gemm.h)."""
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("groups", ctypes.c_int32),
+        ("rows", c_int64), ("n", c_int64), ("k", c_int64),
+        ("a_type", ctypes.c_int32),
+        ("b_type", ctypes.c_int32),
+        ("d_type", ctypes.c_int32),
+        ("b_order", ctypes.c_int32),
+        ("activation", ctypes.c_int32),
+        ("reserved0", ctypes.c_int32),
+        ("lda", c_int64), ("ldb", c_int64), ("ldc", c_int64), ("ldd", c_int64),
+        ("stride_b", c_int64),
+        ("stride_bias", c_int64),
+        ("alpha", c_double),
+        ("beta", c_double),
+    ]
+
+
+class GroupedGemmOptionsStruct(ctypes.Structure):
+    """``kjit_grouped_gemm_options`` (grouped_gemm.h)."""
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("tile_n", c_uint32),
+        ("stages", c_uint32),
+        ("portable_only", c_int),
+        ("schedule", c_int),
+    ]
+
+
 class GemmStatsStruct(ctypes.Structure):
     """``kjit_gemm_stats`` (gemm.h)."""
     _fields_ = [
@@ -349,6 +380,20 @@ PROTOTYPES = {
     "kjit_gemm_run": (_st, [_p, POINTER(GemmDescStruct), _p, _p, _p, _p, _p, _p]),
     "kjit_gemm_clear_plans": (_st, [_p]),
     "kjit_gemm_stats_get": (_st, [_p, POINTER(GemmStatsStruct)]),
+    # grouped_gemm.h
+    "kjit_grouped_gemm_desc_init_sized": (_st, [POINTER(GroupedGemmDescStruct), c_size_t]),
+    "kjit_grouped_gemm_options_init_sized": (_st, [POINTER(GroupedGemmOptionsStruct),
+                                                   c_size_t]),
+    "kjit_grouped_gemm_create": (_st, [_p, c_int, POINTER(GroupedGemmOptionsStruct), _pp]),
+    "kjit_grouped_gemm_destroy": (None, [_p]),
+    "kjit_grouped_gemm_check": (_st, [POINTER(GroupedGemmDescStruct), _p, _p, _p, _p, _p,
+                                      _p]),
+    "kjit_grouped_gemm_run": (_st, [_p, POINTER(GroupedGemmDescStruct), _p, _p, _p, _p, _p,
+                                    _p, _p]),
+    "kjit_grouped_gemm_prepare": (_st, [_p, POINTER(GroupedGemmDescStruct), c_int]),
+    "kjit_grouped_gemm_plan_key": (_st, [_p, POINTER(GroupedGemmDescStruct), _p, _p, _p, _p,
+                                         _p, ctypes.c_char_p, c_size_t,
+                                         POINTER(c_size_t)]),
     "kjit_cublaslt_version": (_st, [POINTER(c_size_t)]),
 }
 

@@ -356,3 +356,26 @@ CupyTestCtypes = type("CupyTestCtypes", (CupyTest,), {"ctypes_path": True})
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipUnless(HAVE_TORCH, TORCH_WHY)
+class GroupedGemmTorchTest(unittest.TestCase):
+    def test_matches_a_per_group_loop(self):
+        g, k, n = 5, 192, 200
+        sizes = [3, 0, 130, 1, 66]
+        offs = torch.tensor(sizes).cumsum(0).to(torch.int32).cuda()
+        x = torch.randn(sum(sizes), k, device="cuda", dtype=torch.bfloat16)
+        w_nk = torch.randn(g, n, k, device="cuda", dtype=torch.bfloat16) * 0.1
+        bias = torch.randn(g, n, device="cuda", dtype=torch.bfloat16)
+        gg = kjit.GroupedGemm(kjit.Compiler())
+        for w in (w_nk.transpose(-2, -1), w_nk.transpose(-2, -1).contiguous()):
+            out = gg(x, w, offs, bias=bias, activation="relu")
+            torch.cuda.synchronize()
+            start = 0
+            for e, s in enumerate(sizes):
+                if s == 0:
+                    continue
+                ref = torch.relu(x[start:start + s].float() @ w[e].float() + bias[e].float())
+                self.assertLess((out[start:start + s].float() - ref).abs().max().item(),
+                                0.05 + 0.02 * ref.abs().max().item())
+                start += s

@@ -87,6 +87,10 @@ pub struct kjit_gemm {
 pub struct kjit_linker {
     _private: [u8; 0],
 }
+#[repr(C)]
+pub struct kjit_grouped_gemm {
+    _private: [u8; 0],
+}
 
 // ---- compile.h ---------------------------------------------------------------------------
 
@@ -295,6 +299,78 @@ pub const KJIT_GEMM_EPILOGUE_RELU: i32 = 2;
 pub const KJIT_GEMM_EPILOGUE_RELU_BIAS: i32 = 3;
 pub const KJIT_GEMM_EPILOGUE_GELU: i32 = 4;
 pub const KJIT_GEMM_EPILOGUE_GELU_BIAS: i32 = 5;
+
+// grouped_gemm.h
+pub const KJIT_GROUPED_B_KN: i32 = 0;
+pub const KJIT_GROUPED_B_NK: i32 = 1;
+pub const KJIT_GROUPED_ACT_NONE: i32 = 0;
+pub const KJIT_GROUPED_ACT_RELU: i32 = 1;
+pub const KJIT_GROUPED_ACT_GELU: i32 = 2;
+pub const KJIT_GROUPED_ACT_SILU: i32 = 3;
+pub const KJIT_GROUPED_SCHEDULE_AUTO: i32 = 0;
+pub const KJIT_GROUPED_SCHEDULE_COOPERATIVE: i32 = 1;
+pub const KJIT_GROUPED_SCHEDULE_PINGPONG: i32 = 2;
+
+/// `kjit_grouped_gemm_desc` (grouped_gemm.h).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct kjit_grouped_gemm_desc {
+    pub struct_size: u32,
+    pub groups: i32,
+    pub rows: i64,
+    pub n: i64,
+    pub k: i64,
+    pub a_type: i32,
+    pub b_type: i32,
+    pub d_type: i32,
+    pub b_order: i32,
+    pub activation: i32,
+    pub reserved0: i32,
+    pub lda: i64,
+    pub ldb: i64,
+    pub ldc: i64,
+    pub ldd: i64,
+    pub stride_b: i64,
+    pub stride_bias: i64,
+    pub alpha: f64,
+    pub beta: f64,
+}
+
+impl kjit_grouped_gemm_desc {
+    /// Same as `KJIT_GROUPED_GEMM_DESC_INIT`.
+    pub const INIT: kjit_grouped_gemm_desc = kjit_grouped_gemm_desc {
+        struct_size: std::mem::size_of::<kjit_grouped_gemm_desc>() as u32,
+        groups: 0,
+        rows: 0,
+        n: 0,
+        k: 0,
+        a_type: 0,
+        b_type: 0,
+        d_type: 0,
+        b_order: KJIT_GROUPED_B_KN,
+        activation: KJIT_GROUPED_ACT_NONE,
+        reserved0: 0,
+        lda: 0,
+        ldb: 0,
+        ldc: 0,
+        ldd: 0,
+        stride_b: 0,
+        stride_bias: 0,
+        alpha: 1.0,
+        beta: 0.0,
+    };
+}
+
+/// `kjit_grouped_gemm_options` (grouped_gemm.h).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct kjit_grouped_gemm_options {
+    pub struct_size: u32,
+    pub tile_n: u32,
+    pub stages: u32,
+    pub portable_only: c_int,
+    pub schedule: c_int,
+}
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -724,6 +800,60 @@ extern "C" {
     pub fn kjit_gemm_clear_plans(gemm: *mut kjit_gemm) -> kjit_status;
     pub fn kjit_gemm_stats_get(gemm: *const kjit_gemm, stats: *mut kjit_gemm_stats) -> kjit_status;
     pub fn kjit_cublaslt_version(out: *mut usize) -> kjit_status;
+
+    // grouped_gemm.h (since 0.2)
+    pub fn kjit_grouped_gemm_desc_init_sized(
+        desc: *mut kjit_grouped_gemm_desc,
+        size: usize,
+    ) -> kjit_status;
+    pub fn kjit_grouped_gemm_options_init_sized(
+        opts: *mut kjit_grouped_gemm_options,
+        size: usize,
+    ) -> kjit_status;
+    pub fn kjit_grouped_gemm_create(
+        compiler: *mut kjit_compiler,
+        device: c_int,
+        options: *const kjit_grouped_gemm_options,
+        out: *mut *mut kjit_grouped_gemm,
+    ) -> kjit_status;
+    pub fn kjit_grouped_gemm_destroy(gg: *mut kjit_grouped_gemm);
+    pub fn kjit_grouped_gemm_check(
+        desc: *const kjit_grouped_gemm_desc,
+        a: *const c_void,
+        b: *const c_void,
+        offs: *const i32,
+        c: *const c_void,
+        d: *const c_void,
+        bias: *const c_void,
+    ) -> kjit_status;
+    pub fn kjit_grouped_gemm_run(
+        gg: *mut kjit_grouped_gemm,
+        desc: *const kjit_grouped_gemm_desc,
+        a: *const c_void,
+        b: *const c_void,
+        offs: *const i32,
+        c: *const c_void,
+        d: *mut c_void,
+        bias: *const c_void,
+        stream: *mut c_void,
+    ) -> kjit_status;
+    pub fn kjit_grouped_gemm_prepare(
+        gg: *mut kjit_grouped_gemm,
+        desc: *const kjit_grouped_gemm_desc,
+        with_bias: c_int,
+    ) -> kjit_status;
+    pub fn kjit_grouped_gemm_plan_key(
+        gg: *mut kjit_grouped_gemm,
+        desc: *const kjit_grouped_gemm_desc,
+        a: *const c_void,
+        b: *const c_void,
+        c: *const c_void,
+        d: *const c_void,
+        bias: *const c_void,
+        buf: *mut c_char,
+        size: usize,
+        needed: *mut usize,
+    ) -> kjit_status;
 }
 
 // ---- link.h (since 0.2) ------------------------------------------------------------------

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Grouped GEMM: kjit.GroupedGemm against torch._grouped_mm in one process.
+
+For each shape of issue 43 (bf16, rows sorted by expert, device offsets), both run on the
+same tensors in interleaved rounds (torch, kjit, torch, kjit, ...); each round times `reps`
+back-to-back calls with one CUDA event pair per call and keeps the median; the table gives
+the median over rounds. Prefill shapes report TFLOP/s (2 * rows * N * K), decode shapes the
+weight bandwidth (G * K * N * 2 bytes per call) too. The outputs of both are compared first
+(relative Frobenius error).
+
+    python3 bench/bench_grouped_gemm.py [--rounds 5] [--reps 20] [--only NAME]
+        [--variants 0:0:0,128:6:2] [--order nk|kn|both]
+Needs PyTorch with CUDA and the kjit Python binding (KJIT_LIBRARY or an installed libkjit).
+"""
+import argparse
+import statistics
+import sys
+import time
+
+import torch
+
+import kjit
+
+# name, G, K, N, rows, routing
+SHAPES = [
+    ("mixtral-w13", 8, 4096, 28672, 8192, "uniform"),
+    ("mixtral-w2", 8, 14336, 4096, 8192, "uniform"),
+    ("mixtral-w13-skew", 8, 4096, 28672, 8192, "zipf"),
+    ("dsv3-w13", 32, 7168, 4096, 16384, "uniform"),
+    ("dsv3-w2", 32, 2048, 7168, 16384, "uniform"),
+    ("qwen3-w13", 128, 2048, 1536, 32768, "uniform"),
+    ("qwen3-w13-skew", 128, 2048, 1536, 32768, "zipf"),
+    ("decode-128x4", 128, 2048, 1536, 512, "uniform"),
+    ("decode-8x16", 8, 4096, 28672, 128, "uniform"),
+]
+
+
+def group_sizes(g, rows, routing, gen):
+    if routing == "uniform":
+        base = [rows // g] * g
+        for i in range(rows - sum(base)):
+            base[i] += 1
+        return base
+    # Zipf(1.2) over experts in a random order: a few hot experts, a long tail.
+    w = torch.tensor([1.0 / (i + 1) ** 1.2 for i in range(g)])
+    w = w[torch.randperm(g, generator=gen)]
+    counts = torch.bincount(torch.multinomial(w, rows, replacement=True, generator=gen),
+                            minlength=g)
+    return counts.tolist()
+
+
+def time_rounds(fns, rounds, reps):
+    """fns: list of callables; interleaved rounds; returns per-fn median ms."""
+    per = [[] for _ in fns]
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            for _ in range(3):
+                fn()
+            starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+            ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+            for r in range(reps):
+                starts[r].record()
+                fn()
+                ends[r].record()
+            torch.cuda.synchronize()
+            per[i].append(statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)))
+    return [statistics.median(p) for p in per], per
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--order", default="nk", choices=["nk", "kn", "both"])
+    ap.add_argument("--variants", default="0:0:0",
+                    help="kjit configurations to time, tile_n:stages:schedule[,...] "
+                         "(0:0:0 = chosen; schedule 1 cooperative, 2 pingpong)")
+    args = ap.parse_args()
+
+    dev = torch.device("cuda")
+    print("device: %s, torch %s, kjit %s" % (torch.cuda.get_device_name(), torch.__version__,
+                                            kjit.version() if hasattr(kjit, "version") else "?"))
+    variants = [tuple(int(x) for x in v.split(":")) for v in args.variants.split(",")]
+    ggs = [kjit.GroupedGemm(tile_n=t, stages=st, schedule=sc) for t, st, sc in variants]
+    gg = ggs[0]
+    gen = torch.Generator().manual_seed(43)
+    orders = ["nk", "kn"] if args.order == "both" else [args.order]
+    rows_out = []
+    for name, g, k, n, rows, routing in SHAPES:
+        if args.only and args.only not in name:
+            continue
+        sizes = group_sizes(g, rows, routing, gen)
+        offs = torch.tensor(sizes, dtype=torch.int64).cumsum(0).to(torch.int32).to(dev)
+        a = torch.randn(rows, k, device=dev, dtype=torch.bfloat16)
+        for order in orders:
+            if order == "nk":
+                w = (torch.randn(g, n, k, device=dev, dtype=torch.bfloat16) * 0.02)
+                b = w.transpose(-2, -1)  # (G, K, N) view of (G, N, K) weights
+            else:
+                b = torch.randn(g, k, n, device=dev, dtype=torch.bfloat16) * 0.02
+            out_t = torch._grouped_mm(a, b, offs=offs)
+            out_k = torch.empty_like(out_t)
+            t0 = time.perf_counter()
+            gg(a, b, offs, out_k)  # compiles (or loads from the cache) the configuration
+            torch.cuda.synchronize()
+            first_ms = (time.perf_counter() - t0) * 1e3
+            err = ((out_k.float() - out_t.float()).norm() / out_t.float().norm()).item()
+            key = gg.plan_key(a, b, out_k)
+            fns = [lambda: torch._grouped_mm(a, b, offs=offs)]
+            for h in ggs:
+                h(a, b, offs, out_k)  # compile outside the timing
+                torch.cuda.synchronize()
+                verr = ((out_k.float() - out_t.float()).norm() / out_t.float().norm()).item()
+                if verr > 1e-2:
+                    print("  %s: rel. err %.1e" % (h.plan_key(a, b, out_k), verr), flush=True)
+                fns.append(lambda h=h: h(a, b, offs, out_k))
+            meds, raw = time_rounds(fns, args.rounds, args.reps)
+            mt, mk = meds[0], meds[1]
+            if len(ggs) > 1:
+                print("  variants %s: %s" % (
+                    args.variants, " ".join("%s=%.4f(%.3fx)" % (ggs[i].plan_key(a, b, out_k)
+                                            .split()[3:6], meds[i + 1], mt / meds[i + 1])
+                                            for i in range(len(ggs)))), flush=True)
+            flops = 2.0 * rows * n * k
+            wbytes = 2.0 * g * k * n
+            rows_out.append((name, order, g, k, n, rows, mt, mk, flops, wbytes, err, key,
+                             first_ms, meds))
+            print("%-17s %s t=%.4f ms k=%.4f ms ratio %.3f err %.1e first %.0f ms  %s" %
+                  (name, order, mt, mk, mt / mk, err, first_ms, key), flush=True)
+            del b, out_t, out_k
+            torch.cuda.empty_cache()
+
+    print()
+    extra = "".join(" %s | / torch |" % v for v in args.variants.split(",")[1:])
+    print("| shape | B | G | K | N | rows | torch._grouped_mm | kjit | kjit / torch | "
+          "rel. err |" + extra)
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" +
+          " ---: | ---: |" * (len(ggs) - 1))
+    for (name, order, g, k, n, rows, mt, mk, flops, wbytes, err, key, first_ms, meds) in rows_out:
+        more = "".join(" %.0f TFLOPS | %.2fx |" % (flops / m / 1e9, mt / m) for m in meds[2:])
+        if name.startswith("decode"):
+            t = "%.0f TFLOPS, %.2f TB/s" % (flops / mt / 1e9, wbytes / mt / 1e9)
+            kk = "%.0f TFLOPS, %.2f TB/s" % (flops / mk / 1e9, wbytes / mk / 1e9)
+        else:
+            t = "%.0f TFLOPS" % (flops / mt / 1e9)
+            kk = "%.0f TFLOPS" % (flops / mk / 1e9)
+        print("| %s | %s | %d | %d | %d | %d | %s | %s | %.2fx | %.0e |%s" %
+              (name, order, g, k, n, rows, t, kk, mt / mk, err, more))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+package kjit
+
+/*
+#include <stdint.h>
+#include <kjit/kjit.h>
+#include <kjit/grouped_gemm.h>
+
+#define KJITGO_GPTR(x) ((void*)(uintptr_t)(x))
+static kjit_status kjitgo_grouped_check(const kjit_grouped_gemm_desc* d, uint64_t A, uint64_t B,
+                                        uint64_t offs, uint64_t C, uint64_t D, uint64_t bias) {
+  return kjit_grouped_gemm_check(d, KJITGO_GPTR(A), KJITGO_GPTR(B),
+                                 (const int32_t*)KJITGO_GPTR(offs), KJITGO_GPTR(C),
+                                 KJITGO_GPTR(D), KJITGO_GPTR(bias));
+}
+static kjit_status kjitgo_grouped_run(kjit_grouped_gemm* g, const kjit_grouped_gemm_desc* d,
+                                      uint64_t A, uint64_t B, uint64_t offs, uint64_t C,
+                                      uint64_t D, uint64_t bias, void* stream) {
+  return kjit_grouped_gemm_run(g, d, KJITGO_GPTR(A), KJITGO_GPTR(B),
+                               (const int32_t*)KJITGO_GPTR(offs), KJITGO_GPTR(C),
+                               KJITGO_GPTR(D), KJITGO_GPTR(bias), stream);
+}
+static kjit_status kjitgo_grouped_plan_key(kjit_grouped_gemm* g, const kjit_grouped_gemm_desc* d,
+                                           uint64_t A, uint64_t B, uint64_t C, uint64_t D,
+                                           uint64_t bias, char* buf, size_t size) {
+  return kjit_grouped_gemm_plan_key(g, d, KJITGO_GPTR(A), KJITGO_GPTR(B), KJITGO_GPTR(C),
+                                    KJITGO_GPTR(D), KJITGO_GPTR(bias), buf, size, NULL);
+}
+*/
+import "C"
+
+import (
+	"runtime"
+	"unsafe"
+)
+
+// Grouped GEMM B orders, activations and schedules (see include/kjit/grouped_gemm.h).
+const (
+	GroupedBKN int32 = 0 // B is (G, K, N)
+	GroupedBNK int32 = 1 // B is (G, N, K): a linear layer's weight
+
+	GroupedActNone int32 = 0
+	GroupedActReLU int32 = 1
+	GroupedActGELU int32 = 2
+	GroupedActSiLU int32 = 3
+
+	GroupedScheduleAuto        int32 = 0
+	GroupedScheduleCooperative int32 = 1
+	GroupedSchedulePingpong    int32 = 2
+)
+
+// GroupedDesc is one grouped GEMM problem, field for field kjit_grouped_gemm_desc (sizes
+// count elements). Start from NewGroupedDesc, which has the library's defaults.
+type GroupedDesc struct {
+	Groups              int32
+	Rows, N, K          int64
+	AType, BType, DType int32 // GemmBF16 or GemmDTypeDefault
+	BOrder, Activation  int32
+	LDA, LDB, LDC, LDD  int64
+	StrideB, StrideBias int64
+	Alpha, Beta         float64
+}
+
+// NewGroupedDesc returns KJIT_GROUPED_GEMM_DESC_INIT: bf16, B order KN, alpha 1, beta 0.
+func NewGroupedDesc() GroupedDesc { return GroupedDesc{Alpha: 1} }
+
+func (d *GroupedDesc) c() C.kjit_grouped_gemm_desc {
+	var c C.kjit_grouped_gemm_desc
+	c.struct_size = C.uint32_t(unsafe.Sizeof(c))
+	c.groups = C.int32_t(d.Groups)
+	c.rows, c.n, c.k = C.int64_t(d.Rows), C.int64_t(d.N), C.int64_t(d.K)
+	c.a_type, c.b_type, c.d_type = C.int32_t(d.AType), C.int32_t(d.BType), C.int32_t(d.DType)
+	c.b_order, c.activation = C.int32_t(d.BOrder), C.int32_t(d.Activation)
+	c.lda, c.ldb, c.ldc, c.ldd = C.int64_t(d.LDA), C.int64_t(d.LDB), C.int64_t(d.LDC), C.int64_t(d.LDD)
+	c.stride_b, c.stride_bias = C.int64_t(d.StrideB), C.int64_t(d.StrideBias)
+	c.alpha, c.beta = C.double(d.Alpha), C.double(d.Beta)
+	return c
+}
+
+// GroupedCheck checks a problem and its device pointers without a GPU (pointers are only
+// compared with 0 and checked for alignment). offs is the device array of G int32
+// cumulative row ends. Pass 0 for c and bias when unused.
+func GroupedCheck(desc *GroupedDesc, a, b, offs, c, d, bias DevicePtr) error {
+	cd := desc.c()
+	return call(func() C.kjit_status {
+		return C.kjitgo_grouped_check(&cd, C.uint64_t(a), C.uint64_t(b), C.uint64_t(offs),
+			C.uint64_t(c), C.uint64_t(d), C.uint64_t(bias))
+	})
+}
+
+// GroupedOptions are the options of NewGroupedGemm; zeros mean "chosen per shape".
+type GroupedOptions struct {
+	TileN, Stages uint32 // sm_90a kernel: tile width 128 or 256, pipeline stages 2..8
+	PortableOnly  bool   // the portable kernel even on sm_90
+	Schedule      int32  // GroupedSchedule*
+}
+
+// GroupedGemm is a grouped-GEMM handle on one device; its kernels compile through the
+// Compiler it was made with. Any number of goroutines may Run on it; Close it when done.
+type GroupedGemm struct {
+	h        *C.kjit_grouped_gemm
+	compiler *Compiler
+}
+
+// NewGroupedGemm creates a handle for device; opts may be nil. An error with
+// StatusCUDAUnavailable without a driver or device.
+func NewGroupedGemm(compiler *Compiler, device int, opts *GroupedOptions) (*GroupedGemm, error) {
+	if compiler == nil || compiler.h == nil {
+		return nil, &Error{Status: StatusInvalidHandle, Message: "compiler is nil or closed"}
+	}
+	var o C.kjit_grouped_gemm_options
+	if err := call(func() C.kjit_status {
+		return C.kjit_grouped_gemm_options_init_sized(&o, C.size_t(unsafe.Sizeof(o)))
+	}); err != nil {
+		return nil, err
+	}
+	if opts != nil {
+		o.tile_n, o.stages = C.uint32_t(opts.TileN), C.uint32_t(opts.Stages)
+		o.portable_only = cBool(opts.PortableOnly)
+		o.schedule = C.int(opts.Schedule)
+	}
+	var h *C.kjit_grouped_gemm
+	err := call(func() C.kjit_status {
+		return C.kjit_grouped_gemm_create(compiler.h, C.int(device), &o, &h)
+	})
+	runtime.KeepAlive(compiler)
+	if err != nil {
+		return nil, err
+	}
+	g := &GroupedGemm{h: h, compiler: compiler}
+	runtime.SetFinalizer(g, (*GroupedGemm).Close)
+	return g, nil
+}
+
+// Close destroys the handle. Closing twice is a no-op.
+func (g *GroupedGemm) Close() error {
+	if g == nil || g.h == nil {
+		return nil
+	}
+	C.kjit_grouped_gemm_destroy(g.h)
+	g.h = nil
+	g.compiler = nil
+	runtime.SetFinalizer(g, nil)
+	return nil
+}
+
+func (g *GroupedGemm) handle() *C.kjit_grouped_gemm {
+	if g == nil {
+		return nil
+	}
+	return g.h
+}
+
+// Run enqueues D = act(alpha * A B_g + beta * C + bias_g) for the rows of every group on
+// stream (nil = the legacy default stream). Pass 0 for c when beta is 0 and for bias when
+// there is none.
+func (g *GroupedGemm) Run(desc *GroupedDesc, a, b, offs, c, d, bias DevicePtr, stream unsafe.Pointer) error {
+	cd := desc.c()
+	err := call(func() C.kjit_status {
+		return C.kjitgo_grouped_run(g.handle(), &cd, C.uint64_t(a), C.uint64_t(b), C.uint64_t(offs),
+			C.uint64_t(c), C.uint64_t(d), C.uint64_t(bias), stream)
+	})
+	runtime.KeepAlive(g)
+	return err
+}
+
+// Prepare compiles (or hits) and loads the kernel a Run of desc would use.
+func (g *GroupedGemm) Prepare(desc *GroupedDesc, withBias bool) error {
+	cd := desc.c()
+	err := call(func() C.kjit_status { return C.kjit_grouped_gemm_prepare(g.handle(), &cd, cBool(withBias)) })
+	runtime.KeepAlive(g)
+	return err
+}
+
+// PlanKey names the configuration a Run with these pointers would use.
+func (g *GroupedGemm) PlanKey(desc *GroupedDesc, a, b, c, d, bias DevicePtr) (string, error) {
+	cd := desc.c()
+	var buf [256]C.char
+	err := call(func() C.kjit_status {
+		return C.kjitgo_grouped_plan_key(g.handle(), &cd, C.uint64_t(a), C.uint64_t(b), C.uint64_t(c),
+			C.uint64_t(d), C.uint64_t(bias), &buf[0], C.size_t(len(buf)))
+	})
+	runtime.KeepAlive(g)
+	if err != nil {
+		return "", err
+	}
+	return C.GoString(&buf[0]), nil
+}

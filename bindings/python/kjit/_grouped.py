@@ -1,0 +1,210 @@
+"""Grouped GEMM for mixture-of-experts layers with kjit's own kernels
+(include/kjit/grouped_gemm.h).
+
+    out[rows of group g] = act(alpha * a[rows of g] @ b[g] + beta * c + bias[g])
+
+The same call as ``torch._grouped_mm(a, b, offs=offs)``::
+
+    import kjit
+    gg = kjit.GroupedGemm()
+    out = gg(x, w, offs)   # x (rows, K) bf16, w (G, K, N) bf16, offs int32 cumulative ends
+
+``w`` may be a (G, K, N) tensor with contiguous rows or the transposed view of a (G, N, K)
+tensor (``w_nk.transpose(-2, -1)``), the two memory orders torch uses.
+"""
+from __future__ import annotations
+
+import ctypes
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Optional
+
+from . import _lib
+from ._arrays import array_info, stream_handle
+from ._errors import IntEnum, InvalidArgument
+from ._util import Handle, as_bool, as_int, check, out_handle
+
+
+class GroupedBOrder(IntEnum):
+    """Memory order of B's G matrices (``kjit_grouped_b_order``)."""
+    KN = 0  #: (G, K, N), rows of N contiguous
+    NK = 1  #: (G, N, K), a linear layer's weight; passed to torch as its transposed view
+
+
+class GroupedActivation(IntEnum):
+    """Activation applied last (``kjit_grouped_activation``); GELU is the tanh form."""
+    NONE = 0
+    RELU = 1
+    GELU = 2
+    SILU = 3
+
+
+_ACTS = {"none": 0, "relu": 1, "gelu": 2, "silu": 3}
+
+
+def _activation(a: Any) -> int:
+    if isinstance(a, str):
+        if a.lower() not in _ACTS:
+            raise InvalidArgument(None, "activation %r is not one of %s" % (a, sorted(_ACTS)))
+        return _ACTS[a.lower()]
+    return as_int(a, "activation", 0, 3)
+
+
+def _compiler_handle(compiler: Any) -> int:
+    h = getattr(compiler, "_h", None)
+    if h is None:
+        raise InvalidArgument(None, "compiler must be an open kjit.Compiler")
+    return h
+
+
+def _desc(a: Any, b: Any, out: Any, c: Any, bias: Any, alpha: float, beta: float,
+          activation: Any):
+    """The kjit_grouped_gemm_desc of a call and its pointers (A, B, C, D, bias)."""
+    ai, bi = array_info(a), array_info(b)
+    if len(ai.shape) != 2 or len(bi.shape) != 3:
+        raise InvalidArgument(None, "a must be 2-D (rows, K) and b 3-D (G, K, N); got "
+                              "%s and %s" % (ai.shape, bi.shape))
+    for name, info in (("a", ai), ("b", bi)):
+        if info.dtype != "bfloat16":
+            raise InvalidArgument(None, "%s is %s; only bfloat16 is offered" %
+                                  (name, info.dtype))
+    rows, k = ai.shape
+    g, kb, n = bi.shape
+    if kb != k:
+        raise InvalidArgument(None, "a has K = %d but b has K = %d" % (k, kb))
+    if ai.strides[1] != 1:
+        raise InvalidArgument(None, "a's rows must be contiguous")
+    s = _lib.GroupedGemmDescStruct()
+    check(_lib.lib().kjit_grouped_gemm_desc_init_sized(ctypes.byref(s), ctypes.sizeof(s)))
+    s.groups, s.rows, s.n, s.k = g, rows, n, k
+    s.lda = ai.strides[0] if rows > 1 else k
+    if bi.strides[2] == 1:
+        s.b_order, s.ldb = GroupedBOrder.KN, bi.strides[1] if k > 1 else n
+    elif bi.strides[1] == 1:
+        s.b_order, s.ldb = GroupedBOrder.NK, bi.strides[2] if n > 1 else k
+    else:
+        raise InvalidArgument(None, "b needs contiguous rows along N or along K")
+    s.stride_b = bi.strides[0] if g > 1 else 0
+    oi = array_info(out)
+    if tuple(oi.shape) != (rows, n) or oi.strides[1] != 1 or oi.dtype != "bfloat16":
+        raise InvalidArgument(None, "out must be a (%d, %d) bfloat16 array with contiguous "
+                              "rows" % (rows, n))
+    s.ldd = oi.strides[0] if rows > 1 else n
+    pc = 0
+    if c is not None and beta != 0:
+        ci = array_info(c)
+        if tuple(ci.shape) != (rows, n) or ci.strides[1] != 1 or ci.dtype != "bfloat16":
+            raise InvalidArgument(None, "c must be like out")
+        s.ldc, pc = (ci.strides[0] if rows > 1 else n), ci.ptr
+    pbias = 0
+    if bias is not None:
+        bb = array_info(bias)
+        if tuple(bb.shape) != (g, n) or bb.strides[1] != 1 or bb.dtype != "bfloat16":
+            raise InvalidArgument(None, "bias must be a (%d, %d) bfloat16 array" % (g, n))
+        s.stride_bias, pbias = (bb.strides[0] if g > 1 else n), bb.ptr
+    s.alpha, s.beta = float(alpha), float(beta)
+    s.activation = _activation(activation)
+    return s, ai.ptr, bi.ptr, pc, oi.ptr, pbias
+
+
+def _offs(offs: Any, groups: int) -> int:
+    oi = array_info(offs)
+    if oi.dtype != "int32" or len(oi.shape) != 1 or oi.shape[0] != groups:
+        raise InvalidArgument(None, "offs must be a 1-D int32 array of %d entries" % groups)
+    return oi.ptr
+
+
+def grouped_check(a: Any, b: Any, offs: Any, out: Any, *, bias: Any = None, c: Any = None,
+                  alpha: float = 1.0, beta: float = 0.0, activation: Any = "none") -> None:
+    """Check a GroupedGemm call's arrays as kjit_grouped_gemm_check() does, without a GPU
+    (pointers are looked at, never read). Raises InvalidArgument or Unsupported."""
+    s, pa, pb, pc, pd, pbias = _desc(a, b, out, c, bias, alpha, beta, activation)
+    po = _offs(offs, s.groups)
+    check(_lib.lib().kjit_grouped_gemm_check(ctypes.byref(s), pa or None, pb or None,
+                                             po or None, pc or None, pd or None,
+                                             pbias or None))
+
+
+class GroupedGemm(Handle):
+    """A grouped-GEMM handle on one device.
+
+    Args:
+        compiler: the kjit.Compiler that compiles the kernels (its cache, single flight
+            and compile worker), or None for one with the default cache.
+        device: CUDA device ordinal.
+        tile_n, stages: the sm_90a kernel's tile width (128 or 256) and pipeline depth
+            (2..8); 0 chooses per shape.
+        portable_only: use the portable kernel even on sm_90.
+        schedule: the sm_90a kernel's schedule, 0 chosen per shape, 1 cooperative, 2
+            pingpong (tile 128x128).
+
+    Thread-safe: any number of threads may call one handle.
+    """
+
+    _kind = "GroupedGemm"
+
+    def __init__(self, compiler: Any = None, device: int = 0, *, tile_n: int = 0,
+                 stages: int = 0, portable_only: bool = False, schedule: int = 0) -> None:
+        if compiler is None:
+            from ._cache import Cache
+            from ._compile import Compiler
+            compiler = Compiler(Cache())
+        d = as_int(device, "device", 0, 2**31 - 1)
+        o = _lib.GroupedGemmOptionsStruct()
+        check(_lib.lib().kjit_grouped_gemm_options_init_sized(ctypes.byref(o),
+                                                             ctypes.sizeof(o)))
+        o.tile_n = as_int(tile_n, "tile_n", 0, 2**32 - 1)
+        o.stages = as_int(stages, "stages", 0, 2**32 - 1)
+        o.portable_only = as_bool(portable_only, "portable_only")
+        o.schedule = as_int(schedule, "schedule", 0, 2)
+        h = ctypes.c_void_p()
+        check(_lib.lib().kjit_grouped_gemm_create(_compiler_handle(compiler), d,
+                                                  ctypes.byref(o), ctypes.byref(h)))
+        self._compiler = compiler  # kept alive as long as the handle
+        self._device = d
+        self._h = out_handle(h)
+
+    def _destroy(self, h: int) -> None:
+        _lib.lib().kjit_grouped_gemm_destroy(h)
+
+    def __repr__(self) -> str:
+        if self._h is None:
+            return "<kjit.GroupedGemm closed>"
+        return "<kjit.GroupedGemm device=%d>" % self._device
+
+    def __call__(self, a: Any, b: Any, offs: Any, out: Any = None, *, bias: Any = None,
+                 c: Any = None, alpha: float = 1.0, beta: float = 0.0,
+                 activation: Any = "none", stream: Any = None) -> Any:
+        """``out = act(alpha * a @ b[g] + beta * c + bias[g])`` for the rows of each group
+        g, as ``torch._grouped_mm(a, b, offs=offs)``: a (rows, K), b (G, K, N) (either
+        memory order), offs a device int32 array of G cumulative row ends, bias (G, N),
+        c and out (rows, N); all bfloat16 except offs. `out` None allocates it with
+        PyTorch (for PyTorch inputs). Asynchronous on `stream` (None = the legacy default
+        stream). Returns `out`."""
+        h = self._handle()
+        if out is None:
+            torch = sys.modules.get("torch")
+            if torch is None or not isinstance(a, torch.Tensor):
+                raise InvalidArgument(None, "out is required for arrays other than torch "
+                                      "tensors")
+            out = torch.empty((a.shape[0], b.shape[2]), dtype=a.dtype, device=a.device)
+        s, pa, pb, pc, pd, pbias = _desc(a, b, out, c, bias, alpha, beta, activation)
+        po = _offs(offs, s.groups)
+        check(_lib.lib().kjit_grouped_gemm_run(h, ctypes.byref(s), pa or None, pb or None,
+                                               po or None, pc or None, pd or None,
+                                               pbias or None, stream_handle(stream) or None))
+        return out
+
+    def plan_key(self, a: Any, b: Any, out: Any, *, bias: Any = None, c: Any = None,
+                 beta: float = 0.0, activation: Any = "none") -> str:
+        """The configuration the call with these arrays runs, e.g.
+        ``"grouped-v1 sm_90a tma 128x256x64 s4 c1x1 b=nk epi=alpha"``."""
+        s, pa, pb, pc, pd, pbias = _desc(a, b, out, c, bias, 1.0, beta, activation)
+        buf = ctypes.create_string_buffer(256)
+        check(_lib.lib().kjit_grouped_gemm_plan_key(self._handle(), ctypes.byref(s),
+                                                    pa or None, pb or None, pc or None,
+                                                    pd or None, pbias or None, buf, 256,
+                                                    None))
+        return buf.value.decode()

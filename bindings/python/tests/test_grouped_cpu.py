@@ -1,0 +1,48 @@
+"""Grouped GEMM calls derived from array shapes, strides and dtypes, and the C library's own
+checks of them, without a GPU (kjit_grouped_gemm_check)."""
+import unittest
+
+from _support import kjit
+from test_launch_cpu import FakeDLPack
+
+BF16 = dict(code=4, bits=16)  # DLPack kDLBfloat
+I32 = dict(code=0, bits=32)
+
+
+def bf16(shape, ptr, strides=None):
+    return FakeDLPack(ptr, shape=shape, strides=strides, **BF16)
+
+
+class GroupedCheckTest(unittest.TestCase):
+    def test_both_b_orders(self):
+        a = bf16((100, 64), 0x10000)
+        offs = FakeDLPack(0x20000, shape=(4,), **I32)
+        out = bf16((100, 96), 0x30000)
+        kjit.grouped_check(a, bf16((4, 64, 96), 0x40000), offs, out)  # (G, K, N)
+        # The transposed view of (G, N, K) weights: shape (G, K, N), strides (N*K, 1, K).
+        kjit.grouped_check(a, bf16((4, 64, 96), 0x40000, strides=(96 * 64, 1, 64)), offs, out,
+                           bias=bf16((4, 96), 0x50000), activation="silu")
+
+    def test_bad_calls(self):
+        a = bf16((100, 64), 0x10000)
+        offs = FakeDLPack(0x20000, shape=(4,), **I32)
+        out = bf16((100, 96), 0x30000)
+        b = bf16((4, 64, 96), 0x40000)
+        with self.assertRaises(kjit.InvalidArgument):
+            kjit.grouped_check(a, bf16((4, 32, 96), 0x40000), offs, out)  # K mismatch
+        with self.assertRaises(kjit.InvalidArgument):
+            kjit.grouped_check(a, b, FakeDLPack(0x20000, shape=(3,), **I32), out)  # G
+        with self.assertRaises(kjit.InvalidArgument):
+            kjit.grouped_check(FakeDLPack(0x10000, shape=(100, 64), code=2, bits=16), b, offs,
+                               out)  # float16
+        with self.assertRaises(kjit.InvalidArgument):
+            kjit.grouped_check(a, b, offs, out, activation="tanh")
+        with self.assertRaises(kjit.InvalidArgument) as e:
+            kjit.grouped_check(bf16((100, 64), 0x10001), b, offs, out)  # misaligned A
+        self.assertIn("aligned", str(e.exception))
+        with self.assertRaises(kjit.InvalidArgument):
+            kjit.grouped_check(a, b, offs, out, beta=1.0, c=None)  # C missing
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,180 @@
+//! Grouped GEMM for mixture-of-experts layers with kjit's own kernels ([`GroupedGemm`],
+//! `include/kjit/grouped_gemm.h`).
+
+use std::fmt;
+use std::os::raw::{c_char, c_int, c_void};
+use std::ptr;
+
+use crate::compiler::Compiler;
+use crate::error::{check, Result};
+use crate::launch::DevicePtr;
+use crate::sys;
+
+/// One grouped GEMM problem (`kjit_grouped_gemm_desc`). Start from [`grouped_desc`] and set
+/// `groups`, `rows`, `n`, `k` and `b_order` (`sys::KJIT_GROUPED_B_KN` / `_NK`).
+pub type GroupedDesc = sys::kjit_grouped_gemm_desc;
+
+/// `KJIT_GROUPED_GEMM_DESC_INIT`: bf16, B order KN, no activation, alpha 1, beta 0.
+pub fn grouped_desc() -> GroupedDesc {
+    GroupedDesc::INIT
+}
+
+/// Options of [`GroupedGemm::new`]; zeros mean "chosen per shape".
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupedOptions {
+    /// Tile width of the sm_90a kernel: 0, 128 or 256.
+    pub tile_n: u32,
+    /// Pipeline stages of the sm_90a kernel: 0 or 2..8.
+    pub stages: u32,
+    /// Use the portable kernel even on sm_90.
+    pub portable_only: bool,
+    /// `sys::KJIT_GROUPED_SCHEDULE_*` (0 = chosen per shape).
+    pub schedule: i32,
+}
+
+fn opt_ptr(p: Option<DevicePtr>) -> *const c_void {
+    p.map_or(ptr::null(), |p| p.0 as usize as *const c_void)
+}
+
+/// Checks a problem and its pointers without a GPU (pointers are compared with null and
+/// checked for alignment, never read). `offs` is the device array of G cumulative row ends.
+#[allow(clippy::too_many_arguments)]
+pub fn grouped_check(
+    desc: &GroupedDesc,
+    a: DevicePtr,
+    b: DevicePtr,
+    offs: DevicePtr,
+    c: Option<DevicePtr>,
+    d: DevicePtr,
+    bias: Option<DevicePtr>,
+) -> Result<()> {
+    check(unsafe {
+        sys::kjit_grouped_gemm_check(
+            desc,
+            opt_ptr(Some(a)),
+            opt_ptr(Some(b)),
+            offs.0 as usize as *const i32,
+            opt_ptr(c),
+            opt_ptr(Some(d)),
+            opt_ptr(bias),
+        )
+    })
+}
+
+/// A grouped-GEMM handle (`kjit_grouped_gemm`) on one device; its kernels compile through
+/// the borrowed [`Compiler`] (its cache, single flight and worker). Destroyed on drop.
+pub struct GroupedGemm<'c> {
+    raw: *mut sys::kjit_grouped_gemm,
+    _compiler: &'c Compiler<'c>,
+}
+
+// The C API: the handle may be shared by threads and any number of them may run on it.
+unsafe impl Send for GroupedGemm<'_> {}
+unsafe impl Sync for GroupedGemm<'_> {}
+
+impl<'c> GroupedGemm<'c> {
+    /// Creates a handle for `device`; `Status::CudaUnavailable` without a driver or device.
+    pub fn new(compiler: &'c Compiler<'c>, device: i32, opts: &GroupedOptions) -> Result<Self> {
+        let o = sys::kjit_grouped_gemm_options {
+            struct_size: std::mem::size_of::<sys::kjit_grouped_gemm_options>() as u32,
+            tile_n: opts.tile_n,
+            stages: opts.stages,
+            portable_only: opts.portable_only as c_int,
+            schedule: opts.schedule,
+        };
+        let mut raw = ptr::null_mut();
+        check(unsafe { sys::kjit_grouped_gemm_create(compiler.as_raw(), device, &o, &mut raw) })?;
+        Ok(GroupedGemm {
+            raw,
+            _compiler: compiler,
+        })
+    }
+
+    pub fn as_raw(&self) -> *mut sys::kjit_grouped_gemm {
+        self.raw
+    }
+
+    /// Enqueues `D = act(alpha * A B_g + beta * C + bias_g)` for the rows of every group on
+    /// `stream` (null = the legacy default stream).
+    ///
+    /// # Safety
+    /// The device pointers must be valid for the problem `desc` describes and stay
+    /// allocated until the work completes on the stream.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn run(
+        &self,
+        desc: &GroupedDesc,
+        a: DevicePtr,
+        b: DevicePtr,
+        offs: DevicePtr,
+        c: Option<DevicePtr>,
+        d: DevicePtr,
+        bias: Option<DevicePtr>,
+        stream: *mut c_void,
+    ) -> Result<()> {
+        check(sys::kjit_grouped_gemm_run(
+            self.raw,
+            desc,
+            opt_ptr(Some(a)),
+            opt_ptr(Some(b)),
+            offs.0 as usize as *const i32,
+            opt_ptr(c),
+            d.0 as usize as *mut c_void,
+            opt_ptr(bias),
+            stream,
+        ))
+    }
+
+    /// Compiles (or hits) and loads the kernel a run of `desc` would use.
+    pub fn prepare(&self, desc: &GroupedDesc, with_bias: bool) -> Result<()> {
+        check(unsafe { sys::kjit_grouped_gemm_prepare(self.raw, desc, with_bias as c_int) })
+    }
+
+    /// The configuration a run with these pointers would use, e.g.
+    /// `"grouped-v1 sm_90a tma 128x128x64 s6 pp c1x1 b=nk epi=alpha"`.
+    pub fn plan_key(
+        &self,
+        desc: &GroupedDesc,
+        a: DevicePtr,
+        b: DevicePtr,
+        c: Option<DevicePtr>,
+        d: DevicePtr,
+        bias: Option<DevicePtr>,
+    ) -> Result<String> {
+        let mut buf = [0 as c_char; 256];
+        check(unsafe {
+            sys::kjit_grouped_gemm_plan_key(
+                self.raw,
+                desc,
+                opt_ptr(Some(a)),
+                opt_ptr(Some(b)),
+                opt_ptr(c),
+                opt_ptr(Some(d)),
+                opt_ptr(bias),
+                buf.as_mut_ptr(),
+                buf.len(),
+                ptr::null_mut(),
+            )
+        })?;
+        let bytes: Vec<u8> = buf
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+}
+
+impl Drop for GroupedGemm<'_> {
+    fn drop(&mut self) {
+        unsafe { sys::kjit_grouped_gemm_destroy(self.raw) }
+    }
+}
+
+impl fmt::Debug for GroupedGemm<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GroupedGemm")
+            .field("raw", &self.raw)
+            .finish()
+    }
+}

@@ -1,0 +1,93 @@
+//! Grouped GEMM paths that run without a GPU: problem checks, the struct layouts against
+//! the library's defaults, handle creation without a driver.
+
+use kjit::{
+    grouped_check, grouped_desc, sys, Compiler, DevicePtr, GroupedGemm, GroupedOptions, Status,
+};
+
+fn desc() -> kjit::GroupedDesc {
+    let mut d = grouped_desc();
+    d.groups = 4;
+    d.rows = 100;
+    d.n = 96;
+    d.k = 64;
+    d.b_order = sys::KJIT_GROUPED_B_NK;
+    d
+}
+
+#[test]
+fn grouped_desc_matches_the_library_defaults() {
+    let mut c = grouped_desc();
+    c.alpha = 7.0;
+    let st = unsafe {
+        sys::kjit_grouped_gemm_desc_init_sized(&mut c, std::mem::size_of::<kjit::GroupedDesc>())
+    };
+    assert_eq!(st, 0);
+    assert_eq!(c, grouped_desc());
+    let mut o = sys::kjit_grouped_gemm_options::default();
+    let st = unsafe {
+        sys::kjit_grouped_gemm_options_init_sized(
+            &mut o,
+            std::mem::size_of::<sys::kjit_grouped_gemm_options>(),
+        )
+    };
+    assert_eq!(st, 0);
+    assert_eq!(
+        o.struct_size as usize,
+        std::mem::size_of::<sys::kjit_grouped_gemm_options>()
+    );
+    assert_eq!(
+        (o.tile_n, o.stages, o.portable_only, o.schedule),
+        (0, 0, 0, 0)
+    );
+}
+
+#[test]
+fn grouped_check_validates_problems_without_a_gpu() {
+    let d = desc();
+    let (a, b, offs, out) = (
+        DevicePtr(0x1000),
+        DevicePtr(0x2000),
+        DevicePtr(0x3000),
+        DevicePtr(0x4000),
+    );
+    grouped_check(&d, a, b, offs, None, out, None).unwrap();
+    let e = grouped_check(&d, DevicePtr(0), b, offs, None, out, None).unwrap_err();
+    assert_eq!(e.status(), Status::InvalidArgument, "{e}");
+    let e = grouped_check(&d, a, b, DevicePtr(0x3002), None, out, None).unwrap_err();
+    assert_eq!(e.status(), Status::InvalidArgument, "misaligned offs: {e}");
+    let mut f16 = desc();
+    f16.a_type = sys::KJIT_GEMM_F16;
+    let e = grouped_check(&f16, a, b, offs, None, out, None).unwrap_err();
+    assert_eq!(e.status(), Status::Unsupported, "{e}");
+    let mut beta = desc();
+    beta.beta = 1.0;
+    let e = grouped_check(&beta, a, b, offs, None, out, None).unwrap_err();
+    assert_eq!(e.status(), Status::InvalidArgument, "C missing: {e}");
+}
+
+#[test]
+fn grouped_handle_needs_a_device() {
+    let compiler = Compiler::new(None, 1).unwrap();
+    match kjit::device_count() {
+        Ok(n) if n > 0 => {
+            let gg = GroupedGemm::new(&compiler, 0, &GroupedOptions::default()).unwrap();
+            let d = desc();
+            let key = gg
+                .plan_key(
+                    &d,
+                    DevicePtr(0x1000),
+                    DevicePtr(0x2000),
+                    None,
+                    DevicePtr(0x4000),
+                    None,
+                )
+                .unwrap();
+            assert!(key.starts_with("grouped-v1 "), "{key}");
+        }
+        _ => {
+            let e = GroupedGemm::new(&compiler, 0, &GroupedOptions::default()).unwrap_err();
+            assert_eq!(e.status(), Status::CudaUnavailable, "{e}");
+        }
+    }
+}

@@ -1,0 +1,229 @@
+/*
+ * kjit — grouped GEMM for mixture-of-experts layers, with kjit's own kernels.
+ *
+ *     for every group (expert) g, for every row r of g:
+ *         D[r, :] = epilogue(alpha * A[r, :] x B_g + beta * C[r, :] + bias_g)
+ *
+ * A is `rows` x K, row-major; its rows are sorted by group, group g owning rows
+ * [offs[g-1], offs[g]) (offs[-1] = 0). B holds G matrices, one per group, each K x N (order
+ * KJIT_GROUPED_B_KN, memory (G, K, N)) or stored transposed as N x K (KJIT_GROUPED_B_NK,
+ * memory (G, N, K), the order of a linear layer's weight, torch's `w.transpose(-2, -1)`
+ * view). D (and C) are `rows` x N, row-major. bf16 data, fp32 accumulation, bf16 out.
+ *
+ * `offs` is a DEVICE array of G int32 cumulative row ends (torch._grouped_mm's `offs`):
+ * the group sizes are never read on the host, so a call never synchronises. Empty groups
+ * (offs[g] == offs[g-1]) are fine. Rows past offs[G-1] are not written. Offsets that
+ * decrease or pass `rows` are clamped on the device (a decreasing end makes the group
+ * empty; an end past `rows` is cut to `rows`), so bad offsets never make a kernel read or
+ * write outside A, C or D; the result of such a call is unspecified.
+ *
+ * Kernels. The source of each configuration (tile shape, pipeline stages, B order,
+ * epilogue, target) is rendered by kjit and compiled through the kjit_compiler given at
+ * creation: the same cache, single flight and compile worker as user kernels, so a second
+ * process loads a configuration from the cache instead of compiling it. On compute
+ * capability 9.0 the kernel is a persistent, warp-specialised TMA + wgmma kernel (target
+ * sm_90a); elsewhere, and for shapes the TMA kernel cannot take (K not a multiple of 8,
+ * N not a multiple of 8 with B order KN, pointers or strides not 16-byte aligned), a plain
+ * tiled kernel that is correct on every architecture from sm_70 on, not fast.
+ *
+ * Streams and context: kernels run on the stream given (a CUstream / cudaStream_t; NULL is
+ * the legacy default stream) in the device's primary context unless the calling thread has
+ * a current context of the device (kernel.h's rule). Calls are asynchronous.
+ */
+#ifndef KJIT_GROUPED_GEMM_H
+#define KJIT_GROUPED_GEMM_H
+
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A grouped-GEMM handle: one device, its loaded kernels (opaque). */
+typedef struct kjit_grouped_gemm kjit_grouped_gemm;
+
+/** Memory order of B's G matrices. */
+typedef enum kjit_grouped_b_order {
+  KJIT_GROUPED_B_KN = 0, /**< (G, K, N): B_g[k, n] at B + g * stride_b + k * ldb + n */
+  KJIT_GROUPED_B_NK = 1  /**< (G, N, K): B_g[k, n] at B + g * stride_b + n * ldb + k */
+} kjit_grouped_b_order;
+
+/** Activation applied last in the epilogue. GELU is the tanh approximation. */
+typedef enum kjit_grouped_activation {
+  KJIT_GROUPED_ACT_NONE = 0,
+  KJIT_GROUPED_ACT_RELU = 1, /**< max(x, 0) */
+  KJIT_GROUPED_ACT_GELU = 2, /**< 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+  KJIT_GROUPED_ACT_SILU = 3  /**< x / (1 + exp(-x)) */
+} kjit_grouped_activation;
+
+/**
+ * One grouped GEMM problem. Initialise with KJIT_GROUPED_GEMM_DESC_INIT or
+ * kjit_grouped_gemm_desc_init(), then set groups, rows, n, k and b_order. New fields are only
+ * ever appended; struct_size tells kjit which ones the caller knows. Sizes, leading
+ * dimensions and strides count elements, not bytes.
+ *
+ * The epilogue is composed of independent pieces, each rendered into the kernel only when
+ * used: the alpha scale (always), beta * C (when beta != 0), the per-group bias (when a bias
+ * pointer is passed to kjit_grouped_gemm_run()) and the activation:
+ *     D = act(alpha * A B_g + beta * C + bias[g, :])
+ */
+typedef struct kjit_grouped_gemm_desc {
+  uint32_t struct_size; /**< sizeof(kjit_grouped_gemm_desc) of the caller's header */
+  int32_t groups;       /**< G >= 1: matrices in B, entries in offs */
+  int64_t rows;         /**< rows of A, C and D, >= 0 and < 2^31 (0: nothing to do) */
+  int64_t n, k;         /**< each >= 1 and < 2^31 */
+  int32_t a_type;       /**< kjit_gemm_dtype (gemm.h): KJIT_GEMM_BF16 or DEFAULT (= bf16) */
+  int32_t b_type;       /**< DEFAULT = a_type; must equal it */
+  int32_t d_type;       /**< DEFAULT = a_type; must equal it (also C's type) */
+  int32_t b_order;      /**< kjit_grouped_b_order */
+  int32_t activation;   /**< kjit_grouped_activation */
+  int32_t reserved0;    /**< must be 0 */
+  /** Leading dimensions, 0 = packed: lda >= k; ldb >= n (KN) or >= k (NK); ldc, ldd >= n. */
+  int64_t lda, ldb, ldc, ldd;
+  /** Elements from B_g to B_{g+1}; 0 = packed (k * ldb for KN, n * ldb for NK). */
+  int64_t stride_b;
+  /** Elements from bias_g to bias_{g+1} (bias is G x n when given); 0 = n. */
+  int64_t stride_bias;
+  double alpha; /**< host scalar, applied in fp32 */
+  double beta;  /**< host scalar; when 0, C is not read and may be NULL */
+} kjit_grouped_gemm_desc;
+
+#define KJIT_GROUPED_GEMM_DESC_INIT                                                                \
+  {                                                                                                \
+    sizeof(kjit_grouped_gemm_desc), 0, 0, 0, 0, 0, 0, 0, KJIT_GROUPED_B_KN, KJIT_GROUPED_ACT_NONE, \
+        0, 0, 0, 0, 0, 0, 0, 1.0, 0.0                                                              \
+  }
+
+/**
+ * Fill the first `size` bytes of `desc` with KJIT_GROUPED_GEMM_DESC_INIT and set
+ * desc->struct_size = size. Normally called through the kjit_grouped_gemm_desc_init()
+ * macro, which passes the caller's sizeof. Thread-safety: any thread.
+ * Returns KJIT_OK; KJIT_ERROR_INVALID_ARGUMENT when `desc` is NULL or `size` is smaller
+ * than the first released struct or larger than 4096 (nothing is written).
+ * @since 0.2
+ */
+KJIT_EXPORT kjit_status kjit_grouped_gemm_desc_init_sized(kjit_grouped_gemm_desc* desc,
+                                                          size_t size);
+#define kjit_grouped_gemm_desc_init(desc) kjit_grouped_gemm_desc_init_sized((desc), sizeof(*(desc)))
+
+/** Schedules of the sm_90a kernel. */
+typedef enum kjit_grouped_schedule {
+  KJIT_GROUPED_SCHEDULE_AUTO = 0,
+  /** Both consumer warpgroups share each tile (64 rows each); tiles 128x128 or 128x256. */
+  KJIT_GROUPED_SCHEDULE_COOPERATIVE = 1,
+  /** Each consumer warpgroup takes every other tile whole, so one's epilogue overlaps the
+   *  other's main loop; tile 128x128. */
+  KJIT_GROUPED_SCHEDULE_PINGPONG = 2
+} kjit_grouped_schedule;
+
+/** Options for kjit_grouped_gemm_create(). Initialise with KJIT_GROUPED_GEMM_OPTIONS_INIT
+ *  or kjit_grouped_gemm_options_init(); new fields are only ever appended. */
+typedef struct kjit_grouped_gemm_options {
+  uint32_t struct_size; /**< sizeof(kjit_grouped_gemm_options) of the caller's header */
+  /** Tile width (columns of D per tile) of the sm_90a kernel: 0 = chosen per shape, else
+   *  128 or 256. */
+  uint32_t tile_n;
+  /** Shared-memory pipeline stages of the sm_90a kernel: 0 = chosen per tile, else 2..8
+   *  (the stages must fit the device's shared memory). */
+  uint32_t stages;
+  /** Non-zero: never use the sm_90a kernel (the portable kernel everywhere). */
+  int portable_only;
+  /** The sm_90a kernel's schedule: a kjit_grouped_schedule (0 = chosen per shape). */
+  int schedule;
+} kjit_grouped_gemm_options;
+
+#define KJIT_GROUPED_GEMM_OPTIONS_INIT \
+  { sizeof(kjit_grouped_gemm_options), 0, 0, 0, 0 }
+
+/**
+ * Fill the first `size` bytes of `opts` with KJIT_GROUPED_GEMM_OPTIONS_INIT and set
+ * opts->struct_size = size (the kjit_grouped_gemm_options_init() macro passes the caller's
+ * sizeof). Thread-safety: any thread. Returns KJIT_OK; KJIT_ERROR_INVALID_ARGUMENT (NULL,
+ * size out of range; nothing is written).
+ * @since 0.2
+ */
+KJIT_EXPORT kjit_status kjit_grouped_gemm_options_init_sized(kjit_grouped_gemm_options* opts,
+                                                             size_t size);
+#define kjit_grouped_gemm_options_init(opts) \
+  kjit_grouped_gemm_options_init_sized((opts), sizeof(*(opts)))
+
+/**
+ * Create a grouped-GEMM handle for `device` (an ordinal as in cuDeviceGet). Kernels are
+ * compiled through `compiler` (its cache, single flight and compile worker); `compiler`
+ * must stay alive until the handle is destroyed. `options` may be NULL (defaults).
+ * Ownership: the caller destroys *out with kjit_grouped_gemm_destroy().
+ * Thread-safety: any thread; the handle may then be shared by threads.
+ * Returns KJIT_OK; KJIT_ERROR_INVALID_ARGUMENT (out NULL, negative device, options out of
+ * range); KJIT_ERROR_UNSUPPORTED (options from a newer kjit); KJIT_ERROR_INVALID_HANDLE
+ * (compiler not a live kjit_compiler); KJIT_ERROR_CUDA_UNAVAILABLE (no driver, no such
+ * device). *out is written only on success.
+ * @since 0.2
+ */
+KJIT_EXPORT kjit_status kjit_grouped_gemm_create(kjit_compiler* compiler, int device,
+                                                 const kjit_grouped_gemm_options* options,
+                                                 kjit_grouped_gemm** out);
+
+/** Destroy a handle and unload its kernels. NULL is a no-op. Must not race with other calls
+ *  on the same handle; work already enqueued finishes normally. */
+KJIT_EXPORT void kjit_grouped_gemm_destroy(kjit_grouped_gemm* gg);
+
+/**
+ * Check a problem and its pointers without a GPU: everything kjit_grouped_gemm_run() checks
+ * before it launches. Pointers are compared with NULL and checked for alignment, never
+ * dereferenced (offs's contents are not checked: they live on the device). Thread-safe.
+ * Returns KJIT_OK; KJIT_ERROR_INVALID_ARGUMENT naming the field or pointer (desc NULL,
+ * unknown enum value, groups < 1, sizes out of range, leading dimension or stride too
+ * small, a required pointer NULL (A, B, offs, D when rows > 0; C when beta != 0), a pointer
+ * not aligned to its element size, reserved0 not 0); KJIT_ERROR_UNSUPPORTED naming what (a
+ * data type other than bf16, a desc from a newer kjit).
+ */
+KJIT_EXPORT kjit_status kjit_grouped_gemm_check(const kjit_grouped_gemm_desc* desc, const void* A,
+                                                const void* B, const int32_t* offs, const void* C,
+                                                const void* D, const void* bias);
+
+/**
+ * Enqueue the grouped GEMM on `stream`. A, B, C, D, bias and offs are device pointers of
+ * the handle's device; bias (G x n bf16, row g at bias + g * stride_bias) may be NULL;
+ * C may be NULL when beta == 0 and may equal D when ldc == ldd. The configuration's kernel
+ * is compiled (or taken from the cache) and loaded on first use, and kept by the handle.
+ * Thread-safety: any number of threads may run on one handle at once.
+ * Returns KJIT_OK; the statuses of kjit_grouped_gemm_check(); KJIT_ERROR_INVALID_HANDLE;
+ * KJIT_ERROR_COMPILE (a rendered kernel failed to compile: a bug; the message has the
+ * log); KJIT_ERROR_CUDA, KJIT_ERROR_CUDA_STICKY (tensor map encoding or launch failed).
+ */
+KJIT_EXPORT kjit_status kjit_grouped_gemm_run(kjit_grouped_gemm* gg,
+                                              const kjit_grouped_gemm_desc* desc, const void* A,
+                                              const void* B, const int32_t* offs, const void* C,
+                                              void* D, const void* bias, void* stream);
+
+/**
+ * Compile (or hit) and load the kernel that kjit_grouped_gemm_run() would use for `desc`
+ * with pointers aligned to 256 bytes (C when beta != 0, a bias when `with_bias` is
+ * non-zero), without launching anything, so that a service never compiles on a request
+ * path. Thread-safe.
+ * Returns KJIT_OK; KJIT_ERROR_INVALID_ARGUMENT / KJIT_ERROR_UNSUPPORTED as for
+ * kjit_grouped_gemm_check() (pointers are not looked at); KJIT_ERROR_INVALID_HANDLE;
+ * KJIT_ERROR_COMPILE; KJIT_ERROR_CUDA.
+ */
+KJIT_EXPORT kjit_status kjit_grouped_gemm_prepare(kjit_grouped_gemm* gg,
+                                                  const kjit_grouped_gemm_desc* desc,
+                                                  int with_bias);
+
+/**
+ * The plan key (configuration) kjit_grouped_gemm_run() picks for `desc` with its pointers,
+ * e.g. "grouped-v1 sm_90a tma 128x256x64 s4 c1x1 b=nk epi=alpha+bias+silu", written into
+ * `buf` (NUL-terminated, truncated to `size` bytes); *needed (may be NULL) receives the
+ * length without the NUL. For logs, tools and tests. Thread-safe.
+ * Returns KJIT_OK; the statuses of kjit_grouped_gemm_check(); KJIT_ERROR_INVALID_HANDLE.
+ */
+KJIT_EXPORT kjit_status kjit_grouped_gemm_plan_key(kjit_grouped_gemm* gg,
+                                                   const kjit_grouped_gemm_desc* desc,
+                                                   const void* A, const void* B, const void* C,
+                                                   const void* D, const void* bias, char* buf,
+                                                   size_t size, size_t* needed);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KJIT_GROUPED_GEMM_H */

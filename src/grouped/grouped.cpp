@@ -1,0 +1,290 @@
+#include "grouped/grouped.h"
+
+#include <cuda.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "compile/compiler.h"
+#include "cuda/context.h"
+#include "cuda/driver.h"
+#include "kernel/kernel.h"
+#include "kjit/gemm.h"
+#include "kjit/kernel.h"
+#include "util/error.h"
+
+namespace kjit::grouped {
+namespace {
+
+constexpr long long kMaxDim = (1ll << 31) - 1;
+
+[[noreturn]] void bad(const std::string& what) {
+  fail(KJIT_ERROR_INVALID_ARGUMENT, "grouped GEMM: " + what);
+}
+
+bool aligned(const void* p, uintptr_t a) {
+  return (reinterpret_cast<uintptr_t>(p) % a) == 0;
+}
+
+void check_type(int32_t t, const char* field) {
+  if (t == KJIT_GEMM_DTYPE_DEFAULT || t == KJIT_GEMM_BF16) return;
+  if (t < 0 || t > KJIT_GEMM_F64)
+    bad(std::string(field) + " is " + std::to_string(t) + ", not a kjit_gemm_dtype");
+  fail(KJIT_ERROR_UNSUPPORTED, std::string("grouped GEMM: ") + field + " is " + std::to_string(t) +
+                                   "; only bf16 (KJIT_GEMM_BF16) is offered");
+}
+
+void check_ld(long long ld, long long least, const char* field) {
+  if (ld < least || ld > (1ll << 40))
+    bad(std::string(field) + " is " + std::to_string(ld) + ", must be at least " +
+        std::to_string(least));
+}
+
+}  // namespace
+
+Options options_from(const kjit_grouped_gemm_options* o) {
+  Options r;
+  if (!o) return r;
+  if (o->tile_n != 0 && o->tile_n != 128 && o->tile_n != 256)
+    fail(KJIT_ERROR_INVALID_ARGUMENT, "kjit_grouped_gemm_options: tile_n is " +
+                                          std::to_string(o->tile_n) + ", must be 0, 128 or 256");
+  if (o->stages != 0 && (o->stages < 2 || o->stages > 8))
+    fail(KJIT_ERROR_INVALID_ARGUMENT, "kjit_grouped_gemm_options: stages is " +
+                                          std::to_string(o->stages) + ", must be 0 or 2..8");
+  if (o->schedule < KJIT_GROUPED_SCHEDULE_AUTO || o->schedule > KJIT_GROUPED_SCHEDULE_PINGPONG)
+    fail(KJIT_ERROR_INVALID_ARGUMENT, "kjit_grouped_gemm_options: schedule is " +
+                                          std::to_string(o->schedule) +
+                                          ", not a kjit_grouped_schedule");
+  if (o->schedule == KJIT_GROUPED_SCHEDULE_PINGPONG && o->tile_n == 256)
+    fail(KJIT_ERROR_INVALID_ARGUMENT,
+         "kjit_grouped_gemm_options: the pingpong schedule has the tile 128x128, not tile_n 256");
+  r.schedule = o->schedule;
+  r.tile_n = int(o->tile_n);
+  r.stages = int(o->stages);
+  r.portable_only = o->portable_only != 0;
+  return r;
+}
+
+Problem check(const kjit_grouped_gemm_desc& d, const void* A, const void* B, const int32_t* offs,
+              const void* C, const void* D, const void* bias, bool pointers) {
+  Problem p;
+  if (d.groups < 1) bad("groups is " + std::to_string(d.groups) + ", must be >= 1");
+  if (d.rows < 0 || d.rows > kMaxDim)
+    bad("rows is " + std::to_string(d.rows) + ", must be in [0, 2^31)");
+  if (d.n < 1 || d.n > kMaxDim) bad("n is " + std::to_string(d.n) + ", must be in [1, 2^31)");
+  if (d.k < 1 || d.k > kMaxDim) bad("k is " + std::to_string(d.k) + ", must be in [1, 2^31)");
+  if (d.b_order != KJIT_GROUPED_B_KN && d.b_order != KJIT_GROUPED_B_NK)
+    bad("b_order is " + std::to_string(d.b_order) + ", not a kjit_grouped_b_order");
+  if (d.activation < KJIT_GROUPED_ACT_NONE || d.activation > KJIT_GROUPED_ACT_SILU)
+    bad("activation is " + std::to_string(d.activation) + ", not a kjit_grouped_activation");
+  if (d.reserved0 != 0) bad("reserved0 is " + std::to_string(d.reserved0) + ", must be 0");
+  check_type(d.a_type, "a_type");
+  check_type(d.b_type, "b_type");
+  check_type(d.d_type, "d_type");
+
+  p.groups = d.groups;
+  p.rows = int(d.rows);
+  p.n = int(d.n);
+  p.k = int(d.k);
+  p.b_order = d.b_order == KJIT_GROUPED_B_KN ? BOrder::KN : BOrder::NK;
+  p.act = Act(d.activation);
+  p.lda = d.lda ? d.lda : d.k;
+  check_ld(p.lda, d.k, "lda");
+  const long long b_row = p.b_order == BOrder::KN ? d.n : d.k;
+  const long long b_rows = p.b_order == BOrder::KN ? d.k : d.n;
+  p.ldb = d.ldb ? d.ldb : b_row;
+  check_ld(p.ldb, b_row, "ldb");
+  p.stride_b = d.stride_b ? d.stride_b : b_rows * p.ldb;
+  check_ld(p.stride_b, b_rows * p.ldb, "stride_b");
+  p.ldd = d.ldd ? d.ldd : d.n;
+  check_ld(p.ldd, d.n, "ldd");
+  p.ldc = d.ldc ? d.ldc : d.n;
+  check_ld(p.ldc, d.n, "ldc");
+  p.stride_bias = d.stride_bias ? d.stride_bias : d.n;
+  check_ld(p.stride_bias, d.n, "stride_bias");
+  if (!(d.alpha == d.alpha) || !(d.beta == d.beta)) bad("alpha or beta is NaN");
+  p.alpha = float(d.alpha);
+  p.beta = float(d.beta);
+
+  if (!pointers) {
+    // Stand-ins, only compared with NULL and checked for alignment.
+    alignas(256) static const unsigned char stand_in[1] = {0};
+    p.a = p.b = stand_in;
+    p.offs = reinterpret_cast<const int32_t*>(stand_in);
+    p.d = const_cast<unsigned char*>(stand_in);
+    p.c = d.beta != 0.0 ? stand_in : nullptr;
+    p.bias = bias ? stand_in : nullptr;
+    return p;
+  }
+  if (p.rows > 0) {
+    if (!A) bad("A is NULL");
+    if (!B) bad("B is NULL");
+    if (!offs) bad("offs is NULL");
+    if (!D) bad("D is NULL");
+    if (d.beta != 0.0 && !C) bad("C is NULL but beta is not 0");
+  }
+  if (!aligned(A, 2)) bad("A is not aligned to 2 bytes (bf16)");
+  if (!aligned(B, 2)) bad("B is not aligned to 2 bytes (bf16)");
+  if (!aligned(C, 2)) bad("C is not aligned to 2 bytes (bf16)");
+  if (!aligned(D, 2)) bad("D is not aligned to 2 bytes (bf16)");
+  if (!aligned(bias, 2)) bad("bias is not aligned to 2 bytes (bf16)");
+  if (!aligned(offs, 4)) bad("offs is not aligned to 4 bytes (int32)");
+  p.a = A;
+  p.b = B;
+  p.offs = offs;
+  p.c = d.beta != 0.0 ? C : nullptr;
+  p.d = const_cast<void*>(D);
+  p.bias = bias;
+  return p;
+}
+
+bool tma_eligible(const Problem& p) {
+  return aligned(p.a, 16) && aligned(p.b, 16) && p.lda % 8 == 0 && p.ldb % 8 == 0 &&
+         p.stride_b % 8 == 0;
+}
+
+Config choose(const Problem& p, int cc, bool tma_available, const Options& o) {
+  Config c;
+  c.b_order = p.b_order;
+  c.has_c = p.c != nullptr;
+  c.has_bias = p.bias != nullptr;
+  c.act = p.act;
+  if (cc == 90 && tma_available && !o.portable_only && tma_eligible(p)) {
+    c.path = Path::Tma;
+    c.target = "sm_90a";
+    c.tile_m = 128;
+    c.tile_k = 64;
+    // Pingpong for prefill-like problems (its epilogue overlaps the other consumer's main
+    // loop: 1.03-1.28x torch._grouped_mm on H200 where cooperative 128x256 gave 0.87-1.12x);
+    // cooperative 128x256 when groups average fewer than 64 rows (decode: memory-bound, the
+    // wide tile reads each weight tile once for more columns). bench/RESULTS.md.
+    const bool decode = (long long)p.rows < 64ll * p.groups;
+    c.pingpong = o.schedule == KJIT_GROUPED_SCHEDULE_PINGPONG ||
+                 (o.schedule == KJIT_GROUPED_SCHEDULE_AUTO && !decode && o.tile_n != 256);
+    c.tile_n = c.pingpong ? 128 : o.tile_n ? o.tile_n : (p.n <= 128 ? 128 : 256);
+    c.stages = o.stages ? o.stages : (c.tile_n == 256 ? 4 : 6);
+  } else {
+    c.path = Path::Simt;
+    c.target = "sm_" + std::to_string(cc);
+    c.tile_m = 64;
+    c.tile_n = 64;
+    c.tile_k = 16;
+    c.stages = 1;
+  }
+  return c;
+}
+
+CompileOptions compile_options(const Config& c) {
+  CompileOptions opts;
+  opts.target = c.target;
+  opts.name = "kjit_grouped_gemm.cu";
+  opts.raw = {"-std=c++17"};
+  return opts;
+}
+
+GroupedGemm::GroupedGemm(Compiler& compiler, int device, const Options& o)
+    : compiler_(compiler), device_(device), opts_(o) {
+  cuda::device_handle(device);  // the driver and the device, or KJIT_ERROR_CUDA_UNAVAILABLE
+  cc_ = cuda::compute_capability(device);
+  sms_ = cuda::device_attribute(device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  tma_ = cuda::driver().cuTensorMapEncodeTiled != nullptr;
+}
+
+GroupedGemm::~GroupedGemm() = default;
+
+Config GroupedGemm::config_for(const Problem& p) const {
+  return choose(p, cc_, tma_, opts_);
+}
+
+Kernel& GroupedGemm::kernel(const Config& c) {
+  const std::string key = c.key();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = kernels_.find(key);
+    if (it != kernels_.end()) return *it->second;
+  }
+  // Compiled without the lock, so that configurations compile side by side; the compiler's
+  // single flight makes threads asking for the same one wait for one compile.
+  const CompileOptions opts = compile_options(c);
+  KernelCreation made = Kernel::create(compiler_, render(c), kKernelName, &opts, device_, 0);
+  if (!made.kernel) {
+    std::string msg = "grouped GEMM kernel " + key + " failed to compile: " + made.failure.message;
+    if (made.failure.entry) msg += "\n" + made.failure.entry->log;
+    fail(made.failure.status ? made.failure.status : KJIT_ERROR_COMPILE, msg);
+  }
+  if (shared_bytes(c) > 0) made.kernel->set_max_dynamic_shared(int(shared_bytes(c)));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = kernels_.emplace(key, std::move(made.kernel)).first;  // keeps an earlier one
+  return *it->second;
+}
+
+void GroupedGemm::prepare(const Problem& p) {
+  kernel(config_for(p));
+}
+
+void GroupedGemm::run(const Problem& p, void* stream) {
+  if (p.rows == 0) return;
+  const Config c = config_for(p);
+  Kernel& k = kernel(c);
+
+  const long long n_tiles = (p.n + c.tile_n - 1) / c.tile_n;
+  const long long bound = ((p.rows + c.tile_m - 1) / c.tile_m + p.groups) * n_tiles;
+  const long long per_sm = c.path == Path::Tma ? 1 : 4;
+  kjit_launch_config cfg = KJIT_LAUNCH_CONFIG_INIT;
+  cfg.grid[0] = uint32_t(std::max(1ll, std::min(bound, per_sm * sms_)));
+  cfg.block[0] = uint32_t(threads(c));
+  cfg.shared_bytes = uint32_t(shared_bytes(c));
+  cfg.stream = stream;
+
+  const void* a = p.a;
+  const void* b = p.b;
+  const void* offs = p.offs;
+  void* d = p.d;
+  const void* cptr = p.c;
+  const void* bias = p.bias;
+  long long lda = p.lda, ldb = p.ldb, stride_b = p.stride_b, ldc = p.ldc, ldd = p.ldd,
+            stride_bias = p.stride_bias;
+  int groups = p.groups, rows = p.rows, n = p.n, kk = p.k;
+  float alpha = p.alpha, beta = p.beta;
+  void* common[] = {&a,   &b,   &offs,        &d,      &cptr, &bias, &lda, &ldb,   &stride_b,
+                    &ldc, &ldd, &stride_bias, &groups, &rows, &n,    &kk,  &alpha, &beta};
+  constexpr size_t kCommon = sizeof(common) / sizeof(common[0]);
+
+  if (c.path == Path::Simt) {
+    k.launch(cfg, common, kCommon);
+    return;
+  }
+  const cuda::Driver& drv = cuda::driver();
+  CUtensorMap map_a, map_b;
+  const cuuint32_t ones[3] = {1, 1, 1};
+  {
+    const cuuint64_t dims[2] = {cuuint64_t(p.k), cuuint64_t(p.rows)};
+    const cuuint64_t strides[1] = {cuuint64_t(p.lda) * 2};
+    const cuuint32_t box[2] = {64, cuuint32_t(c.tile_m)};
+    cuda::check(drv.cuTensorMapEncodeTiled(
+                    &map_a, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(p.a), dims,
+                    strides, box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                "cuTensorMapEncodeTiled (grouped GEMM, A)");
+  }
+  {
+    const bool kn = p.b_order == BOrder::KN;
+    const cuuint64_t dims[3] = {cuuint64_t(kn ? p.n : p.k), cuuint64_t(kn ? p.k : p.n),
+                                cuuint64_t(p.groups)};
+    const cuuint64_t strides[2] = {cuuint64_t(p.ldb) * 2, cuuint64_t(p.stride_b) * 2};
+    const cuuint32_t box[3] = {64, cuuint32_t(kn ? 64 : c.tile_n), 1};
+    cuda::check(drv.cuTensorMapEncodeTiled(
+                    &map_b, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(p.b), dims,
+                    strides, box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                "cuTensorMapEncodeTiled (grouped GEMM, B)");
+  }
+  void* args[2 + kCommon];
+  args[0] = &map_a;
+  args[1] = &map_b;
+  for (size_t i = 0; i < kCommon; ++i) args[2 + i] = common[i];
+  k.launch(cfg, args, 2 + kCommon);
+}
+
+}  // namespace kjit::grouped

@@ -1,0 +1,529 @@
+#include "grouped/render.h"
+
+#include <string>
+
+#include "util/error.h"
+
+namespace kjit::grouped {
+namespace {
+
+constexpr size_t kMaxShared = 232448;  // 227 KiB: the opt-in limit per block on sm_90
+
+const char* act_name(Act a) {
+  switch (a) {
+    case Act::None:
+      return "";
+    case Act::Relu:
+      return "relu";
+    case Act::Gelu:
+      return "gelu";
+    case Act::Silu:
+      return "silu";
+  }
+  return "?";
+}
+
+std::string num(long long v) {
+  return std::to_string(v);
+}
+
+// ---- pieces shared by both kernels ----------------------------------------------------------
+
+// Types, bf16 conversions (round to nearest even, NaN kept quiet), the persistent scheduler.
+const char* kCommon = R"(typedef unsigned long long u64;
+typedef unsigned int u32;
+typedef unsigned short bf16_t;
+
+__device__ __forceinline__ float bf2f(bf16_t h) { return __uint_as_float(((u32)h) << 16); }
+__device__ __forceinline__ bf16_t f2bf(float f) {
+  u32 u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (bf16_t)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (bf16_t)(u >> 16);
+}
+
+// One output tile: group g, rows [row0, min(row0 + TILE_M, row_end)), columns from n0.
+struct Tile {
+  int g, row0, row_end, n0;
+};
+
+// Maps the launch's tile numbers, visited in increasing order, to groups. Group g owns rows
+// [end(g-1), end(g)) where end() is offs clamped to [end(g-1), rows]; its tiles are
+// ceil(rows_g / TILE_M) x n_tiles, rows fastest.
+struct Sched {
+  const int* offs;
+  int G, rows, n_tiles;
+  int g, g_start, g_end, base, g_tiles, m_tiles;
+  __device__ __forceinline__ void init(const int* o, int groups, int total_rows, int nt) {
+    offs = o; G = groups; rows = total_rows; n_tiles = nt;
+    g = -1; g_start = 0; g_end = 0; base = 0; g_tiles = 0; m_tiles = 1;
+  }
+  __device__ __forceinline__ bool next(int t, Tile& tile) {
+    while (t >= base + g_tiles) {
+      base += g_tiles;
+      if (++g >= G) return false;
+      g_start = g_end;
+      int e = __ldg(offs + g);
+      e = e < g_start ? g_start : (e > rows ? rows : e);
+      g_end = e;
+      m_tiles = (g_end - g_start + TILE_M - 1) / TILE_M;
+      g_tiles = m_tiles * n_tiles;
+    }
+    const int local = t - base;
+    tile.g = g;
+    tile.row0 = g_start + (local % m_tiles) * TILE_M;
+    tile.row_end = g_end;
+    tile.n0 = (local / m_tiles) * TILE_N;
+    return true;
+  }
+};
+)";
+
+// The epilogue, composed of the pieces the configuration asks for.
+std::string epilogue_source(const Config& c) {
+  std::string s =
+      "__device__ __forceinline__ float epilogue(float acc, int row, int col, int g,\n"
+      "    const bf16_t* __restrict__ C, long long ldc, const bf16_t* __restrict__ bias,\n"
+      "    long long stride_bias, float alpha, float beta) {\n"
+      "  float v = alpha * acc;\n";
+  if (c.has_c) s += "  v += beta * bf2f(C[(long long)row * ldc + col]);\n";
+  if (c.has_bias) s += "  v += bf2f(bias[(long long)g * stride_bias + col]);\n";
+  switch (c.act) {
+    case Act::None:
+      break;
+    case Act::Relu:
+      s += "  v = fmaxf(v, 0.0f);\n";
+      break;
+    case Act::Gelu:
+      s += "  v = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));\n";
+      break;
+    case Act::Silu:
+      s += "  v = v / (1.0f + __expf(-v));\n";
+      break;
+  }
+  s += "  return v;\n}\n";
+  return s;
+}
+
+const char* kParamsCommon =
+    "const bf16_t* __restrict__ A, const bf16_t* __restrict__ B, const int* __restrict__ offs,\n"
+    "    bf16_t* __restrict__ D, const bf16_t* __restrict__ C, const bf16_t* __restrict__ bias,\n"
+    "    long long lda, long long ldb, long long stride_b, long long ldc, long long ldd,\n"
+    "    long long stride_bias, int G, int rows, int N, int K, float alpha, float beta";
+
+// ---- the portable kernel ------------------------------------------------------------------
+
+std::string simt_source(const Config& c) {
+  std::string s;
+  s += "#define TILE_M " + num(c.tile_m) + "\n#define TILE_N " + num(c.tile_n) +
+       "\n#define TILE_K " + num(c.tile_k) + "\n";
+  s += kCommon;
+  s += epilogue_source(c);
+  s += "extern \"C\" __global__ void __launch_bounds__(256) kjit_grouped_gemm(";
+  s += kParamsCommon;
+  s += ") {\n";
+  s += R"(  __shared__ float sA[TILE_K][TILE_M + 4];
+  __shared__ float sB[TILE_K][TILE_N + 4];
+  const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+  Sched sched;
+  sched.init(offs, G, rows, (N + TILE_N - 1) / TILE_N);
+  Tile tile;
+  for (int t = blockIdx.x; sched.next(t, tile); t += gridDim.x) {
+    const bf16_t* Bg = B + (long long)tile.g * stride_b;
+    float acc[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += TILE_K) {
+      for (int e = threadIdx.x; e < TILE_M * TILE_K; e += 256) {
+        const int m = e / TILE_K, k = e % TILE_K, r = tile.row0 + m, kk = k0 + k;
+        sA[k][m] = (r < tile.row_end && kk < K) ? bf2f(A[(long long)r * lda + kk]) : 0.0f;
+      }
+      for (int e = threadIdx.x; e < TILE_N * TILE_K; e += 256) {
+)";
+  if (c.b_order == BOrder::KN) {
+    s += "        const int k = e / TILE_N, n = e % TILE_N, kk = k0 + k, col = tile.n0 + n;\n"
+         "        sB[k][n] = (col < N && kk < K) ? bf2f(Bg[(long long)kk * ldb + col]) : 0.0f;\n";
+  } else {
+    s += "        const int n = e / TILE_K, k = e % TILE_K, kk = k0 + k, col = tile.n0 + n;\n"
+         "        sB[k][n] = (col < N && kk < K) ? bf2f(Bg[(long long)col * ldb + kk]) : 0.0f;\n";
+  }
+  s += R"(      }
+      __syncthreads();
+#pragma unroll
+      for (int k = 0; k < TILE_K; ++k) {
+        float a[4], b[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[i] = sA[k][ty + 16 * i];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) b[j] = sB[k][tx + 16 * j];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+      }
+      __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = tile.row0 + ty + 16 * i;
+      if (row >= tile.row_end) continue;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int col = tile.n0 + tx + 16 * j;
+        if (col < N)
+          D[(long long)row * ldd + col] =
+              f2bf(epilogue(acc[i][j], row, col, tile.g, C, ldc, bias, stride_bias, alpha, beta));
+      }
+    }
+  }
+}
+)";
+  return s;
+}
+
+// ---- the sm_90a kernel -----------------------------------------------------------------
+
+// TMA, mbarrier and wgmma wrappers (PTX ISA 8.0: cp.async.bulk.tensor, mbarrier try_wait
+// with parity and expect_tx, wgmma.mma_async with shared-memory descriptors).
+const char* kHopper = R"(struct __align__(64) TmaDesc {
+  u64 v[16];
+};
+
+__device__ __forceinline__ u32 smem_u32(const void* p) {
+  return (u32)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+  u32 done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ void tma_load_2d(u32 dst, const TmaDesc* map, int c0, int c1, u32 bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+      "l"((u64)map), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ void tma_load_3d(u32 dst, const TmaDesc* map, int c0, int c1, int c2,
+                                            u32 bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(dst),
+      "l"((u64)map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+}
+// Shared-memory matrix descriptor, 128-byte swizzle; offsets in bytes.
+__device__ __forceinline__ u64 smem_desc(u32 addr, u32 lbo, u32 sbo) {
+  return (u64)((addr & 0x3FFFFu) >> 4) | ((u64)((lbo >> 4) & 0x3FFFu) << 16) |
+         ((u64)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_wait0() {
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_wait1() {
+  asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+}
+__device__ __forceinline__ void store_pair(bf16_t* __restrict__ D, long long ldd, int row, int col,
+                                           int N, float v0, float v1, bool pairs) {
+  bf16_t* p = D + (long long)row * ldd + col;
+  if (pairs && col + 1 < N) {
+    *(u32*)p = (u32)f2bf(v0) | ((u32)f2bf(v1) << 16);
+  } else {
+    if (col < N) p[0] = f2bf(v0);
+    if (col + 1 < N) p[1] = f2bf(v1);
+  }
+}
+)";
+
+// wgmma m64nNk16, bf16 x bf16 -> f32, A and B from shared memory; the accumulator is d[0..N/2).
+std::string wgmma_source(int n, bool trans_b) {
+  const int regs = n / 2;
+  std::string s =
+      "__device__ __forceinline__ void wgmma_tile(float* d, u64 da, u64 db, int scale_d) {\n"
+      "  asm volatile(\n"
+      "      \"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" +
+      num(regs + 2) + ", 0;\\n\"\n      \"wgmma.mma_async.sync.aligned.m64n" + num(n) +
+      "k16.f32.bf16.bf16 {";
+  for (int i = 0; i < regs; ++i) {
+    s += (i ? "," : "") + std::string("%") + num(i);
+    if (i % 16 == 15 && i + 1 < regs) s += "\"\n      \"";
+  }
+  s += "}, %" + num(regs) + ", %" + num(regs + 1) + ", p, 1, 1, 0, " + (trans_b ? "1" : "0") +
+       ";\\n}\\n\"\n      : ";
+  for (int i = 0; i < regs; ++i) {
+    s += (i ? ", " : "") + std::string("\"+f\"(d[") + num(i) + "])";
+    if (i % 8 == 7 && i + 1 < regs) s += "\n        ";
+  }
+  s += "\n      : \"l\"(da), \"l\"(db), \"r\"(scale_d));\n}\n";
+  return s;
+}
+
+size_t a_stage_bytes(const Config& c) {
+  return size_t(c.tile_m) * c.tile_k * 2;
+}
+size_t b_stage_bytes(const Config& c) {
+  return size_t(c.tile_n) * c.tile_k * 2;
+}
+
+// The consumer warpgroups of the TMA kernel: main loop (wgmma from the stages) and epilogue.
+void tma_consumer_source(const Config& c, std::string& s) {
+  const bool kn = c.b_order == BOrder::KN;
+  s += R"(  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int cw = wg - 1;
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+    const bool pairs = ((ldd & 1) == 0) && ((((size_t)D) & 3) == 0);
+    // Cooperative: both consumers share each tile, 64 rows each (HALVES 1). Pingpong: each
+    // consumer takes every other tile whole (HALVES 2), so one's epilogue runs while the
+    // other's mainloop does; the producer's order of tiles staggers them.
+    constexpr int HALVES = PINGPONG ? 2 : 1;
+    float acc[HALVES * ACC];
+#pragma unroll
+    for (int i = 0; i < HALVES * ACC; ++i) acc[i] = 0.0f;
+    int done = 0;  // k-blocks of earlier tiles of this CTA (both consumers')
+    int ti = 0;
+    int turns = 0;  // main loops this consumer ran
+    for (int t = blockIdx.x; sched.next(t, tile); t += gridDim.x, ++ti) {
+      if (PINGPONG && (ti & 1) != cw) {
+        done += k_blocks;
+        continue;
+      }
+      stage = done % STAGES;
+      phase = (u32)(done / STAGES) & 1u;
+      done += k_blocks;
+      if (PINGPONG) {
+        // Main loops take strict turns (consumer 0, 1, 0, ...): a consumer never waits on a
+        // stage more than one phase ahead of it (an mbarrier's parity cannot tell phases two
+        // apart), and one's epilogue runs during the other's main loop.
+        if (cw == 1) {
+          mbar_wait(order, (u32)turns & 1u);
+        } else if (turns > 0) {
+          mbar_wait(order + 8, (u32)(turns - 1) & 1u);
+        }
+      }
+      int prev = -1;
+      for (int kb = 0; kb < k_blocks; ++kb) {
+        mbar_wait(full + 8 * stage, phase);
+        wgmma_fence();
+        const u32 a_base = sA + stage * A_STAGE + (PINGPONG ? 0 : cw * (64 * 128));
+        const u32 b_base = sB + stage * B_STAGE;
+#pragma unroll
+        for (int kk = 0; kk < TILE_K / 16; ++kk) {
+#pragma unroll
+          for (int h = 0; h < HALVES; ++h) {
+)";
+  if (kn) {
+    s += "            wgmma_tile(acc + h * ACC, smem_desc(a_base + h * 8192 + kk * 32, 16, 1024),\n"
+         "                       smem_desc(b_base + kk * 2048, 8192, 1024), (kb | kk) != 0);\n";
+  } else {
+    s += "            wgmma_tile(acc + h * ACC, smem_desc(a_base + h * 8192 + kk * 32, 16, 1024),\n"
+         "                       smem_desc(b_base + kk * 32, 16, 1024), (kb | kk) != 0);\n";
+  }
+  s += R"(          }
+        }
+        wgmma_commit();
+        if (prev >= 0) {
+          wgmma_wait1();
+          mbar_arrive(empty + 8 * prev);
+        }
+        prev = stage;
+        if (++stage == STAGES) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+      wgmma_wait0();
+      mbar_arrive(empty + 8 * prev);
+      if (PINGPONG) {
+        mbar_arrive(order + 8 * cw);
+        ++turns;
+      }
+      const int col_base = tile.n0 + (lane & 3) * 2;
+#pragma unroll
+      for (int hf = 0; hf < HALVES; ++hf) {
+        const int row_base = tile.row0 + (PINGPONG ? hf : cw) * 64 + warp * 16 + (lane >> 2);
+#pragma unroll
+        for (int j = 0; j < TILE_N / 8; ++j) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = row_base + 8 * h, col = col_base + 8 * j;
+            if (row >= tile.row_end) continue;
+            float v0 = acc[hf * ACC + 4 * j + 2 * h], v1 = acc[hf * ACC + 4 * j + 2 * h + 1];
+            if (col < N)
+              v0 = epilogue(v0, row, col, tile.g, C, ldc, bias, stride_bias, alpha, beta);
+            if (col + 1 < N)
+              v1 = epilogue(v1, row, col + 1, tile.g, C, ldc, bias, stride_bias, alpha, beta);
+            store_pair(D, ldd, row, col, N, v0, v1, pairs);
+          }
+        }
+      }
+    }
+  }
+}
+)";
+}
+
+std::string tma_source(const Config& c) {
+  const bool kn = c.b_order == BOrder::KN;
+  std::string s;
+  s += "#define TILE_M " + num(c.tile_m) + "\n#define TILE_N " + num(c.tile_n) +
+       "\n#define TILE_K " + num(c.tile_k) + "\n#define STAGES " + num(c.stages) +
+       "\n#define A_STAGE " + num(long(a_stage_bytes(c))) + "u\n#define B_STAGE " +
+       num(long(b_stage_bytes(c))) + "u\n#define ACC " + num(c.tile_n / 2) + "\n#define PINGPONG " +
+       (c.pingpong ? "1" : "0") + "\n";
+  s += kCommon;
+  s += kHopper;
+  s += epilogue_source(c);
+  s += wgmma_source(c.tile_n, kn);
+  s += "extern \"C\" __global__ void __launch_bounds__(384, 1) kjit_grouped_gemm(\n"
+       "    const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b,\n    ";
+  s += kParamsCommon;
+  s += ") {\n";
+  s += R"(  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = (unsigned char*)(((size_t)smem_raw + 1023) & ~(size_t)1023);
+  const u32 sA = smem_u32(smem);
+  const u32 sB = sA + STAGES * A_STAGE;
+  const u32 full = sB + STAGES * B_STAGE;  // STAGES mbarriers: a stage's data arrived
+  const u32 empty = full + STAGES * 8;     // STAGES mbarriers: a stage's data was consumed
+  const u32 order = empty + STAGES * 8;    // 2 mbarriers (pingpong): consumer c ended a main loop
+  const int wg = threadIdx.x >> 7;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(full + 8 * s, 1);
+      mbar_init(empty + 8 * s, PINGPONG ? 128 : 256);  // the consumers of one stage
+    }
+    mbar_init(order, 128);
+    mbar_init(order + 8, 128);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int n_tiles = (N + TILE_N - 1) / TILE_N;
+  const int k_blocks = (K + TILE_K - 1) / TILE_K;
+  Sched sched;
+  sched.init(offs, G, rows, n_tiles);
+  Tile tile;
+  int stage = 0;
+  u32 phase = 0;
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x == 0) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"((u64)&tma_a) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"((u64)&tma_b) : "memory");
+      for (int t = blockIdx.x; sched.next(t, tile); t += gridDim.x) {
+        for (int kb = 0; kb < k_blocks; ++kb) {
+          mbar_wait(empty + 8 * stage, phase ^ 1);
+          const u32 bar = full + 8 * stage;
+          mbar_expect_tx(bar, A_STAGE + B_STAGE);
+          tma_load_2d(sA + stage * A_STAGE, &tma_a, kb * TILE_K, tile.row0, bar);
+)";
+  if (kn) {
+    s += "#pragma unroll\n"
+         "          for (int c = 0; c < TILE_N / 64; ++c)\n"
+         "            tma_load_3d(sB + stage * B_STAGE + c * 8192, &tma_b, tile.n0 + 64 * c,\n"
+         "                        kb * TILE_K, tile.g, bar);\n";
+  } else {
+    s +=
+        "          tma_load_3d(sB + stage * B_STAGE, &tma_b, kb * TILE_K, tile.n0, tile.g, bar);\n";
+  }
+  s += R"(          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    }
+)";
+  tma_consumer_source(c, s);
+  return s;
+}
+
+}  // namespace
+
+std::string Config::key() const {
+  std::string k = "grouped-v1 " + target + (path == Path::Tma ? " tma " : " simt ") + num(tile_m) +
+                  "x" + num(tile_n) + "x" + num(tile_k) + " s" + num(stages) +
+                  (pingpong ? " pp" : "") + " c" + num(cluster_m) + "x" + num(cluster_n) +
+                  (b_order == BOrder::KN ? " b=kn" : " b=nk") + " epi=alpha";
+  if (has_c) k += "+beta";
+  if (has_bias) k += "+bias";
+  if (act != Act::None) k += std::string("+") + act_name(act);
+  return k;
+}
+
+void validate(const Config& c) {
+  auto bad = [&](const std::string& what) {
+    fail(KJIT_ERROR_INVALID_ARGUMENT, "grouped GEMM configuration " + c.key() + ": " + what);
+  };
+  if (c.cluster_m != 1 || c.cluster_n != 1) bad("only a 1x1 cluster is implemented");
+  if (int(c.act) < 0 || int(c.act) > 3) bad("unknown activation");
+  if (c.path == Path::Tma) {
+    if (c.target != "sm_90a") bad("the TMA kernel is for target sm_90a only");
+    if (c.tile_m != 128 || c.tile_k != 64 || (c.tile_n != 128 && c.tile_n != 256))
+      bad("the TMA kernel offers tiles 128x128x64 and 128x256x64");
+    if (c.pingpong && c.tile_n != 128) bad("the pingpong schedule offers the tile 128x128x64");
+    if (c.stages < 2 || c.stages > 8) bad("stages must be 2..8");
+    if (shared_bytes(c) > kMaxShared)
+      bad(std::to_string(shared_bytes(c)) + " bytes of shared memory is more than the " +
+          std::to_string(kMaxShared) + " a block may have");
+  } else {
+    if (c.tile_m != 64 || c.tile_n != 64 || c.tile_k != 16 || c.stages != 1)
+      bad("the portable kernel offers the tile 64x64x16 with 1 stage");
+    if (c.pingpong) bad("the portable kernel has no pingpong schedule");
+    if (c.target.empty()) bad("no target");
+  }
+}
+
+std::string render(const Config& c) {
+  validate(c);
+  return c.path == Path::Tma ? tma_source(c) : simt_source(c);
+}
+
+int threads(const Config& c) {
+  return c.path == Path::Tma ? 384 : 256;
+}
+
+size_t shared_bytes(const Config& c) {
+  if (c.path != Path::Tma) return 0;
+  // The stages, their mbarriers and two more, and room to align the start to 1024 bytes.
+  return size_t(c.stages) * (a_stage_bytes(c) + b_stage_bytes(c)) + size_t(c.stages) * 16 + 16 +
+         1024;
+}
+
+std::vector<Param> params(const Config& c) {
+  std::vector<Param> p;
+  if (c.path == Path::Tma) {
+    p.push_back({"tma_a", 128, 64});
+    p.push_back({"tma_b", 128, 64});
+  }
+  for (const char* name : {"A", "B", "offs", "D", "C", "bias"}) p.push_back({name, 8, 8});
+  for (const char* name : {"lda", "ldb", "stride_b", "ldc", "ldd", "stride_bias"})
+    p.push_back({name, 8, 8});
+  for (const char* name : {"G", "rows", "N", "K", "alpha", "beta"}) p.push_back({name, 4, 4});
+  return p;
+}
+
+}  // namespace kjit::grouped

@@ -1,0 +1,72 @@
+// Grouped GEMM kernels rendered as CUDA source per configuration. Pure text: no driver, no
+// compiler. The handle (grouped.h) compiles what this renders through the Compiler.
+//
+// Two kernel families share one scheduler and one epilogue:
+//  - Tma (target sm_90a): persistent, warp-specialised. Warpgroup 0 is the producer (one
+//    thread issues TMA bulk tensor copies of A and B tiles into a ring of shared-memory
+//    stages, each guarded by a "full" and an "empty" mbarrier); warpgroups 1..2 are
+//    consumers, each owning 64 rows of the 128-row tile and issuing wgmma from shared memory
+//    (128-byte swizzle) into fp32 registers, then the epilogue straight from registers.
+//    In the pingpong schedule each consumer owns every other tile whole instead.
+//  - Simt (any target from sm_70): a plain tiled kernel (64x64 tiles, fp32 FMA), for
+//    devices without wgmma and for shapes the TMA kernel cannot take.
+// Both walk tiles persistently: tile t of the launch belongs to the group whose tiles
+// (ceil(rows_g / tile_m) x ceil(N / tile_n), rows fastest) contain it, found from the device
+// offsets as the CTA advances.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace kjit::grouped {
+
+enum class Path { Tma = 0, Simt = 1 };
+enum class BOrder { KN = 0, NK = 1 };                       // as kjit_grouped_b_order
+enum class Act { None = 0, Relu = 1, Gelu = 2, Silu = 3 };  // as kjit_grouped_activation
+
+struct Config {
+  Path path = Path::Simt;
+  int tile_m = 64, tile_n = 64, tile_k = 16;
+  int stages = 1;
+  int cluster_m = 1, cluster_n = 1;  // thread-block cluster; only 1x1 is implemented
+  // Tma only. False (cooperative): both consumer warpgroups share each tile, 64 rows each.
+  // True (pingpong, tile 128x128): each consumer takes every other tile whole, so one's
+  // epilogue overlaps the other's mainloop.
+  bool pingpong = false;
+  BOrder b_order = BOrder::KN;
+  bool has_c = false;     // beta * C piece
+  bool has_bias = false;  // per-group bias piece
+  Act act = Act::None;
+  std::string target;  // "sm_90a" for Tma; the device's "sm_XY" for Simt
+
+  bool operator==(const Config& o) const { return key() == o.key(); }
+  // The plan key: every field, e.g. "grouped-v1 sm_90a tma 128x256x64 s4 c1x1 b=nk
+  // epi=alpha+bias+silu". Equal keys render equal sources.
+  std::string key() const;
+};
+
+// The entry point's name in every rendered source.
+constexpr const char* kKernelName = "kjit_grouped_gemm";
+
+// Throws kjit::Error(KJIT_ERROR_INVALID_ARGUMENT) naming what is wrong with `c` (tile shape
+// not offered, stages out of range, a cluster other than 1x1, a Tma config not for sm_90a).
+void validate(const Config& c);
+
+// CUDA source of `c` (validated first). Holds no preprocessor directive that reads files,
+// so NVRTC opens nothing and the cache key is the text and options alone.
+std::string render(const Config& c);
+
+int threads(const Config& c);          // threads per block
+size_t shared_bytes(const Config& c);  // dynamic shared memory per block
+
+// The kernel's parameters as (name, size in bytes, alignment), in order. The TMA kernel
+// starts with the two 128-byte tensor maps (A, then B).
+struct Param {
+  const char* name;
+  size_t size;
+  size_t align;
+};
+std::vector<Param> params(const Config& c);
+
+}  // namespace kjit::grouped

@@ -1,0 +1,457 @@
+// Grouped GEMM without a GPU: problem checks through the C API, the configuration choice,
+// rendering and plan keys, and the rendered kernels compiled by NVRTC through the compiler
+// (sm_90a CUBIN for the TMA kernel, sm_80 for the portable one), their parameter layout read
+// from the PTX, and a second compile served by the cache.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "api/handles.h"
+#include "compile/compiler.h"
+#include "compile/options.h"
+#include "grouped/grouped.h"
+#include "grouped/render.h"
+#include "kjit/kjit.h"
+#include "support/test_support.h"
+
+using namespace kjit;
+using namespace kjit::grouped;
+using kjit::test::TempDir;
+
+namespace {
+
+kjit_grouped_gemm_desc good_desc() {
+  kjit_grouped_gemm_desc d;
+  EXPECT_EQ(kjit_grouped_gemm_desc_init(&d), KJIT_OK);
+  d.groups = 4;
+  d.rows = 100;
+  d.n = 96;
+  d.k = 64;
+  d.b_order = KJIT_GROUPED_B_NK;
+  return d;
+}
+
+// Aligned stand-in "device" pointers: the checks never dereference them.
+const void* ptr(uintptr_t v) {
+  return reinterpret_cast<const void*>(v);
+}
+const int32_t* offs_ptr() {
+  return reinterpret_cast<const int32_t*>(uintptr_t(0x10000));
+}
+
+kjit_status check(const kjit_grouped_gemm_desc& d, const void* c = nullptr,
+                  const void* bias = nullptr) {
+  return kjit_grouped_gemm_check(&d, ptr(0x20000), ptr(0x30000), offs_ptr(), c, ptr(0x40000), bias);
+}
+
+Config tma(int tile_n, int stages, BOrder order) {
+  Config c;
+  c.path = Path::Tma;
+  c.target = "sm_90a";
+  c.tile_m = 128;
+  c.tile_n = tile_n;
+  c.tile_k = 64;
+  c.stages = stages;
+  c.b_order = order;
+  return c;
+}
+
+Config simt(const std::string& target, BOrder order) {
+  Config c;
+  c.target = target;
+  c.b_order = order;
+  return c;
+}
+
+struct PtxParam {
+  size_t size = 0, align = 0;
+};
+
+// The entry's parameters as the PTX declares them: ".param .align 64 .b8 name[128]" or
+// ".param .u64 ..." / ".param .f32 ...".
+std::vector<PtxParam> ptx_params(const std::string& ptx, const std::string& entry) {
+  std::vector<PtxParam> out;
+  size_t at = ptx.find(".entry " + entry + "(");
+  if (at == std::string::npos) return out;
+  const size_t end = ptx.find(')', at);
+  std::istringstream in(ptx.substr(at, end - at));
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t p = line.find(".param");
+    if (p == std::string::npos) continue;
+    PtxParam q;
+    const size_t al = line.find(".align ");
+    const size_t br = line.find('[');
+    if (br != std::string::npos) {
+      q.size = std::stoul(line.substr(br + 1));
+      q.align = al == std::string::npos ? 1 : std::stoul(line.substr(al + 7));
+    } else if (line.find(".u64") != std::string::npos || line.find(".b64") != std::string::npos ||
+               line.find(".s64") != std::string::npos || line.find(".f64") != std::string::npos) {
+      q.size = q.align = 8;
+    } else {
+      q.size = q.align = 4;
+    }
+    out.push_back(q);
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---- problem checks ---------------------------------------------------------------------
+
+TEST(GroupedCheck, GoodProblemPasses) {
+  const kjit_grouped_gemm_desc d = good_desc();
+  EXPECT_EQ(check(d), KJIT_OK) << kjit_last_error();
+}
+
+TEST(GroupedCheck, BadFieldsAreNamed) {
+  struct Case {
+    const char* needle;
+    void (*edit)(kjit_grouped_gemm_desc&);
+  };
+  const Case cases[] = {
+      {"groups", [](kjit_grouped_gemm_desc& d) { d.groups = 0; }},
+      {"rows", [](kjit_grouped_gemm_desc& d) { d.rows = -1; }},
+      {"n is 0", [](kjit_grouped_gemm_desc& d) { d.n = 0; }},
+      {"k is", [](kjit_grouped_gemm_desc& d) { d.k = 1ll << 32; }},
+      {"b_order", [](kjit_grouped_gemm_desc& d) { d.b_order = 7; }},
+      {"activation", [](kjit_grouped_gemm_desc& d) { d.activation = 9; }},
+      {"reserved0", [](kjit_grouped_gemm_desc& d) { d.reserved0 = 1; }},
+      {"lda", [](kjit_grouped_gemm_desc& d) { d.lda = 63; }},
+      {"ldb", [](kjit_grouped_gemm_desc& d) { d.ldb = 10; }},  // NK: ldb >= k
+      {"stride_b", [](kjit_grouped_gemm_desc& d) { d.stride_b = 64; }},
+      {"ldd", [](kjit_grouped_gemm_desc& d) { d.ldd = 95; }},
+      {"a_type", [](kjit_grouped_gemm_desc& d) { d.a_type = 77; }},
+  };
+  for (const Case& c : cases) {
+    kjit_grouped_gemm_desc d = good_desc();
+    c.edit(d);
+    EXPECT_EQ(check(d), KJIT_ERROR_INVALID_ARGUMENT) << c.needle;
+    EXPECT_NE(std::string(kjit_last_error()).find(c.needle), std::string::npos)
+        << c.needle << ": " << kjit_last_error();
+  }
+}
+
+TEST(GroupedCheck, OnlyBf16IsOffered) {
+  kjit_grouped_gemm_desc d = good_desc();
+  d.a_type = KJIT_GEMM_F16;
+  EXPECT_EQ(check(d), KJIT_ERROR_UNSUPPORTED);
+  EXPECT_NE(std::string(kjit_last_error()).find("a_type"), std::string::npos);
+  d = good_desc();
+  d.d_type = KJIT_GEMM_F32;
+  EXPECT_EQ(check(d), KJIT_ERROR_UNSUPPORTED);
+  d = good_desc();
+  d.a_type = d.b_type = d.d_type = KJIT_GEMM_BF16;
+  EXPECT_EQ(check(d), KJIT_OK);
+}
+
+TEST(GroupedCheck, PointersNullAndMisaligned) {
+  kjit_grouped_gemm_desc d = good_desc();
+  EXPECT_EQ(kjit_grouped_gemm_check(&d, nullptr, ptr(16), offs_ptr(), nullptr, ptr(16), nullptr),
+            KJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kjit_last_error()).find("A is NULL"), std::string::npos);
+  EXPECT_EQ(kjit_grouped_gemm_check(&d, ptr(16), ptr(16), nullptr, nullptr, ptr(16), nullptr),
+            KJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kjit_last_error()).find("offs is NULL"), std::string::npos);
+  EXPECT_EQ(kjit_grouped_gemm_check(&d, ptr(17), ptr(16), offs_ptr(), nullptr, ptr(16), nullptr),
+            KJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kjit_last_error()).find("aligned"), std::string::npos);
+  EXPECT_EQ(
+      kjit_grouped_gemm_check(&d, ptr(16), ptr(16), reinterpret_cast<const int32_t*>(uintptr_t(18)),
+                              nullptr, ptr(16), nullptr),
+      KJIT_ERROR_INVALID_ARGUMENT);
+  d.beta = 1.0;  // C is read
+  EXPECT_EQ(check(d), KJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kjit_last_error()).find("C is NULL"), std::string::npos);
+  EXPECT_EQ(check(d, ptr(0x50000)), KJIT_OK);
+  // rows == 0: nothing is read, NULL pointers are fine.
+  d = good_desc();
+  d.rows = 0;
+  EXPECT_EQ(kjit_grouped_gemm_check(&d, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr),
+            KJIT_OK);
+}
+
+TEST(GroupedCheck, VersionedStructs) {
+  EXPECT_EQ(
+      kjit_grouped_gemm_check(nullptr, ptr(16), ptr(16), offs_ptr(), nullptr, ptr(16), nullptr),
+      KJIT_ERROR_INVALID_ARGUMENT);
+  kjit_grouped_gemm_desc d = good_desc();
+  d.struct_size = 8;
+  EXPECT_EQ(check(d), KJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kjit_last_error()).find("struct_size"), std::string::npos);
+  // A newer caller's struct with an unknown field set.
+  struct Bigger {
+    kjit_grouped_gemm_desc d;
+    int64_t extra;
+  } big{good_desc(), 5};
+  big.d.struct_size = sizeof(Bigger);
+  EXPECT_EQ(
+      kjit_grouped_gemm_check(&big.d, ptr(16), ptr(16), offs_ptr(), nullptr, ptr(16), nullptr),
+      KJIT_ERROR_UNSUPPORTED);
+  big.extra = 0;
+  EXPECT_EQ(
+      kjit_grouped_gemm_check(&big.d, ptr(16), ptr(16), offs_ptr(), nullptr, ptr(16), nullptr),
+      KJIT_OK);
+  kjit_grouped_gemm_options o;
+  EXPECT_EQ(kjit_grouped_gemm_options_init(&o), KJIT_OK);
+  EXPECT_EQ(o.struct_size, sizeof(o));
+  EXPECT_EQ(o.tile_n, 0u);
+  EXPECT_EQ(kjit_grouped_gemm_desc_init_sized(nullptr, sizeof(d)), KJIT_ERROR_INVALID_ARGUMENT);
+}
+
+TEST(GroupedCheck, CreateChecksArgumentsFirst) {
+  kjit_grouped_gemm* gg = nullptr;
+  EXPECT_EQ(kjit_grouped_gemm_create(nullptr, 0, nullptr, &gg), KJIT_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(gg, nullptr);
+  kjit_compiler* comp = nullptr;
+  ASSERT_EQ(kjit_compiler_create(nullptr, 1, &comp), KJIT_OK);
+  EXPECT_EQ(kjit_grouped_gemm_create(comp, 0, nullptr, nullptr), KJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(kjit_grouped_gemm_create(comp, -1, nullptr, &gg), KJIT_ERROR_INVALID_ARGUMENT);
+  kjit_grouped_gemm_options o = KJIT_GROUPED_GEMM_OPTIONS_INIT;
+  o.tile_n = 96;
+  EXPECT_EQ(kjit_grouped_gemm_create(comp, 0, &o, &gg), KJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kjit_last_error()).find("tile_n"), std::string::npos);
+  o.tile_n = 256;
+  o.schedule = KJIT_GROUPED_SCHEDULE_PINGPONG;
+  EXPECT_EQ(kjit_grouped_gemm_create(comp, 0, &o, &gg), KJIT_ERROR_INVALID_ARGUMENT);
+  o.schedule = 3;
+  o.tile_n = 0;
+  EXPECT_EQ(kjit_grouped_gemm_create(comp, 0, &o, &gg), KJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kjit_last_error()).find("schedule"), std::string::npos);
+  o.schedule = 0;
+  o.stages = 1;
+  EXPECT_EQ(kjit_grouped_gemm_create(comp, 0, &o, &gg), KJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(gg, nullptr);
+  kjit_grouped_gemm_destroy(nullptr);  // a no-op
+  kjit_grouped_gemm_desc d = good_desc();
+  EXPECT_EQ(kjit_grouped_gemm_run(nullptr, &d, ptr(16), ptr(16), offs_ptr(), nullptr,
+                                  const_cast<void*>(ptr(16)), nullptr, nullptr),
+            KJIT_ERROR_INVALID_HANDLE);
+  kjit_compiler_destroy(comp);
+}
+
+// ---- configuration choice -------------------------------------------------------------------
+
+TEST(GroupedChoose, TmaOnHopperWhenAligned) {
+  kjit_grouped_gemm_desc d = good_desc();
+  Problem p =
+      grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
+  Config c = choose(p, 90, true, Options());
+  EXPECT_EQ(c.path, Path::Tma);
+  EXPECT_EQ(c.target, "sm_90a");
+  EXPECT_EQ(c.tile_n, 128);  // n = 96
+  EXPECT_EQ(choose(p, 80, true, Options()).path, Path::Simt);
+  EXPECT_EQ(choose(p, 80, true, Options()).target, "sm_80");
+  EXPECT_EQ(choose(p, 89, true, Options()).target, "sm_89");
+  EXPECT_EQ(choose(p, 90, false, Options()).path, Path::Simt);  // no cuTensorMapEncodeTiled
+  Options portable;
+  portable.portable_only = true;
+  EXPECT_EQ(choose(p, 90, true, portable).path, Path::Simt);
+  Options pp;
+  pp.schedule = KJIT_GROUPED_SCHEDULE_PINGPONG;
+  c = choose(p, 90, true, pp);
+  EXPECT_TRUE(c.pingpong);
+  EXPECT_EQ(c.tile_n, 128);
+  Options wide;
+  wide.tile_n = 256;
+  wide.stages = 3;
+  c = choose(p, 90, true, wide);
+  EXPECT_EQ(c.tile_n, 256);
+  EXPECT_EQ(c.stages, 3);
+
+  d.n = 4096;  // 25 rows per group on average: decode, cooperative 128x256
+  p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
+  EXPECT_EQ(choose(p, 90, true, Options()).tile_n, 256);
+  EXPECT_FALSE(choose(p, 90, true, Options()).pingpong);
+  d.rows = 4 * 64;  // prefill: pingpong 128x128
+  p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
+  c = choose(p, 90, true, Options());
+  EXPECT_TRUE(c.pingpong);
+  EXPECT_EQ(c.tile_n, 128);
+  EXPECT_EQ(c.stages, 6);
+  EXPECT_EQ(c.key(), "grouped-v1 sm_90a tma 128x128x64 s6 pp c1x1 b=nk epi=alpha");
+  Options coop;
+  coop.schedule = KJIT_GROUPED_SCHEDULE_COOPERATIVE;
+  EXPECT_FALSE(choose(p, 90, true, coop).pingpong);
+  EXPECT_EQ(choose(p, 90, true, coop).tile_n, 256);
+  EXPECT_FALSE(choose(p, 90, true, wide).pingpong);  // tile_n 256 asked for
+}
+
+TEST(GroupedChoose, PortableKernelForWhatTmaCannotTake) {
+  kjit_grouped_gemm_desc d = good_desc();
+  d.k = 60;  // lda = 60: rows of A are 120 bytes apart, not a multiple of 16
+  Problem p =
+      grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
+  EXPECT_EQ(choose(p, 90, true, Options()).path, Path::Simt);
+  d.lda = 64;  // padded rows: TMA again (K's tail is zero-filled by the copy engine)
+  d.ldb = 64;
+  p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
+  EXPECT_EQ(choose(p, 90, true, Options()).path, Path::Tma);
+  d = good_desc();
+  p = grouped::check(d, ptr(0x1008), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
+  EXPECT_EQ(choose(p, 90, true, Options()).path, Path::Simt);  // A 8-byte aligned only
+  d.b_order = KJIT_GROUPED_B_KN;
+  d.n = 100;  // KN rows of 200 bytes
+  p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
+  EXPECT_EQ(choose(p, 90, true, Options()).path, Path::Simt);
+  d.b_order = KJIT_GROUPED_B_NK;  // the same N is fine when B's rows run along K
+  p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
+  EXPECT_EQ(choose(p, 90, true, Options()).path, Path::Tma);
+}
+
+// ---- rendering and keys -----------------------------------------------------------------
+
+TEST(GroupedRender, EveryConfigurationClassRendersWithDistinctKeys) {
+  std::vector<Config> all;
+  for (BOrder o : {BOrder::KN, BOrder::NK}) {
+    for (int act = 0; act < 4; ++act) {
+      for (int pieces = 0; pieces < 4; ++pieces) {
+        for (int fam = 0; fam < 5; ++fam) {
+          Config c = fam == 0   ? tma(128, 6, o)
+                     : fam == 1 ? tma(256, 4, o)
+                     : fam == 2 ? simt("sm_80", o)
+                     : fam == 3 ? simt("sm_89", o)
+                                : tma(128, 6, o);
+          c.pingpong = fam == 4;
+          c.act = Act(act);
+          c.has_c = pieces & 1;
+          c.has_bias = pieces & 2;
+          all.push_back(c);
+        }
+      }
+    }
+  }
+  std::set<std::string> keys, sources;
+  for (const Config& c : all) {
+    const std::string src = render(c);
+    keys.insert(c.key());
+    sources.insert(c.target + "\n" + src);  // the target is an option, not in the text
+    EXPECT_NE(src.find(kKernelName), std::string::npos);
+    // Nothing in the text can make NVRTC open a file: the key is text and options alone.
+    EXPECT_FALSE(may_read_files(src, compile_options(c))) << c.key();
+  }
+  EXPECT_EQ(keys.size(), all.size());
+  EXPECT_EQ(sources.size(), all.size());
+  // Stages and tiles are part of the key too.
+  EXPECT_NE(tma(128, 6, BOrder::KN).key(), tma(128, 5, BOrder::KN).key());
+  EXPECT_EQ(tma(256, 4, BOrder::NK).key(),
+            "grouped-v1 sm_90a tma 128x256x64 s4 c1x1 b=nk epi=alpha");
+  Config full = tma(256, 4, BOrder::NK);
+  full.has_c = full.has_bias = true;
+  full.act = Act::Silu;
+  EXPECT_EQ(full.key(), "grouped-v1 sm_90a tma 128x256x64 s4 c1x1 b=nk epi=alpha+beta+bias+silu");
+}
+
+TEST(GroupedRender, InvalidConfigurationsAreRefused) {
+  Config c = tma(128, 6, BOrder::KN);
+  c.cluster_m = 2;
+  EXPECT_THROW(render(c), Error);
+  c = tma(64, 4, BOrder::KN);
+  EXPECT_THROW(render(c), Error);
+  c = tma(256, 6, BOrder::KN);  // 6 x 48 KiB does not fit
+  EXPECT_THROW(render(c), Error);
+  c = tma(128, 9, BOrder::KN);
+  EXPECT_THROW(render(c), Error);
+  c = tma(128, 4, BOrder::KN);
+  c.target = "sm_90";  // wgmma needs sm_90a
+  EXPECT_THROW(render(c), Error);
+  c = simt("sm_80", BOrder::KN);
+  c.tile_n = 128;
+  EXPECT_THROW(render(c), Error);
+  c = tma(256, 4, BOrder::KN);
+  c.pingpong = true;  // pingpong has the 128x128 tile only
+  EXPECT_THROW(render(c), Error);
+  EXPECT_NE(tma(128, 6, BOrder::KN).key(), [] {
+    Config p = tma(128, 6, BOrder::KN);
+    p.pingpong = true;
+    return p.key();
+  }());
+  EXPECT_LE(shared_bytes(tma(256, 4, BOrder::KN)), size_t(232448));
+  EXPECT_LE(shared_bytes(tma(128, 7, BOrder::KN)), size_t(232448));
+}
+
+// ---- NVRTC -----------------------------------------------------------------------------------
+
+class GroupedCompile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    kjit_cache_options o;
+    kjit_cache_options_init(&o);
+    o.directory = dir_.path().c_str();
+    ASSERT_EQ(kjit_cache_open(&o, &cache_), KJIT_OK) << kjit_last_error();
+  }
+  void TearDown() override { kjit_cache_close(cache_); }
+
+  // Compiles `c` as the handle does, with PTX (and CUBIN for an exact target) kept.
+  Outcome compile(const Config& c, unsigned outputs) {
+    Compiler compiler(cache_->cache.get(), 1);
+    CompileOptions o = compile_options(c);
+    o.outputs = outputs;
+    return compiler.compile(render(c), o);
+  }
+
+  void expect_layout(const Config& c, const Outcome& out) {
+    ASSERT_TRUE(out.entry);
+    const std::string ptx = out.entry->ptx.str();
+    const std::vector<PtxParam> got = ptx_params(ptx, kKernelName);
+    const std::vector<Param> want = params(c);
+    ASSERT_EQ(got.size(), want.size()) << c.key();
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got[i].size, want[i].size) << c.key() << " parameter " << want[i].name;
+      EXPECT_EQ(got[i].align, want[i].align) << c.key() << " parameter " << want[i].name;
+    }
+  }
+
+  TempDir dir_;
+  kjit_cache* cache_ = nullptr;
+};
+
+TEST_F(GroupedCompile, TmaKernelBuildsForSm90aAndHitsTheCache) {
+  Config c = tma(128, 6, BOrder::KN);
+  c.has_bias = true;
+  c.act = Act::Relu;
+  const Outcome first = compile(c, KJIT_OUTPUT_PTX | KJIT_OUTPUT_CUBIN);
+  ASSERT_EQ(first.status, KJIT_OK) << first.message << (first.entry ? first.entry->log : "");
+  EXPECT_EQ(first.tier, KJIT_TIER_COMPILED);
+  EXPECT_FALSE(first.entry->cubin.empty());
+  const std::string ptx = first.entry->ptx.str();
+  EXPECT_NE(ptx.find("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"), std::string::npos);
+  EXPECT_NE(ptx.find("cp.async.bulk.tensor.3d"), std::string::npos);
+  EXPECT_NE(ptx.find("setmaxnreg"), std::string::npos);
+  expect_layout(c, first);
+  // Another compiler on the same cache (as another process would be): no NVRTC run.
+  const Outcome second = compile(c, KJIT_OUTPUT_PTX | KJIT_OUTPUT_CUBIN);
+  ASSERT_EQ(second.status, KJIT_OK);
+  EXPECT_NE(second.tier, KJIT_TIER_COMPILED);
+}
+
+TEST_F(GroupedCompile, PingpongKernelOtherOrderAndFullEpilogue) {
+  Config c = tma(128, 6, BOrder::NK);
+  c.pingpong = true;
+  c.has_c = c.has_bias = true;
+  c.act = Act::Silu;
+  const Outcome out = compile(c, KJIT_OUTPUT_PTX | KJIT_OUTPUT_CUBIN);
+  ASSERT_EQ(out.status, KJIT_OK) << out.message << (out.entry ? out.entry->log : "");
+  EXPECT_FALSE(out.entry->cubin.empty());
+  const std::string ptx = out.entry->ptx.str();
+  EXPECT_NE(ptx.find("m64n128k16"), std::string::npos);
+  EXPECT_NE(ptx.find("ex2.approx"), std::string::npos);  // the SiLU piece
+  expect_layout(c, out);
+}
+
+TEST_F(GroupedCompile, PortableKernelBuildsForSm80) {
+  for (BOrder o : {BOrder::KN, BOrder::NK}) {
+    Config c = simt("sm_80", o);
+    c.has_c = true;
+    c.act = Act::Gelu;
+    const Outcome out = compile(c, KJIT_OUTPUT_PTX | KJIT_OUTPUT_CUBIN);
+    ASSERT_EQ(out.status, KJIT_OK) << out.message << (out.entry ? out.entry->log : "");
+    EXPECT_FALSE(out.entry->cubin.empty());
+    expect_layout(c, out);
+  }
+}
