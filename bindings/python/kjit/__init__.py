@@ -74,7 +74,7 @@ def __dir__() -> "list[str]":
     return sorted(set(globals()) | set(_LAZY))
 
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 """Version of this Python package (the library's is :func:`version_string`)."""
 
 
