@@ -283,6 +283,7 @@ PROTOTYPES = {
     "kjit_binary_target": (c_char_p, [_p]),
     "kjit_binary_key": (c_char_p, [_p]),
     "kjit_binary_tier": (c_int, [_p]),
+    "kjit_binary_stored": (c_int, [_p, POINTER(c_char_p)]),
     "kjit_binary_compile_ms": (c_double, [_p]),
     "kjit_binary_lowered_name": (c_char_p, [_p, c_char_p]),
     "kjit_binary_name_count": (c_size_t, [_p]),
