@@ -498,10 +498,13 @@ Outcome Compiler::run_compile(const std::string& source, const CompileOptions& o
   const CompileMode m = mode();
   if (m != CompileMode::InProcess) {
     if (auto o = compile_in_worker_process(source, opts, norm, key, use_pch, cancel, m, audit)) {
+      add_failure_note(norm, &*o);
       return std::move(*o);
     }
   }
-  return compile_audited(source, opts, norm, key, toolchain(), cancel, use_pch, audit);
+  Outcome o = compile_audited(source, opts, norm, key, toolchain(), cancel, use_pch, audit);
+  add_failure_note(norm, &o);
+  return o;
 }
 
 const std::string& Compiler::toolchain() {

@@ -298,15 +298,12 @@ Outcome failed_compile(nvrtcResult r, const CompileOptions& opts, const Normalis
         return o;
       }
     }
-    std::string hint = std_library_hint(entry->log, norm);
-    if (hint.empty()) hint = dialect_hint(entry->log, norm);
-    if (hint.empty()) hint = toolkit_host_code_hint(entry->log, norm);
-    if (hint.empty()) hint = nvcc_flag_hint(entry->log);
-    if (!hint.empty()) entry->log += "kjit: note: " + hint + "\n";
-    Outcome failed{KJIT_ERROR_COMPILE,
-                   "compilation of '" + opts.name + "' for " + norm.target +
-                       " failed: " + head(entry->log, 4) + (hint.empty() ? "" : " (" + hint + ")"),
-                   entry, KJIT_TIER_COMPILED};
+    // The kjit note on the cause is added by the client, which has every option
+    // (add_failure_note(): the worker is given only NVRTC's).
+    Outcome failed{
+        KJIT_ERROR_COMPILE,
+        "compilation of '" + opts.name + "' for " + norm.target + " failed: " + head(entry->log, 4),
+        entry, KJIT_TIER_COMPILED};
     failed.pch = pch_outcome;
     return failed;
   }
@@ -329,6 +326,24 @@ Outcome failed_compile(nvrtcResult r, const CompileOptions& opts, const Normalis
 }
 
 }  // namespace
+
+void add_failure_note(const NormalisedOptions& norm, Outcome* o) {
+  if (o->status != KJIT_ERROR_COMPILE || !o->entry) return;
+  const std::string& log = o->entry->log;
+  if (log.find("\nkjit: note: ") != std::string::npos || log.rfind("kjit: note: ", 0) == 0) {
+    return;  // said already (a result remembered with its note)
+  }
+  std::string hint = std_library_hint(log, norm);
+  if (hint.empty()) hint = dialect_hint(log, norm);
+  if (hint.empty()) hint = toolkit_host_code_hint(log, norm);
+  if (hint.empty()) hint = nvcc_flag_hint(log);
+  if (hint.empty()) return;
+  auto entry = std::make_shared<Entry>(*o->entry);
+  if (!entry->log.empty() && entry->log.back() != '\n') entry->log += '\n';
+  entry->log += "kjit: note: " + hint + "\n";
+  o->entry = entry;
+  o->message += " (" + hint + ")";
+}
 
 Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
                   const NormalisedOptions& norm, const std::string& key,
