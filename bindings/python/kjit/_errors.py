@@ -150,7 +150,7 @@ class _WithLog(KjitError):
         super().__init__(status, message)
 
     def _text(self) -> str:
-        log = python_log(self.log).rstrip("\n")
+        log = self.log.rstrip("\n")
         if not log:
             return super()._text()
         # The library's message quotes the log's first lines ("...failed: <error>"), and a
@@ -160,11 +160,12 @@ class _WithLog(KjitError):
         at = message.find(first) if first else -1
         if at > 0:
             message = message[:at].rstrip().rstrip(":")
-        lines = [line for line in log.split("\n") if line != "kjit: error: " + message]
-        name = "KJIT_" + ("ERROR_" if self.status else "") + self.status.name if self.status \
-            is not None else ""
+        elif message and message in log:
+            message = ""
+        name = ("KJIT_" + ("ERROR_" if self.status else "") + self.status.name
+                if self.status is not None else "")
         head = "%s: %s" % (name, message) if name and message else (name or message)
-        return head + "\n" + "\n".join(lines)
+        return head + "\n" + log
 
     def __reduce__(self):
         return (self.__class__, (self.status, self.message, self.log))

@@ -19,7 +19,9 @@ def copy_without_fast_path(dest):
 
 class ImportWarningTest(unittest.TestCase):
     def import_from(self, root, **env):
-        e = subprocess_env(**env)
+        e = subprocess_env()
+        e.pop("KJIT_PYTHON_FAST", None)
+        e.update(env)
         e["PYTHONPATH"] = root
         return subprocess.run([sys.executable, "-c", "import kjit; print(kjit.launch_path())"],
                               env=e, capture_output=True, text=True, timeout=120)
