@@ -582,8 +582,8 @@ TEST(ComputeKeyCached, KnownWithoutCompiling) {
   Options o("sm_80");
   char key[65];
   int known = -1;
-  const std::string commented = std::string("// this kernel does not include anything\n") +
-                                kSaxpySource;
+  const std::string commented =
+      std::string("// this kernel does not include anything\n") + kSaxpySource;
   ASSERT_EQ(kjit_compute_key_cached(nullptr, commented.c_str(), o.o, key, &known), KJIT_OK);
   EXPECT_EQ(known, 1);
   char plain[65];
