@@ -18,3 +18,7 @@ endif()
 add_test(NAME api_typedefs
   COMMAND bash ${PROJECT_SOURCE_DIR}/tools/check_typedefs.sh ${CMAKE_C_COMPILER})
 set_tests_properties(api_typedefs PROPERTIES LABELS abi)
+# One release version everywhere (CMake, header, bindings), and every "since" mark in the
+# headers true of it and of the version script's nodes (tools/check_version.sh).
+add_test(NAME version_consistency COMMAND ${KJIT_BASH} ${PROJECT_SOURCE_DIR}/tools/check_version.sh)
+set_tests_properties(version_consistency PROPERTIES LABELS abi)

@@ -2,6 +2,7 @@
 // async and batch compiles, and every kind of bad input.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <regex>
 #include <set>
@@ -521,11 +522,104 @@ TEST(NameExpressions, AsyncAndManyGiveTheLogBinary) {
   kjit_binary_destroy(outs[1]);
 }
 
+// ---- what the cache kept, and keys without compiling -------------------------------------
+
+// kjit_binary_stored(): 1 for a stored result and for a hit, 0 with the reason for a result
+// kept out (here: a compiler without a cache, a read-only cache), -1 for a bad handle.
+TEST(NotStored, EveryReasonReachesTheBinary) {
+  EXPECT_EQ(kjit_binary_stored(nullptr, nullptr), -1);
+  const char* why = "unset";
+  EXPECT_EQ(kjit_binary_stored(nullptr, &why), -1);
+  EXPECT_EQ(why, nullptr);
+  kjit::test::TempDir dir;
+  kjit_cache_options co = KJIT_CACHE_OPTIONS_INIT;
+  co.directory = dir.path().c_str();
+  kjit_cache* cache = nullptr;
+  ASSERT_EQ(kjit_cache_open(&co, &cache), KJIT_OK) << kjit_last_error();
+  Options o("sm_80");
+  {
+    Compiler c(cache);
+    Binary miss, hit;
+    ASSERT_EQ(kjit_compile(c.c, kSaxpySource, o.o, &miss.b), KJIT_OK) << kjit_last_error();
+    EXPECT_EQ(kjit_binary_tier(miss.b), KJIT_TIER_COMPILED);
+    EXPECT_EQ(kjit_binary_stored(miss.b, &why), 1);
+    EXPECT_EQ(why, nullptr);
+    ASSERT_EQ(kjit_compile(c.c, kSaxpySource, o.o, &hit.b), KJIT_OK);
+    EXPECT_EQ(kjit_binary_stored(hit.b, &why), 1);
+  }
+  {
+    Compiler none;  // no cache
+    Binary b;
+    ASSERT_EQ(kjit_compile(none.c, kSaxpySource, o.o, &b.b), KJIT_OK);
+    EXPECT_EQ(kjit_binary_stored(b.b, &why), 0);
+    ASSERT_NE(why, nullptr);
+    EXPECT_STREQ(why, "the compiler has no cache");
+  }
+  kjit_cache_close(cache);
+  co.read_only = 1;
+  ASSERT_EQ(kjit_cache_open(&co, &cache), KJIT_OK) << kjit_last_error();
+  {
+    Compiler c(cache);
+    Binary b;
+    const std::string src = std::string(kSaxpySource) + "// read-only\n";
+    ASSERT_EQ(kjit_compile(c.c, src.c_str(), o.o, &b.b), KJIT_OK) << kjit_last_error();
+    EXPECT_EQ(kjit_binary_stored(b.b, &why), 0);
+    ASSERT_NE(why, nullptr);
+    EXPECT_STREQ(why, "the cache is read-only");
+  }
+  kjit_cache_close(cache);
+}
+
+// kjit_compute_key_cached(): a program that reads no file has its key at once (a comment
+// that says "include" reads nothing); one that reads a file has it once a compile into the
+// cache recorded what NVRTC read, and it is kjit_binary_key()'s; never by compiling.
+TEST(ComputeKeyCached, KnownWithoutCompiling) {
+  kjit::test::TempDir dir;
+  kjit_cache_options co = KJIT_CACHE_OPTIONS_INIT;
+  co.directory = dir.path().c_str();
+  kjit_cache* cache = nullptr;
+  ASSERT_EQ(kjit_cache_open(&co, &cache), KJIT_OK) << kjit_last_error();
+  Options o("sm_80");
+  char key[65];
+  int known = -1;
+  const std::string commented =
+      std::string("// this kernel does not include anything\n") + kSaxpySource;
+  ASSERT_EQ(kjit_compute_key_cached(nullptr, commented.c_str(), o.o, key, &known), KJIT_OK);
+  EXPECT_EQ(known, 1);
+  char plain[65];
+  ASSERT_EQ(kjit_compute_key(commented.c_str(), o.o, plain), KJIT_OK);
+  EXPECT_STREQ(key, plain);
+
+  {
+    std::FILE* f = std::fopen(dir.file("v.h").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("#define V 4\n", f);
+    std::fclose(f);
+  }
+  const std::string reads = "#include \"" + dir.file("v.h") +
+                            "\"\nextern \"C\" __global__ void k(int* p) { *p = V; }\n";
+  ASSERT_EQ(kjit_compute_key_cached(cache, reads.c_str(), o.o, key, &known), KJIT_OK);
+  EXPECT_EQ(known, 0);
+  EXPECT_STREQ(key, "");
+  kjit_cache_stats st = KJIT_CACHE_STATS_INIT;
+  ASSERT_EQ(kjit_cache_stats_get(cache, &st), KJIT_OK);
+  EXPECT_EQ(st.compiles, 0u) << "kjit_compute_key_cached compiled";
+  Compiler c(cache);
+  Binary b;
+  ASSERT_EQ(kjit_compile(c.c, reads.c_str(), o.o, &b.b), KJIT_OK) << kjit_last_error();
+  ASSERT_EQ(kjit_compute_key_cached(cache, reads.c_str(), o.o, key, &known), KJIT_OK);
+  EXPECT_EQ(known, 1);
+  EXPECT_STREQ(key, kjit_binary_key(b.b));
+  EXPECT_EQ(kjit_compute_key_cached(cache, nullptr, o.o, key, &known),
+            KJIT_ERROR_INVALID_ARGUMENT);
+  kjit_cache_close(cache);
+}
+
 // ---- versions, statuses, hashes -------------------------------------------------------
 
 TEST(Version, LibraryAndNvrtc) {
   EXPECT_EQ(kjit_version(), KJIT_VERSION);
-  EXPECT_STREQ(kjit_version_string(), "0.1.0");
+  EXPECT_STREQ(kjit_version_string(), "0.2.0");
   const char* v = nullptr;
   ASSERT_EQ(kjit_nvrtc_version(&v), KJIT_OK);
   EXPECT_TRUE(std::regex_search(v, std::regex("^nvrtc [0-9]+\\.[0-9]+\\.[0-9]+ CL-[0-9]+$"))) << v;

@@ -358,6 +358,20 @@ KJIT_EXPORT const char* kjit_binary_key(const kjit_binary* binary);
 /** Where the result came from (kjit_tier), or -1 for a bad handle. */
 KJIT_EXPORT int kjit_binary_tier(const kjit_binary* binary);
 
+/**
+ * Whether the result in `binary` is kept by the cache: 1 when it came from the cache (any
+ * tier) or its compile stored it in the disk tier; 0 when it was compiled and not stored,
+ * and *reason (when `reason` is not NULL) is set to why, a sentence owned by the binary:
+ * "disk full (...)", "the cache is read-only", "the disk cache is disabled
+ * (KJIT_CACHE_DISABLE)", or a file NVRTC read that the cache key cannot vouch for ("NVRTC
+ * listed the directory /x", "/x/a.h was modified around the time of the compile"). Such a
+ * result is correct and usable; the next process compiles it again. -1 for a bad handle,
+ * and for a binary of a failed compile (nothing to store). *reason is set to NULL unless
+ * the result is 0. Thread-safe.
+ * @since 0.2
+ */
+KJIT_EXPORT int kjit_binary_stored(const kjit_binary* binary, const char** reason);
+
 /** Milliseconds NVRTC took when this result was first compiled (stored with the entry). */
 KJIT_EXPORT double kjit_binary_compile_ms(const kjit_binary* binary);
 
@@ -400,6 +414,20 @@ KJIT_EXPORT kjit_status kjit_hash_options(const char* const* options, size_t cou
  */
 KJIT_EXPORT kjit_status kjit_compute_key(const char* source, const kjit_options* opts,
                                          char out_hex[65]);
+
+/**
+ * The cache key kjit_compile() through a compiler of `cache` would give for (source, opts)
+ * now, without ever compiling: for a program that cannot read files, the key
+ * kjit_compute_key() gives; for one that can, the key from `cache`'s record of an earlier
+ * compile of it, while every file of that record is unchanged. *known is 1 with the key in
+ * out_hex, or 0 with out_hex "" when only a compile can tell (no record in `cache`, a file
+ * of it changed, or `cache` is NULL). What `kjit warm --dry-run` prints. Returns the same
+ * argument/target errors as kjit_compile(). Thread-safe.
+ * @since 0.2
+ */
+KJIT_EXPORT kjit_status kjit_compute_key_cached(kjit_cache* cache, const char* source,
+                                                const kjit_options* opts, char out_hex[65],
+                                                int* known);
 
 #ifdef __cplusplus
 }

@@ -74,6 +74,7 @@ typedef const char* (*PFN_kjit_binary_log)(const kjit_binary* binary);
 typedef const char* (*PFN_kjit_binary_target)(const kjit_binary* binary);
 typedef const char* (*PFN_kjit_binary_key)(const kjit_binary* binary);
 typedef int (*PFN_kjit_binary_tier)(const kjit_binary* binary);
+typedef int (*PFN_kjit_binary_stored)(const kjit_binary* binary, const char** reason);
 typedef double (*PFN_kjit_binary_compile_ms)(const kjit_binary* binary);
 typedef const char* (*PFN_kjit_binary_lowered_name)(const kjit_binary* binary,
                                                     const char* expr);
@@ -88,6 +89,9 @@ typedef kjit_status (*PFN_kjit_hash_options)(const char* const* options, size_t 
                                              char out_hex[65]);
 typedef kjit_status (*PFN_kjit_compute_key)(const char* source, const kjit_options* opts,
                                             char out_hex[65]);
+typedef kjit_status (*PFN_kjit_compute_key_cached)(kjit_cache* cache, const char* source,
+                                                   const kjit_options* opts, char out_hex[65],
+                                                   int* known);
 
 /* ---- cache.h */
 

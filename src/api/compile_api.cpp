@@ -1,5 +1,6 @@
 // C shims: compiler, compiles, futures, binaries, hashes.
 #include <cstring>
+#include <optional>
 
 #include "api/handles.h"
 #include "api/versioned.h"
@@ -18,6 +19,7 @@ kjit_binary* make_binary(const Outcome& o) {
       o.status == KJIT_OK || o.status == KJIT_ERROR_NAME_NOT_FOUND ? o.status : KJIT_ERROR_COMPILE;
   b->entry = o.entry;
   b->tier = o.tier;
+  b->not_stored = o.not_stored;
   return b;
 }
 
@@ -304,6 +306,14 @@ KJIT_EXPORT int kjit_binary_tier(const kjit_binary* binary) {
   return ok(binary) ? int(binary->tier) : -1;
 }
 
+KJIT_EXPORT int kjit_binary_stored(const kjit_binary* binary, const char** reason) {
+  if (reason) *reason = nullptr;
+  if (!ok(binary) || binary->status != KJIT_OK) return -1;
+  if (binary->not_stored.empty()) return 1;
+  if (reason) *reason = binary->not_stored.c_str();
+  return 0;
+}
+
 KJIT_EXPORT double kjit_binary_compile_ms(const kjit_binary* binary) {
   const Entry* e = entry_of(binary);
   return e ? e->compile_ms : 0.0;
@@ -399,6 +409,27 @@ KJIT_EXPORT kjit_status kjit_compute_key(const char* source, const kjit_options*
     Compiler c(cache.get(), 1);
     const std::string key = c.key(source, o);
     std::memcpy(out_hex, key.c_str(), 65);
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT kjit_status kjit_compute_key_cached(kjit_cache* cache, const char* source,
+                                                const kjit_options* opts, char out_hex[65],
+                                                int* known) {
+  return guard([&] {
+    if (!source || !out_hex || !known)
+      return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_compute_key_cached: NULL argument");
+    *known = 0;
+    out_hex[0] = '\0';
+    if (cache && !ok(cache))
+      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compute_key_cached: invalid cache handle");
+    if (opts && !ok(opts))
+      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compute_key_cached: invalid options handle");
+    Compiler c(cache ? cache->cache.get() : nullptr, 1);
+    if (const std::optional<std::string> key = c.known_key(source, options_or_default(opts))) {
+      std::memcpy(out_hex, key->c_str(), 65);
+      *known = 1;
+    }
     return KJIT_OK;
   });
 }

@@ -59,7 +59,8 @@ struct kjit_binary : kjit::api::Handle<kjit::api::kBinaryMagic> {
   kjit_status status = KJIT_OK;  // KJIT_OK, KJIT_ERROR_COMPILE or KJIT_ERROR_NAME_NOT_FOUND
   kjit::EntryPtr entry;
   kjit_tier tier = KJIT_TIER_COMPILED;
-  std::string metadata;  // built on first request
+  std::string not_stored;  // why the compiled result was not stored (Outcome::not_stored)
+  std::string metadata;    // built on first request
   std::once_flag metadata_once;
 };
 

@@ -1,6 +1,7 @@
 // The kjit command-line tool: where the cache is, opening it as each command needs, and
 // reading its state (statistics, the disk tier).
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -57,6 +58,25 @@ kjit_cache* open_cache_if_present(const Global& g, std::string* dir) {
   struct stat st;
   if (::stat(cache_database(*dir).c_str(), &st) != 0) return nullptr;
   return open_cache(g);
+}
+
+bool cache_can_be_created(const std::string& dir) {
+  // The nearest part of the path that exists must be a directory this user can create
+  // entries in, on a file system that holds files (not /proc or /sys).
+  std::string at = dir.empty() ? std::string(".") : dir;
+  struct stat st;
+  while (::stat(at.c_str(), &st) != 0) {
+    const std::string up = parent_dir_or_dot(at);
+    if (up == at) return false;
+    at = up;
+  }
+  if (!S_ISDIR(st.st_mode)) return false;
+  struct statfs fs;
+  if (::statfs(at.c_str(), &fs) == 0 &&
+      (fs.f_type == 0x9fa0 /* proc */ || fs.f_type == 0x62656572 /* sysfs */)) {
+    return false;
+  }
+  return at == dir || ::access(at.c_str(), W_OK | X_OK) == 0;
 }
 
 kjit_cache* open_existing_cache(const Global& g) {

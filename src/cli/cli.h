@@ -186,6 +186,10 @@ kjit_cache* open_cache(const Global& g);
 // is disabled, which touches no file), and returns nullptr without creating anything when
 // it does not. *dir is set to the cache directory either way.
 kjit_cache* open_cache_if_present(const Global& g, std::string* dir);
+// True when a cache directory `dir` that has no database yet could be made by the first
+// compile (it exists, or its nearest existing parent is a writable directory on a file
+// system that holds files): `cache stats` and `ls` then show an empty cache.
+bool cache_can_be_created(const std::string& dir);
 // open_cache_if_present() that fails with kExitError "no cache at DIR" when there is none.
 kjit_cache* open_existing_cache(const Global& g);
 
@@ -260,6 +264,11 @@ struct CompileArgs {
   std::vector<std::string> kjit;    // kjit's options (nvcc's spellings as kjit's), FILE
   std::vector<std::string> nvrtc;   // NVRTC's options found in place, one argument each
   std::vector<std::string> passed;  // after "--"
+  // nvcc's options NVRTC lacks, each said once: "warning: ignoring '-O3': ..." (a host-only
+  // option, dropped) or "note: '...' taken as '...': ..." (one mapped to NVRTC's spelling,
+  // -arch native to --arch auto). Options kjit compiles another way (-gencode, -code,
+  // -arch all) are usage errors that say which.
+  std::vector<std::string> notes;
 };
 CompileArgs split_compile_args(const std::vector<std::string>& args);
 

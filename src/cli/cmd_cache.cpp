@@ -17,13 +17,16 @@ namespace {
 const char* const kHelp =
     "Usage: kjit cache SUBCOMMAND [ARGS...] [--json] [--cache-dir DIR]\n"
     "\n"
-    "Inspect and manage the kjit cache (an SQLite database shared by every process).\n"
+    "Inspect and manage the kjit cache (payload files indexed by an SQLite database,\n"
+    "shared by every process).\n"
     "\n"
     "Subcommands:\n"
-    "  path                  print the cache directory and database file\n"
-    "  stats                 entries, size and bound, state of the disk tier, stored\n"
-    "                        compile time, entries per target\n"
-    "  ls [-l]               list entries, most recently used first (-l: full keys)\n"
+    "  path                  print the cache directory (--json: also its database file\n"
+    "                        and whether it exists)\n"
+    "  stats                 kernels, size and bound, state of the disk tier, stored\n"
+    "                        compile time, kernels per target; dependency records apart\n"
+    "  ls [-l] [-a]          list the kernels, most recently used first (-l: full keys;\n"
+    "                        -a, --all: the dependency records too, listed apart)\n"
     "  show KEY [--ptx|--cubin|--ltoir] [-o FILE]\n"
     "                        show one entry (metadata, sizes, kernels, names, log); with\n"
     "                        -o write the chosen output (default cubin) to FILE; --ptx\n"
@@ -34,7 +37,8 @@ const char* const kHelp =
     "  clear                 remove every entry\n"
     "  verify                check every entry's checksums (bound to its key) and\n"
     "                        metadata; corrupt entries are listed and removed (on a\n"
-    "                        read-only cache: listed and left in place)\n"
+    "                        read-only cache: listed and left in place); payload files\n"
+    "                        found without an index row are indexed again and listed\n"
     "  export FILE           write every entry to FILE (kjit's portable export format),\n"
     "                        each record signed when KJIT_EXPORT_KEY is set\n"
     "  import FILE           read entries from an export file; each is verified before\n"
@@ -43,6 +47,10 @@ const char* const kHelp =
     "\n"
     "KEY is the 64-hex-digit key or any unique prefix of it (as 'kjit cache ls' shows).\n"
     "\n"
+    "Besides kernels, the cache holds dependency records (target 'manifest'): for a\n"
+    "program with #include, what NVRTC read when it compiled it, which leads a later\n"
+    "compile to its kernel. They are counted and listed apart from the kernels.\n"
+    "\n"
     "An export file is trusted input: importing someone else's export is running their\n"
     "code. Import checks each record for damage and consistency, not who wrote it; use\n"
     "'kjit warm' with a manifest to share kernels between machines (each compiles its\n"
@@ -50,7 +58,8 @@ const char* const kHelp =
     "on the exporting and importing machines.\n"
     "\n"
     "The subcommands that only read (path, stats, ls, show, verify, export) never create\n"
-    "the cache: where it has no database yet, path says so and the others fail (3).\n"
+    "the cache: where it has no database yet, path, stats and ls show an empty cache\n"
+    "(status 0) and the others fail (3).\n"
     "\n"
     "Environment: KJIT_EXPORT_KEY signs exports and makes imports require signatures;\n"
     "KJIT_CACHE_READONLY=1 opens the cache read-only.\n"
@@ -65,6 +74,9 @@ struct Row {
   uint64_t bytes = 0;
   int64_t created = 0, last_used = 0;
   double compile_ms = 0;
+  // A dependency record (the library lists it with target "manifest"): what NVRTC read for
+  // a program with #include, not a kernel.
+  bool is_record() const { return target == "manifest"; }
 };
 
 int collect_row(const kjit_cache_entry_info* info, void* user) {
@@ -185,12 +197,20 @@ const char* remote_state_name(int state) {
 struct Summary {
   double stored_ms = 0;
   int64_t oldest = 0, newest = 0;
-  std::map<std::string, std::pair<uint64_t, uint64_t>> per_target;  // entries, bytes
+  uint64_t kernels = 0;
+  uint64_t records = 0, record_bytes = 0;                           // dependency records
+  std::map<std::string, std::pair<uint64_t, uint64_t>> per_target;  // kernels, bytes
 };
 
 Summary summarize(const std::vector<Row>& rows) {
   Summary m;
   for (const Row& r : rows) {
+    if (r.is_record()) {
+      ++m.records;
+      m.record_bytes += r.bytes;
+      continue;
+    }
+    ++m.kernels;
     m.stored_ms += r.compile_ms;
     if (r.created > 0 && (m.oldest == 0 || r.created < m.oldest)) m.oldest = r.created;
     if (r.last_used > m.newest) m.newest = r.last_used;
@@ -262,8 +282,11 @@ void print_stats_json(kjit_cache* cache, const kjit_cache_stats& s, const Summar
   cJSON_AddStringToObject(j.p, "directory", kjit_cache_directory(cache));
   cJSON_AddStringToObject(j.p, "state", disk_state_name(s.disk_state));
   cJSON_AddStringToObject(j.p, "message", s.message);
-  add_u64(j.p, "entries", s.disk_entries);
+  add_u64(j.p, "entries", m.kernels);  // kernels: dependency records apart
   add_u64(j.p, "bytes", s.disk_bytes);
+  cJSON* records = cJSON_AddObjectToObject(j.p, "dependency_records");
+  add_u64(records, "entries", m.records);
+  add_u64(records, "bytes", m.record_bytes);
   add_u64(j.p, "max_size_bytes", s.max_size_bytes);
   cJSON_AddNumberToObject(j.p, "stored_compile_ms", m.stored_ms);
   cJSON_AddNumberToObject(j.p, "oldest_created", static_cast<double>(m.oldest));
@@ -290,7 +313,11 @@ void print_stats_text(kjit_cache* cache, const kjit_cache_stats& s, const Summar
   const double pct = s.max_size_bytes ? 100.0 * static_cast<double>(s.disk_bytes) /
                                             static_cast<double>(s.max_size_bytes)
                                       : 0.0;
-  std::printf("entries             %llu\n", static_cast<ull>(s.disk_entries));
+  std::printf("kernels             %llu\n", static_cast<ull>(m.kernels));
+  if (m.records) {
+    std::printf("dependency records  %llu, %s (what NVRTC read for programs with #include)\n",
+                static_cast<ull>(m.records), human_bytes(m.record_bytes).c_str());
+  }
   std::printf("size                %s of %s (%.1f%%)\n", human_bytes(s.disk_bytes).c_str(),
               human_bytes(s.max_size_bytes).c_str(), pct);
   std::printf("stored compile time %s (what one hit on each entry saves)\n",
@@ -305,8 +332,10 @@ void print_stats_text(kjit_cache* cache, const kjit_cache_stats& s, const Summar
   std::printf("misses              %llu (%llu compiles)\n", static_cast<ull>(s.total_misses),
               static_cast<ull>(s.total_compiles));
   std::printf("compile time saved  %s\n", human_ms(s.total_compile_ms_saved).c_str());
-  std::printf("not stored          %llu (NVRTC read a file the key does not cover)\n",
-              static_cast<ull>(s.total_not_stored));
+  std::printf(
+      "not stored          %llu (compiled, but what NVRTC read could not be vouched for "
+      "by the key)\n",
+      static_cast<ull>(s.total_not_stored));
   std::printf("precompiled headers %llu created, %llu used, %llu failed\n",
               static_cast<ull>(s.total_pch_created), static_cast<ull>(s.total_pch_used),
               static_cast<ull>(s.total_pch_failed));
@@ -327,19 +356,54 @@ void print_stats_text(kjit_cache* cache, const kjit_cache_stats& s, const Summar
   std::printf("oldest entry        %s\n", format_time(m.oldest).c_str());
   std::printf("last use            %s\n", format_time(m.newest).c_str());
   for (const auto& [target, v] : m.per_target) {
-    std::printf("  %-17s %llu entries, %s\n", target.empty() ? "(none)" : target.c_str(),
+    std::printf("  %-17s %llu kernels, %s\n", target.empty() ? "(none)" : target.c_str(),
                 static_cast<ull>(v.first), human_bytes(v.second).c_str());
   }
+}
+
+// `cache stats` of a cache whose database does not exist yet: an empty cache, as the first
+// compile into `dir` will create it.
+void print_absent_stats(const std::string& dir, const Global& g) {
+  const char* why = "no cache here yet: the first compile creates it";
+  if (g.json) {
+    JsonHolder j;
+    j.p = new_document("kjit.cache.stats");
+    cJSON_AddStringToObject(j.p, "directory", dir.c_str());
+    cJSON_AddStringToObject(j.p, "state", "absent");
+    cJSON_AddStringToObject(j.p, "message", why);
+    add_u64(j.p, "entries", 0);
+    add_u64(j.p, "bytes", 0);
+    cJSON* records = cJSON_AddObjectToObject(j.p, "dependency_records");
+    add_u64(records, "entries", 0);
+    add_u64(records, "bytes", 0);
+    cJSON_AddObjectToObject(j.p, "targets");
+    kjit_cache_stats none;
+    std::memset(&none, 0, sizeof none);
+    add_totals_json(j.p, none);
+    add_worker_json(j.p, nullptr);
+    print_json(j.p);
+    return;
+  }
+  std::printf("cache directory     %s\n", dir.c_str());
+  std::printf("disk tier           absent: %s\n", why);
+  std::printf("kernels             0\n");
+  std::printf("size                0 B\n");
 }
 
 int sub_stats(const Parsed& p, Global& g) {
   if (!p.positional.empty())
     usage_error("cache stats", "unexpected argument '" + p.positional[0] + "'");
-  // Only reads: a cache that does not exist is reported, not created. An existing one is
+  // Only reads: a cache that does not exist is shown empty, not created. An existing one is
   // opened read-write so that the state reported is the cache's, not this handle's choice
   // (the library falls back to read-only by itself when the directory is not writable).
   CacheHolder c;
-  c.p = open_existing_cache(g);
+  std::string dir;
+  c.p = open_cache_if_present(g, &dir);
+  if (!c.p && !cache_can_be_created(dir)) c.p = open_existing_cache(g);  // fails: says why
+  if (!c.p) {
+    print_absent_stats(dir, g);
+    return kExitOk;
+  }
   const kjit_cache_stats s = read_cache_stats(c.p);
   std::vector<Row> rows;
   if (s.disk_state == KJIT_DISK_OK || s.disk_state == KJIT_DISK_READ_ONLY) rows = list_rows(c.p);
@@ -355,38 +419,66 @@ int sub_stats(const Parsed& p, Global& g) {
   return kExitOk;
 }
 
+cJSON* row_json(const Row& r) {
+  cJSON* o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "key", r.key.c_str());
+  cJSON_AddStringToObject(o, "target", r.target.c_str());
+  cJSON* k = cJSON_AddArrayToObject(o, "kernels");
+  size_t start = 0;
+  while (start < r.kernels.size()) {
+    size_t comma = r.kernels.find(',', start);
+    if (comma == std::string::npos) comma = r.kernels.size();
+    if (comma > start) {
+      cJSON_AddItemToArray(k, cJSON_CreateString(r.kernels.substr(start, comma - start).c_str()));
+    }
+    start = comma + 1;
+  }
+  add_u64(o, "bytes", r.bytes);
+  cJSON_AddNumberToObject(o, "created", static_cast<double>(r.created));
+  cJSON_AddNumberToObject(o, "last_used", static_cast<double>(r.last_used));
+  cJSON_AddNumberToObject(o, "compile_ms", r.compile_ms);
+  return o;
+}
+
+void print_rows(const std::vector<const Row*>& rows, bool full) {
+  const int kw = full ? 64 : 16;
+  for (const Row* r : rows) {
+    std::string kernels = r->kernels;
+    if (!full && kernels.size() > 60) kernels = kernels.substr(0, 57) + "...";
+    std::printf("%-*.*s  %-9s %10s  %-19s %9s  %s\n", kw, kw, r->key.c_str(), r->target.c_str(),
+                human_bytes(r->bytes).c_str(), format_time(r->last_used).c_str(),
+                human_ms(r->compile_ms).c_str(), kernels.c_str());
+  }
+}
+
+// `cache ls`: the kernels; the dependency records apart (with --all, or counted).
 int sub_ls(const Parsed& p, Global& g) {
   if (!p.positional.empty())
     usage_error("cache ls", "unexpected argument '" + p.positional[0] + "'");
+  // Only reads: a cache that does not exist yet is listed empty, not created.
   CacheHolder c;
-  c.p = open_existing_cache(g);
-  require_disk(c.p, "cache ls", false);
-  const std::vector<Row> rows = list_rows(c.p);
+  std::string dir;
+  c.p = open_cache_if_present(g, &dir);
+  if (!c.p && !cache_can_be_created(dir)) c.p = open_existing_cache(g);  // fails: says why
+  if (c.p) require_disk(c.p, "cache ls", false);
+  const std::vector<Row> rows = c.p ? list_rows(c.p) : std::vector<Row>();
+  std::vector<const Row*> kernels, records;
+  uint64_t record_bytes = 0;
+  for (const Row& r : rows) {
+    if (r.is_record()) {
+      records.push_back(&r);
+      record_bytes += r.bytes;
+    } else {
+      kernels.push_back(&r);
+    }
+  }
   if (g.json) {
     JsonHolder j;
     j.p = new_document("kjit.cache.ls");
     cJSON* entries = cJSON_AddArrayToObject(j.p, "entries");
-    for (const Row& r : rows) {
-      cJSON* o = cJSON_CreateObject();
-      cJSON_AddStringToObject(o, "key", r.key.c_str());
-      cJSON_AddStringToObject(o, "target", r.target.c_str());
-      cJSON* k = cJSON_AddArrayToObject(o, "kernels");
-      size_t start = 0;
-      while (start < r.kernels.size()) {
-        size_t comma = r.kernels.find(',', start);
-        if (comma == std::string::npos) comma = r.kernels.size();
-        if (comma > start) {
-          cJSON_AddItemToArray(k,
-                               cJSON_CreateString(r.kernels.substr(start, comma - start).c_str()));
-        }
-        start = comma + 1;
-      }
-      add_u64(o, "bytes", r.bytes);
-      cJSON_AddNumberToObject(o, "created", static_cast<double>(r.created));
-      cJSON_AddNumberToObject(o, "last_used", static_cast<double>(r.last_used));
-      cJSON_AddNumberToObject(o, "compile_ms", r.compile_ms);
-      cJSON_AddItemToArray(entries, o);
-    }
+    for (const Row* r : kernels) cJSON_AddItemToArray(entries, row_json(*r));
+    cJSON* recs = cJSON_AddArrayToObject(j.p, "dependency_records");
+    for (const Row* r : records) cJSON_AddItemToArray(recs, row_json(*r));
     print_json(j.p);
     return kExitOk;
   }
@@ -396,12 +488,16 @@ int sub_ls(const Parsed& p, Global& g) {
     std::printf("%-*s  %-9s %10s  %-19s %9s  %s\n", kw, "KEY", "TARGET", "SIZE", "LAST USED",
                 "COMPILE", "KERNELS");
   }
-  for (const Row& r : rows) {
-    std::string kernels = r.kernels;
-    if (!full && kernels.size() > 60) kernels = kernels.substr(0, 57) + "...";
-    std::printf("%-*.*s  %-9s %10s  %-19s %9s  %s\n", kw, kw, r.key.c_str(), r.target.c_str(),
-                human_bytes(r.bytes).c_str(), format_time(r.last_used).c_str(),
-                human_ms(r.compile_ms).c_str(), kernels.c_str());
+  print_rows(kernels, full);
+  if (records.empty() || g.quiet) return kExitOk;
+  if (p.has("all")) {
+    std::printf("\ndependency records (what NVRTC read for programs with #include):\n");
+    print_rows(records, full);
+  } else {
+    std::printf(
+        "(+ %zu dependency record%s, %s: what NVRTC read for programs with #include; "
+        "--all lists them)\n",
+        records.size(), records.size() == 1 ? "" : "s", human_bytes(record_bytes).c_str());
   }
   return kExitOk;
 }
@@ -622,6 +718,18 @@ int sub_verify(const Parsed& p, Global& g) {
   // The library does not name bad entries. Read-write, it removed them: compare the
   // listings before and after. Read-only, they are still there: look each one up.
   std::vector<const Row*> corrupt;
+  // Payload files that had no index row (a crash between a file's write and its row's)
+  // are indexed again by the verify: the rows after it that were not there before.
+  std::vector<Row> after_rows;
+  if (!read_only) after_rows = list_rows(c.p);
+  std::vector<const Row*> reindexed;
+  {
+    std::set<std::string> had;
+    for (const Row& r : before) had.insert(r.key);
+    for (const Row& r : after_rows) {
+      if (!had.count(r.key)) reindexed.push_back(&r);
+    }
+  }
   if (bad > 0 && read_only) {
     for (const Row& r : before) {
       BinaryHolder b;
@@ -631,7 +739,7 @@ int sub_verify(const Parsed& p, Global& g) {
     }
   } else if (bad > 0) {
     std::set<std::string> after;
-    for (const Row& r : list_rows(c.p)) after.insert(r.key);
+    for (const Row& r : after_rows) after.insert(r.key);
     for (const Row& r : before) {
       if (!after.count(r.key)) corrupt.push_back(&r);
     }
@@ -644,6 +752,14 @@ int sub_verify(const Parsed& p, Global& g) {
     cJSON_AddBoolToObject(j.p, "read_only", read_only);
     cJSON* arr = cJSON_AddArrayToObject(j.p, "removed");
     cJSON* kept = cJSON_AddArrayToObject(j.p, "corrupt_not_removed");
+    cJSON* again = cJSON_AddArrayToObject(j.p, "reindexed");
+    for (const Row* r : reindexed) {
+      cJSON* o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "key", r->key.c_str());
+      cJSON_AddStringToObject(o, "target", r->target.c_str());
+      cJSON_AddStringToObject(o, "kernels", r->kernels.c_str());
+      cJSON_AddItemToArray(again, o);
+    }
     for (const Row* r : corrupt) {
       cJSON* o = cJSON_CreateObject();
       cJSON_AddStringToObject(o, "key", r->key.c_str());
@@ -655,6 +771,10 @@ int sub_verify(const Parsed& p, Global& g) {
   } else {
     for (const Row* r : corrupt) {
       std::printf("corrupt, %s: %s %s %s\n", read_only ? "not removed (read-only)" : "removed",
+                  r->key.c_str(), r->target.c_str(), r->kernels.c_str());
+    }
+    for (const Row* r : reindexed) {
+      std::printf("indexed again (a payload file without its index row): %s %s %s\n",
                   r->key.c_str(), r->target.c_str(), r->kernels.c_str());
     }
     if (!g.quiet || bad > 0) {
@@ -795,7 +915,7 @@ int cmd_cache(const std::vector<std::string>& args, Global& g) {
   const Sub subs[] = {
       {"path", {}, sub_path},
       {"stats", {}, sub_stats},
-      {"ls", {{"long", 'l', false}}, sub_ls},
+      {"ls", {{"long", 'l', false}, {"all", 'a', false}}, sub_ls},
       {"show",
        {{"ptx", 0, false},
         {"cubin", 0, false},

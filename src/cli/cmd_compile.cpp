@@ -25,6 +25,10 @@ const char* const kHelp =
     "must be UTF-8 text: a byte that is not valid UTF-8, or a NUL byte, fails the compile\n"
     "(status 1) with its byte offset.\n"
     "\n"
+    "A result the cache does not keep (a full disk, a read-only or disabled cache, a\n"
+    "file NVRTC read that the key cannot vouch for) is said on stderr as 'compiled, not\n"
+    "cached: REASON'; the output is written and the status is 0 all the same.\n"
+    "\n"
     "The status line on stderr gives NVRTC's compile time and, apart, the time spent\n"
     "waiting for another process that was compiling the same input: 'compiled in 1.2 s\n"
     "after waiting 30.7 s for another process'. With --arch auto, the time spent finding\n"
@@ -71,7 +75,8 @@ const char* const kHelp =
     "                             device_ms the time --arch auto spent finding device\n"
     "                             0's target (0 for an explicit one), device_from_record\n"
     "                             whether the cache's record of it answered rather than\n"
-    "                             the CUDA driver\n"
+    "                             the CUDA driver, stored whether the cache keeps the\n"
+    "                             result, not_stored why not (null when it does)\n"
     "  -q, --quiet                print nothing on success\n"
     "      --cache-dir DIR        use the cache in DIR\n"
     "  NVRTC-OPTION               NVRTC's options are taken in place, in either spelling:\n"
@@ -79,7 +84,13 @@ const char* const kHelp =
     "                             -G, -rdc (=true), -dopt (=on), -maxrregcount=64 or\n"
     "                             -maxrregcount 64, -Xptxas -v, -U NAME, -include FILE,\n"
     "                             -ftz=true, -w, -time=FILE... nvcc's -arch sm_90,\n"
-    "                             -arch=sm_90, -ptx, -cubin, -dlto and -o are kjit's.\n"
+    "                             -arch=sm_90, -ptx, -cubin, -dlto and -o are kjit's;\n"
+    "                             -arch native is --arch auto. nvcc's options for host\n"
+    "                             code (-O3, -Xcompiler X, -ccbin X, -c, -g, -m64, -x cu,\n"
+    "                             --extended-lambda) are ignored with a warning that\n"
+    "                             says why; --expt-relaxed-constexpr is taken as\n"
+    "                             -default-device; -gencode, -code and -arch all are\n"
+    "                             refused (one target a call: --arch sm_XY).\n"
     "                             A result with no kernel entry point (a template without\n"
     "                             -n) is warned about on stderr.\n"
     "  -- OPTION...               pass the remaining arguments to NVRTC as they are,\n"
@@ -299,6 +310,13 @@ void print_result_json(const Request& r, const Result& res, kjit_binary* bin) {
   cJSON_AddStringToObject(j.p, "key", kjit_binary_key(bin));
   cJSON_AddStringToObject(j.p, "tier", tier_name(res.tier));
   cJSON_AddBoolToObject(j.p, "hit", res.tier != KJIT_TIER_COMPILED);
+  const char* why = nullptr;
+  cJSON_AddBoolToObject(j.p, "stored", kjit_binary_stored(bin, &why) != 0);
+  if (why) {
+    cJSON_AddStringToObject(j.p, "not_stored", why);
+  } else {
+    cJSON_AddNullToObject(j.p, "not_stored");
+  }
   cJSON_AddNumberToObject(j.p, "elapsed_ms", res.elapsed_ms);
   cJSON_AddNumberToObject(j.p, "wait_ms", res.wait_ms);
   cJSON_AddNumberToObject(j.p, "device_ms", res.device_ms);
@@ -345,6 +363,11 @@ void print_result_text(const Request& r, const Result& res, kjit_binary* bin) {
     std::fprintf(stderr, "  %s -> %s\n", kjit_binary_name_expression(bin, i),
                  lowered ? lowered : "(none)");
   }
+  // A result the cache did not keep: the next compile of it compiles again.
+  const char* why = nullptr;
+  if (kjit_binary_stored(bin, &why) == 0 && why) {
+    std::fprintf(stderr, "kjit compile: compiled, not cached: %s\n", why);
+  }
 }
 
 // A result without any kernel entry point: most often a __global__ template compiled
@@ -382,6 +405,9 @@ int cmd_compile(const std::vector<std::string>& args, Global& g) {
     return kExitOk;
   }
   Request r = make_request(p, g);
+  if (!g.quiet) {
+    for (const std::string& n : ca.notes) std::fprintf(stderr, "kjit compile: %s\n", n.c_str());
+  }
   std::string source, err;
   if (!read_bounded_file(r.file, kMaxSourceBytes, "a source", true, &source, &err)) {
     const std::string what = r.file == "-" ? "standard input" : "'" + r.file + "'";

@@ -37,8 +37,10 @@ const char* const kHelp =
     "                     instead of the targets the manifest names\n"
     "      --dry-run      print each kernel's cache key and whether it is cached, and\n"
     "                     compile nothing (a cache that does not exist is not created);\n"
-    "                     a kernel that may read files is 'unknown': its key comes from\n"
-    "                     what NVRTC reads, known once it is compiled\n"
+    "                     the key of a kernel that reads files (#include) comes from\n"
+    "                     what NVRTC read for it, which its first compile into this\n"
+    "                     cache records: until then (or after one of those files\n"
+    "                     changed) it is 'unknown'\n"
     "      --no-progress  plain lines even on a terminal\n"
     "      --json         print the results as JSON on stdout\n"
     "  -q, --quiet        print only failures and the summary\n"
@@ -311,33 +313,10 @@ void read_sources(std::vector<KernelSpec>& specs, const std::string& base) {
   }
 }
 
-// Whether a kernel may make NVRTC read files: its key then comes from what NVRTC read
-// when it was compiled (docs/cache-keys.md), which a dry run cannot learn without compiling.
-// Conservative, as the library's own test: any of the words below, or a pre-included or
-// precompiled header option.
-bool may_read_files(const KernelSpec& k) {
-  auto mentions = [](const std::string& text) {
-    for (const char* word : {"include", "import", "embed"}) {
-      if (text.find(word) != std::string::npos) return true;
-    }
-    return false;
-  };
-  if (mentions(k.source)) return true;
-  for (const auto& h : k.headers) {
-    if (mentions(h.second)) return true;
-  }
-  for (const std::string& o : k.options) {
-    if (o.find("-include") != std::string::npos || o.find("pre-include") != std::string::npos ||
-        o.find("pch") != std::string::npos) {
-      return true;
-    }
-  }
-  return false;
-}
-
 // --dry-run: each job's key and whether `cache` holds it (a null cache, one that does not
-// exist yet, holds nothing). Compiles nothing: a kernel that may read files is listed as
-// such, without a key (its key is known once it is compiled).
+// exist yet, holds nothing). Compiles nothing: the key of a kernel that reads files comes
+// from the cache's record of its compile (kjit_compute_key_cached); without one it is
+// listed as unknown.
 int dry_run(const std::vector<Job>& jobs, kjit_cache* cache, const Global& g) {
   JsonHolder doc;
   cJSON* results = nullptr;
@@ -357,15 +336,17 @@ int dry_run(const std::vector<Job>& jobs, kjit_cache* cache, const Global& g) {
       st = j.spec->problem_status;
     } else if (!build_options(j, o, &why)) {
       st = KJIT_ERROR_INVALID_ARGUMENT;
-    } else if (may_read_files(*j.spec)) {
-      reads_files = true;
     } else {
-      st = kjit_compute_key(j.spec->source.c_str(), o.p, key);
+      int known = 0;
+      st = kjit_compute_key_cached(cache, j.spec->source.c_str(), o.p, key, &known);
       if (st != KJIT_OK) why = kjit_last_error() ? kjit_last_error() : "";
+      reads_files = st == KJIT_OK && !known;
     }
     bool cached = false;
     if (reads_files) {
-      why = "reads files: its key comes from what NVRTC reads, known once it is compiled";
+      why =
+          "reads files: its key comes from what NVRTC reads, recorded by its first compile "
+          "into this cache ('kjit warm' without --dry-run)";
     } else if (st == KJIT_OK && cache) {
       BinaryHolder b;
       cached = kjit_cache_get(cache, key, &b.p) == KJIT_OK;
@@ -514,6 +495,11 @@ class Runner {
     } else {
       j.message = (detail.empty() ? std::string(kjit_status_string(j.status)) : detail) + " [" +
                   status_name(j.status) + "]";
+      if (j.status == KJIT_ERROR_CUDA_UNAVAILABLE && j.target == "auto") {
+        j.message +=
+            " (no GPU here: pass an explicit target, e.g. --arch sm_90, or leave "
+            "--arch out to compile for the manifest's targets)";
+      }
     }
   }
 

@@ -182,6 +182,152 @@ bool take_alias(const std::vector<std::string>& args, size_t* i, std::vector<std
   return false;
 }
 
+// nvcc's options that NVRTC lacks, and what `kjit compile` does with each.
+enum class Nvcc {
+  kIgnore,  // no meaning for device code compiled at run time: dropped with a warning
+  kRefuse,  // something kjit does another way: a usage error that says which
+  kMap,     // NVRTC's (or kjit's) own spelling of it: taken so, with a note
+};
+
+struct NvccOption {
+  const char* spellings[4];  // every spelling (nullptr-terminated), without "=VALUE"
+  bool value;                // takes a value: "-Xcompiler -fPIC", "-Xcompiler=-fPIC"
+  Nvcc action;
+  const char* why;  // what it is and what to do, said after "'<argument>': "
+  const char* as;   // kMap: the option it becomes
+};
+
+const NvccOption kNvccOptions[] = {
+    {{"-O", "-O0", "-O1", nullptr},
+     false,
+     Nvcc::kIgnore,
+     "nvcc's optimisation level for host code; NVRTC compiles device code only, which is "
+     "optimised by default (ptxas's level: -Xptxas -O3)",
+     nullptr},
+    {{"-O2", "-O3", nullptr},
+     false,
+     Nvcc::kIgnore,
+     "nvcc's optimisation level for host code; NVRTC compiles device code only, which is "
+     "optimised by default (ptxas's level: -Xptxas -O3)",
+     nullptr},
+    {{"--optimize", nullptr},
+     true,
+     Nvcc::kIgnore,
+     "nvcc's optimisation level for host code; NVRTC compiles device code only, which is "
+     "optimised by default (ptxas's level: -Xptxas -O3)",
+     nullptr},
+    {{"-Xcompiler", "--compiler-options", nullptr},
+     true,
+     Nvcc::kIgnore,
+     "options for the host compiler; NVRTC compiles device code only and runs no host compiler",
+     nullptr},
+    {{"-ccbin", "--compiler-bindir", nullptr},
+     true,
+     Nvcc::kIgnore,
+     "the host compiler; NVRTC compiles device code only and runs no host compiler",
+     nullptr},
+    {{"-c", "--compile", nullptr},
+     false,
+     Nvcc::kIgnore,
+     "nvcc's 'compile to an object file'; kjit compile always writes one PTX, CUBIN or "
+     "LTO-IR file (--ptx, --cubin, --ltoir, or -o's extension)",
+     nullptr},
+    {{"-g", "--debug", nullptr},
+     false,
+     Nvcc::kIgnore,
+     "debug information for host code; for device code pass -G (or -lineinfo)",
+     nullptr},
+    {{"-m64", nullptr},
+     false,
+     Nvcc::kIgnore,
+     "the host's address size; device code is always 64-bit",
+     nullptr},
+    {{"-x", "--x", nullptr},
+     true,
+     Nvcc::kIgnore,
+     "the input language; kjit compile's input is always CUDA C++",
+     nullptr},
+    {{"--extended-lambda", "-extended-lambda", "--expt-extended-lambda", "-expt-extended-lambda"},
+     false,
+     Nvcc::kIgnore,
+     "NVRTC has no such option and compiles no host code: a lambda in device code is device "
+     "code already, so write it without __device__ or __host__ (NVRTC refuses annotated "
+     "lambdas)",
+     nullptr},
+    {{"--expt-relaxed-constexpr", "-expt-relaxed-constexpr", nullptr},
+     false,
+     Nvcc::kMap,
+     "NVRTC has no such option and compiles no host code; its way to call constexpr functions "
+     "without __device__ from device code is -default-device (every function without an "
+     "execution space annotation is a device function)",
+     "-default-device"},
+    {{"-gencode", "--generate-code", nullptr},
+     true,
+     Nvcc::kRefuse,
+     "nvcc builds for several targets at once; kjit compiles for one target a call",
+     nullptr},
+    {{"-code", "--gpu-code", nullptr},
+     true,
+     Nvcc::kRefuse,
+     "nvcc's code to embed; kjit compiles for one target a call, named by --arch",
+     nullptr},
+};
+
+// The nvcc option at args[*i] (advancing *i past a separate value): kIgnore and kMap give
+// a warning or note in *notes (kMap's option goes to *nvrtc); kRefuse is a usage error.
+// False when args[*i] is none of them.
+bool take_nvcc(const std::vector<std::string>& args, size_t* i, std::vector<std::string>* nvrtc,
+               std::vector<std::string>* notes) {
+  const std::string& a = args[*i];
+  for (const NvccOption& o : kNvccOptions) {
+    for (const char* const* s = o.spellings; s < o.spellings + 4 && *s; ++s) {
+      std::string value, given = a;
+      if (a == *s) {
+        if (o.value && *i + 1 < args.size()) {
+          value = args[++*i];
+          given += " " + value;
+        }
+      } else if (o.value && starts_with(a, std::string(*s) + "=")) {
+        value = a.substr(std::strlen(*s) + 1);
+      } else {
+        continue;
+      }
+      if (o.action == Nvcc::kRefuse) {
+        // The one target to name instead: code=sm_XY (or the value itself for -code).
+        std::string target = value;
+        const size_t code = value.find("code=");
+        if (code != std::string::npos) target = value.substr(code + 5);
+        target = target.substr(0, target.find_first_of(",]"));
+        if (!target.empty() && target[0] == '[') target.erase(0, 1);
+        std::string use = "--arch sm_XY (CUBIN) or --arch compute_XY (PTX)";
+        if (starts_with(target, "sm_") || starts_with(target, "compute_")) use = "--arch " + target;
+        usage_error("compile", "'" + given + "': " + o.why + "; use " + use + " instead");
+      }
+      if (o.action == Nvcc::kMap) {
+        nvrtc->push_back(o.as);
+        notes->push_back("note: '" + given + "' taken as '" + o.as + "': " + o.why);
+      } else {
+        notes->push_back("warning: ignoring '" + given + "': " + o.why);
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+// nvcc's -arch values that name no single target: native (this machine's GPU: kjit's
+// "auto"), all and all-major (many targets, refused). Rewrites the --arch value *v in place.
+void check_arch_value(std::string* v, std::vector<std::string>* notes) {
+  if (*v == "native") {
+    notes->push_back("note: '-arch native' taken as '--arch auto' (device 0's exact target)");
+    *v = "auto";
+  } else if (*v == "all" || *v == "all-major") {
+    usage_error("compile", "'-arch " + *v +
+                               "': nvcc builds for many targets; kjit compiles for one target a "
+                               "call: use --arch auto (this machine's GPU) or --arch sm_XY");
+  }
+}
+
 bool is_valued(const std::string& a) {
   for (const char* v : kValued) {
     if (a == v) return true;
@@ -203,15 +349,30 @@ CompileArgs split_compile_args(const std::vector<std::string>& args) {
     }
     if (is_valued(a)) {  // kjit's own option and its value, as they are
       r.kjit.push_back(a);
-      if (i + 1 < args.size()) r.kjit.push_back(args[++i]);
+      if (i + 1 < args.size()) {
+        std::string v = args[++i];
+        if (a == "-a" || a == "--arch") check_arch_value(&v, &r.notes);
+        r.kjit.push_back(v);
+      }
       continue;
     }
-    if (take_alias(args, &i, &r.kjit)) continue;
+    if (take_alias(args, &i, &r.kjit)) {
+      std::string& last = r.kjit.back();
+      if (last.rfind("--arch=", 0) == 0) {
+        std::string v = last.substr(7);
+        check_arch_value(&v, &r.notes);
+        last = "--arch=" + v;
+      } else if (r.kjit.size() >= 2 && r.kjit[r.kjit.size() - 2] == "--arch" && last != "--arch") {
+        check_arch_value(&last, &r.notes);
+      }
+      continue;
+    }
     const std::string nvrtc = take_nvrtc(args, &i);
     if (!nvrtc.empty()) {
       r.nvrtc.push_back(nvrtc);
       continue;
     }
+    if (take_nvcc(args, &i, &r.nvrtc, &r.notes)) continue;
     r.kjit.push_back(a);  // kjit's, or unknown: the parser says which
   }
   // After "--": NVRTC's, as they are, but for an output file named there.

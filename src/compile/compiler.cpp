@@ -35,6 +35,12 @@ namespace {
 constexpr uint64_t kPchOwnHeaderBytes = 2 << 20;
 
 // Says once per distinct reason why results are not cached.
+// The outcome of a compile by a compiler without a cache: nothing is stored.
+Outcome without_cache(Outcome o) {
+  if (o.status == KJIT_OK && o.not_stored.empty()) o.not_stored = "the compiler has no cache";
+  return o;
+}
+
 void report_uncovered(const std::string& program, const std::string& why) {
   static std::mutex mu;
   static std::set<std::string> said;
@@ -238,6 +244,22 @@ std::string Compiler::key(const std::string& source, const CompileOptions& opts)
   fail(o.status, o.message);
 }
 
+std::optional<std::string> Compiler::known_key(const std::string& source,
+                                               const CompileOptions& opts) {
+  const Prepared request = prepare(source, opts);
+  const NormalisedOptions& norm = request.norm;
+  const std::string& tool = toolchain();
+  if (!request.reads_files)
+    return compute_key(source, opts, norm, tool, scan_for(source, opts, norm));
+  if (!cache_) return std::nullopt;
+  const std::string base = compute_base(source, opts, norm, tool);
+  if (auto o = manifest_hit(base, writes_source_paths(norm) ? current_directory() : "", source,
+                            opts, /*fresh=*/false)) {
+    return o->entry->key;
+  }
+  return std::nullopt;
+}
+
 std::string Compiler::request_hash(const std::string& source, const CompileOptions& opts) {
   const Prepared request = prepare(source, opts);
   const bool reads_files = request.reads_files;
@@ -354,12 +376,12 @@ Outcome Compiler::compile_request(std::string_view source_bytes, const CompileOp
     Outcome o = run_compile(source, opts, norm, key, false, cancel, &audit);
     const std::string why = uncovered(scan, audit.available ? &audit : nullptr, opts.name, norm);
     if (!why.empty()) {
-      o.cacheable = false;
+      o.keep_out(why);
       report_uncovered(opts.name, why);
     }
     return o;
   };
-  if (!cache_) return run();
+  if (!cache_) return without_cache(run());
   std::function<bool()> cancelled;  // also ends a wait for another process's compile
   if (cancel) cancelled = [&cancel] { return cancel->load(std::memory_order_relaxed); };
   Outcome o = cache_->get_or_compile(key, run, cancelled);
@@ -432,7 +454,7 @@ Outcome Compiler::compile_reading_files(const std::string& source, const Compile
       h.field("kjit-not-stored");
       h.field(base);
       entry->key = to_hex(h.finish());
-      o.cacheable = false;
+      o.keep_out(why);
       report_uncovered(opts.name, why);
       return o;
     }
@@ -440,12 +462,12 @@ Outcome Compiler::compile_reading_files(const std::string& source, const Compile
     if (cache_ && o.status == KJIT_OK) {
       // The entry first, then the record that leads to it.
       record.entry_key = entry->key;
-      stored = cache_->store(o.entry);
+      stored = cache_->store(o.entry, &o.not_stored);
       add_to_manifest(base, std::move(record), *entry);
     }
     return o;
   };
-  if (!cache_) return run();
+  if (!cache_) return without_cache(run());
   std::function<bool()> cancelled;  // also ends a wait for another process's compile
   if (cancel) cancelled = [&cancel] { return cancel->load(std::memory_order_relaxed); };
   // One compile per request at a time across threads and processes; a waiter takes the
@@ -479,10 +501,13 @@ Outcome Compiler::run_compile(const std::string& source, const CompileOptions& o
   const CompileMode m = mode();
   if (m != CompileMode::InProcess) {
     if (auto o = compile_in_worker_process(source, opts, norm, key, use_pch, cancel, m, audit)) {
+      add_failure_note(norm, &*o);
       return std::move(*o);
     }
   }
-  return compile_audited(source, opts, norm, key, toolchain(), cancel, use_pch, audit);
+  Outcome o = compile_audited(source, opts, norm, key, toolchain(), cancel, use_pch, audit);
+  add_failure_note(norm, &o);
+  return o;
 }
 
 const std::string& Compiler::toolchain() {

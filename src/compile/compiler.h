@@ -42,6 +42,11 @@ class Compiler {
   // files: from a stored record that holds, else by compiling it (dep_manifest.h).
   std::string key(const std::string& source, const CompileOptions& opts);
 
+  // The key as key() gives it, without compiling: for a program that can read files, only
+  // from a stored record that holds (nullopt when there is none, or a file of it changed,
+  // or the compiler has no cache).
+  std::optional<std::string> known_key(const std::string& source, const CompileOptions& opts);
+
   // The hash of the request alone, without compiling or reading any file: the key of a
   // program that can read no file, the base hash of one that can (dep_manifest.h).
   std::string request_hash(const std::string& source, const CompileOptions& opts);

@@ -125,9 +125,40 @@ std::string fetch(nvrtcProgram prog, nvrtcResult (*size_fn)(nvrtcProgram, size_t
   return data;
 }
 
-// NVRTC has no host C++ standard library: say so when a compile fails for want of one of
-// its headers (e.g. <atomic>), or for want of a built-in one turned off.
-std::string std_library_hint(const std::string& log) {
+// The file whose #include NVRTC could not open, from the log line before `at` (NVRTC
+// writes "FILE(LINE): catastrophic error: cannot open source file \"NAME\""); "" when the
+// line does not say.
+std::string includer_of(const std::string& log, size_t at) {
+  const size_t line = log.rfind('\n', at);
+  const size_t begin = line == std::string::npos ? 0 : line + 1;
+  const size_t paren = log.find('(', begin);
+  if (paren == std::string::npos || paren >= at) return "";
+  return log.substr(begin, paren - begin);
+}
+
+// `path` with its toolkit root (one of `roots`) cut off: "thrust/complex.h"; "" when it is
+// not under one.
+std::string toolkit_relative(const std::string& path, const std::vector<std::string>& roots) {
+  for (const std::string& root : roots) {
+    if (root.empty()) continue;
+    for (const std::string& real : {root, resolve_path(root)}) {
+      if (real.empty()) continue;
+      const std::string prefix = real.back() == '/' ? real : real + "/";
+      if (path.rfind(prefix, 0) != 0) continue;
+      std::string rest = path.substr(prefix.size());
+      const size_t inc = rest.find("include/");
+      if (inc != std::string::npos) rest = rest.substr(inc + 8);
+      if (rest.rfind("cccl/", 0) == 0) rest = rest.substr(5);
+      return rest;
+    }
+  }
+  return "";
+}
+
+// NVRTC has no host C++ standard library: when a compile fails for want of one of its
+// headers, say which and why, naming the real cause: a header kjit does not provide (and
+// the toolkit header that needs it), or kjit's built-in one turned off.
+std::string std_library_hint(const std::string& log, const NormalisedOptions& norm) {
   static const char* const kStd[] = {
       "cmath",     "cstdlib",     "cstdio",   "cstring",  "vector",  "string",     "iostream",
       "memory",    "algorithm",   "map",      "complex",  "cassert", "functional", "utility",
@@ -141,18 +172,90 @@ std::string std_library_hint(const std::string& log) {
   const size_t end = log.find('"', start);
   if (end == std::string::npos) return "";
   const std::string name = log.substr(start, end - start);
+  const std::string includer = includer_of(log, at);
+  const std::string in_toolkit = toolkit_relative(includer, norm.skip_roots);
   if (builtin_std_header(name)) {
-    return "NVRTC has no host C++ standard library, and kjit's built-in <" + name +
-           "> was turned off (--no-builtin-std): put a file of that name on the include path, "
-           "or leave the option out";
+    if (!norm.builtin_std) {
+      return "NVRTC has no host C++ standard library, and kjit's built-in <" + name +
+             "> was turned off (--no-builtin-std): put a file of that name on the include "
+             "path, or leave the option out";
+    }
+    return "NVRTC has no host C++ standard library; kjit serves its built-in <" + name +
+           "> to the program and to every header it includes, but did not see this include "
+           "of it" +
+           (includer.empty() ? std::string() : " (in " + includer + ")") +
+           ": a computed #include? Include <" + name + "> from the program itself";
   }
   for (const char* s : kStd) {
-    if (name == s) {
-      return "NVRTC has no host C++ standard library, so <" + name +
-             "> is not available to run-time compilation (kjit's built-in standard headers, "
-             "listed by kjit info, do not include it); use the cuda::std headers (e.g. "
-             "<cuda/std/atomic>) or leave out the header that needs it";
+    if (name != s) continue;
+    std::string hint = "NVRTC has no host C++ standard library, so <" + name +
+                       "> is not available to run-time compilation (kjit's built-in standard "
+                       "headers, listed by kjit info, do not include it)";
+    if (!in_toolkit.empty()) {
+      return hint + "; the toolkit's <" + in_toolkit + "> includes it: that header is host " +
+             "code or needs the host's library, which NVRTC cannot compile (thrust's " +
+             "containers such as device_vector are host code); include the device-side " +
+             "headers instead (e.g. <cub/block/block_reduce.cuh>, <cuda/std/...>)";
     }
+    return hint +
+           "; use the cuda::std headers (e.g. <cuda/std/atomic>) or leave out the header "
+           "that needs it";
+  }
+  return "";
+}
+
+// libcu++ (CUDA 13's CCCL) refuses C++14 with an #error in a header the program may never
+// have included itself: kjit's built-in standard headers are built on it.
+std::string dialect_hint(const std::string& log, const NormalisedOptions& norm) {
+  if (log.find("libcu++ requires at least C++ 17") == std::string::npos) return "";
+  bool builtins = false;
+  for (const std::string& o : norm.nvrtc) {
+    if (o.rfind("-D__KJIT_BUILTIN_STD=", 0) == 0) builtins = true;
+  }
+  return std::string(builtins ? "kjit's built-in standard headers (<cstdint>, <cmath> ...) are "
+                                "built on libcu++ (cuda::std), and "
+                              : "") +
+         "this toolkit's libcu++ (<cuda/std/...>, also under CUB and Thrust) needs C++17 or "
+         "later: compile with -std=c++17 (NVRTC's default) or later; C++14 code that needs "
+         "none of it can leave the header out";
+}
+
+// A toolkit header that is host code (thrust's containers and algorithms, CUB's device-wide
+// algorithms) or needs the host's C++ library fails under NVRTC with errors inside it: say
+// that this, not a missing header, is the cause, and what to include instead.
+std::string toolkit_host_code_hint(const std::string& log, const NormalisedOptions& norm) {
+  size_t pos = 0;
+  while (pos < log.size()) {
+    size_t end = log.find('\n', pos);
+    if (end == std::string::npos) end = log.size();
+    const std::string line = log.substr(pos, end - pos);
+    pos = end + 1;
+    const size_t err = line.find(": error: ");
+    if (err == std::string::npos) continue;
+    const bool host = line.find("not allowed in JIT mode", err) != std::string::npos;
+    const bool host_std = line.find("namespace \"std\" has no member", err) != std::string::npos;
+    if (!host && !host_std) continue;
+    const size_t paren = line.find('(');
+    const std::string header =
+        toolkit_relative(line.substr(0, paren == std::string::npos ? err : paren), norm.skip_roots);
+    if (header.empty()) continue;
+    return "the toolkit's <" + header + "> " +
+           (host ? "holds host code" : "needs the host's C++ standard library") +
+           ", which NVRTC cannot compile (it compiles device code only; kjit serves its "
+           "built-in standard headers to the toolkit's headers too, so no header is "
+           "missing). Thrust's containers and algorithms, <thrust/complex.h> and CUB's "
+           "device-wide algorithms (<cub/cub.cuh>, <cub/device/...>) are host code: include "
+           "the block- and warp-level headers (<cub/block/...>, <cub/warp/...>) and "
+           "<cuda/std/...> (cuda::std::complex) instead";
+  }
+  return "";
+}
+
+// NVRTC's words for a flag that only nvcc has, said in NVRTC's terms.
+std::string nvcc_flag_hint(const std::string& log) {
+  if (log.find("requires --extended-lambda nvcc flag") != std::string::npos) {
+    return "NVRTC has no --extended-lambda: it compiles no host code, and a lambda in device "
+           "code is device code already; write the lambda without __device__ or __host__";
   }
   return "";
 }
@@ -195,12 +298,12 @@ Outcome failed_compile(nvrtcResult r, const CompileOptions& opts, const Normalis
         return o;
       }
     }
-    const std::string hint = std_library_hint(entry->log);
-    if (!hint.empty()) entry->log += "kjit: note: " + hint + "\n";
-    Outcome failed{KJIT_ERROR_COMPILE,
-                   "compilation of '" + opts.name + "' for " + norm.target +
-                       " failed: " + head(entry->log, 4) + (hint.empty() ? "" : " (" + hint + ")"),
-                   entry, KJIT_TIER_COMPILED};
+    // The kjit note on the cause is added by the client, which has every option
+    // (add_failure_note(): the worker is given only NVRTC's).
+    Outcome failed{
+        KJIT_ERROR_COMPILE,
+        "compilation of '" + opts.name + "' for " + norm.target + " failed: " + head(entry->log, 4),
+        entry, KJIT_TIER_COMPILED};
     failed.pch = pch_outcome;
     return failed;
   }
@@ -223,6 +326,24 @@ Outcome failed_compile(nvrtcResult r, const CompileOptions& opts, const Normalis
 }
 
 }  // namespace
+
+void add_failure_note(const NormalisedOptions& norm, Outcome* o) {
+  if (o->status != KJIT_ERROR_COMPILE || !o->entry) return;
+  const std::string& log = o->entry->log;
+  if (log.find("\nkjit: note: ") != std::string::npos || log.rfind("kjit: note: ", 0) == 0) {
+    return;  // said already (a result remembered with its note)
+  }
+  std::string hint = std_library_hint(log, norm);
+  if (hint.empty()) hint = dialect_hint(log, norm);
+  if (hint.empty()) hint = toolkit_host_code_hint(log, norm);
+  if (hint.empty()) hint = nvcc_flag_hint(log);
+  if (hint.empty()) return;
+  auto entry = std::make_shared<Entry>(*o->entry);
+  if (!entry->log.empty() && entry->log.back() != '\n') entry->log += '\n';
+  entry->log += "kjit: note: " + hint + "\n";
+  o->entry = entry;
+  o->message += " (" + hint + ")";
+}
 
 Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
                   const NormalisedOptions& norm, const std::string& key,

@@ -10,6 +10,12 @@
 
 namespace kjit {
 
+// Adds to a failed compile's log (and message) a "kjit: note:" on its cause where kjit
+// knows it: a standard header NVRTC lacks (and the toolkit header that wants it), a
+// built-in one turned off, C++14 under libcu++, a toolkit header that is host code, an
+// nvcc-only flag NVRTC's log asks for. Needs the request's options as the client has them.
+void add_failure_note(const NormalisedOptions& norm, Outcome* o);
+
 // With a PCH ticket, its options are added and what NVRTC did with the PCH is reported
 // to it (Outcome::pch); PCH trouble never fails the compile (it is run again without).
 Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,

@@ -86,13 +86,10 @@ bool is_valid_target_syntax(const std::string& target) {
 
 namespace {
 
-// A text that names a directive word outright can read files (so it is not lexed here as
-// well as by the include scan); one that does not is lexed, for directives that line
-// splices alone spell out.
+// A text can read files when it holds an include-like directive or __has_include, as the
+// preprocessor sees it: line splices joined, comments and string literals skipped (the
+// word "include" in a comment reads nothing).
 bool text_may_read_files(const std::string& text) {
-  for (const char* word : {"include", "import", "embed"}) {
-    if (text.find(word) != std::string::npos) return true;
-  }
   return !scan_directives(text).refs.empty();
 }
 
@@ -244,7 +241,10 @@ NormalisedOptions normalise(const CompileOptions& opts, const MachineFacts& mach
                (tk.found_by == "option" ? std::string("the options") : tk.found_by) +
                ") has no include directory with cuda_fp16.h");
     }
-    for (const std::string& dir : tk.include_dirs) n.key.push_back("-I" + dir);
+    for (const std::string& dir : tk.include_dirs) {
+      n.key.push_back("-I" + dir);
+      n.toolkit_dirs.push_back(dir);
+    }
     if (!tk.root.empty() && tk.root != nvrtc_toolkit.root) {
       n.skip_roots.push_back(tk.root);
       n.toolkit_fingerprint += tk.fingerprint;

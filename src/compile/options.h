@@ -50,9 +50,9 @@ NormalisedOptions normalise(const CompileOptions& opts, const MachineFacts& mach
 
 // Whether compiling `source` with `opts` can make NVRTC open any file: an #include,
 // #include_next, #import or #embed directive or a __has_include in the source or an
-// in-memory header (include_scan.h: scan_directives), or an option that names a file to
-// include or a precompiled header. Conservative: a text that holds the word "include",
-// "import" or "embed" anywhere (a comment included) counts as reading files.
+// in-memory header (include_scan.h: scan_directives: comments and string literals are
+// skipped, line splices joined), or an option that names a file to include or a
+// precompiled header.
 bool may_read_files(const std::string& source, const CompileOptions& opts);
 
 // True if `target` looks like sm_XY[a|f] / compute_XY[a|f] / "auto".

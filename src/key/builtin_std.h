@@ -1,7 +1,9 @@
 // Built-in standard headers: <cstdint>, <cmath>, <type_traits>, <cstdio> ... for device
 // code, so that kernels written for nvcc compile unchanged. A program that includes one of
 // them and finds no file of that name on its own include paths (nor an in-memory header of
-// that name) is given kjit's text as an in-memory header (include_scan.h decides which).
+// that name) is given kjit's text as an in-memory header, and a program whose includes
+// reach the toolkit's headers (which include them too) is given every one that no file
+// shadows (include_scan.h decides which).
 // Most build on libcu++ (cuda::std, in the toolkit's CCCL) and expose the std:: names;
 // they need the toolkit's include directories. The option string "--no-builtin-std"
 // turns them off (options.h).

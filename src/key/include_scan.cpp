@@ -358,6 +358,7 @@ class Scanner {
     // Follow includes, then computed includes through their macros, until nothing is new.
     for (;;) {
       drain();
+      if (serve_builtins_to_toolkit()) continue;
       if (!resolve_macros()) break;
     }
     // A computed include that no macro explains could name any file in a searched
@@ -484,6 +485,14 @@ class Scanner {
       }
     }
     if (!found) out_.outside = true;
+    if (!found && in_.builtin_std && !toolkit_reached_) {
+      for (const std::string& dir : in_.toolkit_includes) {
+        if (ref.name[0] != '/' && is_regular_file(join_path(dir, ref.name))) {
+          toolkit_reached_ = true;
+          break;
+        }
+      }
+    }
     if (in_.builtin_std) note_builtin(ref.name, found);
   }
 
@@ -498,6 +507,24 @@ class Scanner {
     const std::string_view* text = builtin_std_header(name);
     if (!text || !builtin_refs_.insert(name).second) return;
     add(scan_directives(std::string(*text)), {});
+  }
+
+  // Once the program reaches the toolkit's headers (which the scan does not read: the
+  // key's toolkit fingerprint covers them), every built-in standard header is served, as
+  // those headers may include any of them (<thrust/complex.h> includes <cmath>). Each name
+  // is looked for in the include paths as an angled include from a toolkit header would
+  // be: a file of that name there is NVRTC's and the scan's, and the built-in is not
+  // used. True when this added references to follow.
+  bool serve_builtins_to_toolkit() {
+    if (!in_.builtin_std || !toolkit_reached_ || toolkit_served_) return false;
+    toolkit_served_ = true;
+    for (const BuiltinHeader& b : builtin_std_texts()) {
+      if (memory_.count(b.name) || builtin_refs_.count(b.name) || user_std_.count(b.name)) {
+        continue;
+      }
+      probe_everywhere(IncludeRef{b.name, true, ""}, {});
+    }
+    return true;
   }
 
   // The built-in headers used, once the scan is over.
@@ -564,7 +591,12 @@ class Scanner {
     // from what a later look finds, or the file unsettled.
     look(candidate);
     const std::string resolved = resolve_path(candidate);
-    if (skipped(resolved)) return false;
+    if (skipped(resolved)) {
+      if (!toolkit_reached_ && in_.builtin_std && is_regular_file(resolved)) {
+        toolkit_reached_ = true;  // a toolkit directory given as an include path
+      }
+      return false;
+    }
     if (out_.absent.count(resolved)) return false;
     // Quoted includes in the file are searched from the directory NVRTC names it by (for a
     // symlinked file, the link's directory) and, to be safe, from the real file's directory.
@@ -679,6 +711,8 @@ class Scanner {
   std::set<std::string> listed_tried_;  // real directories already listed for computed includes
   std::set<std::string> builtin_refs_;  // built-in header names referred to and not found
   std::set<std::string> user_std_;      // built-in header names found as a file or in memory
+  bool toolkit_reached_ = false;        // a reference found a file in a toolkit
+  bool toolkit_served_ = false;         // every built-in was offered to the toolkit's headers
   std::deque<Item> queue_;
   IncludeScan out_;
 };

@@ -36,6 +36,10 @@ struct IncludeScanInput {
   std::vector<std::string> defines;     // from -D options: NAME or NAME=BODY
   std::vector<std::string> skip_roots;  // files under these (CUDA toolkits) are not read
   bool builtin_std = false;  // a standard header found nowhere else is kjit's (builtin_std.h)
+  // The toolkit's include directories (not read: the key's fingerprint covers them). A
+  // reference found there reaches the toolkit's headers, which may include any standard
+  // header: with `builtin_std`, every built-in one is then served (`builtins`).
+  std::vector<std::string> toolkit_includes;
   // A computed include no macro explains makes the scan read every searched directory
   // whole. False: it is left unexplained (`computed` stays set) and nothing is listed, for
   // a scan that only previews what NVRTC will read (the key then comes from NVRTC's own

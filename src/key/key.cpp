@@ -141,6 +141,7 @@ IncludeScan scan_for(const std::string& source, const CompileOptions& opts,
   in.pre_includes = norm.pre_includes;
   in.defines = norm.defines;
   in.skip_roots = norm.skip_roots;
+  in.toolkit_includes = norm.toolkit_dirs;
   in.builtin_std = norm.builtin_std;
   in.read_directories = read_directories;
   return scan_includes(in);

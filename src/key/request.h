@@ -46,6 +46,7 @@ struct NormalisedOptions {
   std::vector<std::string> defines;        // from -D / --define-macro: NAME or NAME=BODY
   std::string toolkit_fingerprint;         // covers the toolkit files the scan skips
   std::vector<std::string> skip_roots;     // toolkit roots: their files are not hashed
+  std::vector<std::string> toolkit_dirs;   // the toolkit's include dirs (in `key` as -I)
   bool pch = false;                        // kjit may add automatic PCH options
   bool user_pch = false;                   // the caller passed PCH options of their own
   bool builtin_std = true;                 // built-in standard headers (builtin_std.h); off

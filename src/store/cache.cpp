@@ -315,9 +315,38 @@ EntryPtr Cache::disk_get(const std::string& key, bool* corrupt) {
   return nullptr;
 }
 
-bool Cache::disk_put(const Entry& e) {
+namespace {
+
+// Why a write to the disk tier failed, as a user reads it: "disk full" for a full disk or
+// quota (the file system's or SQLite's words), else the failure itself.
+std::string store_failure(const std::exception& ex) {
+  const std::string what = ex.what();
+  for (const char* full : {"No space left", "disk is full", "Disk quota exceeded", "ENOSPC"}) {
+    if (what.find(full) != std::string::npos) return "disk full (" + what + ")";
+  }
+  return "storing it failed: " + what;
+}
+
+}  // namespace
+
+std::string Cache::no_disk_reason() {
+  if (disk_state_ == KJIT_DISK_DISABLED) {
+    return config_.memory_only ? "the cache keeps results in memory only"
+                               : "the disk cache is disabled (KJIT_CACHE_DISABLE)";
+  }
+  if (disk_ && disk_->read_only() && !disk_off_.load(std::memory_order_acquire)) {
+    return "the cache is read-only";
+  }
+  std::lock_guard<std::mutex> lock(state_mu_);
+  return "the disk cache cannot be used" + (message_.empty() ? std::string() : ": " + message_);
+}
+
+bool Cache::disk_put(const Entry& e, std::string* why) {
   DiskStore* d = index();
-  if (!d || d->read_only()) return false;
+  if (!d || d->read_only()) {
+    if (why) *why = no_disk_reason();
+    return false;
+  }
   for (int attempt = 0;; ++attempt) {
     try {
       count(Counter::evictions, d->put(e, max_bytes_));
@@ -329,10 +358,12 @@ bool Cache::disk_put(const Entry& e) {
       if (attempt == 0 && quarantine_disk(ex)) continue;  // store it in the new database
       store_failures_++;
       disk_failed(ex, "storing a compiled kernel");
+      if (why) *why = store_failure(ex);
       return false;
     } catch (const std::exception& ex) {
       store_failures_++;
       disk_failed(ex, "storing a compiled kernel");
+      if (why) *why = store_failure(ex);
       return false;
     }
   }
@@ -356,8 +387,8 @@ EntryPtr Cache::stored(const std::string& key) {
   return disk_get(key);
 }
 
-bool Cache::store(const EntryPtr& e) {
-  const bool stored = disk_put(*e);
+bool Cache::store(const EntryPtr& e, std::string* why) {
+  const bool stored = disk_put(*e, why);
   memory_.put(e);
   publish(e);
   return stored;

@@ -114,8 +114,8 @@ class Cache {
   // uncounted: for a read-modify-write of a dependency manifest.
   EntryPtr stored(const std::string& key);
   // Stores `e` in every tier (memory, disk, remote) as a compiled entry is. False when the
-  // disk tier could not store it.
-  bool store(const EntryPtr& e);
+  // disk tier could not store it, with *why (when given) saying why (Outcome::not_stored).
+  bool store(const EntryPtr& e, std::string* why = nullptr);
 
   // Lookup, else run `compile` exactly once across the threads of this process and the
   // processes sharing the database; others wait for its result. `compile` must not throw
@@ -188,7 +188,10 @@ class Cache {
   void reconcile_after_switch();
   void disk_failed(const std::exception& e, const char* during);
   EntryPtr disk_get(const std::string& key, bool* corrupt = nullptr);
-  bool disk_put(const Entry& e);
+  // Stores `e` in the disk tier; false when it could not, with *why (when given) saying why:
+  // no disk tier, read-only, "disk full", or the failure.
+  bool disk_put(const Entry& e, std::string* why = nullptr);
+  std::string no_disk_reason();
   // Single flight (cache_flight.cpp): the leader's compile under a cross-process claim,
   // a follower's wait for the leader, and the leader's hand-over of its result.
   Outcome compile_with_claim(const std::string& key, const std::function<Outcome()>& compile,

@@ -198,10 +198,12 @@ Outcome Cache::compile_with_claim(const std::string& key, const std::function<Ou
     if (o.stored) return o;
     if (!o.cacheable) {
       count(Counter::not_stored);
+      if (o.not_stored.empty()) o.not_stored = "the cache key cannot vouch for what NVRTC read";
       return o;
     }
     if (o.status == KJIT_OK) {
-      stored = disk_put(*o.entry);
+      o.not_stored.clear();
+      stored = disk_put(*o.entry, &o.not_stored);
       memory_.put(o.entry);
       publish(o.entry, fleet_claim.get());
     }

@@ -25,6 +25,18 @@ struct Outcome {
   int pch = 0;
   // The compile stored its result itself, under the entry's own key (not the flight's).
   bool stored = false;
+  // Why a compiled result was not stored in the disk tier ("" when it was, or when it came
+  // from a cache tier): the one place every such reason flows to, for kjit_binary_stored()
+  // and the tool's "compiled, not cached: <reason>". Set with keep_out() by the compile
+  // (the key cannot vouch for what NVRTC read), or by the cache (no disk tier, read-only,
+  // disk full, a failed write).
+  std::string not_stored{};
+  // Keeps the result out of every shared tier, saying why (a sentence without a final
+  // full stop: "NVRTC listed the directory /x").
+  void keep_out(std::string why) {
+    cacheable = false;
+    not_stored = std::move(why);
+  }
 };
 
 }  // namespace kjit

@@ -2,7 +2,8 @@
 # kjit compile with the built-in standard headers: a program including <cstdint> and
 # <cmath> compiles with no option and hits in the next process; a user's own header of the
 # same name on the include path wins and is in the key; --no-builtin-std turns them off;
-# kjit info lists them.
+# the toolkit's headers are served them too; the notes of a failed compile name the real
+# cause (the option, a host-code toolkit header, C++14); kjit info lists them.
 set -eu
 . "$(dirname "$0")/lib.sh"
 C=$TMP/cache
@@ -47,6 +48,53 @@ json_check "$TMP/out" 'j["tier"] == "compiled"'
 [ "$(json_get "$TMP/out" 'j["key"]')" != "$(json_get "$TMP/m1.json" 'j["key"]')" ] || fail "editing the user's cstdint kept the key"
 # The user's file also wins with the built-ins turned off.
 expect_rc 0 "$KJIT" --cache-dir "$C" compile "$TMP/mine.cu" --arch sm_80 -I "$TMP/inc" --ptx -o "$TMP/m4.ptx" --no-builtin-std
+
+# Built-ins are served to the toolkit's headers too (as jitify serves its own to every
+# includer): a toolkit header that includes <cstdint> and <limits> compiles. The toolkit
+# here is the real one's CCCL and fp16 headers plus a header of the test's own.
+expect_rc 0 "$KJIT" --cache-dir "$C" info --json
+REAL_INC=$(json_get "$TMP/out" 'j["toolkit_include_path"].split(":")[-1]')
+TK=$TMP/toolkit
+mkdir -p "$TK/include"
+ln -s "$REAL_INC/cccl" "$TK/include/cccl"
+ln -s "$REAL_INC/cuda_fp16.h" "$TK/include/cuda_fp16.h"
+ln -s "$REAL_INC/cuda_fp16.hpp" "$TK/include/cuda_fp16.hpp"
+cat >"$TK/include/tk_util.h" <<'H'
+#pragma once
+#include <cstdint>
+#include <limits>
+__device__ inline std::uint32_t tk_max() { return std::numeric_limits<std::uint32_t>::max(); }
+H
+cat >"$TMP/tk.cu" <<'CU'
+#include <tk_util.h>
+extern "C" __global__ void t(unsigned* x) { x[0] = tk_max(); }
+CU
+expect_rc 0 "$KJIT" --cache-dir "$C" compile "$TMP/tk.cu" --toolkit "$TK" --arch sm_90 -o "$TMP/tk.cubin" --json
+json_check "$TMP/out" 'j["stored"] is True and j["tier"] == "compiled"'
+expect_rc 0 "$KJIT" --cache-dir "$C" compile "$TMP/tk.cu" --toolkit "$TK" --arch sm_90 -o "$TMP/tk.cubin" --json
+json_check "$TMP/out" 'j["tier"] != "compiled"'
+# Turned off, the note names the option actually given.
+expect_rc 1 "$KJIT" --cache-dir "$C" compile "$TMP/tk.cu" --toolkit "$TK" --no-builtin-std --arch sm_90 -o "$TMP/tk.cubin"
+expect_grep "built-in <cstdint> was turned off (--no-builtin-std)" "$TMP/err" "--no-builtin-std note"
+
+# A toolkit header that is host code: the note names it and the real cause, not an
+# option never given.
+cat >"$TMP/thrust.cu" <<'CU'
+#include <thrust/complex.h>
+extern "C" __global__ void k(float* x) { thrust::complex<float> c(x[0], x[1]); x[2] = thrust::abs(c); }
+CU
+expect_rc 1 "$KJIT" --cache-dir "$C" compile "$TMP/thrust.cu" --arch sm_90 -o "$TMP/thrust.cubin"
+expect_grep "kjit: note: the toolkit's <thrust/complex.h> holds host code" "$TMP/err" "thrust note"
+! grep -q -e "--no-builtin-std" "$TMP/err" || fail "the thrust note blames --no-builtin-std"
+
+# C++14: libcu++ (under the built-in <cstdint>) needs C++17, said in a kjit note.
+cat >"$TMP/c14.cu" <<'CU'
+#include <cstdint>
+extern "C" __global__ void k(std::uint32_t* x) { x[0] = 1; }
+CU
+expect_rc 1 "$KJIT" --cache-dir "$C" compile "$TMP/c14.cu" -std=c++14 --arch sm_90 -o "$TMP/c14.cubin"
+expect_grep "kjit: note: kjit's built-in standard headers .* needs C++17 or later" "$TMP/err" "C++14 note"
+expect_rc 0 "$KJIT" --cache-dir "$C" compile "$TMP/c14.cu" -std=c++17 --arch sm_90 -o "$TMP/c14.cubin"
 
 # kjit info lists them.
 expect_rc 0 "$KJIT" --cache-dir "$C" info

@@ -225,8 +225,8 @@ json_check "$TMP/out" 'j["entries"] == []'
 
 # A cache nobody has used yet is not there to read: the commands that only read say so
 # (exit 3) and create nothing (tests/cli/exit_status.sh checks every one of them).
-expect_rc 3 "$KJIT" --cache-dir "$TMP/fresh1" cache ls --json
-expect_grep "no cache at '$TMP/fresh1'" "$TMP/err" "cache ls of a cache that does not exist"
+expect_rc 0 "$KJIT" --cache-dir "$TMP/fresh1" cache ls --json
+json_check "$TMP/out" 'j["entries"] == [] and j["dependency_records"] == []' 
 [ ! -e "$TMP/fresh1" ] || fail "cache ls created $TMP/fresh1"
 # An empty cache (one whose only entries were removed) exports an empty file.
 expect_rc 0 "$KJIT" --cache-dir "$B" cache export "$TMP/empty.kjit" --json
@@ -237,5 +237,49 @@ expect_rc 3 env KJIT_CACHE_DISABLE=1 "$KJIT" --cache-dir "$A" cache ls
 expect_grep 'KJIT_CACHE_DISABLE' "$TMP/err" "cache ls with the disk tier disabled"
 expect_rc 2 "$KJIT" --cache-dir "$A" cache frobnicate
 expect_rc 2 "$KJIT" --cache-dir "$A" cache
+
+# Kernels and dependency records apart: a program with #include leaves a record (target
+# "manifest") beside its kernel; ls lists the kernels and counts the records.
+D=$TMP/deps
+mkdir -p "$TMP/dsrc"
+printf '#define V 3\n' >"$TMP/dsrc/v.h"
+printf '#include "v.h"\nextern "C" __global__ void dk(float* x) { x[0] = V; }\n' >"$TMP/dsrc/dk.cu"
+expect_rc 0 "$KJIT" --cache-dir "$D" compile "$TMP/dsrc/dk.cu" --arch sm_90 -o "$TMP/dk.cubin"
+expect_rc 0 "$KJIT" --cache-dir "$D" compile "$TMP/saxpy.cu" --arch sm_90 -o "$TMP/sx.cubin"
+expect_rc 0 "$KJIT" --cache-dir "$D" cache ls
+[ "$(grep -c ' sm_90 ' "$TMP/out")" = 2 ] || fail "cache ls does not list the two kernels"
+! grep -q ' manifest ' "$TMP/out" || fail "cache ls lists a dependency record among the kernels"
+expect_grep '^(+ 1 dependency record, .*--all lists them)$' "$TMP/out" "cache ls footer"
+expect_rc 0 "$KJIT" --cache-dir "$D" cache ls --all
+expect_grep '^dependency records (what NVRTC read' "$TMP/out" "cache ls --all"
+expect_grep ' manifest ' "$TMP/out" "cache ls --all lists the record"
+expect_rc 0 "$KJIT" --cache-dir "$D" cache ls --json
+json_check "$TMP/out" 'len(j["entries"]) == 2 and len(j["dependency_records"]) == 1 and all(e["target"] == "sm_90" for e in j["entries"])'
+expect_rc 0 "$KJIT" --cache-dir "$D" cache stats
+expect_grep '^kernels  *2$' "$TMP/out" "cache stats kernels"
+expect_grep '^dependency records  *1, ' "$TMP/out" "cache stats records"
+! grep -q 'manifest' "$TMP/out" || fail "cache stats shows 'manifest' as a target"
+expect_rc 0 "$KJIT" --cache-dir "$D" cache stats --json
+json_check "$TMP/out" 'j["entries"] == 2 and j["dependency_records"]["entries"] == 1 and list(j["targets"]) == ["sm_90"] and j["targets"]["sm_90"]["entries"] == 2'
+
+# cache path prints the directory, as its help says (the database with --json).
+expect_rc 0 "$KJIT" cache --help
+expect_grep 'path  *print the cache directory (--json: also its database file' "$TMP/out" "cache path help"
+expect_rc 0 "$KJIT" --cache-dir "$D" cache path
+[ "$(cat "$TMP/out")" = "$D" ] || fail "cache path printed '$(cat "$TMP/out")'"
+
+# verify says which payload files it indexed again (a file whose row is gone).
+expect_rc 0 "$KJIT" --cache-dir "$D" compile "$TMP/saxpy.cu" --arch sm_90 -o "$TMP/sx.cubin" --json
+orphan=$(json_get "$TMP/out" 'j["key"]')
+python3 - "$D/kjit.db" "$orphan" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("DELETE FROM entries WHERE key = ?", (sys.argv[2],))
+db.commit()
+PY
+expect_rc 0 "$KJIT" --cache-dir "$D" cache verify
+expect_grep "^indexed again (a payload file without its index row): $orphan sm_90 saxpy" "$TMP/out" "verify re-index"
+expect_rc 0 "$KJIT" --cache-dir "$D" cache verify --json
+json_check "$TMP/out" 'j["reindexed"] == []'
 
 finish

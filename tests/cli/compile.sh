@@ -24,7 +24,7 @@ expect_rc 0 "$KJIT" cache stats --json --cache-dir "$C"
 json_check "$TMP/out" 'j["entries"] == 1 and j["state"] == "ok" and j["bytes"] > 0 and j["targets"]["sm_90"]["entries"] == 1'
 json_check "$TMP/out" 'j["stored_compile_ms"] > 0 and j["max_size_bytes"] > 0'
 expect_rc 0 "$KJIT" cache stats --cache-dir "$C"
-expect_grep '^entries  *1$' "$TMP/out" "cache stats"
+expect_grep '^kernels  *1$' "$TMP/out" "cache stats"
 
 # The default output name, and the human-readable status lines on stderr. The program
 # name (FILE as given, or --program-name) is part of the key, as __FILE__ would see it.
@@ -210,5 +210,38 @@ expect_rc 0 "$KJIT" --cache-dir "$TMP/tk" cache stats
 expect_grep 'precompiled headers 1 created' "$TMP/out" "PCH count in cache stats"
 expect_rc 0 "$KJIT" info
 expect_grep '^toolkit .*/include' "$TMP/out" "kjit info toolkit line"
+
+# A result the cache does not keep is said where the user looks: "compiled, not cached:
+# REASON" on stderr and "stored"/"not_stored" in --json, for every reason; exit status 0.
+NS=$TMP/ns
+printf 'extern "C" __global__ void ns(float* x) { x[0] = 7; }\n' >"$TMP/ns.cu"
+expect_rc 0 "$KJIT" --cache-dir "$NS" compile "$TMP/ns.cu" --arch sm_90 -o "$TMP/ns.cubin"
+! grep -q "not cached" "$TMP/err" || fail "a stored result said 'not cached'"
+expect_rc 0 "$KJIT" --cache-dir "$NS" compile "$TMP/ns.cu" --arch sm_90 -o "$TMP/ns.cubin" --json
+json_check "$TMP/out" 'j["stored"] is True and j["not_stored"] is None and j["hit"]'
+printf 'extern "C" __global__ void ro(float* x) { x[0] = 8; }\n' >"$TMP/ro.cu"
+KJIT_CACHE_READONLY=1 expect_rc 0 "$KJIT" --cache-dir "$NS" compile "$TMP/ro.cu" --arch sm_90 -o "$TMP/ro.cubin"
+expect_grep "kjit compile: compiled, not cached: the cache is read-only" "$TMP/err" "read-only cache"
+KJIT_CACHE_DISABLE=1 expect_rc 0 "$KJIT" compile "$TMP/ro.cu" --arch sm_90 -o "$TMP/ro.cubin" --json
+json_check "$TMP/out" 'j["stored"] is False and "KJIT_CACHE_DISABLE" in j["not_stored"]'
+# NVRTC made to write a file the key cannot cover (-fdevice-time-trace): counted, and said.
+expect_rc 0 "$KJIT" --cache-dir "$NS" compile "$TMP/ro.cu" --arch sm_90 -o "$TMP/ro.cubin" -- "-fdevice-time-trace=$TMP/trace"
+expect_grep "kjit compile: compiled, not cached: NVRTC read .*trace.*which the cache key does not cover" "$TMP/err" "uncovered file"
+# A full disk (a small tmpfs in a private mount namespace, where this user may make one).
+if command -v unshare >/dev/null && unshare -m true 2>/dev/null; then
+  mkdir -p "$TMP/small"
+  if unshare -m bash -c '
+      mount -t tmpfs -o size=2m tmpfs "$1" || exit 77
+      "$2" --cache-dir "$1/c" compile "$3" --arch sm_90 -o "$4/a.cubin" -q || exit 1
+      dd if=/dev/zero of="$1/fill" bs=4k 2>/dev/null
+      "$2" --cache-dir "$1/c" compile "$5" --arch sm_90 -o "$4/b.cubin" 2>"$4/full.err" || exit 1
+      "$2" --cache-dir "$1/c" compile "$5" --arch sm_90 -o "$4/b.cubin" --json >"$4/full.json" 2>/dev/null
+    ' _ "$TMP/small" "$KJIT" "$TMP/ns.cu" "$TMP" "$TMP/ro.cu"; then
+    expect_grep "kjit compile: compiled, not cached: disk full" "$TMP/full.err" "full disk"
+    json_check "$TMP/full.json" 'j["stored"] is False and j["not_stored"].startswith("disk full")'
+  else
+    echo "note: no tmpfs could be mounted here: the full-disk case is not checked" >&2
+  fi
+fi
 
 finish

@@ -55,10 +55,54 @@ expect_rc 0 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" --arch sm_90 --ptx 
 expect_grep '\.entry saxpy' "$TMP/dd.ptx" "-o after --"
 expect_rc 0 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" --arch sm_90 --ptx -- --use_fast_math -o /dev/null
 
-# An option neither kjit nor NVRTC knows: a usage error that says what '--' is for.
-expect_rc 2 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" --arch sm_90 -O3
-expect_grep "unknown option '-O3'" "$TMP/err"
+# An option neither kjit, NVRTC nor nvcc knows: a usage error that says what '--' is for.
+expect_rc 2 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" --arch sm_90 --no-such-flag
+expect_grep "unknown option '--no-such-flag'" "$TMP/err"
 expect_grep "after '--' goes to NVRTC" "$TMP/err"
+
+# nvcc's options that NVRTC lacks, each said for what it is. Host-only ones are ignored
+# with a warning (the key is the one without them; a value of theirs is consumed).
+expect_rc 0 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" --arch sm_90 -o "$TMP/p.cubin" --json
+plain=$(key)
+for opts in "-O3" "-O0" "-Xcompiler -fPIC" "-Xcompiler=-Wall" "--compiler-options -fPIC" \
+  "-ccbin g++" "-c" "-g" "-m64" "-x cu" "--extended-lambda" "--expt-extended-lambda"; do
+  # shellcheck disable=SC2086
+  expect_rc 0 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" $opts --arch sm_90 -o "$TMP/p.cubin" --json ||
+    fail "nvcc option '$opts'"
+  expect_grep "kjit compile: warning: ignoring '$opts': " "$TMP/err" "warning for '$opts'"
+  [ "$(key)" = "$plain" ] || fail "the ignored option '$opts' changed the key"
+done
+expect_rc 0 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" -O3 --arch sm_90 -o "$TMP/p.cubin"
+expect_grep "host code; NVRTC compiles device code only" "$TMP/err" "what -O3 is"
+expect_rc 0 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" -O3 -q --arch sm_90 -o "$TMP/p.cubin"
+[ ! -s "$TMP/err" ] || fail "-q printed the warning"
+expect_rc 0 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" --extended-lambda --arch sm_90 -o "$TMP/p.cubin"
+expect_grep "write it without __device__ or __host__" "$TMP/err" "what --extended-lambda is"
+# --expt-relaxed-constexpr is NVRTC's -default-device: the same key, and it compiles code
+# that calls an unannotated constexpr function.
+expect_rc 0 "$KJIT" --cache-dir "$C" compile "$TMP/k.cu" -std=c++17 --expt-relaxed-constexpr --arch sm_90 -o "$TMP/k.cubin" --json
+expect_grep "note: '--expt-relaxed-constexpr' taken as '-default-device'" "$TMP/err"
+[ "$(key)" = "$k1" ] || fail "--expt-relaxed-constexpr is not -default-device"
+# NVRTC's own refusal of an annotated lambda gets a kjit note in NVRTC's terms.
+cat >"$TMP/lambda.cu" <<'CU'
+template <class F> __device__ void apply(F f) { f(); }
+extern "C" __global__ void k(int* p) { apply([=] __device__ () { p[0] = 1; }); }
+CU
+expect_rc 1 "$KJIT" --cache-dir "$C" compile "$TMP/lambda.cu" --extended-lambda --arch sm_90 -o "$TMP/l.cubin"
+expect_grep "kjit: note: NVRTC has no --extended-lambda" "$TMP/err" "annotated lambda note"
+# -arch native is --arch auto (no GPU here: the hint to name a target).
+expect_rc 3 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" -arch=native -o "$TMP/p.cubin"
+expect_grep "note: '-arch native' taken as '--arch auto'" "$TMP/err"
+expect_grep "pass an explicit target, e.g. --arch sm_90" "$TMP/err" "-arch native without a GPU"
+# Several targets: refused, naming the one target to ask for.
+expect_rc 2 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" -gencode arch=compute_90,code=sm_90 -o "$TMP/p.cubin"
+expect_grep "'-gencode arch=compute_90,code=sm_90': nvcc builds for several targets.*use --arch sm_90 instead" "$TMP/err"
+expect_rc 2 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" --generate-code=arch=compute_80,code=[sm_80,compute_80] -o "$TMP/p.cubin"
+expect_grep "use --arch sm_80 instead" "$TMP/err" "--generate-code"
+expect_rc 2 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" -arch compute_90 -code=sm_90 -o "$TMP/p.cubin"
+expect_grep "'-code=sm_90': nvcc's code to embed.*use --arch sm_90 instead" "$TMP/err"
+expect_rc 2 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" -arch=all -o "$TMP/p.cubin"
+expect_grep "kjit compiles for one target a call: use --arch auto" "$TMP/err" "-arch=all"
 expect_rc 2 "$KJIT" --cache-dir "$C" compile "$TMP/saxpy.cu" --arch sm_90 -std
 expect_grep "needs a value" "$TMP/err"
 

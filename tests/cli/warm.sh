@@ -43,10 +43,11 @@ expect_grep 'error' "$TMP/out" "warm failure log"
 [ "$(grep -c '^\[./6\] compiled ' "$TMP/out")" = 5 ] || fail "expected 5 'compiled' lines"
 cp "$TMP/out" "$TMP/warm1.txt"
 
-# The five good kernels are in the cache, and the manifests of the two compiles of the
-# program that includes a header (what NVRTC read for it, docs/cache-keys.md).
+# The five good kernels are in the cache, and apart from them the dependency records of the
+# two compiles of the program that includes a header (what NVRTC read for it,
+# docs/cache-keys.md).
 expect_rc 0 "$KJIT" --cache-dir "$C" cache stats --json
-json_check "$TMP/out" 'j["entries"] == 7 and j["targets"]["sm_80"]["entries"] == 2 and j["targets"]["sm_90"]["entries"] == 2 and j["targets"]["compute_90"]["entries"] == 1 and j["targets"]["manifest"]["entries"] == 2'
+json_check "$TMP/out" 'j["entries"] == 5 and j["targets"]["sm_80"]["entries"] == 2 and j["targets"]["sm_90"]["entries"] == 2 and j["targets"]["compute_90"]["entries"] == 1 and "manifest" not in j["targets"] and j["dependency_records"]["entries"] == 2'
 
 # Warm again, as JSON: everything good is cached now; the failure is reported again.
 expect_rc 1 "$KJIT" --cache-dir "$C" warm "$M/manifest.json" -j 3 --json
@@ -215,5 +216,36 @@ expect_rc 2 "$KJIT" --cache-dir "$C" warm
 EXAMPLES=$(cd "$(dirname "$0")/../../examples" && pwd)
 expect_rc 0 "$KJIT" --cache-dir "$C" warm "$EXAMPLES/warm-manifest.json" --dry-run --json
 json_check "$TMP/out" 'len(j["results"]) == 5 and all(r["ok"] for r in j["results"])'
+
+# --dry-run knows the key of a kernel that reads files once a compile into this cache has
+# recorded what NVRTC read (the key kjit_binary_key() gives), and a source whose only
+# "include" is in a comment reads no file at all.
+DR=$TMP/dr
+mkdir -p "$DR/src"
+printf '#define W 5\n' >"$DR/src/w.h"
+printf '#include "w.h"\nextern "C" __global__ void inc(float* x) { x[0] = W; }\n' >"$DR/src/inc.cu"
+printf '// this kernel does not include anything\nextern "C" __global__ void cmt(float* x) { x[0] = 1; }\n' >"$DR/src/cmt.cu"
+printf '{"version": 1, "kernels": [{"file": "src/inc.cu", "target": "sm_90"}, {"file": "src/cmt.cu", "target": "sm_90"}]}\n' >"$DR/m.json"
+expect_rc 0 "$KJIT" --cache-dir "$DR/c" warm "$DR/m.json" --dry-run --json
+json_check "$TMP/out" 'j["results"][0]["key"] is None and "recorded by its first compile" in j["results"][0]["message"]'
+json_check "$TMP/out" 'j["results"][1]["key"] is not None and j["results"][1]["cached"] is False'
+expect_rc 0 "$KJIT" --cache-dir "$DR/c" warm "$DR/m.json" --json
+warm_keys=$(json_get "$TMP/out" 'sorted(r["key"] for r in j["results"])')
+expect_rc 0 "$KJIT" --cache-dir "$DR/c" warm "$DR/m.json" --dry-run --json
+json_check "$TMP/out" 'all(r["key"] and r["cached"] for r in j["results"])'
+[ "$(json_get "$TMP/out" 'sorted(r["key"] for r in j["results"])')" = "$warm_keys" ] ||
+  fail "dry-run keys differ from the keys warm compiled"
+(cd "$DR" && "$KJIT" --cache-dir "$DR/c" compile src/inc.cu --arch sm_90 -o "$TMP/inc.cubin" --json >"$TMP/out" 2>"$TMP/err") ||
+  fail "compile of src/inc.cu"
+json_check "$TMP/out" 'j["hit"]'
+printf '#define W 6\n' >"$DR/src/w.h"
+expect_rc 0 "$KJIT" --cache-dir "$DR/c" warm "$DR/m.json" --dry-run --json
+json_check "$TMP/out" 'j["results"][0]["key"] is None and j["results"][1]["cached"] is True'
+
+# --arch auto without a GPU: the hint to name a target, as kjit compile gives it.
+if "$KJIT" info 2>/dev/null | grep -q '^devices  *none'; then
+  expect_rc 1 "$KJIT" --cache-dir "$DR/c" warm "$DR/m.json" --arch auto
+  expect_grep "no GPU here: pass an explicit target, e.g. --arch sm_90" "$TMP/out" "warm --arch auto without a GPU"
+fi
 
 finish

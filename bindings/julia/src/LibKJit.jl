@@ -464,6 +464,12 @@ kjit_binary_key(binary) = ccall((:kjit_binary_key, libkjit), Ptr{UInt8}, (Ptr{Cv
 "`int kjit_binary_tier(const kjit_binary* binary)`"
 kjit_binary_tier(binary) = ccall((:kjit_binary_tier, libkjit), Cint, (Ptr{Cvoid},), binary)
 
+"`int kjit_binary_stored(const kjit_binary* binary, const char** reason)`"
+kjit_binary_stored(binary, reason) =
+    ccall((:kjit_binary_stored, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{Ptr{UInt8}}),
+          binary, reason)
+
 "`double kjit_binary_compile_ms(const kjit_binary* binary)`"
 kjit_binary_compile_ms(binary) =
     ccall((:kjit_binary_compile_ms, libkjit), Cdouble,
@@ -529,6 +535,12 @@ kjit_compute_key(source, opts, out_hex) =
     @gcsafe ccall((:kjit_compute_key, libkjit), Cint,
           (Cstring, Ptr{Cvoid}, Ptr{UInt8}),
           source, opts, out_hex)
+
+"`kjit_status kjit_compute_key_cached(kjit_cache* cache, const char* source, const kjit_options* opts, char out_hex[65], int* known)`"
+kjit_compute_key_cached(cache, source, opts, out_hex, known) =
+    @gcsafe ccall((:kjit_compute_key_cached, libkjit), Cint,
+          (Ptr{Cvoid}, Cstring, Ptr{Cvoid}, Ptr{UInt8}, Ptr{Cint}),
+          cache, source, opts, out_hex, known)
 
 # ---- cache.h ---------------------------------------------------------------
 

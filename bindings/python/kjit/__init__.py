@@ -34,7 +34,7 @@ from ._arrays import ArrayInfo, array_info, device_pointer, stream_handle
 from ._cache import Cache, DiskState, RemoteState
 from ._compile import (Binary, CompileFuture, Compiler, Tier, compute_key, hash_options,
                        hash_source)
-from ._errors import LinkError, NvJitLinkError
+from ._errors import FastPathWarning, LinkError, NvJitLinkError
 from ._errors import (ArgumentMismatch, BufferTooSmall, CacheCorrupt, CacheError,
                       Cancelled, CompileError, CublasError, CudaError, CudaSticky,
                       CudaUnavailable, InternalError, InvalidArgument, InvalidHandle,
@@ -73,10 +73,12 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> "list[str]":
-    return sorted(set(globals()) | set(_LAZY))
+    # Not the module's own machinery: `from __future__ import annotations` and the
+    # TYPE_CHECKING flag are no part of the API.
+    return sorted((set(globals()) | set(_LAZY)) - {"annotations", "TYPE_CHECKING"})
 
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 """Version of this Python package (the library's is :func:`version_string`)."""
 
 
@@ -153,6 +155,15 @@ def kernel(source: Any, name: str, options: Optional[Options] = None, *, device:
     return default_compiler().kernel(source, name, options, device=device, **option_kwargs)
 
 
+def compile(source: Any, options: Optional[Options] = None,  # noqa: A001 (as re.compile)
+            **option_kwargs: Any) -> Binary:
+    """Compile-or-hit `source` through :func:`default_compiler`, for compile-only use: the
+    one-line form of :meth:`Compiler.compile` beside :func:`kernel`. Keyword arguments are
+    :class:`Options` arguments (``arch="sm_90"``, ``std=17``, ...). The :class:`Binary`
+    holds the PTX / CUBIN (``binary.cubin``), the key, the log and ``not_stored``."""
+    return default_compiler().compile(source, options, **option_kwargs)
+
+
 __all__ = [
     # library
     "load_library", "library_path", "LIBRARY_NAME", "version", "version_string",
@@ -162,7 +173,7 @@ __all__ = [
     # cache, compile
     "Cache", "CacheStats", "CacheEntry", "DiskState", "RemoteState", "Options", "Output",
     "Compiler", "Binary", "CompileFuture", "Tier", "compute_key", "hash_source",
-    "hash_options", "default_compiler", "kernel",
+    "hash_options", "default_compiler", "kernel", "compile",
     # kernels
     "Kernel", "KernelAttributes", "LoadPath", "Scalar", "Pointer", "int8", "uint8", "int16",
     "uint16", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32",
@@ -175,7 +186,7 @@ __all__ = [
     "GroupedGemm", "GroupedBOrder", "GroupedActivation", "grouped_check",
     # errors
     "Status", "KjitError", "LibraryNotFound", "InvalidArgument", "InvalidHandle",
-    "OutOfMemory", "InvalidSource", "CompileError", "InvalidOption", "UnsupportedTarget",
+    "OutOfMemory", "InvalidSource", "CompileError", "FastPathWarning", "InvalidOption", "UnsupportedTarget",
     "NameNotFound", "NvrtcError", "CacheError", "CacheCorrupt", "NotFound", "ReadOnly",
     "CudaError", "CudaUnavailable", "StaleHandle", "CudaSticky", "ArgumentMismatch",
     "Unsupported", "Cancelled", "Timeout", "BufferTooSmall", "CublasError", "KjitIOError",

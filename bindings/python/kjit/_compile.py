@@ -117,6 +117,16 @@ class Binary(Handle):
         return Tier(_lib.lib().kjit_binary_tier(self._handle()))
 
     @property
+    def not_stored(self) -> Optional[str]:
+        """Why the cache did not keep this compiled result ("disk full (...)", "the cache is
+        read-only", a file NVRTC read that the key cannot vouch for ...), or None when it
+        did (or the binary came from the cache). The result is usable either way."""
+        why = ctypes.c_char_p()
+        if _lib.lib().kjit_binary_stored(self._handle(), ctypes.byref(why)) == 0 and why.value:
+            return why.value.decode("utf-8", "replace")
+        return None
+
+    @property
     def compile_ms(self) -> float:
         """Milliseconds NVRTC took when this result was first compiled."""
         return _lib.lib().kjit_binary_compile_ms(self._handle())

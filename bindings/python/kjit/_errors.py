@@ -104,6 +104,12 @@ class KjitError(Exception):
         return (self.__class__, (self.status, self.message))
 
 
+class FastPathWarning(RuntimeWarning):
+    """Said once, at import, when the compiled launch path (``kjit._fastlaunch``) is not
+    there: kernels then launch through ctypes (the same behaviour, a few microseconds more
+    per launch). ``KJIT_PYTHON_FAST=0`` chooses ctypes and silences it."""
+
+
 class LibraryNotFound(KjitError, OSError):
     """libkjit.so.0 could not be found or loaded; the message lists what was tried."""
 
@@ -140,17 +146,44 @@ class _WithLog(KjitError):
 
     def __init__(self, status: Optional[int] = None, message: str = "",
                  log: str = "") -> None:
-        self.log: str = log
+        self.log: str = python_log(log)
         super().__init__(status, message)
 
     def _text(self) -> str:
-        text = super()._text()
-        if self.log:
-            text += "\n" + self.log.rstrip("\n")
-        return text
+        log = self.log.rstrip("\n")
+        if not log:
+            return super()._text()
+        # The library's message quotes the log's first lines ("...failed: <error>"), and a
+        # kjit log repeats the message as its "kjit: error:" line: each is said once.
+        message = self.message
+        first = log.split("\n", 1)[0].strip()
+        at = message.find(first) if first else -1
+        if at > 0:
+            message = message[:at].rstrip().rstrip(":")
+        elif message and message in log:
+            message = ""
+        name = ("KJIT_" + ("ERROR_" if self.status else "") + self.status.name
+                if self.status is not None else "")
+        head = "%s: %s" % (name, message) if name and message else (name or message)
+        return head + "\n" + log
 
     def __reduce__(self):
         return (self.__class__, (self.status, self.message, self.log))
+
+
+_NAME_NOTE = "kjit: note: a name expression is looked up in every program"
+
+
+def python_log(log: str) -> str:
+    """A log with the library's advice to C callers said in this binding's terms."""
+    at = log.find(_NAME_NOTE)
+    if at < 0 or (at > 0 and log[at - 1] != "\n"):
+        return log
+    end = log.find("\n", at)
+    end = len(log) if end < 0 else end + 1
+    return (log[:at] + "kjit: note: a name expression is looked up in every program compiled "
+            "with the Options it was given to; give each program its own Options "
+            "(Options.clone() of a shared base, then its name_expressions)\n" + log[end:])
 
 
 class CompileError(_WithLog):

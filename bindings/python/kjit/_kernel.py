@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 from . import _lib
 from ._arrays import pointer_getter, pointer_kind, stream_handle
-from ._errors import ArgumentMismatch, IntEnum, InvalidArgument, InternalError
+from ._errors import ArgumentMismatch, FastPathWarning, IntEnum, InvalidArgument, InternalError
 from ._util import Handle, as_int, check, record, text
 
 _U32 = (1 << 32) - 1
@@ -366,6 +366,14 @@ def _load_fastlaunch() -> Tuple[Any, str]:
 
 
 _fastlaunch, _fastlaunch_missing = _load_fastlaunch()
+if _fastlaunch is None and not _fastlaunch_missing.startswith("KJIT_PYTHON_FAST="):
+    import warnings
+
+    warnings.warn("%s; kernels launch through ctypes instead (the same behaviour, a few "
+                  "microseconds more per launch). Build it with `python3 "
+                  "bindings/python/install.py` (needs a C compiler and the Python headers), "
+                  "or set KJIT_PYTHON_FAST=0 to choose ctypes and silence this"
+                  % _fastlaunch_missing, FastPathWarning, stacklevel=2)
 
 
 def launch_path() -> str:

@@ -25,7 +25,7 @@ LIBRARY_NAME = "libkjit.so.0"
 """The file name (SONAME) of the library this package binds."""
 
 #: Oldest library version (major * 10000 + minor * 100 + patch) these bindings accept.
-MIN_VERSION = 100
+MIN_VERSION = 200
 
 _lock = threading.Lock()
 _lib: Optional[ctypes.CDLL] = None
@@ -314,6 +314,7 @@ PROTOTYPES = {
     "kjit_binary_target": (c_char_p, [_p]),
     "kjit_binary_key": (c_char_p, [_p]),
     "kjit_binary_tier": (c_int, [_p]),
+    "kjit_binary_stored": (c_int, [_p, POINTER(c_char_p)]),
     "kjit_binary_compile_ms": (c_double, [_p]),
     "kjit_binary_lowered_name": (c_char_p, [_p, c_char_p]),
     "kjit_binary_name_count": (c_size_t, [_p]),

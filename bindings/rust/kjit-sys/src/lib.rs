@@ -587,6 +587,8 @@ extern "C" {
     pub fn kjit_binary_target(binary: *const kjit_binary) -> *const c_char;
     pub fn kjit_binary_key(binary: *const kjit_binary) -> *const c_char;
     pub fn kjit_binary_tier(binary: *const kjit_binary) -> c_int;
+    /// Since 0.2: 1 kept by the cache, 0 compiled and not stored (`*reason` says why), -1 bad handle.
+    pub fn kjit_binary_stored(binary: *const kjit_binary, reason: *mut *const c_char) -> c_int;
     pub fn kjit_binary_compile_ms(binary: *const kjit_binary) -> c_double;
     pub fn kjit_binary_lowered_name(
         binary: *const kjit_binary,
@@ -610,6 +612,14 @@ extern "C" {
         source: *const c_char,
         opts: *const kjit_options,
         out_hex: *mut c_char,
+    ) -> kjit_status;
+    /// Since 0.2: the key without compiling; `*known` 0 when only a compile can tell.
+    pub fn kjit_compute_key_cached(
+        cache: *mut kjit_cache,
+        source: *const c_char,
+        opts: *const kjit_options,
+        out_hex: *mut c_char,
+        known: *mut c_int,
     ) -> kjit_status;
 
     // cache.h
