@@ -93,6 +93,20 @@ std::string user_pch_doubt(const std::vector<std::string>& options, const std::s
   return "";
 }
 
+// The built-in standard header NVRTC could not open in a failed compile (its log's
+// "cannot open source file" line), or "" when it names no built-in, or one in `tried`.
+std::string unopened_builtin(const std::string& log, const std::vector<std::string>& tried) {
+  const std::string marker = "cannot open source file \"";
+  const size_t at = log.find(marker);
+  if (at == std::string::npos) return "";
+  const size_t start = at + marker.size();
+  const size_t end = log.find('"', start);
+  if (end == std::string::npos) return "";
+  const std::string name = log.substr(start, end - start);
+  if (!builtin_std_header(name)) return "";
+  if (std::find(tried.begin(), tried.end(), name) != tried.end()) return "";
+  return name;
+}
 }  // namespace
 
 void validate_source(const std::string& source) {
@@ -375,11 +389,36 @@ Outcome Compiler::compile_reading_files(const std::string& source, const Compile
   if (cache_) {
     if (auto o = manifest_hit(base, cwd_tag, source, opts, /*fresh=*/false)) return *o;
   }
+  // A header the scan did not see included (a toolkit header's own #include <stdlib.h>,
+  // say: the scan does not read the toolkit, which its fingerprint covers) that kjit has
+  // built in: NVRTC stops at once when it cannot open it, and the compile is run again with
+  // the built-in, scanned as if pre-included (its places must stay empty, as for any
+  // built-in).
+  NormalisedOptions scan_norm = norm;
+  for (int attempt = 0;; ++attempt) {
+    Outcome o = compile_scanned(source, opts, norm, scan_norm, base, cwd_tag, cancel);
+    const std::string missing =
+        o.status == KJIT_ERROR_COMPILE && o.entry && norm.builtin_std && attempt < 8
+            ? unopened_builtin(o.entry->log, scan_norm.pre_includes)
+            : std::string();
+    if (missing.empty()) return o;
+    log_info("'" + opts.name + "': NVRTC could not open <" + missing +
+             ">, which a header the include scan does not read includes; compiling again with "
+             "kjit's built-in <" +
+             missing + ">");
+    scan_norm.pre_includes.push_back(missing);
+  }
+}
+
+Outcome Compiler::compile_scanned(const std::string& source, const CompileOptions& opts,
+                                  const NormalisedOptions& norm, const NormalisedOptions& scan_norm,
+                                  const std::string& base, const std::string& cwd_tag,
+                                  const CancelFlag& cancel) {
   // A preview of what NVRTC will read: the built-in standard headers it needs, whether
   // its includes reach the toolkit (precompiled headers pay there), and the bytes of the
   // files before the compile (a file modified just before it is vouched for by them).
   // No directory is read whole for a computed include the scan cannot follow.
-  const IncludeScan scan = scan_for(source, opts, norm, /*read_directories=*/false);
+  const IncludeScan scan = scan_for(source, opts, scan_norm, /*read_directories=*/false);
   std::map<std::string, std::shared_ptr<const std::string>> before;
   for (const IncludedFile& f : scan.files) before.emplace(f.path, f.content);
   // Where a file would shadow a built-in header: those places must stay empty.
