@@ -59,6 +59,8 @@ struct kjit_binary : kjit::api::Handle<kjit::api::kBinaryMagic> {
   kjit_tier tier = KJIT_TIER_COMPILED;
   std::string metadata;  // built on first request
   std::once_flag metadata_once;
+  std::vector<std::string> advisories;  // from the log, on first request
+  std::once_flag advisories_once;
 };
 
 struct kjit_future : kjit::api::Handle<kjit::api::kFutureMagic> {

@@ -21,6 +21,7 @@
 #include "key/key.h"
 #include "key/toolchain.h"
 #include "key/toolkit.h"
+#include "store/code_facts.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -513,12 +514,25 @@ Outcome Compiler::run_compile(const std::string& source, const CompileOptions& o
                               const NormalisedOptions& norm, const std::string& key, bool use_pch,
                               const CancelFlag& cancel, AuditRecord* audit) {
   const CompileMode m = mode();
+  Outcome o;
+  bool done = false;
   if (m != CompileMode::InProcess) {
-    if (auto o = compile_in_worker_process(source, opts, norm, key, use_pch, cancel, m, audit)) {
-      return std::move(*o);
+    if (auto w = compile_in_worker_process(source, opts, norm, key, use_pch, cancel, m, audit)) {
+      o = std::move(*w);
+      done = true;
     }
   }
-  return compile_audited(source, opts, norm, key, toolchain(), cancel, use_pch, audit);
+  if (!done) o = compile_audited(source, opts, norm, key, toolchain(), cancel, use_pch, audit);
+  // What ptxas says costs performance (wgmma serialised by a call, such as a device
+  // assert's) is worth a line in the log of the compile that produced it.
+  if (o.status == KJIT_OK && o.entry && log_enabled(KJIT_LOG_WARN)) {
+    const std::string summary = advisory_summary(ptxas_advisories(o.entry->log));
+    if (!summary.empty()) {
+      log_warn("'" + opts.name + "' (" + o.entry->target + "): " + summary +
+               " (kjit_binary_advisory() lists them)");
+    }
+  }
+  return o;
 }
 
 const std::string& Compiler::toolchain() {
