@@ -70,8 +70,11 @@ int main(int argc, char** argv) {
   const std::string source = read_text(EXAMPLE_DIR "/gemm_kernel.cu");
 
   // Compile (or hit), and check Params against the compiled kernel: no GPU needed.
+  // The default disk cache ($KJIT_CACHE_DIR, else ~/.cache/kjit), shared by every process.
+  kjit_cache* cache = nullptr;
+  if (kjit_cache_open(nullptr, &cache) != KJIT_OK) return fail("cache");
   kjit_compiler* compiler = nullptr;
-  if (kjit_compiler_create(nullptr, 1, &compiler) != KJIT_OK) return fail("compiler");
+  if (kjit_compiler_create(cache, 1, &compiler) != KJIT_OK) return fail("compiler");
   kjit_binary* bin = nullptr;
   if (kjit_compile(compiler, source.c_str(), opts, &bin) != KJIT_OK) {
     std::fprintf(stderr, "%s\n", bin ? kjit_binary_log(bin) : "");
@@ -170,6 +173,7 @@ int main(int argc, char** argv) {
   kjit_kernel_destroy(kernel);
   kjit_binary_destroy(bin);
   kjit_compiler_destroy(compiler);
+  kjit_cache_close(cache);
   kjit_options_destroy(opts);
   return worst < 1e-2 ? 0 : 1;
 }
