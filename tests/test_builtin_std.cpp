@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -94,19 +96,35 @@ TEST(BuiltinStd, TheSetCoversTheStandardHeadersDeviceCodeIncludes) {
       "cstdint stdio.h cstdio stdlib.h cstdlib string.h cstring stdarg.h cstdarg time.h ctime "
       "algorithm array complex initializer_list iostream istream iterator limits mutex ostream "
       "sstream exception stdexcept string tuple utility type_traits vector memory.h functional "
-      "map stack iomanip typeinfo memory new sys/time.h numeric");
+      "map stack iomanip typeinfo memory new sys/time.h numeric cxxabi.h");
   size_t count = 0;
   for (std::string name; names >> name; ++count) {
     EXPECT_NE(kjit::builtin_std_header(name), nullptr) << name;
   }
-  EXPECT_EQ(count, 50u);
+  EXPECT_EQ(count, 51u);
   EXPECT_EQ(kjit::builtin_std_header("cuda/std/cstdint"), nullptr);
   EXPECT_EQ(kjit::builtin_std_header("no_such_header"), nullptr);
   EXPECT_FALSE(kjit::builtin_std_version().empty());
 }
 
-// Each header alone, under C++17 and C++20, for sm_80 and sm_90 (on every core; no PCH:
-// each program starts differently, so one would be made for each and never used).
+// What NVRTC declares in namespace std itself: std::move, std::forward (and
+// std::initializer_list). Every built-in header must leave them usable (a header that
+// brought libcu++'s move beside NVRTC's made every call ambiguous).
+const char* const kUsesNvrtcStd = R"(
+struct Big { int v[4]; };
+template <class T> __device__ T pass(T&& t) { return std::forward<T>(t); }
+extern "C" __global__ void k(int* out) {
+  Big b{{out[0], 1, 2, 3}};
+  Big moved = std::move(b);
+  out[1] = pass(std::move(moved)).v[0];
+  std::initializer_list<int> il = {1, 2, 3};
+  out[2] = int(il.size());
+}
+)";
+
+// Each header alone, under C++17 and C++20, for sm_80 and sm_90, with what NVRTC declares
+// in std used after it (on every core; no PCH: each program starts differently, so one
+// would be made for each and never used).
 TEST(BuiltinStd, EveryHeaderCompilesAlone) {
   Compiler c;
   struct Case {
@@ -131,8 +149,7 @@ TEST(BuiltinStd, EveryHeaderCompilesAlone) {
         const Case& k = cases[i];
         Options o(k.target, k.std);
         EXPECT_EQ(kjit_options_set_pch(o.o, 0), KJIT_OK);
-        const std::string src =
-            std::string("#include <") + k.header + ">\nextern \"C\" __global__ void k() {}\n";
+        const std::string src = std::string("#include <") + k.header + ">\n" + kUsesNvrtcStd;
         Binary b;
         if (compile(c, src, o, &b) != KJIT_OK) {
           failures[i] = std::string(k.header) + " " + k.target + " " + k.std + ": " + last_error() +
@@ -342,6 +359,177 @@ TEST(BuiltinStd, ProgramsWrittenForNvccCompile) {
       EXPECT_EQ(compile(c, src, o, &b), KJIT_OK) << std << ": " << last_error() << "\n" << b.log();
     }
   }
+}
+
+// The names of namespace std that the built-in headers bring in from libcu++ or the global
+// namespace (their using-declarations, spelled out or through the texts' macros).
+std::set<std::string> names_brought_into_std() {
+  std::set<std::string> names;
+  const std::regex using_decl(R"(using (?:cuda::std::|::)(\w+);)");
+  const std::regex macro(R"(_KJIT_([UVTG])\((\w+)\))");
+  for (const kjit::BuiltinHeader& h : kjit::builtin_std_texts()) {
+    const std::string text(h.text);
+    for (std::sregex_iterator it(text.begin(), text.end(), using_decl), end; it != end; ++it) {
+      names.insert((*it)[1]);
+    }
+    for (std::sregex_iterator it(text.begin(), text.end(), macro), end; it != end; ++it) {
+      const std::string kind = (*it)[1], name = (*it)[2];
+      if (name.size() < 2) continue;  // the macros' own parameter
+      names.insert(name);
+      if (kind == "V") names.insert(name + "_v");
+      if (kind == "T") names.insert(name + "_t");
+    }
+  }
+  return names;
+}
+
+// Which of `names` NVRTC declares in namespace std by itself, in a program that includes
+// nothing: "using std::NAME;" is an error ("has no member") for the others. NVRTC stops at
+// 100 errors, so the names go in groups.
+std::set<std::string> declared_by_nvrtc(Compiler& c, const std::set<std::string>& names,
+                                        const char* std) {
+  const std::vector<std::string> all(names.begin(), names.end());
+  std::set<std::string> declared;
+  for (size_t first = 0; first < all.size(); first += 80) {
+    std::string src;
+    std::set<std::string> group;
+    for (size_t i = first; i < std::min(all.size(), first + 80); ++i) {
+      src += "namespace probe" + std::to_string(i) + " { using std::" + all[i] + "; }\n";
+      group.insert(all[i]);
+    }
+    Options o("sm_90", std);
+    EXPECT_EQ(kjit_options_add(o.o, "--no-builtin-std"), KJIT_OK);
+    Binary b;
+    const kjit_status st = compile(c, src, o, &b);
+    const std::string log = b.log();
+    if (st != KJIT_OK && st != KJIT_ERROR_COMPILE) {
+      ADD_FAILURE() << last_error();
+      continue;
+    }
+    const std::regex missing("namespace \"std\" has no member \"(\\w+)\"");
+    std::set<std::string> absent;
+    for (std::sregex_iterator it(log.begin(), log.end(), missing), end; it != end; ++it) {
+      absent.insert((*it)[1]);
+    }
+    EXPECT_EQ(log.find("Error limit reached"), std::string::npos) << log;
+    for (const std::string& n : group) {
+      if (!absent.count(n)) declared.insert(n);
+    }
+  }
+  return declared;
+}
+
+// NVRTC 13 declares std::move and std::forward itself (--builtin-move-forward, on by
+// default, which defines __NV_BUILTIN_MOVE_FORWARD). The built-in headers bring those two
+// into std only when NVRTC's are off; every other name they bring in must be one NVRTC does
+// not declare, or calls become ambiguous. This fails when an NVRTC declares more.
+TEST(BuiltinStd, NvrtcDeclaresNoOtherNameTheBuiltinsBringIntoStd) {
+  const std::set<std::string> names = names_brought_into_std();
+  ASSERT_GT(names.size(), 300u);
+  ASSERT_TRUE(names.count("move") && names.count("forward") && names.count("swap") &&
+              names.count("void_t"));
+  Compiler c;
+  for (const char* std : {"-std=c++17", "-std=c++20"}) {
+    const std::set<std::string> declared = declared_by_nvrtc(c, names, std);
+    EXPECT_EQ(declared, (std::set<std::string>{"forward", "move"})) << std;
+  }
+}
+
+// <utility> and <algorithm> with the names NVRTC also declares and the ones beside them:
+// std::move of a value and of a range, std::forward, std::swap, std::exchange, std::max.
+TEST(BuiltinStd, UtilityAndAlgorithmWithNamesNvrtcAlsoDeclares) {
+  const char* src = R"(
+#include <utility>
+#include <algorithm>
+#include <type_traits>
+struct S { int a; float b; };
+template <class T, class = void> struct has_a : std::false_type {};
+template <class T> struct has_a<T, std::void_t<decltype(T::a)>> : std::true_type {};
+static_assert(has_a<S>::value, "void_t");
+template <class T> __device__ T relay(T&& t) { return std::forward<T>(t); }
+extern "C" __global__ void k(int* out) {
+  S s{out[0], 1.f};
+  S t = std::move(s);
+  S u = relay(t);
+  int x = out[1], y = out[2];
+  std::swap(x, y);
+  out[3] = std::exchange(x, 7) + u.a + std::max(x, y) + std::min({3, 1, 2});
+  int buf[4] = {1, 2, 3, 4};
+  std::move(buf, buf + 4, out + 4);
+  std::move_backward(buf, buf + 2, out + 10);
+}
+)";
+  Compiler c;
+  for (const char* std : {"-std=c++17", "-std=c++20"}) {
+    Options o("sm_90", std);
+    Binary b;
+    EXPECT_EQ(compile(c, src, o, &b), KJIT_OK) << std << ": " << last_error() << "\n" << b.log();
+  }
+}
+
+// The toolkit's cuda.h (for CUtensorMap, CUdeviceptr... in device code) includes <stdlib.h>
+// and <stdint.h>; the include scan does not read the toolkit (its fingerprint covers it),
+// so NVRTC's failure to open them brings the built-ins in. Pre-included or included, and a
+// hit from a fresh handle afterwards (the retried compile was stored with its built-ins).
+TEST(BuiltinStd, ToolkitCudaHGetsTheBuiltinsItIncludes) {
+  kjit::test::TempDir cache;
+  const std::string body =
+      "extern \"C\" __global__ void k(int* p) { CUdeviceptr d = 0; *p = int(d) + "
+      "int(sizeof(CUtensorMap)); }\n";
+  struct Case {
+    std::string source;
+    const char* option;
+  };
+  for (const Case& k :
+       {Case{body, "--pre-include=cuda.h"}, Case{"#include <cuda.h>\n" + body, nullptr}}) {
+    std::string key;
+    {
+      Compiler c(cache.path());
+      Options o("sm_90", "-std=c++17");
+      EXPECT_EQ(kjit_options_add(o.o, "-default-device"), KJIT_OK);  // cuda.h's declarations
+      if (k.option) {
+        EXPECT_EQ(kjit_options_add(o.o, k.option), KJIT_OK);
+      }
+      Binary b;
+      ASSERT_EQ(compile(c, k.source, o, &b), KJIT_OK) << last_error() << "\n" << b.log();
+      EXPECT_EQ(b.tier(), KJIT_TIER_COMPILED);
+      key = b.key();
+    }
+    Compiler c(cache.path());
+    Options o("sm_90", "-std=c++17");
+    EXPECT_EQ(kjit_options_add(o.o, "-default-device"), KJIT_OK);
+    if (k.option) {
+      EXPECT_EQ(kjit_options_add(o.o, k.option), KJIT_OK);
+    }
+    Binary hit;
+    ASSERT_EQ(compile(c, k.source, o, &hit), KJIT_OK) << last_error();
+    EXPECT_EQ(hit.tier(), KJIT_TIER_DISK);
+    EXPECT_EQ(hit.key(), key);
+  }
+}
+
+// Code written for jitify (which pre-includes its standard headers) uses std::void_t and
+// std::max without including anything: CUTLASS's epilogues do. Pre-including the built-ins
+// serves it, as jitify does; without them it does not compile.
+TEST(BuiltinStd, PreIncludedBuiltinsServeCodeThatIncludesNothing) {
+  const std::string src =
+      "template <class T, class = void> struct has_args { static constexpr bool value = false; "
+      "};\n"
+      "template <class T> struct has_args<T, std::void_t<typename T::Arguments>> {\n"
+      "  static constexpr bool value = true; };\n"
+      "struct Op { struct Arguments {}; };\n"
+      "static_assert(has_args<Op>::value, \"void_t\");\n"
+      "extern \"C\" __global__ void k(int* p) { *p = std::max(p[1], p[2]); }\n";
+  Compiler c;
+  Options bare("sm_90", "-std=c++17");
+  Binary without;
+  EXPECT_EQ(compile(c, src, bare, &without), KJIT_ERROR_COMPILE);
+  EXPECT_NE(without.log().find("has no member \"void_t\""), std::string::npos) << without.log();
+  Options o("sm_90", "-std=c++17");
+  EXPECT_EQ(kjit_options_add(o.o, "--pre-include=type_traits"), KJIT_OK);
+  EXPECT_EQ(kjit_options_add(o.o, "--pre-include=algorithm"), KJIT_OK);
+  Binary b;
+  EXPECT_EQ(compile(c, src, o, &b), KJIT_OK) << last_error() << "\n" << b.log();
 }
 
 // The scan says which built-ins a program uses: the ones it includes (and they include)

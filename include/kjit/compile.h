@@ -387,7 +387,44 @@ KJIT_EXPORT const char* kjit_binary_lowered_name_at(const kjit_binary* binary, s
 KJIT_EXPORT size_t kjit_binary_kernel_count(const kjit_binary* binary);
 KJIT_EXPORT const char* kjit_binary_kernel_name(const kjit_binary* binary, size_t index);
 
-/** Metadata as a JSON object (options, target, names, kernels, toolchain, sizes, times). */
+/**
+ * Number of parameters of kernel `kernel` (a name kjit_binary_kernel_name() gives, or a
+ * name expression of the compile) as the binary's PTX declares them. Needs no GPU: with
+ * kjit_binary_param_info() a host program checks its struct against the compiled kernel
+ * before any launch (docs/cutlass.md).
+ * Returns KJIT_OK; KJIT_ERROR_INVALID_HANDLE; KJIT_ERROR_INVALID_ARGUMENT (NULL argument);
+ * KJIT_ERROR_NAME_NOT_FOUND (no such kernel); KJIT_ERROR_UNSUPPORTED (a binary without PTX,
+ * or of a failed compile, or a parameter declared in a form kjit does not read).
+ * Thread-safe. @since 0.2
+ */
+KJIT_EXPORT kjit_status kjit_binary_param_count(const kjit_binary* binary, const char* kernel,
+                                                size_t* count);
+
+/** Size and alignment in bytes of parameter `index` of kernel `kernel`, as its PTX declares
+ *  them (".param .align 64 .b8 p[1280]": 1280 and 64; ".param .u64 p": 8 and 8). The size
+ *  is the one the driver's layout gives (kjit_kernel_param_info()). Errors as
+ *  kjit_binary_param_count(), and KJIT_ERROR_INVALID_ARGUMENT for an index past the last.
+ *  Thread-safe. @since 0.2 */
+KJIT_EXPORT kjit_status kjit_binary_param_info(const kjit_binary* binary, const char* kernel,
+                                               size_t index, size_t* size, size_t* align);
+
+/**
+ * Performance advisories ptxas wrote into the compile log: its "Potential Performance Loss"
+ * lines, e.g. "(C7510) Potential Performance Loss: wgmma.mma_async instructions are
+ * serialized due to ..." (device code calling a function, such as a device assert's
+ * handler, inside a wgmma pipeline: compile with -DNDEBUG). Counted from the stored log, so
+ * a cache hit reports what the compile reported; also in kjit_binary_metadata_json()
+ * ("advisories") and in `kjit compile`'s output. 0 for a bad handle or a failed compile.
+ * Thread-safe. @since 0.2
+ */
+KJIT_EXPORT size_t kjit_binary_advisory_count(const kjit_binary* binary);
+
+/** Advisory `index` (without ptxas's "ptxas info    : " prefix), or NULL past the last.
+ *  Lives as long as the binary. Thread-safe. @since 0.2 */
+KJIT_EXPORT const char* kjit_binary_advisory(const kjit_binary* binary, size_t index);
+
+/** Metadata as a JSON object (options, target, names, kernels, toolchain, sizes, times, and
+ *  "advisories": the performance advisories of kjit_binary_advisory()). */
 KJIT_EXPORT const char* kjit_binary_metadata_json(const kjit_binary* binary);
 
 /* ---- Stable hashes ------------------------------------------------------------------- */

@@ -181,7 +181,9 @@ KJIT_EXPORT kjit_status kjit_kernel_attributes_init_sized(kjit_kernel_attributes
 KJIT_EXPORT kjit_status kjit_kernel_get_attributes(const kjit_kernel* kernel,
                                                    kjit_kernel_attributes* attrs);
 
-/** Raise the kernel's maximum dynamic shared memory (cuFuncSetAttribute). */
+/** Raise the kernel's maximum dynamic shared memory (cuFuncSetAttribute). A launch that
+ *  asks for more than the limit raises it itself (kjit_kernel_launch()); this sets it
+ *  ahead, e.g. before kjit_kernel_occupancy(). */
 KJIT_EXPORT kjit_status kjit_kernel_set_max_dynamic_shared(kjit_kernel* kernel, int bytes);
 
 /** Maximum active blocks per SM for `block_size` threads and `dynamic_shared` bytes. */
@@ -231,7 +233,15 @@ KJIT_EXPORT void kjit_launch_config_init(kjit_launch_config* cfg);
 /**
  * Launch with cuLaunchKernel-style arguments: args[i] points at the value of parameter i.
  * `count` must equal the kernel's parameter count, else KJIT_ERROR_ARGUMENT_MISMATCH
- * naming expected and given counts. The launch is asynchronous on cfg->stream.
+ * naming expected and given counts. The size of each value is NOT checked (the driver
+ * copies as many bytes as the kernel's parameter has, whatever args[i] points at): a
+ * struct laid out differently on the host and in the kernel launches anyway and fails or
+ * computes garbage on the GPU. Pass the sizes with kjit_kernel_launch_sized(), or launch a
+ * kernel that takes one struct with kjit_kernel_launch_params().
+ * More dynamic shared memory than the default 48 KiB (cfg->shared_bytes) raises the
+ * function's limit (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) first, once per
+ * function and context; a request beyond what the device allows is KJIT_ERROR_CUDA naming
+ * the device's limit and the kernel's static shared memory. Every launch form does this. The launch is asynchronous on cfg->stream.
  * Errors carry the driver's error name and string (KJIT_ERROR_CUDA); a sticky error
  * (e.g. an illegal address from an earlier kernel) is KJIT_ERROR_CUDA_STICKY. A stream of
  * another context (another device's, say) is refused by the driver: KJIT_ERROR_CUDA with
@@ -259,6 +269,26 @@ KJIT_EXPORT kjit_status kjit_kernel_launch_sized(kjit_kernel* kernel,
 KJIT_EXPORT kjit_status kjit_kernel_launch_packed(kjit_kernel* kernel,
                                                   const kjit_launch_config* cfg,
                                                   const void* buffer, size_t size);
+
+/**
+ * Launch a kernel whose one parameter is a struct passed by value (a CUTLASS kernel's
+ * `__grid_constant__ const Params`, say): `params` points at the host's struct, `size` is
+ * its sizeof and `align` its alignof (0: not checked).
+ * Checks, before the driver sees the launch: the kernel takes exactly one parameter
+ * (cuFuncGetParamInfo); `size` equals that parameter's size in the driver's parameter
+ * layout; and, where the compiled result has PTX (the default outputs), `align` equals the
+ * alignment the PTX declares for it (".param .align N"). A mismatch is
+ * KJIT_ERROR_ARGUMENT_MISMATCH with both sizes or alignments: the host compiler and NVRTC
+ * laid the struct out differently (docs/cutlass.md: CUtensorMap on CUDA 13), which a plain
+ * kjit_kernel_launch() would not notice. An `align` that is not 0 or a power of two
+ * dividing `size`, NULL `params` or `size` 0 is KJIT_ERROR_INVALID_ARGUMENT. The struct is
+ * copied by the driver before this returns. Configuration, shared memory, errors and
+ * thread-safety as kjit_kernel_launch().
+ * @since 0.2
+ */
+KJIT_EXPORT kjit_status kjit_kernel_launch_params(kjit_kernel* kernel,
+                                                  const kjit_launch_config* cfg,
+                                                  const void* params, size_t size, size_t align);
 
 #ifdef __cplusplus
 }

@@ -83,6 +83,12 @@ typedef const char* (*PFN_kjit_binary_name_expression)(const kjit_binary* binary
 typedef const char* (*PFN_kjit_binary_lowered_name_at)(const kjit_binary* binary, size_t index);
 typedef size_t (*PFN_kjit_binary_kernel_count)(const kjit_binary* binary);
 typedef const char* (*PFN_kjit_binary_kernel_name)(const kjit_binary* binary, size_t index);
+typedef kjit_status (*PFN_kjit_binary_param_count)(const kjit_binary* binary,
+                                                   const char* kernel, size_t* count);
+typedef kjit_status (*PFN_kjit_binary_param_info)(const kjit_binary* binary, const char* kernel,
+                                                  size_t index, size_t* size, size_t* align);
+typedef size_t (*PFN_kjit_binary_advisory_count)(const kjit_binary* binary);
+typedef const char* (*PFN_kjit_binary_advisory)(const kjit_binary* binary, size_t index);
 typedef const char* (*PFN_kjit_binary_metadata_json)(const kjit_binary* binary);
 typedef kjit_status (*PFN_kjit_hash_source)(const char* data, size_t len, char out_hex[65]);
 typedef kjit_status (*PFN_kjit_hash_options)(const char* const* options, size_t count,
@@ -165,6 +171,10 @@ typedef kjit_status (*PFN_kjit_kernel_launch_sized)(kjit_kernel* kernel,
 typedef kjit_status (*PFN_kjit_kernel_launch_packed)(kjit_kernel* kernel,
                                                      const kjit_launch_config* cfg,
                                                      const void* buffer, size_t size);
+typedef kjit_status (*PFN_kjit_kernel_launch_params)(kjit_kernel* kernel,
+                                                     const kjit_launch_config* cfg,
+                                                     const void* params, size_t size,
+                                                     size_t align);
 
 /* ---- gemm.h */
 

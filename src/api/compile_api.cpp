@@ -5,6 +5,7 @@
 #include "api/handles.h"
 #include "api/versioned.h"
 #include "compile/async.h"
+#include "store/code_facts.h"
 #include "util/log.h"
 #include "util/sha256.h"
 
@@ -351,6 +352,67 @@ KJIT_EXPORT size_t kjit_binary_kernel_count(const kjit_binary* binary) {
 KJIT_EXPORT const char* kjit_binary_kernel_name(const kjit_binary* binary, size_t index) {
   const Entry* e = entry_of(binary);
   return e && index < e->kernels.size() ? e->kernels[index].c_str() : nullptr;
+}
+
+KJIT_EXPORT kjit_status kjit_binary_param_count(const kjit_binary* binary, const char* kernel,
+                                                size_t* count) {
+  return guard([&] {
+    if (!ok(binary)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_binary_param_count: bad binary");
+    if (!kernel || !count) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_binary_param_count: NULL argument");
+    }
+    if (!binary->entry) {
+      return error(KJIT_ERROR_UNSUPPORTED, "kjit_binary_param_count: the binary holds no code");
+    }
+    *count = kernel_params(*binary->entry, kernel).size();
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT kjit_status kjit_binary_param_info(const kjit_binary* binary, const char* kernel,
+                                               size_t index, size_t* size, size_t* align) {
+  return guard([&] {
+    if (!ok(binary)) return error(KJIT_ERROR_INVALID_HANDLE, "kjit_binary_param_info: bad binary");
+    if (!kernel || !size || !align) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_binary_param_info: NULL argument");
+    }
+    if (!binary->entry) {
+      return error(KJIT_ERROR_UNSUPPORTED, "kjit_binary_param_info: the binary holds no code");
+    }
+    const std::vector<PtxParam> params = kernel_params(*binary->entry, kernel);
+    if (index >= params.size()) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT,
+                   "kjit_binary_param_info: parameter index " + std::to_string(index) +
+                       " is out of range: kernel '" + kernel + "' has " +
+                       std::to_string(params.size()) + " parameters");
+    }
+    *size = params[index].size;
+    *align = params[index].align;
+    return KJIT_OK;
+  });
+}
+
+namespace {
+const std::vector<std::string>* advisories_of(const kjit_binary* binary) {
+  if (!ok(binary) || !binary->entry) return nullptr;
+  auto* b = const_cast<kjit_binary*>(binary);
+  try {
+    std::call_once(b->advisories_once, [b] { b->advisories = ptxas_advisories(b->entry->log); });
+  } catch (...) {
+    return nullptr;
+  }
+  return &b->advisories;
+}
+}  // namespace
+
+KJIT_EXPORT size_t kjit_binary_advisory_count(const kjit_binary* binary) {
+  const std::vector<std::string>* a = advisories_of(binary);
+  return a ? a->size() : 0;
+}
+
+KJIT_EXPORT const char* kjit_binary_advisory(const kjit_binary* binary, size_t index) {
+  const std::vector<std::string>* a = advisories_of(binary);
+  return a && index < a->size() ? (*a)[index].c_str() : nullptr;
 }
 
 KJIT_EXPORT const char* kjit_binary_metadata_json(const kjit_binary* binary) {

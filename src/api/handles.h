@@ -62,6 +62,8 @@ struct kjit_binary : kjit::api::Handle<kjit::api::kBinaryMagic> {
   std::string not_stored;  // why the compiled result was not stored (Outcome::not_stored)
   std::string metadata;    // built on first request
   std::once_flag metadata_once;
+  std::vector<std::string> advisories;  // from the log, on first request
+  std::once_flag advisories_once;
 };
 
 struct kjit_future : kjit::api::Handle<kjit::api::kFutureMagic> {

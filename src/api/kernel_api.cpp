@@ -353,4 +353,29 @@ KJIT_EXPORT kjit_status kjit_kernel_launch_packed(kjit_kernel* kernel,
   });
 }
 
+KJIT_EXPORT kjit_status kjit_kernel_launch_params(kjit_kernel* kernel,
+                                                  const kjit_launch_config* cfg, const void* params,
+                                                  size_t size, size_t align) {
+  return guard([&] {
+    kjit_launch_config c;
+    if (kjit_status s = read_in(cfg, &c, "kjit_kernel_launch_params: cfg")) return s;
+    if (!ok(kernel)) return bad_kernel();
+    if (!params || size == 0) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT,
+                   "kjit_kernel_launch_params: params must point at the struct and size be its "
+                   "size (params " +
+                       std::string(params ? "set" : "NULL") + ", size " + std::to_string(size) +
+                       ")");
+    }
+    if ((align & (align - 1)) != 0 || size % (align ? align : 1) != 0) {
+      return error(KJIT_ERROR_INVALID_ARGUMENT,
+                   "kjit_kernel_launch_params: align " + std::to_string(align) +
+                       " must be 0 or a power of two that divides size " + std::to_string(size) +
+                       " (pass alignof the struct)");
+    }
+    kernel->kernel->launch_params(c, params, size, align);
+    return KJIT_OK;
+  });
+}
+
 }  // extern "C"

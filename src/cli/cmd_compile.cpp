@@ -334,6 +334,17 @@ std::string device_text(const Request& r, const Result& res) {
   return " (+ " + human_ms(res.device_ms) + " to ask the CUDA driver for device 0's target)";
 }
 
+// One line for ptxas's performance advisories (wgmma serialised, and the like), which the
+// log above may bury among warnings; on a hit too (they are the stored compile's).
+void print_advisories(kjit_binary* bin) {
+  const size_t n = kjit_binary_advisory_count(bin);
+  if (n == 0) return;
+  const std::string more =
+      n == 1 ? std::string() : " (and " + std::to_string(n - 1) + " more in the log)";
+  std::fprintf(stderr, "  performance: %zu ptxas advisor%s: %s%s\n", n, n == 1 ? "y" : "ies",
+               kjit_binary_advisory(bin, 0), more.c_str());
+}
+
 // The status line (and the log, and the lowered names) on stderr, so that `-o -` keeps
 // stdout for the binary.
 void print_result_text(const Request& r, const Result& res, kjit_binary* bin) {
@@ -368,6 +379,7 @@ void print_result_text(const Request& r, const Result& res, kjit_binary* bin) {
   if (kjit_binary_stored(bin, &why) == 0 && why) {
     std::fprintf(stderr, "kjit compile: compiled, not cached: %s\n", why);
   }
+  print_advisories(bin);
 }
 
 // A result without any kernel entry point: most often a __global__ template compiled

@@ -75,6 +75,10 @@ void add_binary_json(cJSON* obj, const kjit_binary* binary, bool with_metadata) 
   }
   const cJSON* log = cJSON_GetObjectItemCaseSensitive(meta.p, "log");
   cJSON_AddStringToObject(obj, "log", cJSON_IsString(log) ? log->valuestring : "");
+  cJSON* advisories = cJSON_AddArrayToObject(obj, "advisories");
+  for (size_t i = 0; i < kjit_binary_advisory_count(binary); ++i) {
+    cJSON_AddItemToArray(advisories, cJSON_CreateString(kjit_binary_advisory(binary, i)));
+  }
   if (!with_metadata) return;
   if (meta_text && cJSON_GetArraySize(meta.p) > 0) {
     cJSON_AddItemToObject(obj, "metadata", meta.p);

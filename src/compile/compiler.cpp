@@ -21,6 +21,7 @@
 #include "key/key.h"
 #include "key/toolchain.h"
 #include "key/toolkit.h"
+#include "store/code_facts.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -99,6 +100,20 @@ std::string user_pch_doubt(const std::vector<std::string>& options, const std::s
   return "";
 }
 
+// The built-in standard header NVRTC could not open in a failed compile (its log's
+// "cannot open source file" line), or "" when it names no built-in, or one in `tried`.
+std::string unopened_builtin(const std::string& log, const std::vector<std::string>& tried) {
+  const std::string marker = "cannot open source file \"";
+  const size_t at = log.find(marker);
+  if (at == std::string::npos) return "";
+  const size_t start = at + marker.size();
+  const size_t end = log.find('"', start);
+  if (end == std::string::npos) return "";
+  const std::string name = log.substr(start, end - start);
+  if (!builtin_std_header(name)) return "";
+  if (std::find(tried.begin(), tried.end(), name) != tried.end()) return "";
+  return name;
+}
 }  // namespace
 
 void validate_source(const std::string& source) {
@@ -400,10 +415,35 @@ Outcome Compiler::compile_reading_files(const std::string& source, const Compile
   if (cache_) {
     if (auto o = manifest_hit(base, cwd_tag, source, opts, /*fresh=*/false)) return *o;
   }
+  // A header the scan did not see included (a toolkit header's own #include <stdlib.h>,
+  // say: the scan does not read the toolkit, which its fingerprint covers) that kjit has
+  // built in: NVRTC stops at once when it cannot open it, and the compile is run again with
+  // the built-in, scanned as if pre-included (its places must stay empty, as for any
+  // built-in).
+  NormalisedOptions scan_norm = norm;
+  for (int attempt = 0;; ++attempt) {
+    Outcome o = compile_scanned(source, opts, norm, scan_norm, base, cwd_tag, arrived, cancel);
+    const std::string missing =
+        o.status == KJIT_ERROR_COMPILE && o.entry && norm.builtin_std && attempt < 8
+            ? unopened_builtin(o.entry->log, scan_norm.pre_includes)
+            : std::string();
+    if (missing.empty()) return o;
+    log_info("'" + opts.name + "': NVRTC could not open <" + missing +
+             ">, which a header the include scan does not read includes; compiling again with "
+             "kjit's built-in <" +
+             missing + ">");
+    scan_norm.pre_includes.push_back(missing);
+  }
+}
+
+Outcome Compiler::compile_scanned(const std::string& source, const CompileOptions& opts,
+                                  const NormalisedOptions& norm, const NormalisedOptions& scan_norm,
+                                  const std::string& base, const std::string& cwd_tag,
+                                  int64_t arrived, const CancelFlag& cancel) {
   // A preview of what NVRTC will read: the built-in standard headers it needs and whether
   // its includes reach the toolkit (precompiled headers pay there). No directory is read
   // whole for a computed include the scan cannot follow.
-  const IncludeScan scan = scan_for(source, opts, norm, /*read_directories=*/false);
+  const IncludeScan scan = scan_for(source, opts, scan_norm, /*read_directories=*/false);
   // Where a file would shadow a built-in header: those places must stay empty.
   const std::vector<std::string> extra_absent = builtin_shadow_places(scan);
   // NVRTC is given the built-in standard headers the program uses as in-memory headers,
@@ -499,14 +539,25 @@ Outcome Compiler::run_compile(const std::string& source, const CompileOptions& o
                               const NormalisedOptions& norm, const std::string& key, bool use_pch,
                               const CancelFlag& cancel, AuditRecord* audit) {
   const CompileMode m = mode();
+  Outcome o;
+  bool done = false;
   if (m != CompileMode::InProcess) {
-    if (auto o = compile_in_worker_process(source, opts, norm, key, use_pch, cancel, m, audit)) {
-      add_failure_note(norm, &*o);
-      return std::move(*o);
+    if (auto w = compile_in_worker_process(source, opts, norm, key, use_pch, cancel, m, audit)) {
+      o = std::move(*w);
+      done = true;
     }
   }
-  Outcome o = compile_audited(source, opts, norm, key, toolchain(), cancel, use_pch, audit);
+  if (!done) o = compile_audited(source, opts, norm, key, toolchain(), cancel, use_pch, audit);
   add_failure_note(norm, &o);
+  // What ptxas says costs performance (wgmma serialised by a call, such as a device
+  // assert's) is worth a line in the log of the compile that produced it.
+  if (o.status == KJIT_OK && o.entry && log_enabled(KJIT_LOG_WARN)) {
+    const std::string summary = advisory_summary(ptxas_advisories(o.entry->log));
+    if (!summary.empty()) {
+      log_warn("'" + opts.name + "' (" + o.entry->target + "): " + summary +
+               " (kjit_binary_advisory() lists them)");
+    }
+  }
   return o;
 }
 

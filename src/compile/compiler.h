@@ -95,6 +95,14 @@ class Compiler {
   // read (dep_manifest.h).
   Outcome compile_reading_files(const std::string& source, const CompileOptions& opts,
                                 const NormalisedOptions& norm, const CancelFlag& cancel);
+  // One compile of compile_reading_files(), with the built-in headers that the include
+  // scan finds when it also takes scan_norm's pre-includes (norm's, and built-in headers
+  // that an earlier attempt found missing). `arrived`: when the request arrived
+  // (realtime_ns), which NVRTC starts kStampLagNs after at the earliest.
+  Outcome compile_scanned(const std::string& source, const CompileOptions& opts,
+                          const NormalisedOptions& norm, const NormalisedOptions& scan_norm,
+                          const std::string& base, const std::string& cwd_tag, int64_t arrived,
+                          const CancelFlag& cancel);
   // The entry of the first record of the request's manifest that holds here, remembered
   // by the memo; `fresh` reads the manifest from disk (not the memory tier).
   std::optional<Outcome> manifest_hit(const std::string& base, const std::string& cwd_tag,

@@ -10,6 +10,7 @@
 
 #include "cuda/context.h"
 #include "key/toolchain.h"
+#include "store/code_facts.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -93,6 +94,10 @@ std::string dims(const uint32_t d[3]) {
 }
 
 constexpr size_t kInlineParams = 64;
+
+// Dynamic shared memory a function may use without raising its
+// MAX_DYNAMIC_SHARED_SIZE_BYTES attribute (the driver's default, on every architecture).
+constexpr uint32_t kDefaultDynamicShared = 48 * 1024;
 
 }  // namespace
 
@@ -301,6 +306,7 @@ std::unique_ptr<Kernel::Loaded> Kernel::load_now(bool first) {
   l->ctx_id = c.id;
   l->fn = fn;
   l->module = std::move(module);
+  if (shared > 0) l->shared_allowed.store(static_cast<uint32_t>(shared), std::memory_order_relaxed);
   return l;
 }
 
@@ -383,6 +389,24 @@ void Kernel::set_max_dynamic_shared(int bytes) {
        ") for kernel '" + symbol_ + "'")
           .c_str());
   max_dynamic_shared_.store(bytes, std::memory_order_relaxed);  // re-applied on reload
+  l.shared_allowed.store(static_cast<uint32_t>(bytes), std::memory_order_release);
+}
+
+size_t Kernel::param_align(size_t index) {
+  std::call_once(ptx_params_once_, [this] {
+    std::vector<PtxParam> ptx;
+    if (entry_->ptx.empty() ||
+        !ptx_entry_params(std::string_view(entry_->ptx.data(), entry_->ptx.size()), symbol_,
+                          &ptx) ||
+        ptx.size() != params_.size()) {
+      return;
+    }
+    for (size_t i = 0; i < ptx.size(); ++i) {
+      if (ptx[i].size != params_[i].size) return;  // not the code the driver loaded
+    }
+    for (const PtxParam& p : ptx) ptx_param_align_.push_back(p.align);
+  });
+  return index < ptx_param_align_.size() ? ptx_param_align_[index] : 0;
 }
 
 int Kernel::occupancy(int block_size, size_t dynamic_shared) {
@@ -469,6 +493,12 @@ void Kernel::launch_checked(const kjit_launch_config& cfg, void** params, void**
     drv_->cuCtxGetCurrent(&current);
     in_own = current == l->ctx;
   }
+  // More dynamic shared memory than a function allows by default: its limit is raised
+  // first, once per function and context (one comparison on every other launch).
+  if (cfg.shared_bytes > kDefaultDynamicShared &&
+      cfg.shared_bytes > l->shared_allowed.load(std::memory_order_acquire)) {
+    allow_shared(*l, cfg);
+  }
   CUresult r;
   if (in_own) {
     r = enqueue(*l, cfg, params, extra);
@@ -481,6 +511,38 @@ void Kernel::launch_checked(const kjit_launch_config& cfg, void** params, void**
     drv_->cuCtxPopCurrent(&popped);
   }
   if (r != CUDA_SUCCESS) launch_failed(r, cfg, l->ctx);
+}
+
+void Kernel::allow_shared(const Loaded& l, const kjit_launch_config& cfg) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint32_t bytes = cfg.shared_bytes;
+  if (bytes <= l.shared_allowed.load(std::memory_order_acquire)) return;  // another thread did
+  cuda::ScopedContext scope(l.ctx);
+  const CUresult r = drv_->cuFuncSetAttribute(l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                              static_cast<int>(bytes));
+  if (r != CUDA_SUCCESS) {
+    std::string what = "launch of kernel '" + symbol_ + "' with " + std::to_string(bytes) +
+                       " bytes of dynamic shared memory";
+    if (cuda::is_sticky(r)) cuda::throw_error(r, what);
+    int optin = 0, static_bytes = 0;
+    const bool known =
+        drv_->cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                                   cuda::device_handle(device_)) == CUDA_SUCCESS &&
+        drv_->cuFuncGetAttribute(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, l.fn) ==
+            CUDA_SUCCESS;
+    if (known) {
+      what += ": device " + std::to_string(device_) + " allows at most " + std::to_string(optin) +
+              " bytes of shared memory per block, and the kernel's static shared memory takes " +
+              std::to_string(static_bytes) + " of them";
+    }
+    fail(KJIT_ERROR_CUDA, what + " (raising its limit, cuFuncSetAttribute(" +
+                              "MAX_DYNAMIC_SHARED_SIZE_BYTES), failed: " + cuda::error_text(r) +
+                              ")");
+  }
+  l.shared_allowed.store(bytes, std::memory_order_release);
+  if (static_cast<int>(bytes) > max_dynamic_shared_.load(std::memory_order_relaxed)) {
+    max_dynamic_shared_.store(static_cast<int>(bytes), std::memory_order_relaxed);  // reloads
+  }
 }
 
 void Kernel::launch_failed(CUresult r, const kjit_launch_config& cfg, CUcontext ctx) const {
@@ -567,6 +629,37 @@ void Kernel::launch_packed(const kjit_launch_config& cfg, const void* buffer, si
     ptrs = many.data();
   }
   for (size_t i = 0; i < n; ++i) ptrs[i] = base + params_[i].offset;
+  launch_checked(cfg, ptrs, nullptr);
+}
+
+void Kernel::launch_params(const kjit_launch_config& cfg, const void* params, size_t size,
+                           size_t align) {
+  check_config(cfg);
+  if (params_.size() != 1) {
+    fail(KJIT_ERROR_ARGUMENT_MISMATCH,
+         "kernel '" + symbol_ + "' takes " + std::to_string(params_.size()) +
+             " parameters; kjit_kernel_launch_params launches a kernel of exactly one (a struct "
+             "passed by value): use kjit_kernel_launch_sized or kjit_kernel_launch_packed");
+  }
+  if (size != params_[0].size) {
+    fail(KJIT_ERROR_ARGUMENT_MISMATCH,
+         "the parameter of kernel '" + symbol_ + "' is " + std::to_string(params_[0].size) +
+             " bytes, the struct given is " + std::to_string(size) +
+             ": the host and the kernel do not lay the struct out alike (a member's type, size "
+             "or alignment differs between the host compiler and NVRTC; with CUTLASS on CUDA "
+             "13, CUtensorMap is aligned to 128 bytes on the host and CUTLASS's device-side "
+             "stand-in to 64: docs/cutlass.md)");
+  }
+  if (align != 0) {
+    const size_t declared = param_align(0);
+    if (declared != 0 && declared != align) {
+      fail(KJIT_ERROR_ARGUMENT_MISMATCH,
+           "the parameter of kernel '" + symbol_ + "' is aligned to " + std::to_string(declared) +
+               " bytes (its PTX), the struct given to " + std::to_string(align) +
+               ": the host and the kernel do not lay the struct out alike (docs/cutlass.md)");
+    }
+  }
+  void* ptrs[1] = {const_cast<void*>(params)};
   launch_checked(cfg, ptrs, nullptr);
 }
 

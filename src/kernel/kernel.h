@@ -83,9 +83,16 @@ class Kernel {
   // KJIT_KERNEL_NO_RELOAD, driver errors). No allocation, lock or string work unless a
   // failure is reported or the context has to be reloaded.
   void launch(const kjit_launch_config& cfg, void** args, size_t count);
-  void launch_sized(const kjit_launch_config& cfg, void** args, const size_t* sizes,
-                    size_t count);
+  void launch_sized(const kjit_launch_config& cfg, void** args, const size_t* sizes, size_t count);
   void launch_packed(const kjit_launch_config& cfg, const void* buffer, size_t size);
+  // A kernel of one parameter (a struct by value, e.g. CUTLASS's Params): `size` must be
+  // the parameter's size as the driver gives it and, where the PTX declares the parameter's
+  // alignment and `align` is not 0, `align` must equal it.
+  void launch_params(const kjit_launch_config& cfg, const void* params, size_t size, size_t align);
+
+  // The alignment of parameter `index` as the kernel's PTX declares it; 0 when the compiled
+  // result has no PTX or the declaration is not understood. Read from the PTX once.
+  size_t param_align(size_t index);
 
   // For tests: the context id the code is currently loaded into, and how many times the
   // kernel was reloaded after its context went away.
@@ -99,6 +106,9 @@ class Kernel {
     unsigned long long ctx_id = 0;
     CUfunction fn = nullptr;
     ModulePtr module;  // dropped when the load is retired
+    // Dynamic shared memory this function in this context is known to allow beyond the
+    // default (its MAX_DYNAMIC_SHARED_SIZE_BYTES as kjit set it); 0 = the default.
+    mutable std::atomic<uint32_t> shared_allowed{0};
   };
 
   Kernel(EntryPtr entry, std::string symbol, int device, unsigned flags);
@@ -116,14 +126,16 @@ class Kernel {
   }
   const Loaded& reload(const Loaded* seen);
   void check_config(const kjit_launch_config& cfg) const;
+  // Raises the function's MAX_DYNAMIC_SHARED_SIZE_BYTES to cfg.shared_bytes (the launch
+  // asks for more than the default); once per function and context, under mu_.
+  void allow_shared(const Loaded& l, const kjit_launch_config& cfg);
   CUresult enqueue(const Loaded& l, const kjit_launch_config& cfg, void** params,
                    void** extra) const;
   void launch_checked(const kjit_launch_config& cfg, void** params, void** extra);
   // The parameters of `fn` (this kernel's function, loaded by path_) as the driver gives
   // them, or as an earlier load of the same entry, symbol and path learned them.
   std::vector<ParamInfo> param_layout(CUfunction fn) const;
-  [[noreturn]] void launch_failed(CUresult r, const kjit_launch_config& cfg,
-                                  CUcontext ctx) const;
+  [[noreturn]] void launch_failed(CUresult r, const kjit_launch_config& cfg, CUcontext ctx) const;
 
   const cuda::Driver* drv_;
   EntryPtr entry_;
@@ -137,7 +149,9 @@ class Kernel {
   std::atomic<const Loaded*> current_{nullptr};
   std::atomic<unsigned> reloads_{0};
   std::atomic<int> max_dynamic_shared_{-1};
-  std::mutex mu_;  // reloads and attribute changes
+  std::once_flag ptx_params_once_;
+  std::vector<size_t> ptx_param_align_;         // from the PTX, filled once (param_align)
+  std::mutex mu_;                               // reloads and attribute changes
   std::vector<std::unique_ptr<Loaded>> loads_;  // current and retired; freed on destroy
 };
 

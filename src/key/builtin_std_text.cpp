@@ -329,6 +329,9 @@ _KJIT_U(is_constant_evaluated)
 
 // std::tuple_size and std::tuple_element are libcu++'s own declarations in namespace std
 // (for structured bindings), specialised there for its tuple, pair and array.
+// NVRTC declares std::move and std::forward itself (its option --builtin-move-forward, on
+// by default, which defines __NV_BUILTIN_MOVE_FORWARD=1); libcu++'s beside them would make
+// every call ambiguous, so they are brought into std only when NVRTC's are off.
 constexpr const char kUtility[] = R"KJIT(// kjit built-in <utility>
 #ifndef _KJIT_STD_UTILITY
 #define _KJIT_STD_UTILITY
@@ -336,8 +339,11 @@ constexpr const char kUtility[] = R"KJIT(// kjit built-in <utility>
 #include <cuda/std/tuple>
 #include <initializer_list>
 namespace std {
-using cuda::std::pair; using cuda::std::make_pair; using cuda::std::swap; using cuda::std::move;
-using cuda::std::forward; using cuda::std::exchange; using cuda::std::as_const;
+#if !defined(__NV_BUILTIN_MOVE_FORWARD) || !__NV_BUILTIN_MOVE_FORWARD
+using cuda::std::move; using cuda::std::forward;
+#endif
+using cuda::std::pair; using cuda::std::make_pair; using cuda::std::swap;
+using cuda::std::exchange; using cuda::std::as_const;
 using cuda::std::declval; using cuda::std::get; using cuda::std::integer_sequence;
 using cuda::std::index_sequence; using cuda::std::make_integer_sequence;
 using cuda::std::make_index_sequence; using cuda::std::index_sequence_for;
@@ -392,7 +398,9 @@ constexpr const char kInitializerList[] = R"KJIT(// kjit built-in <initializer_l
 #endif
 )KJIT";
 
-// libcu++ has no <cuda/std/algorithm>: its algorithms one by one.
+// libcu++ has no <cuda/std/algorithm>: its algorithms one by one. The range std::move is
+// a function of its own where NVRTC declares the one-argument std::move (<utility>): a
+// using-declaration would bring libcu++'s one-argument move along.
 constexpr const char kAlgorithm[] = R"KJIT(// kjit built-in <algorithm>
 #ifndef _KJIT_STD_ALGORITHM
 #define _KJIT_STD_ALGORITHM
@@ -484,7 +492,7 @@ _KJIT_U(swap_ranges) _KJIT_U(all_of) _KJIT_U(any_of) _KJIT_U(none_of) _KJIT_U(fo
 _KJIT_U(for_each_n) _KJIT_U(find) _KJIT_U(find_if) _KJIT_U(find_if_not) _KJIT_U(find_end)
 _KJIT_U(find_first_of) _KJIT_U(adjacent_find) _KJIT_U(count) _KJIT_U(count_if)
 _KJIT_U(mismatch) _KJIT_U(equal) _KJIT_U(search) _KJIT_U(search_n) _KJIT_U(copy)
-_KJIT_U(copy_if) _KJIT_U(copy_n) _KJIT_U(copy_backward) _KJIT_U(move) _KJIT_U(move_backward)
+_KJIT_U(copy_if) _KJIT_U(copy_n) _KJIT_U(copy_backward) _KJIT_U(move_backward)
 _KJIT_U(fill) _KJIT_U(fill_n) _KJIT_U(transform) _KJIT_U(generate) _KJIT_U(generate_n)
 _KJIT_U(remove) _KJIT_U(remove_if) _KJIT_U(remove_copy) _KJIT_U(remove_copy_if)
 _KJIT_U(replace) _KJIT_U(replace_if) _KJIT_U(replace_copy) _KJIT_U(replace_copy_if)
@@ -498,6 +506,14 @@ _KJIT_U(min_element) _KJIT_U(max_element) _KJIT_U(minmax_element)
 _KJIT_U(lexicographical_compare) _KJIT_U(is_permutation) _KJIT_U(next_permutation)
 _KJIT_U(prev_permutation) _KJIT_U(is_heap) _KJIT_U(is_heap_until) _KJIT_U(push_heap)
 _KJIT_U(pop_heap) _KJIT_U(make_heap) _KJIT_U(sort_heap) _KJIT_U(swap)
+#if !defined(__NV_BUILTIN_MOVE_FORWARD) || !__NV_BUILTIN_MOVE_FORWARD
+_KJIT_U(move)
+#else
+template <class _InputIt, class _OutputIt>
+__host__ __device__ constexpr _OutputIt move(_InputIt __first, _InputIt __last, _OutputIt __out) {
+  return cuda::std::move(__first, __last, __out);
+}
+#endif
 }  // namespace std
 #undef _KJIT_U
 #endif
@@ -627,6 +643,7 @@ const std::vector<BuiltinHeader>& builtin_std_texts() {
       {"cstdlib", kCstdlib},
       {"cstring", kCstring},
       {"ctime", kCtime},
+      {"cxxabi.h", KJIT_NOTHING("cxxabi.h")},
       {"exception", KJIT_NOTHING("exception")},
       {"float.h", "#include <cfloat>\n"},
       {"functional", kFunctional},

@@ -10,6 +10,7 @@
 #include <memory>
 #include <ostream>
 
+#include "store/code_facts.h"
 #include "util/error.h"
 #include "util/wire.h"
 
@@ -122,6 +123,7 @@ std::string Entry::metadata_json(int64_t created_at) const {
   cJSON_AddItemToObject(r, "names", names_obj);
   cJSON_AddItemToObject(r, "kernels", string_array(kernels));
   cJSON_AddStringToObject(r, "log", log.c_str());
+  cJSON_AddItemToObject(r, "advisories", string_array(ptxas_advisories(log)));
   cJSON_AddNumberToObject(r, "compile_ms", compile_ms);
   cJSON_AddStringToObject(r, "pch", pch >= 0 && pch <= 3 ? kPchNames[pch] : "none");
   cJSON_AddNumberToObject(r, "created", static_cast<double>(created_at ? created_at : created));
