@@ -27,6 +27,11 @@ if(TARGET kjit-cli)
       set_tests_properties(soak_compile_window PROPERTIES TIMEOUT 1800 LABELS soak)
     endif()
   endif()
+  # The CUTLASS example's kernel through kjit, its Params against the host's (nvcc, test data).
+  add_test(NAME cli_cutlass_example
+    COMMAND ${KJIT_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/cli/cutlass_example.sh $<TARGET_FILE:kjit>
+            ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cli_cutlass_example PROPERTIES TIMEOUT 900 LABELS cli)
   # Installs the build into a temporary prefix and builds the C examples against it. A
   # sanitizer build's library cannot be loaded by the uninstrumented examples.
   if(NOT KJIT_SANITIZE)
