@@ -512,6 +512,30 @@ kjit_binary_kernel_name(binary, index) =
           (Ptr{Cvoid}, Csize_t),
           binary, index)
 
+"`kjit_status kjit_binary_param_count(const kjit_binary* binary, const char* kernel, size_t* count)`"
+kjit_binary_param_count(binary, kernel, count) =
+    ccall((:kjit_binary_param_count, libkjit), Cint,
+          (Ptr{Cvoid}, Cstring, Ptr{Csize_t}),
+          binary, kernel, count)
+
+"`kjit_status kjit_binary_param_info(const kjit_binary* binary, const char* kernel, size_t index, size_t* size, size_t* align)`"
+kjit_binary_param_info(binary, kernel, index, size, align) =
+    ccall((:kjit_binary_param_info, libkjit), Cint,
+          (Ptr{Cvoid}, Cstring, Csize_t, Ptr{Csize_t}, Ptr{Csize_t}),
+          binary, kernel, index, size, align)
+
+"`size_t kjit_binary_advisory_count(const kjit_binary* binary)`"
+kjit_binary_advisory_count(binary) =
+    ccall((:kjit_binary_advisory_count, libkjit), Csize_t,
+          (Ptr{Cvoid},),
+          binary)
+
+"`const char* kjit_binary_advisory(const kjit_binary* binary, size_t index)`"
+kjit_binary_advisory(binary, index) =
+    ccall((:kjit_binary_advisory, libkjit), Ptr{UInt8},
+          (Ptr{Cvoid}, Csize_t),
+          binary, index)
+
 "`const char* kjit_binary_metadata_json(const kjit_binary* binary)`"
 kjit_binary_metadata_json(binary) =
     ccall((:kjit_binary_metadata_json, libkjit), Ptr{UInt8},
@@ -582,6 +606,12 @@ kjit_cache_stats_get(cache, stats) =
     @gcsafe ccall((:kjit_cache_stats_get, libkjit), Cint,
           (Ptr{Cvoid}, Ptr{kjit_cache_stats}),
           cache, stats)
+
+"`kjit_status kjit_cache_remote_info(kjit_cache* cache, int probe, const char** out)`"
+kjit_cache_remote_info(cache, probe, out) =
+    @gcsafe ccall((:kjit_cache_remote_info, libkjit), Cint,
+          (Ptr{Cvoid}, Cint, Ptr{Ptr{UInt8}}),
+          cache, probe, out)
 
 "`kjit_status kjit_cache_clear_memory(kjit_cache* cache)`"
 kjit_cache_clear_memory(cache) =
@@ -776,6 +806,12 @@ kjit_kernel_launch_packed(kernel, cfg, buffer, size) =
     @gcsafe ccall((:kjit_kernel_launch_packed, libkjit), Cint,
           (Ptr{Cvoid}, Ptr{kjit_launch_config}, Ptr{Cvoid}, Csize_t),
           kernel, cfg, buffer, size)
+
+"`kjit_status kjit_kernel_launch_params(kjit_kernel* kernel, const kjit_launch_config* cfg, const void* params, size_t size, size_t align)`"
+kjit_kernel_launch_params(kernel, cfg, params, size, align) =
+    @gcsafe ccall((:kjit_kernel_launch_params, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{kjit_launch_config}, Ptr{Cvoid}, Csize_t, Csize_t),
+          kernel, cfg, params, size, align)
 
 # ---- gemm.h ----------------------------------------------------------------
 

@@ -315,6 +315,10 @@ PROTOTYPES = {
     "kjit_binary_key": (c_char_p, [_p]),
     "kjit_binary_tier": (c_int, [_p]),
     "kjit_binary_stored": (c_int, [_p, POINTER(c_char_p)]),
+    "kjit_binary_param_count": (_st, [_p, c_char_p, POINTER(c_size_t)]),
+    "kjit_binary_param_info": (_st, [_p, c_char_p, c_size_t, POINTER(c_size_t), POINTER(c_size_t)]),
+    "kjit_binary_advisory_count": (c_size_t, [_p]),
+    "kjit_binary_advisory": (c_char_p, [_p, c_size_t]),
     "kjit_binary_compile_ms": (c_double, [_p]),
     "kjit_binary_lowered_name": (c_char_p, [_p, c_char_p]),
     "kjit_binary_name_count": (c_size_t, [_p]),
@@ -326,6 +330,7 @@ PROTOTYPES = {
     "kjit_hash_source": (_st, [c_char_p, c_size_t, c_char_p]),
     "kjit_hash_options": (_st, [POINTER(c_char_p), c_size_t, c_char_p]),
     "kjit_compute_key": (_st, [c_char_p, _p, c_char_p]),
+    "kjit_compute_key_cached": (_st, [_p, c_char_p, _p, c_char_p, POINTER(c_int)]),
     # cache.h
     "kjit_cache_options_init": (None, [POINTER(CacheOptionsStruct)]),
     "kjit_cache_options_init_sized": (_st, [POINTER(CacheOptionsStruct), c_size_t]),
@@ -334,6 +339,7 @@ PROTOTYPES = {
     "kjit_cache_close": (None, [_p]),
     "kjit_cache_directory": (c_char_p, [_p]),
     "kjit_cache_stats_get": (_st, [_p, POINTER(CacheStatsStruct)]),
+    "kjit_cache_remote_info": (_st, [_p, c_int, POINTER(c_char_p)]),
     "kjit_cache_clear_memory": (_st, [_p]),
     "kjit_cache_clear": (_st, [_p]),
     "kjit_cache_get": (_st, [_p, c_char_p, _pp]),
@@ -369,6 +375,7 @@ PROTOTYPES = {
     # The launch config and the parameter buffer are passed as c_void_p so that a bytes
     # object goes through without a copy (the C side only reads them).
     "kjit_kernel_launch_packed": (_st, [_p, c_void_p, c_void_p, c_size_t]),
+    "kjit_kernel_launch_params": (_st, [_p, c_void_p, c_void_p, c_size_t, c_size_t]),
     # gemm.h
     "kjit_gemm_desc_init": (None, [POINTER(GemmDescStruct)]),
     "kjit_gemm_options_init": (None, [POINTER(GemmOptionsStruct)]),

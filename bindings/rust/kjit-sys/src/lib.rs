@@ -9,7 +9,7 @@ use std::os::raw::{c_char, c_double, c_int, c_uint, c_void};
 // ---- common.h ----------------------------------------------------------------------------
 
 pub const KJIT_VERSION_MAJOR: c_int = 0;
-pub const KJIT_VERSION_MINOR: c_int = 1;
+pub const KJIT_VERSION_MINOR: c_int = 2;
 pub const KJIT_VERSION_PATCH: c_int = 0;
 pub const KJIT_VERSION: c_int =
     KJIT_VERSION_MAJOR * 10000 + KJIT_VERSION_MINOR * 100 + KJIT_VERSION_PATCH;
@@ -590,6 +590,22 @@ extern "C" {
     /// Since 0.2: 1 kept by the cache, 0 compiled and not stored (`*reason` says why), -1 bad handle.
     pub fn kjit_binary_stored(binary: *const kjit_binary, reason: *mut *const c_char) -> c_int;
     pub fn kjit_binary_compile_ms(binary: *const kjit_binary) -> c_double;
+    /// Since 0.2: a kernel's parameter count, and each one's size and alignment, from its PTX.
+    pub fn kjit_binary_param_count(
+        binary: *const kjit_binary,
+        kernel: *const c_char,
+        count: *mut usize,
+    ) -> kjit_status;
+    pub fn kjit_binary_param_info(
+        binary: *const kjit_binary,
+        kernel: *const c_char,
+        index: usize,
+        size: *mut usize,
+        align: *mut usize,
+    ) -> kjit_status;
+    /// Since 0.2: ptxas's performance advisories in the compile log.
+    pub fn kjit_binary_advisory_count(binary: *const kjit_binary) -> usize;
+    pub fn kjit_binary_advisory(binary: *const kjit_binary, index: usize) -> *const c_char;
     pub fn kjit_binary_lowered_name(
         binary: *const kjit_binary,
         expr: *const c_char,
@@ -642,6 +658,13 @@ extern "C" {
         stats: *mut kjit_cache_stats,
     ) -> kjit_status;
     pub fn kjit_cache_clear_memory(cache: *mut kjit_cache) -> kjit_status;
+    /// Since 0.2: the remote tier's topology and counters as JSON (`*out` lives until the
+    /// next call on this thread).
+    pub fn kjit_cache_remote_info(
+        cache: *mut kjit_cache,
+        probe: c_int,
+        out: *mut *const c_char,
+    ) -> kjit_status;
     pub fn kjit_cache_clear(cache: *mut kjit_cache) -> kjit_status;
     pub fn kjit_cache_get(
         cache: *mut kjit_cache,
@@ -772,6 +795,14 @@ extern "C" {
         cfg: *const kjit_launch_config,
         buffer: *const c_void,
         size: usize,
+    ) -> kjit_status;
+    /// Since 0.2: a kernel that takes one struct, its size and alignment checked first.
+    pub fn kjit_kernel_launch_params(
+        kernel: *mut kjit_kernel,
+        cfg: *const kjit_launch_config,
+        params: *const c_void,
+        size: usize,
+        align: usize,
     ) -> kjit_status;
     // gemm.h
     /// The 0.1.0 functions: they write the 0.1.0 structs. Prefer the `_sized` ones.

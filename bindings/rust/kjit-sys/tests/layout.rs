@@ -61,6 +61,13 @@ fn rust_layouts() -> BTreeMap<String, Layout> {
             struct_size, running, pch_in_use, pid, uptime_s, idle_s, compiles, failures,
             timeouts, in_flight, crashes, pch_created, pch_used, idle_limit_s, rss_bytes,
         }),
+        rust_layout!(kjit_grouped_gemm_desc {
+            struct_size, groups, rows, n, k, a_type, b_type, d_type, b_order, activation,
+            reserved0, lda, ldb, ldc, ldd, stride_b, stride_bias, alpha, beta,
+        }),
+        rust_layout!(kjit_grouped_gemm_options {
+            struct_size, tile_n, stages, portable_only, schedule,
+        }),
         rust_layout!(kjit_kernel_attributes {
             struct_size, num_regs, static_shared_bytes, const_bytes, local_bytes,
             max_threads_per_block, max_dynamic_shared_bytes, ptx_version, binary_version,
