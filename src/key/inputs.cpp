@@ -1,7 +1,9 @@
 #include "key/inputs.h"
 
+#include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <mutex>
 #include <set>
 #include <unordered_map>
@@ -83,16 +85,34 @@ class LocalDirs {
   std::map<std::string, bool> seen_;
 };
 
+// True when `path` lives on a local file system known to stamp changes in nanoseconds from
+// the kernel's clock (ext4, XFS, Btrfs, tmpfs, overlayfs, F2FS, ZFS). Anything else (FAT's two
+// seconds, a network file system's server clock, a file system not in the list) is not.
+bool nanosecond_times(const std::string& path) {
+  struct statfs fs;
+  if (::statfs(path.c_str(), &fs) != 0) return false;
+  switch (static_cast<unsigned long>(fs.f_type)) {
+    case 0xEF53:      // ext2/3/4 (an ext4 of 128-byte inodes keeps seconds: see below)
+    case 0x58465342:  // XFS
+    case 0x9123683E:  // Btrfs
+    case 0x01021994:  // tmpfs
+    case 0x794C7630:  // overlayfs (its upper file system's times)
+    case 0xF2F52010:  // F2FS
+    case 0x2FC12FC1:  // ZFS
+      return true;
+    default:
+      return false;
+  }
+}
+
 // True when the stamp proves the file's last change came before `started_ns` (CLOCK_REALTIME,
-// read before NVRTC began), so that NVRTC read the bytes there now. A local file system
-// stamps a change at most kStampLagNs behind the real time, so a change at or after the
-// start is stamped no earlier than kStampLagNs before it. Coarser times (microseconds,
-// whole seconds, FAT's two seconds; told by a change time without nanosecond digits, which
-// a fine one lacks once in a thousand: the change time is always the clock's, where the
-// modification time may have been set, as tar sets it) and network file systems (whose
-// times come from the server's clock) need the racy window instead.
-bool changed_before(const PathStamp& s, int64_t started_ns, bool network) {
-  const bool fine = !network && s.ctime_ns % 1000 != 0;
+// read before NVRTC began), so that NVRTC read the bytes there now. A local file system with
+// nanosecond times stamps a change at most kStampLagNs behind the real time, so a change at
+// or after the start is stamped no earlier than kStampLagNs before it. Other file systems
+// (coarser times, a server's clock) and whole-second change times (an ext4 of small inodes;
+// a fine stamp is a whole second once in a billion) need the racy window instead.
+bool changed_before(const PathStamp& s, int64_t started_ns, bool nanosecond_fs) {
+  const bool fine = nanosecond_fs && s.ctime_ns % 1000000000 != 0;
   const int64_t margin = fine ? kStampLagNs : int64_t(kRacySeconds) * 1000000000;
   return s.mtime_ns < started_ns - margin && s.ctime_ns < started_ns - margin;
 }
@@ -150,8 +170,10 @@ bool record_inputs(const AuditRecord& audit, const std::string& program, int64_t
     // A file changed at or after the compile began may have been read by NVRTC in any state
     // between (a rewrite with the same bytes truncates it first): equal bytes before and
     // after prove nothing, so such a result is not stored.
-    if (!changed_before(in.stamp, started_ns, !network_fs_type(f.path).empty())) {
-      *why = path + " was modified while NVRTC was reading the program's files";
+    if (!changed_before(in.stamp, started_ns, nanosecond_times(f.path))) {
+      const int64_t last = std::max(in.stamp.mtime_ns, in.stamp.ctime_ns);
+      *why = path + " was modified while NVRTC was reading the program's files (last changed " +
+             std::to_string((last - started_ns) / 1000) + " us after the compile began)";
       return false;
     }
     in.digest = to_hex(sha256(*bytes));
