@@ -619,7 +619,7 @@ TEST(ComputeKeyCached, KnownWithoutCompiling) {
 
 TEST(Version, LibraryAndNvrtc) {
   EXPECT_EQ(kjit_version(), KJIT_VERSION);
-  EXPECT_STREQ(kjit_version_string(), "0.2.0");
+  EXPECT_STREQ(kjit_version_string(), "0.3.0");
   const char* v = nullptr;
   ASSERT_EQ(kjit_nvrtc_version(&v), KJIT_OK);
   EXPECT_TRUE(std::regex_search(v, std::regex("^nvrtc [0-9]+\\.[0-9]+\\.[0-9]+ CL-[0-9]+$"))) << v;

@@ -86,7 +86,7 @@ func TestVersionMatchesHeaders(t *testing.T) {
 	if Version() != HeaderVersion {
 		t.Fatalf("library %d, headers %d", Version(), HeaderVersion)
 	}
-	if VersionString() != "0.2.0" {
+	if VersionString() != "0.3.0" {
 		t.Fatal(VersionString())
 	}
 	if !strings.Contains(StatusCompile.Error(), "KJIT_ERROR_COMPILE") {

@@ -33,7 +33,7 @@ extern "C" {
 /* ---- Version ------------------------------------------------------------------------ */
 
 #define KJIT_VERSION_MAJOR 0
-#define KJIT_VERSION_MINOR 2
+#define KJIT_VERSION_MINOR 3
 #define KJIT_VERSION_PATCH 0
 /** Version as one number: major * 10000 + minor * 100 + patch. */
 #define KJIT_VERSION (KJIT_VERSION_MAJOR * 10000 + KJIT_VERSION_MINOR * 100 + KJIT_VERSION_PATCH)

@@ -48,7 +48,7 @@ end
 # ---- constants (values from the C headers) ------------------------------------------------
 
 "Version of the headers these bindings follow: major * 10000 + minor * 100 + patch."
-const KJIT_VERSION = 200
+const KJIT_VERSION = 300
 
 const KJIT_OK = 0
 const KJIT_ERROR_INVALID_ARGUMENT = 1

@@ -78,7 +78,7 @@ def __dir__() -> "list[str]":
     return sorted((set(globals()) | set(_LAZY)) - {"annotations", "TYPE_CHECKING"})
 
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 """Version of this Python package (the library's is :func:`version_string`)."""
 
 

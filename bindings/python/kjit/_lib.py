@@ -25,7 +25,7 @@ LIBRARY_NAME = "libkjit.so.0"
 """The file name (SONAME) of the library this package binds."""
 
 #: Oldest library version (major * 10000 + minor * 100 + patch) these bindings accept.
-MIN_VERSION = 200
+MIN_VERSION = 300
 
 _lock = threading.Lock()
 _lib: Optional[ctypes.CDLL] = None

@@ -23,7 +23,7 @@ fn is_hex64(s: &str) -> bool {
 #[test]
 fn version_matches_the_headers() {
     assert_eq!(kjit::version(), kjit::sys::KJIT_VERSION);
-    assert_eq!(kjit::version_string(), "0.2.0");
+    assert_eq!(kjit::version_string(), "0.3.0");
     assert!(
         kjit::status_string(5).contains("KJIT_ERROR_COMPILE"),
         "{}",
