@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets in fuzz/ with clang (-fsanitize=fuzzer,address,undefined) in
-# build-fuzz and runs each for a fixed time, starting from the seed corpora committed in
-# fuzz/corpus/<target>/ (new inputs go to build-fuzz/corpus/, crashes to
-# build-fuzz/artifacts/). Prints each target's executions; fails on any finding.
+# Builds the libFuzzer targets in fuzz/ in build-asan (clang, ASan + UBSan + libFuzzer's
+# coverage; tools/sanitizer_tree.sh, shared with tools/sanitize.sh) and runs each for a fixed
+# time, as many at once as there are cores, starting from the seed corpora committed in
+# fuzz/corpus/<target>/ (new inputs go to build-asan/fuzz-corpus/, crashes to
+# build-asan/fuzz-artifacts/). Prints each target's executions; fails on any finding.
 #
 #   tools/fuzz.sh                  20 s per target (CI)
 #   tools/fuzz.sh --time 600       longer run (also KJIT_FUZZ_SECONDS)
@@ -24,34 +25,43 @@ done
 targets=(options include_scan metadata export entry_file compile)
 [[ -n "$only" ]] && targets=("$only")
 
-for tool in clang clang++; do
-  command -v "$tool" >/dev/null || { echo "error: $tool is needed (tools/deps.sh --test installs it)" >&2; exit 1; }
-done
 jobs=$(nproc)
-if [[ ! -f build-fuzz/build.ninja ]]; then
-  CC=clang CXX=clang++ cmake -S fuzz -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-fi
+tree=$(bash tools/sanitizer_tree.sh asan)
 build_targets=()
 for t in "${targets[@]}"; do build_targets+=("fuzz_$t"); done
-cmake --build build-fuzz -j"$jobs" --target "${build_targets[@]}"
+nice -n 19 cmake --build "$tree" -j"$jobs" --target "${build_targets[@]}"
 
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:allocator_may_return_null=1:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 export LSAN_OPTIONS="suppressions=$PWD/tools/lsan.supp:print_suppressions=0:${LSAN_OPTIONS:-}"
-mkdir -p build-fuzz/artifacts
+out=$PWD/$tree
+mkdir -p "$out/fuzz-artifacts" "$out/fuzz-logs"
+fuzz_one() {  # target: runs it, leaves its log and exit status in $out/fuzz-logs
+  local t=$1 status=0
+  # Absolute paths: the targets work inside a private fixture directory (fuzz_input.h).
+  mkdir -p "$out/fuzz-corpus/$t"
+  "$out/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=60 -rss_limit_mb=4096 \
+    -max_len=4096 -print_final_stats=1 -artifact_prefix="$out/fuzz-artifacts/$t-" \
+    "$out/fuzz-corpus/$t" "$PWD/fuzz/corpus/$t" >"$out/fuzz-logs/$t.log" 2>&1 || status=$?
+  echo "$status" >"$out/fuzz-logs/$t.status"
+}
+echo "== ${#targets[@]} fuzz targets, ${seconds}s each, $jobs at a time"
+running=0
+for t in "${targets[@]}"; do
+  fuzz_one "$t" &
+  if ((++running >= jobs)); then
+    wait -n
+    running=$((running - 1))
+  fi
+done
+wait
+
 failed=()
 summary=()
 total=0
 for t in "${targets[@]}"; do
-  # Absolute paths: the targets work inside a private fixture directory (fuzz_input.h).
-  work=$PWD/build-fuzz/corpus/$t
-  mkdir -p "$work"
-  log=build-fuzz/fuzz_$t.log
-  echo "== fuzz_$t: ${seconds}s"
-  status=0
-  ./build-fuzz/fuzz_"$t" -max_total_time="$seconds" -timeout=60 -rss_limit_mb=4096 \
-    -max_len=4096 -print_final_stats=1 -artifact_prefix="$PWD"/build-fuzz/artifacts/"$t"- \
-    "$work" "$PWD"/fuzz/corpus/"$t" >"$log" 2>&1 || status=$?
+  log=$out/fuzz-logs/$t.log
+  status=$(cat "$out/fuzz-logs/$t.status")
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   execs=${execs:-0}
   total=$((total + execs))
@@ -65,6 +75,6 @@ echo "== fuzzing summary (${seconds}s per target)"
 printf '%s\n' "${summary[@]}"
 echo "total executions: $total"
 if ((${#failed[@]})); then
-  echo "fuzzing found problems in: ${failed[*]} (inputs in build-fuzz/artifacts/)" >&2
+  echo "fuzzing found problems in: ${failed[*]} (inputs in $tree/fuzz-artifacts/)" >&2
   exit 1
 fi

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Runs the CPU test suites under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan)
-# and the concurrency tests under ThreadSanitizer (build-tsan). Both builds use the
-# top-level KJIT_SANITIZE option, with clang at -O1 and line tables only (about four times
-# faster to build than gcc at -O2 -g, which matters on CI's two cores).
+# and the concurrency tests under ThreadSanitizer (build-tsan), both configured by
+# tools/sanitizer_tree.sh (clang, -O1; build-asan also serves tools/fuzz.sh).
 #
 #   tools/sanitize.sh            both
 #   tools/sanitize.sh asan       only ASan+UBSan
@@ -34,21 +33,6 @@ present() {
   echo "${out[@]}"
 }
 
-for tool in clang clang++; do
-  command -v "$tool" >/dev/null || { echo "error: $tool is needed (tools/deps.sh --test installs it)" >&2; exit 1; }
-done
-
-configure() {  # dir sanitizers
-  if [[ ! -f $1/build.ninja ]]; then
-    # --as-needed (Debian's gcc passes it, clang does not): the CUDA driver stub that
-    # CUDA::nvrtc brings along would otherwise become a dependency (no driver in CI).
-    CC=clang CXX=clang++ cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=None \
-      "-DCMAKE_C_FLAGS=-O1 -gline-tables-only" "-DCMAKE_CXX_FLAGS=-O1 -gline-tables-only" \
-      -DKJIT_SANITIZE="$2" -DKJIT_BUILD_BENCH=OFF -DKJIT_BUILD_CLI=OFF \
-      -DCMAKE_EXE_LINKER_FLAGS=-Wl,--as-needed >/dev/null
-  fi
-}
-
 failed=()
 run() {  # name command...
   local name=$1
@@ -65,8 +49,8 @@ run() {  # name command...
 
 if [[ $which == all || $which == asan ]]; then
   tests=($(present "${asan_tests[@]}"))
-  configure build-asan "address;undefined"
-  cmake --build build-asan -j"$jobs" --target "${tests[@]}"
+  bash tools/sanitizer_tree.sh asan >/dev/null
+  nice -n 19 cmake --build build-asan -j"$jobs" --target "${tests[@]}"
   log_dir=build-asan/logs
   mkdir -p "$log_dir"
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1:strict_string_checks=1"
@@ -85,8 +69,8 @@ fi
 
 if [[ $which == all || $which == tsan ]]; then
   tests=($(present "${tsan_tests[@]}"))
-  configure build-tsan thread
-  cmake --build build-tsan -j"$jobs" --target "${tests[@]}"
+  bash tools/sanitizer_tree.sh tsan >/dev/null
+  nice -n 19 cmake --build build-tsan -j"$jobs" --target "${tests[@]}"
   log_dir=build-tsan/logs
   mkdir -p "$log_dir"
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tools/tsan.supp"
