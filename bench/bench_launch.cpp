@@ -6,7 +6,14 @@
 // load a second entry (the same kernel under another key) in the same process: again_hit and
 // again_load, what the process's one-time work leaves of a hit.
 //
-//   bench_launch [--cupy results.json] [--reps N]
+// Beside them: the floor's own second load in its process (again_load); a paired child that
+// loads the same CUBIN once more through cuModuleLoadData and once through
+// kjit_kernel_from_binary in one process, order alternated (the load alone, free of the
+// spread between processes); and bench_launch_client, an independent C client, when it
+// lies next to this program. --load-study N: the module load, variant by variant, N
+// interleaved rounds in this process (load_study).
+//
+//   bench_launch [--cupy results.json] [--reps N] [--load-study N] [--no-cold]
 //
 // The fresh-process measurements spawn this program again with --child. CUDA itself is
 // initialised (cuInit, primary context, buffers) before the clock starts in every child,
