@@ -6,7 +6,14 @@
 // load a second entry (the same kernel under another key) in the same process: again_hit and
 // again_load, what the process's one-time work leaves of a hit.
 //
-//   bench_launch [--cupy results.json] [--reps N]
+// Beside them: the floor's own second load in its process (again_load); a paired child that
+// loads the same CUBIN once more through cuModuleLoadData and once through
+// kjit_kernel_from_binary in one process, order alternated (the load alone, free of the
+// spread between processes); and bench_launch_client, an independent C client, when it
+// lies next to this program. --load-study N: the module load, variant by variant, N
+// interleaved rounds in this process (load_study).
+//
+//   bench_launch [--cupy results.json] [--reps N] [--load-study N] [--no-cold]
 //
 // The fresh-process measurements spawn this program again with --child. CUDA itself is
 // initialised (cuInit, primary context, buffers) before the clock starts in every child,
@@ -14,6 +21,7 @@
 // by bench/cupy_bench.py into the table.
 #include <cjson/cJSON.h>
 #include <cuda.h>
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -224,8 +232,79 @@ int child(int argc, char** argv) {
              "cuLaunchKernel");
     cu_check(d.cuCtxSynchronize(), "sync");
     t[3] = now_ms();
-    std::printf("RESULT %.4f read=%.4f load=%.4f params=%.4f params_end=%.4f launch=%.4f\n",
-                t[3] - t[0], t[1] - t[0], t[2] - t[1], params, params_end, t[3] - t_launch);
+    // A second module of the same bytes (another copy, as a second entry would be) loaded
+    // in this process after its first launch: the floor of kjit-split's again_load.
+    const std::string again_bytes = bytes + std::string();
+    const double a0 = now_ms();
+    CUmodule mod2 = nullptr;
+    CUfunction fn2 = nullptr;
+    cu_check(d.cuModuleLoadData(&mod2, again_bytes.data()), "cuModuleLoadData (again)");
+    cu_check(d.cuModuleGetFunction(&fn2, mod2, spec->name), "cuModuleGetFunction (again)");
+    const double again_load = now_ms() - a0;
+    std::printf(
+        "RESULT %.4f read=%.4f load=%.4f params=%.4f params_end=%.4f launch=%.4f "
+        "again_load=%.4f\n",
+        t[3] - t[0], t[1] - t[0], t[2] - t[1], params, params_end, t[3] - t_launch, again_load);
+    d.cuModuleUnload(mod2);
+    d.cuModuleUnload(mod);
+    return 0;
+  }
+  // load-pair-raw-first / load-pair-kjit-first: after a first kjit_kernel_create and launch
+  // (the process's one-time work done), the same CUBIN loaded twice more in this process,
+  // once by cuModuleLoadData + get from a copy of its bytes and once by
+  // kjit_kernel_from_binary of a second entry's hit (not timed), in the order named:
+  // a paired comparison of the load alone, free of the spread between processes.
+  if (mode == "load-pair-raw-first" || mode == "load-pair-kjit-first") {
+    kjit_cache_options co = KJIT_CACHE_OPTIONS_INIT;
+    co.directory = path.c_str();
+    kjit_cache* cache = nullptr;
+    kjit_compiler* compiler = nullptr;
+    kj_check(kjit_cache_open(&co, &cache), "kjit_cache_open");
+    kj_check(kjit_compiler_create(cache, 1, &compiler), "kjit_compiler_create");
+    kjit_options* opts = options_for(*spec);
+    kjit_kernel* k = nullptr;
+    kjit_binary* log = nullptr;
+    kj_check(kjit_kernel_create(compiler, spec->source, spec->name, opts, 0, 0, &k, &log),
+             "kjit_kernel_create");
+    kjit_launch_config cfg = KJIT_LAUNCH_CONFIG_INIT;
+    cfg.grid[0] = args.grid;
+    cfg.block[0] = args.block;
+    kj_check(kjit_kernel_launch(k, &cfg, args.count ? args.ptrs : nullptr, args.count), "launch");
+    cu_check(d.cuCtxSynchronize(), "sync");
+    char arch[16] = {};
+    kj_check(kjit_device_arch(0, arch, sizeof arch), "kjit_device_arch");
+    kjit_options* again = again_options(*spec, arch);
+    kjit_binary* bin2 = nullptr;
+    kj_check(kjit_compile(compiler, spec->source, again, &bin2), "kjit_compile (again)");
+    size_t size = 0;
+    const void* cubin = kjit_binary_data(bin2, KJIT_OUTPUT_CUBIN, &size);
+    const std::string copy(static_cast<const char*>(cubin), size);
+    double raw = 0, kj = 0;
+    CUmodule mod = nullptr;
+    CUfunction fn = nullptr;
+    kjit_kernel* k2 = nullptr;
+    for (int step = 0; step < 2; ++step) {
+      const bool raw_now = (step == 0) == (mode == "load-pair-raw-first");
+      const double p0 = now_ms();
+      if (raw_now) {
+        cu_check(d.cuModuleLoadData(&mod, copy.data()), "cuModuleLoadData");
+        cu_check(d.cuModuleGetFunction(&fn, mod, spec->name), "cuModuleGetFunction");
+        raw = now_ms() - p0;
+      } else {
+        kj_check(kjit_kernel_from_binary(bin2, spec->name, 0, 0, &k2), "from_binary");
+        kj = now_ms() - p0;
+      }
+    }
+    std::printf("RESULT %.4f raw=%.4f kjit=%.4f\n", kj - raw, raw, kj);
+    d.cuModuleUnload(mod);
+    kjit_kernel_destroy(k2);
+    kjit_binary_destroy(bin2);
+    kjit_options_destroy(again);
+    kjit_binary_destroy(log);
+    kjit_kernel_destroy(k);
+    kjit_options_destroy(opts);
+    kjit_compiler_destroy(compiler);
+    kjit_cache_close(cache);
     return 0;
   }
   // kjit: open the cache, kjit_kernel_create (compile-or-hit + load), launch.
@@ -338,8 +417,20 @@ std::string self_path() {
   return buf;
 }
 
+// bench_launch_client beside this program ("" when it is not there).
+std::string client_path() {
+  std::string self = self_path();
+  const std::string path = self.substr(0, self.rfind('/') + 1) + "bench_launch_client";
+  return access(path.c_str(), X_OK) == 0 ? path : std::string();
+}
+
 ChildResult spawn(const std::string& mode, const KernelSpec& s, const std::string& path) {
-  const std::string cmd = "'" + self_path() + "' --child " + mode + " " + s.id + " '" + path + "'";
+  std::string cmd = "'" + self_path() + "' --child " + mode + " " + s.id + " '" + path + "'";
+  if (mode == "client" || mode == "client-prewarm") {
+    cmd = "'" + client_path() + "' '" + path + "' " + s.id;
+    if (s.cub) cmd += " '" + cccl_dir() + "'";
+    if (mode == "client-prewarm") cmd += " --prewarm";
+  }
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) die("popen " + cmd);
   std::string out;
@@ -364,6 +455,153 @@ std::string make_temp_dir(const std::string& root, const std::string& name) {
   std::string tmpl = root + "/" + name + "-XXXXXX";
   if (!mkdtemp(tmpl.data())) die("mkdtemp");
   return tmpl;
+}
+
+// ---- the module load, variant by variant, in one process ---------------------------------
+
+// cuLibraryLoadData and friends, asked of the driver kjit opened (kjit's table lacks them).
+struct LibraryApi {
+  decltype(&::cuLibraryLoadData) load = nullptr;
+  decltype(&::cuLibraryUnload) unload = nullptr;
+  decltype(&::cuLibraryGetKernel) get_kernel = nullptr;
+  decltype(&::cuKernelGetFunction) get_function = nullptr;
+};
+
+LibraryApi library_api() {
+  LibraryApi api;
+  void* h = dlopen(cu::driver().library.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (!h) return api;
+  api.load = reinterpret_cast<decltype(api.load)>(dlsym(h, "cuLibraryLoadData"));
+  api.unload = reinterpret_cast<decltype(api.unload)>(dlsym(h, "cuLibraryUnload"));
+  api.get_kernel = reinterpret_cast<decltype(api.get_kernel)>(dlsym(h, "cuLibraryGetKernel"));
+  api.get_function = reinterpret_cast<decltype(api.get_function)>(dlsym(h, "cuKernelGetFunction"));
+  return api;
+}
+
+// Loads the same CUBIN again and again in this process, each variant in turn (the order
+// rotated every round), and unloads it after each (not timed): where a load's time goes
+// when nothing else differs. `bin` is an entry of its own (no other kernel handle holds
+// its module, which kjit's module registry would share). Prints one table per kernel.
+void load_study(const KernelSpec& s, const kjit_binary* bin, int rounds) {
+  const cu::Driver& d = cu::driver();
+  size_t size = 0;
+  const char* kjit_bytes =
+      static_cast<const char*>(kjit_binary_data(bin, KJIT_OUTPUT_CUBIN, &size));
+  const std::string copy(kjit_bytes, size);
+  void* aligned = nullptr;
+  if (posix_memalign(&aligned, 4096, size) != 0) die("posix_memalign");
+  std::memcpy(aligned, kjit_bytes, size);
+  const LibraryApi lib = library_api();
+  Args args(s, 4096);
+  kjit_launch_config cfg = KJIT_LAUNCH_CONFIG_INIT;
+  cfg.grid[0] = args.grid;
+  cfg.block[0] = args.block;
+  void** argv_ptrs = args.count ? args.ptrs : nullptr;
+
+  struct Variant {
+    const char* name;
+    std::vector<double> ms;
+  };
+  std::vector<Variant> v = {
+      {"raw: cuModuleLoadData + get, bytes in a std::string (the floor)", {}},
+      {"raw: the same from kjit_binary_data's buffer", {}},
+      {"raw: the same from a page-aligned copy", {}},
+      {"raw + cuFuncGetParamInfo of each parameter and one past the last", {}},
+      {"raw + cuFuncGetAttribute(NUM_REGS)", {}},
+      {"raw + launch + sync", {}},
+      {"cuLibraryLoadData + cuLibraryGetKernel + cuKernelGetFunction", {}},
+      {"kjit_kernel_from_binary (the same entry each round: its parameter layout remembered)", {}},
+      {"kjit_kernel_from_binary + launch + sync", {}},
+  };
+  auto raw_load = [&](const void* bytes, CUmodule* m, CUfunction* f) {
+    cu_check(d.cuModuleLoadData(m, bytes), "cuModuleLoadData");
+    cu_check(d.cuModuleGetFunction(f, *m, s.name), "cuModuleGetFunction");
+  };
+  auto run = [&](size_t which) {
+    CUmodule m = nullptr;
+    CUfunction f = nullptr;
+    kjit_kernel* k = nullptr;
+    const double t0 = now_ms();
+    switch (which) {
+      case 0:
+        raw_load(copy.data(), &m, &f);
+        break;
+      case 1:
+        raw_load(kjit_bytes, &m, &f);
+        break;
+      case 2:
+        raw_load(aligned, &m, &f);
+        break;
+      case 3: {
+        raw_load(copy.data(), &m, &f);
+        size_t off = 0, sz = 0;
+        for (size_t i = 0; i < args.count; ++i) {
+          cu_check(d.cuFuncGetParamInfo(f, i, &off, &sz), "cuFuncGetParamInfo");
+        }
+        if (d.cuFuncGetParamInfo(f, args.count, &off, &sz) != CUDA_ERROR_INVALID_VALUE) {
+          die("cuFuncGetParamInfo past the last parameter did not fail");
+        }
+        break;
+      }
+      case 4: {
+        raw_load(copy.data(), &m, &f);
+        int regs = 0;
+        cu_check(d.cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f), "NUM_REGS");
+        break;
+      }
+      case 5:
+        raw_load(copy.data(), &m, &f);
+        cu_check(
+            d.cuLaunchKernel(f, args.grid, 1, 1, args.block, 1, 1, 0, nullptr, argv_ptrs, nullptr),
+            "cuLaunchKernel");
+        cu_check(d.cuCtxSynchronize(), "sync");
+        break;
+      case 6: {
+        if (!lib.load) return;
+        CUlibrary l = nullptr;
+        CUkernel kern = nullptr;
+        cu_check(lib.load(&l, copy.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+                 "cuLibraryLoadData");
+        cu_check(lib.get_kernel(&kern, l, s.name), "cuLibraryGetKernel");
+        cu_check(lib.get_function(&f, kern), "cuKernelGetFunction");
+        v[which].ms.push_back(now_ms() - t0);
+        lib.unload(l);
+        return;
+      }
+      case 7:
+        kj_check(kjit_kernel_from_binary(bin, s.name, 0, 0, &k), "from_binary");
+        break;
+      case 8:
+        kj_check(kjit_kernel_from_binary(bin, s.name, 0, 0, &k), "from_binary");
+        kj_check(kjit_kernel_launch(k, &cfg, argv_ptrs, args.count), "launch");
+        cu_check(d.cuCtxSynchronize(), "sync");
+        break;
+    }
+    v[which].ms.push_back(now_ms() - t0);
+    if (m) d.cuModuleUnload(m);
+    if (k) kjit_kernel_destroy(k);
+  };
+  const size_t n = v.size();
+  for (int r = 0; r < rounds + 2; ++r) {
+    for (size_t i = 0; i < n; ++i) run((i + size_t(r)) % n);
+    if (r < 2) {
+      for (Variant& x : v) x.ms.clear();  // warm-up rounds
+    }
+  }
+  std::printf("\n### Module load, %s (CUBIN %zu bytes), one process, %d interleaved rounds\n\n",
+              s.label, size, rounds);
+  std::printf(
+      "| variant | median (ms) | min (ms) | - floor median (ms) |\n| --- | ---: | ---: | ---: |\n");
+  const double floor_ms = median(v[0].ms);
+  for (size_t i = 0; i < n; ++i) {
+    if (v[i].ms.empty()) {
+      std::printf("| %s | - | - | - |\n", v[i].name);
+      continue;
+    }
+    std::printf("| %s | %.3f | %.3f | %+.3f |\n", v[i].name, median(v[i].ms),
+                *std::min_element(v[i].ms.begin(), v[i].ms.end()), median(v[i].ms) - floor_ms);
+  }
+  free(aligned);
 }
 
 // ---- parent ------------------------------------------------------------------------------
@@ -397,14 +635,20 @@ std::map<std::string, double> load_cupy(const std::string& path, std::string* ve
 int parent(int argc, char** argv) {
   std::string cupy_path;
   int reps = 7;
+  int study_rounds = 0;  // > 0: the module load study (load_study) for saxpy and CUB
+  bool cold = true;      // false: no cold-cache children
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--cupy" && i + 1 < argc) {
       cupy_path = argv[++i];
     } else if (a == "--reps" && i + 1 < argc) {
       reps = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--load-study" && i + 1 < argc) {
+      study_rounds = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--no-cold") {
+      cold = false;
     } else {
-      die("usage: bench_launch [--cupy results.json] [--reps N]");
+      die("usage: bench_launch [--cupy results.json] [--reps N] [--load-study ROUNDS] [--no-cold]");
     }
   }
   int count = 0;
@@ -479,6 +723,15 @@ int parent(int argc, char** argv) {
       if (!f || std::fwrite(cubin, 1, cubin_size, f) != cubin_size) die("write " + cubin_path);
       std::fclose(f);
     }
+    if (study_rounds > 0 && std::strcmp(s.id, "empty") != 0) {
+      kjit_options* own = again_options(s, arch);
+      kj_check(kjit_options_add(own, "-DKJIT_BENCH_STUDY=1"), "-D");
+      kjit_binary* study_bin = nullptr;
+      kj_check(kjit_compile(compiler, s.source, own, &study_bin), "kjit_compile (study)");
+      load_study(s, study_bin, study_rounds);
+      kjit_binary_destroy(study_bin);
+      kjit_options_destroy(own);
+    }
     CUmodule mod = nullptr;
     CUfunction fn = nullptr;
     cu_check(d.cuModuleLoadData(&mod, cubin), "cuModuleLoadData");
@@ -546,14 +799,21 @@ int parent(int argc, char** argv) {
 
     if (std::strcmp(s.id, "empty") != 0) {
       // (2) and (3): first completed launch in a fresh process.
-      std::vector<ChildResult> floors, floor_params, warms, splits, colds;
+      std::vector<ChildResult> floors, floor_params, warms, splits, colds, clients, prewarmed,
+          pairs;
+      const bool with_client = !client_path().empty();
       for (int r = 0; r < reps; ++r) {
         floors.push_back(spawn("floor", s, cubin_path));
         floor_params.push_back(spawn("floor-params", s, cubin_path));
         warms.push_back(spawn("kjit", s, warm_dir));
         splits.push_back(spawn("kjit-split", s, warm_dir));
+        if (with_client) {
+          clients.push_back(spawn("client", s, warm_dir));
+          prewarmed.push_back(spawn("client-prewarm", s, warm_dir));
+        }
+        pairs.push_back(spawn(r % 2 ? "load-pair-kjit-first" : "load-pair-raw-first", s, warm_dir));
       }
-      const int cold_reps = std::max(1, std::min(reps, 3));
+      const int cold_reps = cold ? std::max(1, std::min(reps, 3)) : 0;
       for (int r = 0; r < cold_reps; ++r) {
         colds.push_back(spawn("kjit", s, make_temp_dir(root, std::string("cold-") + s.id)));
       }
@@ -569,6 +829,24 @@ int parent(int argc, char** argv) {
       rows.push_back({s.label,
                       "first completed launch, fresh process, warm cache: kjit - floor (ms)",
                       fmt(wm - fl, 3), "0", "-", "<= 0.25 ms", "-"});
+      rows.push_back({s.label,
+                      "a later load in the same fresh process, paired (order alternated): "
+                      "kjit_kernel_from_binary - (cuModuleLoadData + get) (ms)",
+                      fmt(totals(pairs), 3), phase_medians(pairs), "-", "-", "-"});
+      if (with_client) {
+        const double cl = totals(clients), pw = totals(prewarmed);
+        rows.push_back({s.label,
+                        "the same, independent C client (bench_launch_client): client - floor "
+                        "(ms)",
+                        fmt(cl - fl, 3), fmt(cl, 3) + " client total", "-", "<= 0.25 ms", "-"});
+        rows.push_back({s.label,
+                        "the same, the client with kjit's driver opened before its clock "
+                        "(--prewarm) - floor (ms)",
+                        fmt(pw - fl, 3), fmt(pw, 3) + " client total", "-", "-", "-"});
+        notes.push_back(std::string(s.label) +
+                        ": independent client, median phases in ms: " + phase_medians(clients) +
+                        "; with --prewarm: " + phase_medians(prewarmed) + ".");
+      }
       const double fp = totals(floor_params);
       rows.push_back({s.label,
                       "the same, floor with the parameter layout asked of the driver "

@@ -11,8 +11,9 @@ namespace kjit {
 constexpr size_t kTextPadding = 64;
 
 // True when the NUL-terminated `s` is exactly the `n` bytes at `text`. `text` holds no NUL
-// byte and is followed by at least kTextPadding NUL bytes. `s` is read as strlen reads it:
-// in aligned blocks that never span two pages, so never beyond the page of its terminator.
+// byte and is followed by at least kTextPadding NUL bytes. `s` is never read beyond the
+// page of its terminator (as strlen reads it): page by page with memcmp, or in sanitized
+// builds in aligned blocks that never span two pages.
 bool cstr_equals(const char* s, const char* text, size_t n);
 
 }  // namespace kjit
