@@ -339,6 +339,21 @@ TEST(GroupedChoose, PortableKernelForWhatTmaCannotTake) {
   d.b_order = KJIT_GROUPED_B_NK;  // the same N is fine when B's rows run along K
   p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
   EXPECT_EQ(choose(p, 90, true, Options()).path, Path::Tma);
+  // SwiGLU, order KN: the up half starts at column n/2, a copy start that must be 16-byte
+  // aligned (n/2 = 100: no; 104: yes); order NK starts it on a row, any n/2 is fine.
+  d = good_desc();
+  d.activation = KJIT_GROUPED_ACT_SWIGLU;
+  d.b_order = KJIT_GROUPED_B_KN;
+  d.n = 200;
+  p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
+  EXPECT_EQ(choose(p, 90, true, Options()).path, Path::Simt);
+  d.n = 208;
+  p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
+  EXPECT_EQ(choose(p, 90, true, Options()).path, Path::Tma);
+  d.n = 200;
+  d.b_order = KJIT_GROUPED_B_NK;
+  p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
+  EXPECT_EQ(choose(p, 90, true, Options()).path, Path::Tma);
 }
 
 // ---- rendering and keys -----------------------------------------------------------------

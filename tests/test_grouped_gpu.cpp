@@ -335,6 +335,10 @@ TEST_F(GroupedGpu, SwigluGatedEpilogue) {
       {KJIT_GROUPED_B_KN, 256, KJIT_GROUPED_SCHEDULE_COOPERATIVE, 2 * 136, 72, false},
       {KJIT_GROUPED_B_NK, 128, KJIT_GROUPED_SCHEDULE_COOPERATIVE, 2 * 131, 128, false},
       {KJIT_GROUPED_B_KN, 0, 0, 2 * 77, 100, true},
+      // KN with n/2 not a multiple of 8: the up half cannot be copied by TMA from column
+      // n/2 (it trapped), so the portable kernel takes it; n/2 = 104 stays on TMA.
+      {KJIT_GROUPED_B_KN, 0, 0, 2 * 100, 136, false},
+      {KJIT_GROUPED_B_KN, 256, KJIT_GROUPED_SCHEDULE_COOPERATIVE, 2 * 104, 136, false},
   };
   int i = 0;
   for (const V& v : vs) {
@@ -353,7 +357,8 @@ TEST_F(GroupedGpu, SwigluGatedEpilogue) {
     c.beta = i % 2 == 1 ? -0.75 : 0.0;
     const std::string key = run(c, rng);
     EXPECT_NE(key.find("swiglu"), std::string::npos) << key;
-    if (hopper() && !v.portable) {
+    const bool tma_able = !v.portable && !(v.order == KJIT_GROUPED_B_KN && (v.n / 2) % 8 != 0);
+    if (hopper() && tma_able) {
       EXPECT_NE(key.find(" tma "), std::string::npos) << key;
     }
     ++i;

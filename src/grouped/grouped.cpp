@@ -146,6 +146,9 @@ Problem check(const kjit_grouped_gemm_desc& d, const void* A, const void* B, con
 }
 
 bool tma_eligible(const Problem& p) {
+  // SwiGLU with B order KN copies the up half from column n/2 on: its start must be 16-byte
+  // aligned in the row too (a copy from an unaligned column traps on the device).
+  if (p.act == Act::Swiglu && p.b_order == BOrder::KN && (p.n / 2) % 8 != 0) return false;
   return aligned(p.a, 16) && aligned(p.b, 16) && p.lda % 8 == 0 && p.ldb % 8 == 0 &&
          p.stride_b % 8 == 0;
 }
