@@ -7,9 +7,9 @@
 //    stages, each guarded by a "full" and an "empty" mbarrier); warpgroups 1..2 are
 //    consumers, each owning 64 rows of the 128-row tile and issuing wgmma from shared memory
 //    (128-byte swizzle) into fp32 registers, then the epilogue straight from registers.
-//    In the pingpong schedule each consumer owns every other tile whole instead. The 64-row
-//    half of a tile that holds no row of its group (a group's last, partial tile) issues no
-//    wgmma, so the tensor cores do only the work of rows that exist (to 64-row granularity).
+//    In the pingpong schedule each consumer owns every other tile whole instead. In the
+//    cooperative one, the consumer of a 64-row half that holds no row of its group (a
+//    group's last, partial tile; decode tiles) issues no wgmma.
 //  - Simt (any target from sm_70): a plain tiled kernel (64x64 tiles, fp32 FMA), for
 //    devices without wgmma and for shapes the TMA kernel cannot take.
 // Both walk tiles persistently: tile t of the launch belongs to the group whose tiles
