@@ -23,8 +23,9 @@
  * process loads a configuration from the cache instead of compiling it. On compute
  * capability 9.0 the kernel is a persistent, warp-specialised TMA + wgmma kernel (target
  * sm_90a); elsewhere, and for shapes the TMA kernel cannot take (K not a multiple of 8,
- * N not a multiple of 8 with B order KN, pointers or strides not 16-byte aligned), a plain
- * tiled kernel that is correct on every architecture from sm_70 on, not fast.
+ * N not a multiple of 8 with B order KN, or N/2 not a multiple of 8 with B order KN and
+ * KJIT_GROUPED_ACT_SWIGLU, pointers or strides not 16-byte aligned), a plain tiled kernel
+ * that is correct on every architecture from sm_70 on, not fast.
  *
  * Streams and context: kernels run on the stream given (a CUstream / cudaStream_t; NULL is
  * the legacy default stream) in the device's primary context unless the calling thread has
