@@ -9,7 +9,11 @@ weight bandwidth (G * K * N * 2 bytes per call) too. The outputs of both are com
 (relative Frobenius error).
 
     python3 bench/bench_grouped_gemm.py [--rounds 5] [--reps 20] [--only NAME]
-        [--variants 0:0:0,128:6:2] [--order nk|kn|both]
+        [--variants 0:0:0,128:6:2] [--order nk|kn|both] [--epilogue none|swiglu]
+
+--epilogue swiglu: the weights hold gate and up halves (N = 2 x the output width); kjit's
+fused gated epilogue (out = silu(gate) * up, N/2 columns) against torch._grouped_mm
+followed by torch's silu(h[:, :N/2]) * h[:, N/2:] (what an eager MoE layer runs).
 Needs PyTorch with CUDA and the kjit Python binding (KJIT_LIBRARY or an installed libkjit).
 """
 import argparse
@@ -73,6 +77,7 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--only", default="")
     ap.add_argument("--order", default="nk", choices=["nk", "kn", "both"])
+    ap.add_argument("--epilogue", default="none", choices=["none", "swiglu"])
     ap.add_argument("--variants", default="0:0:0",
                     help="kjit configurations to time, tile_n:stages:schedule[,...] "
                          "(0:0:0 = chosen; schedule 1 cooperative, 2 pingpong)")
@@ -99,27 +104,37 @@ def main():
                 b = w.transpose(-2, -1)  # (G, K, N) view of (G, N, K) weights
             else:
                 b = torch.randn(g, k, n, device=dev, dtype=torch.bfloat16) * 0.02
-            out_t = torch._grouped_mm(a, b, offs=offs)
+            glu = args.epilogue == "swiglu"
+            act = args.epilogue
+
+            def torch_fn(a=a, b=b, offs=offs, glu=glu, half=n // 2):
+                h = torch._grouped_mm(a, b, offs=offs)
+                if glu:
+                    h = torch.nn.functional.silu(h[:, :half]) * h[:, half:]
+                return h
+
+            out_t = torch_fn()
             out_k = torch.empty_like(out_t)
             t0 = time.perf_counter()
-            gg(a, b, offs, out_k)  # compiles (or loads from the cache) the configuration
+            gg(a, b, offs, out_k, activation=act)  # compiles (or loads) the configuration
             torch.cuda.synchronize()
             first_ms = (time.perf_counter() - t0) * 1e3
             err = ((out_k.float() - out_t.float()).norm() / out_t.float().norm()).item()
-            key = gg.plan_key(a, b, out_k)
-            fns = [lambda: torch._grouped_mm(a, b, offs=offs)]
+            key = gg.plan_key(a, b, out_k, activation=act)
+            fns = [torch_fn]
             for h in ggs:
-                h(a, b, offs, out_k)  # compile outside the timing
+                h(a, b, offs, out_k, activation=act)  # compile outside the timing
                 torch.cuda.synchronize()
                 verr = ((out_k.float() - out_t.float()).norm() / out_t.float().norm()).item()
                 if verr > 1e-2:
-                    print("  %s: rel. err %.1e" % (h.plan_key(a, b, out_k), verr), flush=True)
-                fns.append(lambda h=h: h(a, b, offs, out_k))
+                    print("  %s: rel. err %.1e" % (h.plan_key(a, b, out_k, activation=act), verr),
+                          flush=True)
+                fns.append(lambda h=h: h(a, b, offs, out_k, activation=act))
             meds, raw = time_rounds(fns, args.rounds, args.reps)
             mt, mk = meds[0], meds[1]
             if len(ggs) > 1:
                 print("  variants %s: %s" % (
-                    args.variants, " ".join("%s=%.4f(%.3fx)" % (ggs[i].plan_key(a, b, out_k)
+                    args.variants, " ".join("%s=%.4f(%.3fx)" % (ggs[i].plan_key(a, b, out_k, activation=act)
                                             .split()[3:6], meds[i + 1], mt / meds[i + 1])
                                             for i in range(len(ggs)))), flush=True)
             flops = 2.0 * rows * n * k

@@ -137,6 +137,43 @@ TEST(GroupedCheck, BadFieldsAreNamed) {
   }
 }
 
+TEST(GroupedCheck, SwigluWritesHalfTheColumns) {
+  kjit_grouped_gemm_desc d = good_desc();  // n = 96: 48 gate and 48 up columns
+  d.activation = KJIT_GROUPED_ACT_SWIGLU;
+  EXPECT_EQ(check(d), KJIT_OK) << kjit_last_error();
+  d.ldd = 48;  // D has n / 2 columns
+  d.ldc = 48;
+  d.beta = 1.0;
+  EXPECT_EQ(check(d, ptr(0x50000)), KJIT_OK) << kjit_last_error();
+  d.ldd = 47;
+  EXPECT_EQ(check(d, ptr(0x50000)), KJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kjit_last_error()).find("ldd"), std::string::npos) << kjit_last_error();
+  d.ldd = 48;
+  d.ldc = 47;
+  EXPECT_EQ(check(d, ptr(0x50000)), KJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kjit_last_error()).find("ldc"), std::string::npos) << kjit_last_error();
+  d = good_desc();
+  d.activation = KJIT_GROUPED_ACT_SILU;  // without the gate the 48 columns are too few
+  d.ldd = 48;
+  EXPECT_EQ(check(d), KJIT_ERROR_INVALID_ARGUMENT);
+  d = good_desc();
+  d.activation = KJIT_GROUPED_ACT_SWIGLU;
+  d.n = 95;  // no two equal halves
+  EXPECT_EQ(check(d), KJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kjit_last_error()).find("even n"), std::string::npos) << kjit_last_error();
+  d.n = 96;
+  d.activation = KJIT_GROUPED_ACT_SWIGLU + 1;
+  EXPECT_EQ(check(d), KJIT_ERROR_INVALID_ARGUMENT);
+  // The plan key names the gated epilogue, and the bias piece composes with it.
+  d.activation = KJIT_GROUPED_ACT_SWIGLU;
+  Problem p =
+      grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), ptr(0x4000));
+  EXPECT_EQ(p.act, Act::Swiglu);
+  EXPECT_EQ(p.ldd, 48);
+  const Config c = choose(p, 90, true, Options());
+  EXPECT_NE(c.key().find("epi=alpha+bias+swiglu"), std::string::npos) << c.key();
+}
+
 TEST(GroupedCheck, OnlyBf16IsOffered) {
   kjit_grouped_gemm_desc d = good_desc();
   d.a_type = KJIT_GEMM_F16;
@@ -302,6 +339,21 @@ TEST(GroupedChoose, PortableKernelForWhatTmaCannotTake) {
   d.b_order = KJIT_GROUPED_B_NK;  // the same N is fine when B's rows run along K
   p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
   EXPECT_EQ(choose(p, 90, true, Options()).path, Path::Tma);
+  // SwiGLU, order KN: the up half starts at column n/2, a copy start that must be 16-byte
+  // aligned (n/2 = 100: no; 104: yes); order NK starts it on a row, any n/2 is fine.
+  d = good_desc();
+  d.activation = KJIT_GROUPED_ACT_SWIGLU;
+  d.b_order = KJIT_GROUPED_B_KN;
+  d.n = 200;
+  p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
+  EXPECT_EQ(choose(p, 90, true, Options()).path, Path::Simt);
+  d.n = 208;
+  p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
+  EXPECT_EQ(choose(p, 90, true, Options()).path, Path::Tma);
+  d.n = 200;
+  d.b_order = KJIT_GROUPED_B_NK;
+  p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
+  EXPECT_EQ(choose(p, 90, true, Options()).path, Path::Tma);
 }
 
 // ---- rendering and keys -----------------------------------------------------------------
@@ -309,7 +361,7 @@ TEST(GroupedChoose, PortableKernelForWhatTmaCannotTake) {
 TEST(GroupedRender, EveryConfigurationClassRendersWithDistinctKeys) {
   std::vector<Config> all;
   for (BOrder o : {BOrder::KN, BOrder::NK}) {
-    for (int act = 0; act < 4; ++act) {
+    for (int act = 0; act <= int(Act::Swiglu); ++act) {
       for (int pieces = 0; pieces < 4; ++pieces) {
         for (int fam = 0; fam < 5; ++fam) {
           Config c = fam == 0   ? tma(128, 6, o)
@@ -345,6 +397,45 @@ TEST(GroupedRender, EveryConfigurationClassRendersWithDistinctKeys) {
   full.has_c = full.has_bias = true;
   full.act = Act::Silu;
   EXPECT_EQ(full.key(), "grouped-v1 sm_90a tma 128x256x64 s4 c1x1 b=nk epi=alpha+beta+bias+silu");
+}
+
+TEST(GroupedRender, SwigluTilesPairGateAndUpColumns) {
+  // The tile holds tile_n / 2 gate and tile_n / 2 up columns: D's tile is half as wide, and
+  // B's NK copies are per half.
+  for (BOrder o : {BOrder::KN, BOrder::NK}) {
+    for (int tn : {128, 256}) {
+      Config c = tma(tn, tn == 256 ? 4 : 6, o);
+      EXPECT_EQ(out_tile_n(c), tn);
+      EXPECT_EQ(b_box(c).outer, o == BOrder::KN ? 64u : unsigned(tn));
+      c.act = Act::Swiglu;
+      EXPECT_EQ(out_tile_n(c), tn / 2);
+      EXPECT_EQ(b_box(c).outer, o == BOrder::KN ? 64u : unsigned(tn / 2));
+      EXPECT_EQ(b_box(c).inner, 64u);
+      const std::string src = render(c);
+      EXPECT_NE(src.find("#define OUT_N " + std::to_string(tn / 2)), std::string::npos);
+      EXPECT_NE(src.find("epilogue_glu("), std::string::npos);
+      EXPECT_NE(src.find("NO + tile.n0"), std::string::npos);  // the up half's copy
+      EXPECT_EQ(src.find("float epilogue("), std::string::npos);
+    }
+  }
+  Config s = simt("sm_80", BOrder::NK);
+  s.act = Act::Swiglu;
+  EXPECT_EQ(out_tile_n(s), 64);  // the portable tile is in D's columns: it reads 2 x 64 of B
+  EXPECT_NE(render(s).find("sU[k][n]"), std::string::npos);
+  Config bad = tma(128, 6, BOrder::KN);
+  bad.act = Act(5);
+  EXPECT_THROW(render(bad), Error);
+}
+
+TEST(GroupedRender, PartialTileHalvesIssueNoWgmma) {
+  // Cooperative: consumer 1 skips the wgmma of a 64-row half without a row of the group, in
+  // a main loop of its own. Pingpong keeps one loop over both halves (measured faster).
+  const std::string skip = "if (cw == 0 || tile.row0 + 64 < tile.row_end) {";
+  Config c = tma(256, 4, BOrder::NK);
+  EXPECT_NE(render(c).find(skip), std::string::npos);
+  c = tma(128, 6, BOrder::KN);
+  c.pingpong = true;
+  EXPECT_EQ(render(c).find(skip), std::string::npos);
 }
 
 TEST(GroupedRender, InvalidConfigurationsAreRefused) {
@@ -423,6 +514,7 @@ TEST_F(GroupedCompile, TmaKernelBuildsForSm90aAndHitsTheCache) {
   EXPECT_NE(ptx.find("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"), std::string::npos);
   EXPECT_NE(ptx.find("cp.async.bulk.tensor.3d"), std::string::npos);
   EXPECT_NE(ptx.find("setmaxnreg"), std::string::npos);
+  EXPECT_EQ(first.entry->log.find("serializ"), std::string::npos) << first.entry->log;
   expect_layout(c, first);
   // Another compiler on the same cache (as another process would be): no NVRTC run.
   const Outcome second = compile(c, KJIT_OUTPUT_PTX | KJIT_OUTPUT_CUBIN);
@@ -442,6 +534,34 @@ TEST_F(GroupedCompile, PingpongKernelOtherOrderAndFullEpilogue) {
   EXPECT_NE(ptx.find("m64n128k16"), std::string::npos);
   EXPECT_NE(ptx.find("ex2.approx"), std::string::npos);  // the SiLU piece
   expect_layout(c, out);
+}
+
+TEST_F(GroupedCompile, SwigluKernelsBuildForSm90aAndSm80) {
+  // Both schedules, both B orders, with every other epilogue piece around the gate.
+  for (BOrder o : {BOrder::KN, BOrder::NK}) {
+    for (bool pp : {false, true}) {
+      Config c = tma(pp ? 128 : 256, pp ? 6 : 4, o);
+      c.pingpong = pp;
+      c.act = Act::Swiglu;
+      c.has_c = o == BOrder::KN;
+      c.has_bias = pp;
+      const Outcome out = compile(c, KJIT_OUTPUT_PTX | KJIT_OUTPUT_CUBIN);
+      ASSERT_EQ(out.status, KJIT_OK) << out.message << (out.entry ? out.entry->log : "");
+      EXPECT_FALSE(out.entry->cubin.empty());
+      const std::string ptx = out.entry->ptx.str();
+      EXPECT_NE(ptx.find(pp ? "m64n128k16" : "m64n256k16"), std::string::npos);
+      EXPECT_NE(ptx.find("ex2.approx"), std::string::npos);  // the gate's SiLU
+      // No wgmma serialised by the conditional halves (ptxas says so in its log).
+      EXPECT_EQ(out.entry->log.find("serializ"), std::string::npos) << out.entry->log;
+      expect_layout(c, out);
+    }
+  }
+  Config s = simt("sm_80", BOrder::KN);
+  s.act = Act::Swiglu;
+  s.has_bias = true;
+  const Outcome out = compile(s, KJIT_OUTPUT_PTX | KJIT_OUTPUT_CUBIN);
+  ASSERT_EQ(out.status, KJIT_OK) << out.message << (out.entry ? out.entry->log : "");
+  expect_layout(s, out);
 }
 
 TEST_F(GroupedCompile, PortableKernelBuildsForSm80) {

@@ -42,6 +42,8 @@ const (
 	GroupedActReLU int32 = 1
 	GroupedActGELU int32 = 2
 	GroupedActSiLU int32 = 3
+	// GroupedActSwiGLU: silu(gate) * up over B's two column halves (gate first); D has N/2 columns.
+	GroupedActSwiGLU int32 = 4
 
 	GroupedScheduleAuto        int32 = 0
 	GroupedScheduleCooperative int32 = 1

@@ -23,8 +23,9 @@
  * process loads a configuration from the cache instead of compiling it. On compute
  * capability 9.0 the kernel is a persistent, warp-specialised TMA + wgmma kernel (target
  * sm_90a); elsewhere, and for shapes the TMA kernel cannot take (K not a multiple of 8,
- * N not a multiple of 8 with B order KN, pointers or strides not 16-byte aligned), a plain
- * tiled kernel that is correct on every architecture from sm_70 on, not fast.
+ * N not a multiple of 8 with B order KN, or N/2 not a multiple of 8 with B order KN and
+ * KJIT_GROUPED_ACT_SWIGLU, pointers or strides not 16-byte aligned), a plain tiled kernel
+ * that is correct on every architecture from sm_70 on, not fast.
  *
  * Streams and context: kernels run on the stream given (a CUstream / cudaStream_t; NULL is
  * the legacy default stream) in the device's primary context unless the calling thread has
@@ -48,12 +49,26 @@ typedef enum kjit_grouped_b_order {
   KJIT_GROUPED_B_NK = 1  /**< (G, N, K): B_g[k, n] at B + g * stride_b + n * ldb + k */
 } kjit_grouped_b_order;
 
-/** Activation applied last in the epilogue. GELU is the tanh approximation. */
+/**
+ * Activation applied last in the epilogue. GELU is the tanh approximation.
+ *
+ * KJIT_GROUPED_ACT_SWIGLU is the gated form of a mixture-of-experts w1/w3 projection: each
+ * B_g holds the gate and the up projection side by side, n columns in all (n even): columns
+ * [0, n/2) are the gate, columns [n/2, n) the up projection, the order of torch's
+ * `gate, up = (x @ w13.T).chunk(2, dim=-1)` with `w13 = cat([w1, w3])` (for B order NK,
+ * rows [0, n/2) of each (n, k) matrix are w1, rows [n/2, n) w3). D and C then have n/2
+ * columns (ldd, ldc >= n/2), the bias keeps all n (its first n/2 entries add to the gate,
+ * the rest to the up half), and for output column j:
+ *     D[r, j] = silu(alpha * (A B_g)[r, j] + bias[g, j])
+ *               * (alpha * (A B_g)[r, n/2 + j] + bias[g, n/2 + j]) + beta * C[r, j]
+ */
 typedef enum kjit_grouped_activation {
   KJIT_GROUPED_ACT_NONE = 0,
   KJIT_GROUPED_ACT_RELU = 1, /**< max(x, 0) */
   KJIT_GROUPED_ACT_GELU = 2, /**< 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
-  KJIT_GROUPED_ACT_SILU = 3  /**< x / (1 + exp(-x)) */
+  KJIT_GROUPED_ACT_SILU = 3, /**< x / (1 + exp(-x)) */
+  /** silu(gate) * up over B's two column halves; D has n/2 columns (see above). @since 0.3 */
+  KJIT_GROUPED_ACT_SWIGLU = 4
 } kjit_grouped_activation;
 
 /**
@@ -66,6 +81,8 @@ typedef enum kjit_grouped_activation {
  * used: the alpha scale (always), beta * C (when beta != 0), the per-group bias (when a bias
  * pointer is passed to kjit_grouped_gemm_run()) and the activation:
  *     D = act(alpha * A B_g + beta * C + bias[g, :])
+ * (KJIT_GROUPED_ACT_SWIGLU is gated: D = silu(gate) * up + beta * C, n/2 columns; see
+ * kjit_grouped_activation.)
  */
 typedef struct kjit_grouped_gemm_desc {
   uint32_t struct_size; /**< sizeof(kjit_grouped_gemm_desc) of the caller's header */
@@ -78,7 +95,8 @@ typedef struct kjit_grouped_gemm_desc {
   int32_t b_order;      /**< kjit_grouped_b_order */
   int32_t activation;   /**< kjit_grouped_activation */
   int32_t reserved0;    /**< must be 0 */
-  /** Leading dimensions, 0 = packed: lda >= k; ldb >= n (KN) or >= k (NK); ldc, ldd >= n. */
+  /** Leading dimensions, 0 = packed: lda >= k; ldb >= n (KN) or >= k (NK); ldc, ldd >= n
+   *  (>= n/2 with KJIT_GROUPED_ACT_SWIGLU). */
   int64_t lda, ldb, ldc, ldd;
   /** Elements from B_g to B_{g+1}; 0 = packed (k * ldb for KN, n * ldb for NK). */
   int64_t stride_b;

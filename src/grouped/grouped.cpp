@@ -76,7 +76,7 @@ Problem check(const kjit_grouped_gemm_desc& d, const void* A, const void* B, con
   if (d.k < 1 || d.k > kMaxDim) bad("k is " + std::to_string(d.k) + ", must be in [1, 2^31)");
   if (d.b_order != KJIT_GROUPED_B_KN && d.b_order != KJIT_GROUPED_B_NK)
     bad("b_order is " + std::to_string(d.b_order) + ", not a kjit_grouped_b_order");
-  if (d.activation < KJIT_GROUPED_ACT_NONE || d.activation > KJIT_GROUPED_ACT_SILU)
+  if (d.activation < KJIT_GROUPED_ACT_NONE || d.activation > KJIT_GROUPED_ACT_SWIGLU)
     bad("activation is " + std::to_string(d.activation) + ", not a kjit_grouped_activation");
   if (d.reserved0 != 0) bad("reserved0 is " + std::to_string(d.reserved0) + ", must be 0");
   check_type(d.a_type, "a_type");
@@ -97,10 +97,16 @@ Problem check(const kjit_grouped_gemm_desc& d, const void* A, const void* B, con
   check_ld(p.ldb, b_row, "ldb");
   p.stride_b = d.stride_b ? d.stride_b : b_rows * p.ldb;
   check_ld(p.stride_b, b_rows * p.ldb, "stride_b");
-  p.ldd = d.ldd ? d.ldd : d.n;
-  check_ld(p.ldd, d.n, "ldd");
-  p.ldc = d.ldc ? d.ldc : d.n;
-  check_ld(p.ldc, d.n, "ldc");
+  // The gated epilogue writes n / 2 columns (gate and up halves of B's n).
+  const bool gated = d.activation == KJIT_GROUPED_ACT_SWIGLU;
+  if (gated && d.n % 2 != 0)
+    bad("n is " + std::to_string(d.n) +
+        "; KJIT_GROUPED_ACT_SWIGLU needs an even n (the gate and up halves of B)");
+  const long long out_n = gated ? d.n / 2 : d.n;
+  p.ldd = d.ldd ? d.ldd : out_n;
+  check_ld(p.ldd, out_n, "ldd");
+  p.ldc = d.ldc ? d.ldc : out_n;
+  check_ld(p.ldc, out_n, "ldc");
   p.stride_bias = d.stride_bias ? d.stride_bias : d.n;
   check_ld(p.stride_bias, d.n, "stride_bias");
   if (!(d.alpha == d.alpha) || !(d.beta == d.beta)) bad("alpha or beta is NaN");
@@ -140,6 +146,9 @@ Problem check(const kjit_grouped_gemm_desc& d, const void* A, const void* B, con
 }
 
 bool tma_eligible(const Problem& p) {
+  // SwiGLU with B order KN copies the up half from column n/2 on: its start must be 16-byte
+  // aligned in the row too (a copy from an unaligned column traps on the device).
+  if (p.act == Act::Swiglu && p.b_order == BOrder::KN && (p.n / 2) % 8 != 0) return false;
   return aligned(p.a, 16) && aligned(p.b, 16) && p.lda % 8 == 0 && p.ldb % 8 == 0 &&
          p.stride_b % 8 == 0;
 }
@@ -273,7 +282,8 @@ void GroupedGemm::run(const Problem& p, void* stream) {
     const cuuint64_t dims[3] = {cuuint64_t(kn ? p.n : p.k), cuuint64_t(kn ? p.k : p.n),
                                 cuuint64_t(p.groups)};
     const cuuint64_t strides[2] = {cuuint64_t(p.ldb) * 2, cuuint64_t(p.stride_b) * 2};
-    const cuuint32_t box[3] = {64, cuuint32_t(kn ? 64 : c.tile_n), 1};
+    const Box bb = b_box(c);
+    const cuuint32_t box[3] = {bb.inner, bb.outer, 1};
     cuda::check(drv.cuTensorMapEncodeTiled(
                     &map_b, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(p.b), dims,
                     strides, box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,

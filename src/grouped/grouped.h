@@ -55,7 +55,8 @@ Problem check(const kjit_grouped_gemm_desc& desc, const void* A, const void* B, 
               const void* C, const void* D, const void* bias, bool pointers = true);
 
 // Whether the TMA kernel can take `p`: 16-byte aligned A and B and 16-byte multiples as
-// their row and matrix strides (TMA's rules).
+// their row and matrix strides (TMA's rules); with SwiGLU and B order KN, n/2 a multiple of
+// 8 (the up half's first column is where a copy starts).
 bool tma_eligible(const Problem& p);
 
 // The configuration for `p` on a device of compute capability `cc` (e.g. 90), with

@@ -7,7 +7,9 @@
 //    stages, each guarded by a "full" and an "empty" mbarrier); warpgroups 1..2 are
 //    consumers, each owning 64 rows of the 128-row tile and issuing wgmma from shared memory
 //    (128-byte swizzle) into fp32 registers, then the epilogue straight from registers.
-//    In the pingpong schedule each consumer owns every other tile whole instead.
+//    In the pingpong schedule each consumer owns every other tile whole instead. In the
+//    cooperative one, the consumer of a 64-row half that holds no row of its group (a
+//    group's last, partial tile; decode tiles) issues no wgmma.
 //  - Simt (any target from sm_70): a plain tiled kernel (64x64 tiles, fp32 FMA), for
 //    devices without wgmma and for shapes the TMA kernel cannot take.
 // Both walk tiles persistently: tile t of the launch belongs to the group whose tiles
@@ -22,8 +24,10 @@
 namespace kjit::grouped {
 
 enum class Path { Tma = 0, Simt = 1 };
-enum class BOrder { KN = 0, NK = 1 };                       // as kjit_grouped_b_order
-enum class Act { None = 0, Relu = 1, Gelu = 2, Silu = 3 };  // as kjit_grouped_activation
+enum class BOrder { KN = 0, NK = 1 };  // as kjit_grouped_b_order
+// As kjit_grouped_activation. Swiglu is gated: B's first N/2 columns are the gate, the next
+// N/2 the up projection, and D = silu(gate) * up has N/2 columns.
+enum class Act { None = 0, Relu = 1, Gelu = 2, Silu = 3, Swiglu = 4 };
 
 struct Config {
   Path path = Path::Simt;
@@ -68,5 +72,17 @@ struct Param {
   size_t align;
 };
 std::vector<Param> params(const Config& c);
+
+// Columns of D one tile covers: tile_n, or tile_n / 2 with the gated (SwiGLU) epilogue,
+// whose tile holds tile_n / 2 gate columns and the tile_n / 2 up columns that pair with them.
+int out_tile_n(const Config& c);
+
+// The box of B's TMA tensor map (dims K, N, G for order NK; N, K, G for KN) along its first
+// two dimensions: {64, 64} for KN (the tile is loaded in 64-column pieces), {64, rows of
+// N per copy} for NK (tile_n, or tile_n / 2 for the two halves of the gated epilogue).
+struct Box {
+  unsigned inner, outer;
+};
+Box b_box(const Config& c);
 
 }  // namespace kjit::grouped

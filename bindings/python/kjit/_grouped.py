@@ -39,9 +39,12 @@ class GroupedActivation(IntEnum):
     RELU = 1
     GELU = 2
     SILU = 3
+    #: gated: b's first N/2 columns are the gate, the next N/2 the up projection
+    #: (``gate, up = (x @ w13.T).chunk(2, -1)``); out = silu(gate) * up has N/2 columns
+    SWIGLU = 4
 
 
-_ACTS = {"none": 0, "relu": 1, "gelu": 2, "silu": 3}
+_ACTS = {"none": 0, "relu": 1, "gelu": 2, "silu": 3, "swiglu": 4}
 
 
 def _activation(a: Any) -> int:
@@ -49,7 +52,7 @@ def _activation(a: Any) -> int:
         if a.lower() not in _ACTS:
             raise InvalidArgument(None, "activation %r is not one of %s" % (a, sorted(_ACTS)))
         return _ACTS[a.lower()]
-    return as_int(a, "activation", 0, 3)
+    return as_int(a, "activation", 0, 4)
 
 
 def _compiler_handle(compiler: Any) -> int:
@@ -87,17 +90,20 @@ def _desc(a: Any, b: Any, out: Any, c: Any, bias: Any, alpha: float, beta: float
     else:
         raise InvalidArgument(None, "b needs contiguous rows along N or along K")
     s.stride_b = bi.strides[0] if g > 1 else 0
+    s.activation = _activation(activation)
+    # SwiGLU writes N/2 columns (silu(gate) * up); n stays B's width (checked even by kjit).
+    no = n // 2 if s.activation == GroupedActivation.SWIGLU else n
     oi = array_info(out)
-    if tuple(oi.shape) != (rows, n) or oi.strides[1] != 1 or oi.dtype != "bfloat16":
+    if tuple(oi.shape) != (rows, no) or oi.strides[1] != 1 or oi.dtype != "bfloat16":
         raise InvalidArgument(None, "out must be a (%d, %d) bfloat16 array with contiguous "
-                              "rows" % (rows, n))
-    s.ldd = oi.strides[0] if rows > 1 else n
+                              "rows" % (rows, no))
+    s.ldd = oi.strides[0] if rows > 1 else no
     pc = 0
     if c is not None and beta != 0:
         ci = array_info(c)
-        if tuple(ci.shape) != (rows, n) or ci.strides[1] != 1 or ci.dtype != "bfloat16":
+        if tuple(ci.shape) != (rows, no) or ci.strides[1] != 1 or ci.dtype != "bfloat16":
             raise InvalidArgument(None, "c must be like out")
-        s.ldc, pc = (ci.strides[0] if rows > 1 else n), ci.ptr
+        s.ldc, pc = (ci.strides[0] if rows > 1 else no), ci.ptr
     pbias = 0
     if bias is not None:
         bb = array_info(bias)
@@ -105,7 +111,6 @@ def _desc(a: Any, b: Any, out: Any, c: Any, bias: Any, alpha: float, beta: float
             raise InvalidArgument(None, "bias must be a (%d, %d) bfloat16 array" % (g, n))
         s.stride_bias, pbias = (bb.strides[0] if g > 1 else n), bb.ptr
     s.alpha, s.beta = float(alpha), float(beta)
-    s.activation = _activation(activation)
     return s, ai.ptr, bi.ptr, pc, oi.ptr, pbias
 
 
@@ -180,7 +185,9 @@ class GroupedGemm(Handle):
         """``out = act(alpha * a @ b[g] + beta * c + bias[g])`` for the rows of each group
         g, as ``torch._grouped_mm(a, b, offs=offs)``: a (rows, K), b (G, K, N) (either
         memory order), offs a device int32 array of G cumulative row ends, bias (G, N),
-        c and out (rows, N); all bfloat16 except offs. `out` None allocates it with
+        c and out (rows, N); all bfloat16 except offs. ``activation="swiglu"``:
+        out = silu(h[:, :N/2]) * h[:, N/2:] + beta * c with h = alpha * a @ b[g] + bias[g],
+        out and c (rows, N/2). `out` None allocates it with
         PyTorch (for PyTorch inputs). Asynchronous on `stream` (None = the legacy default
         stream). Returns `out`."""
         h = self._handle()
@@ -189,7 +196,9 @@ class GroupedGemm(Handle):
             if torch is None or not isinstance(a, torch.Tensor):
                 raise InvalidArgument(None, "out is required for arrays other than torch "
                                       "tensors")
-            out = torch.empty((a.shape[0], b.shape[2]), dtype=a.dtype, device=a.device)
+            glu = _activation(activation) == GroupedActivation.SWIGLU
+            out = torch.empty((a.shape[0], b.shape[2] // 2 if glu else b.shape[2]),
+                              dtype=a.dtype, device=a.device)
         s, pa, pb, pc, pd, pbias = _desc(a, b, out, c, bias, alpha, beta, activation)
         po = _offs(offs, s.groups)
         check(_lib.lib().kjit_grouped_gemm_run(h, ctypes.byref(s), pa or None, pb or None,

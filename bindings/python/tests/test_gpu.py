@@ -379,3 +379,25 @@ class GroupedGemmTorchTest(unittest.TestCase):
                 self.assertLess((out[start:start + s].float() - ref).abs().max().item(),
                                 0.05 + 0.02 * ref.abs().max().item())
                 start += s
+
+    def test_swiglu_matches_chunked_silu(self):
+        # w13 = cat([w1, w3]) along the output: out = silu(x @ w1.T) * (x @ w3.T), N/2 wide.
+        g, k, inter = 4, 136, 100
+        sizes = [70, 0, 1, 129]
+        offs = torch.tensor(sizes).cumsum(0).to(torch.int32).cuda()
+        x = torch.randn(sum(sizes), k, device="cuda", dtype=torch.bfloat16)
+        w13 = torch.randn(g, 2 * inter, k, device="cuda", dtype=torch.bfloat16) * 0.1
+        gg = kjit.GroupedGemm(kjit.Compiler())
+        for w in (w13.transpose(-2, -1), w13.transpose(-2, -1).contiguous()):
+            out = gg(x, w, offs, activation="swiglu")
+            torch.cuda.synchronize()
+            self.assertEqual(tuple(out.shape), (sum(sizes), inter))
+            start = 0
+            for e, s in enumerate(sizes):
+                h = x[start:start + s].float() @ w[e].float()
+                gate, up = h.chunk(2, dim=-1)
+                ref = torch.nn.functional.silu(gate) * up
+                if s:
+                    self.assertLess((out[start:start + s].float() - ref).abs().max().item(),
+                                    0.05 + 0.02 * ref.abs().max().item())
+                start += s

@@ -23,6 +23,26 @@ class GroupedCheckTest(unittest.TestCase):
         kjit.grouped_check(a, bf16((4, 64, 96), 0x40000, strides=(96 * 64, 1, 64)), offs, out,
                            bias=bf16((4, 96), 0x50000), activation="silu")
 
+    def test_swiglu_writes_half_the_columns(self):
+        a = bf16((100, 64), 0x10000)
+        offs = FakeDLPack(0x20000, shape=(4,), **I32)
+        b = bf16((4, 64, 96), 0x40000)  # 48 gate and 48 up columns
+        half = bf16((100, 48), 0x30000)
+        kjit.grouped_check(a, b, offs, half, activation="swiglu",
+                           bias=bf16((4, 96), 0x50000))  # the bias spans both halves
+        kjit.grouped_check(a, b, offs, half, activation=kjit.GroupedActivation.SWIGLU,
+                           beta=0.5, c=bf16((100, 48), 0x60000))
+        with self.assertRaises(kjit.InvalidArgument):  # out as wide as B
+            kjit.grouped_check(a, b, offs, bf16((100, 96), 0x30000), activation="swiglu")
+        with self.assertRaises(kjit.InvalidArgument):  # half the columns without the gate
+            kjit.grouped_check(a, b, offs, half, activation="silu")
+        with self.assertRaises(kjit.InvalidArgument) as e:  # odd N: no two halves
+            kjit.grouped_check(a, bf16((4, 64, 95), 0x40000), offs, bf16((100, 47), 0x30000),
+                               activation="swiglu")
+        self.assertIn("even n", str(e.exception))
+        with self.assertRaises(kjit.InvalidArgument):
+            kjit.grouped_check(a, b, offs, half, activation=5)
+
     def test_bad_calls(self):
         a = bf16((100, 64), 0x10000)
         offs = FakeDLPack(0x20000, shape=(4,), **I32)

@@ -307,6 +307,8 @@ pub const KJIT_GROUPED_ACT_NONE: i32 = 0;
 pub const KJIT_GROUPED_ACT_RELU: i32 = 1;
 pub const KJIT_GROUPED_ACT_GELU: i32 = 2;
 pub const KJIT_GROUPED_ACT_SILU: i32 = 3;
+/// silu(gate) * up over B's two column halves; D has n/2 columns. @since 0.3
+pub const KJIT_GROUPED_ACT_SWIGLU: i32 = 4;
 pub const KJIT_GROUPED_SCHEDULE_AUTO: i32 = 0;
 pub const KJIT_GROUPED_SCHEDULE_COOPERATIVE: i32 = 1;
 pub const KJIT_GROUPED_SCHEDULE_PINGPONG: i32 = 2;
