@@ -15,7 +15,13 @@
  * (offs[g] == offs[g-1]) are fine. Rows past offs[G-1] are not written. Offsets that
  * decrease or pass `rows` are clamped on the device (a decreasing end makes the group
  * empty; an end past `rows` is cut to `rows`), so bad offsets never make a kernel read or
- * write outside A, C or D; the result of such a call is unspecified.
+ * write outside A, C or D; the result of such a call is unspecified. A handle created with
+ * check_offsets reports them (see "Offset check mode" below).
+ *
+ * Plans. The configuration is chosen per shape class (G, K, N, the bucket of rows per group,
+ * types, B order, epilogue pieces, TMA eligibility, device) by a heuristic, or by a tuned
+ * plan persisted in the compiler's cache (kjit_grouped_gemm_options.autotune), which every
+ * handle that leaves the choice to kjit uses, in this and later processes.
  *
  * Kernels. The source of each configuration (tile shape, pipeline stages, B order,
  * epilogue, target) is rendered by kjit and compiled through the kjit_compiler given at
