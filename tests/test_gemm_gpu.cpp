@@ -25,6 +25,7 @@
 #include "cuda/driver.h"
 #include "kjit/gemm.h"
 #include "kjit/kjit.h"
+#include "support/device_buffer.h"
 #include "support/test_support.h"
 
 namespace {
@@ -167,29 +168,7 @@ double load(int32_t t, const uint8_t* src) {
 
 // ---- device memory ---------------------------------------------------------------------
 
-class DevMem {
- public:
-  explicit DevMem(size_t bytes) : bytes_(std::max<size_t>(bytes, 1)) {
-    check(driver().cuMemAlloc(&ptr_, bytes_), "cuMemAlloc");
-  }
-  ~DevMem() { driver().cuMemFree(ptr_); }
-  DevMem(const DevMem&) = delete;
-  DevMem& operator=(const DevMem&) = delete;
-  void* get() const { return reinterpret_cast<void*>(ptr_); }
-  void upload(const std::vector<uint8_t>& h) const {
-    check(driver().cuMemcpyHtoD(ptr_, h.data(), h.size()), "cuMemcpyHtoD");
-  }
-  std::vector<uint8_t> download(size_t n) const {
-    std::vector<uint8_t> h(n);
-    check(driver().cuMemcpyDtoH(h.data(), ptr_, n), "cuMemcpyDtoH");
-    return h;
-  }
-  void poison() const { check(driver().cuMemsetD8(ptr_, 0xff, bytes_), "cuMemsetD8"); }
-
- private:
-  size_t bytes_;
-  CUdeviceptr ptr_ = 0;
-};
+using DevMem = kjit::test::DeviceBuffer;
 
 // ---- one problem: data, reference, check ------------------------------------------------
 

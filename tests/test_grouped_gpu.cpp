@@ -15,6 +15,7 @@
 #include "cuda/context.h"
 #include "cuda/driver.h"
 #include "kjit/kjit.h"
+#include "support/device_buffer.h"
 #include "support/test_support.h"
 
 namespace {
@@ -37,25 +38,7 @@ float bf2f(uint16_t b) {
 
 constexpr uint16_t kPoison = 0x7fa1;  // a NaN no kernel writes
 
-struct DevBuf {
-  CUdeviceptr p = 0;
-  size_t bytes = 0;
-  explicit DevBuf(size_t n) : bytes(n ? n : 16) { check(driver().cuMemAlloc(&p, bytes), "alloc"); }
-  ~DevBuf() {
-    if (p) driver().cuMemFree(p);
-  }
-  template <typename T>
-  void put(const std::vector<T>& v) {
-    if (!v.empty()) check(driver().cuMemcpyHtoD(p, v.data(), v.size() * sizeof(T)), "HtoD");
-  }
-  template <typename T>
-  std::vector<T> get(size_t n) const {
-    std::vector<T> v(n);
-    if (n) check(driver().cuMemcpyDtoH(v.data(), p, n * sizeof(T)), "DtoH");
-    return v;
-  }
-  void* ptr() const { return reinterpret_cast<void*>(p); }
-};
+using DevBuf = kjit::test::DeviceBuffer;
 
 struct Case {
   std::vector<int> sizes;  // rows per group

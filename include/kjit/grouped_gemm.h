@@ -15,7 +15,13 @@
  * (offs[g] == offs[g-1]) are fine. Rows past offs[G-1] are not written. Offsets that
  * decrease or pass `rows` are clamped on the device (a decreasing end makes the group
  * empty; an end past `rows` is cut to `rows`), so bad offsets never make a kernel read or
- * write outside A, C or D; the result of such a call is unspecified.
+ * write outside A, C or D; the result of such a call is unspecified. A handle created with
+ * check_offsets reports them (see "Offset check mode" below).
+ *
+ * Plans. The configuration is chosen per shape class (G, K, N, the bucket of rows per group,
+ * types, B order, epilogue pieces, TMA eligibility, device) by a heuristic, or by a tuned
+ * plan persisted in the compiler's cache (kjit_grouped_gemm_options.autotune), which every
+ * handle that leaves the choice to kjit uses, in this and later processes.
  *
  * Kernels. The source of each configuration (tile shape, pipeline stages, B order,
  * epilogue, target) is rendered by kjit and compiled through the kjit_compiler given at
@@ -148,10 +154,19 @@ typedef struct kjit_grouped_gemm_options {
   int portable_only;
   /** The sm_90a kernel's schedule: a kjit_grouped_schedule (0 = chosen per shape). */
   int schedule;
+  /** Non-zero: check every call's offsets on the device (see "Offset check mode" above
+   *  kjit_grouped_gemm_offsets_status()). Off by default: it costs one small kernel launch
+   *  per call (docs/api.md gives the measured figure). @since 0.3 */
+  int check_offsets;
+  /** Non-zero: the first run() of a shape class (plan key) with no tuned plan tries the
+   *  candidate configurations on the call's own buffers, keeps the fastest and persists it
+   *  in the compiler's cache, so that later handles and processes use it without tuning.
+   *  Needs tile_n, stages and schedule 0 and portable_only off. @since 0.3 */
+  int autotune;
 } kjit_grouped_gemm_options;
 
 #define KJIT_GROUPED_GEMM_OPTIONS_INIT \
-  { sizeof(kjit_grouped_gemm_options), 0, 0, 0, 0 }
+  { sizeof(kjit_grouped_gemm_options), 0, 0, 0, 0, 0, 0 }
 
 /**
  * Fill the first `size` bytes of `opts` with KJIT_GROUPED_GEMM_OPTIONS_INIT and set
@@ -239,6 +254,60 @@ KJIT_EXPORT kjit_status kjit_grouped_gemm_plan_key(kjit_grouped_gemm* gg,
                                                    const void* A, const void* B, const void* C,
                                                    const void* D, const void* bias, char* buf,
                                                    size_t size, size_t* needed);
+
+/*
+ * Offset check mode (kjit_grouped_gemm_options.check_offsets). Each run() with rows > 0
+ * first enqueues, on the same stream, a small kernel (compiled through the same compiler
+ * and cache as the GEMM kernels) that reads the G offsets and finds the first group g whose
+ * end is below the previous end (offs[g] < offs[g-1], or offs[0] < 0) or past the row count
+ * (offs[g] > rows). It records the first such call since the record was last read, in a
+ * device word owned by the handle: the call's number (the handle's run() calls with rows >
+ * 0 counted from 1), g, offs[g], the previous end and rows; and counts every call with bad
+ * offsets. The GEMM itself still runs with its offsets clamped (so it never reads or writes
+ * outside A, C or D), and its result for such a call is unspecified. The record is read by
+ * kjit_grouped_gemm_offsets_status() once the calls are complete (after the caller
+ * synchronised their streams).
+ */
+
+/**
+ * Read and clear the handle's offset record (see "Offset check mode" above). Call it after
+ * the streams of the checked calls are synchronised; it copies the record synchronously
+ * (cuMemcpyDtoH) and does not wait for other streams.
+ * Thread-safety: any thread; a call racing with a checked run() still in flight may miss
+ * that run's record or clear it unread.
+ * Returns KJIT_OK when no call since the last read had bad offsets;
+ * KJIT_ERROR_INVALID_ARGUMENT when one had, with kjit_last_error() naming the call, the
+ * group and the values, e.g. "grouped GEMM: bad offsets in call 3 of this handle: offs[2] =
+ * 40 is less than offs[1] = 50 (group 2 would end before it starts); 1 call had bad offsets
+ * since the last read"; KJIT_ERROR_INVALID_ARGUMENT also when the handle was created
+ * without check_offsets (nothing is recorded); KJIT_ERROR_INVALID_HANDLE;
+ * KJIT_ERROR_CUDA, KJIT_ERROR_CUDA_STICKY (the copy failed).
+ * @since 0.3
+ */
+KJIT_EXPORT kjit_status kjit_grouped_gemm_offsets_status(kjit_grouped_gemm* gg);
+
+/**
+ * Compile (or find in the cache) the kernel a grouped-GEMM handle with `options` would
+ * use for `desc` on a device of architecture `target` ("sm_90a": the TMA kernel where
+ * the shape allows it; "sm_80", "sm_89", ...: the portable kernel), with pointers aligned
+ * to 256 bytes, C when beta != 0 and a bias when `with_bias` is non-zero. Needs no GPU
+ * (NVRTC runs on the CPU), so a cache can be warmed before a service starts (`kjit warm
+ * --grouped`); a handle on such a device then loads the kernel from the cache. A tuned
+ * plan persisted for the shape (options.autotune) is not looked up here: the heuristic's
+ * configuration is compiled; options.autotune is ignored.
+ * Ownership: *out (set also for a failed compile, with its log) is destroyed with
+ * kjit_binary_destroy(); kjit_binary_tier() says whether it was a cache hit.
+ * Thread-safety: any thread.
+ * Returns KJIT_OK; KJIT_ERROR_INVALID_ARGUMENT (NULL arguments, a target that is not
+ * "sm_XY" or "sm_90a", the desc or options out of range as for
+ * kjit_grouped_gemm_check() and kjit_grouped_gemm_create()); KJIT_ERROR_UNSUPPORTED;
+ * KJIT_ERROR_INVALID_HANDLE; KJIT_ERROR_COMPILE (a bug: the log is in *out).
+ * @since 0.3
+ */
+KJIT_EXPORT kjit_status kjit_grouped_gemm_compile(kjit_compiler* compiler, const char* target,
+                                                  const kjit_grouped_gemm_desc* desc,
+                                                  const kjit_grouped_gemm_options* options,
+                                                  int with_bias, kjit_binary** out);
 
 #ifdef __cplusplus
 }

@@ -224,6 +224,12 @@ typedef kjit_status (*PFN_kjit_grouped_gemm_plan_key)(kjit_grouped_gemm* gg,
                                                       const void* C, const void* D,
                                                       const void* bias, char* buf, size_t size,
                                                       size_t* needed);
+typedef kjit_status (*PFN_kjit_grouped_gemm_offsets_status)(kjit_grouped_gemm* gg);
+typedef kjit_status (*PFN_kjit_grouped_gemm_compile)(kjit_compiler* compiler,
+                                                     const char* target,
+                                                     const kjit_grouped_gemm_desc* desc,
+                                                     const kjit_grouped_gemm_options* options,
+                                                     int with_bias, kjit_binary** out);
 
 /* ---- link.h */
 

@@ -6,6 +6,7 @@
 
 #include "api/handles.h"
 #include "api/versioned.h"
+#include "compile/async.h"
 #include "grouped/grouped.h"
 
 using namespace kjit;
@@ -112,6 +113,47 @@ KJIT_EXPORT kjit_status kjit_grouped_gemm_plan_key(kjit_grouped_gemm* gg,
       std::memcpy(buf, key.data(), n);
       buf[n] = '\0';
     }
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT kjit_status kjit_grouped_gemm_offsets_status(kjit_grouped_gemm* gg) {
+  return guard([&] {
+    if (!ok(gg))
+      return error(KJIT_ERROR_INVALID_HANDLE,
+                   "kjit_grouped_gemm_offsets_status: invalid grouped GEMM handle");
+    const std::string bad = gg->gg->offsets_status();
+    if (!bad.empty()) return error(KJIT_ERROR_INVALID_ARGUMENT, "grouped GEMM: " + bad);
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT kjit_status kjit_grouped_gemm_compile(kjit_compiler* compiler, const char* target,
+                                                  const kjit_grouped_gemm_desc* desc,
+                                                  const kjit_grouped_gemm_options* options,
+                                                  int with_bias, kjit_binary** out) {
+  return guard([&] {
+    if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_grouped_gemm_compile: out is NULL");
+    *out = nullptr;
+    if (!ok(compiler))
+      return error(KJIT_ERROR_INVALID_HANDLE,
+                   "kjit_grouped_gemm_compile: compiler is not a live kjit_compiler");
+    if (!target)
+      return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_grouped_gemm_compile: target is NULL");
+    kjit_grouped_gemm_desc d;
+    if (kjit_status s = read_in(desc, &d, "kjit_grouped_gemm_compile: desc")) return s;
+    kjit_grouped_gemm_options o = KJIT_GROUPED_GEMM_OPTIONS_INIT;
+    if (options) {
+      if (kjit_status s = read_in(options, &o, "kjit_grouped_gemm_compile: options")) return s;
+    }
+    grouped::Options opts = grouped::options_from(&o);
+    static const char with = 0;
+    const grouped::Problem p = grouped::check(d, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                              with_bias ? &with : nullptr, /*pointers=*/false);
+    const Outcome made =
+        grouped::compile(*compiler->compiler, grouped::config_for_target(p, target, opts));
+    if (delivers_binary(made)) *out = make_binary(made);
+    if (made.status != KJIT_OK) return error(made.status, made.message);
     return KJIT_OK;
   });
 }

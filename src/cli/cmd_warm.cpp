@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "cli.h"
 #include "manifest.h"
@@ -23,6 +25,8 @@ namespace {
 const char* const kHelp =
     "Usage: kjit warm MANIFEST.json [-j N] [-a TARGET] [--dry-run] [--no-progress]\n"
     "                 [--json] [-q] [--cache-dir DIR]\n"
+    "       kjit warm --grouped G,K,N,ROWS[,b=kn|nk][,epi=PIECES][,portable] ... -a TARGET\n"
+    "                 [MANIFEST.json] [-j N] [--json] [-q] [--cache-dir DIR]\n"
     "\n"
     "Compile every kernel a manifest lists, for each of its targets, into the cache, N at\n"
     "a time. On a terminal a progress bar shows the count, rate, ETA and the kernel being\n"
@@ -46,6 +50,15 @@ const char* const kHelp =
     "  -q, --quiet        print only failures and the summary\n"
     "      --cache-dir DIR\n"
     "                     warm the cache in DIR\n"
+    "      --grouped SPEC compile the grouped-GEMM kernel (grouped_gemm.h) that a handle on\n"
+    "                     a device of --arch picks for this shape, so that the service\n"
+    "                     that runs it loads it from the cache (repeatable; needs --arch:\n"
+    "                     sm_90a for H100/H200, sm_80, sm_89, ... for the portable kernel;\n"
+    "                     no GPU needed). SPEC: groups, K, N and total rows, then optional\n"
+    "                     b=kn (B is (G, K, N), the default) or b=nk (G, N, K), epi= with\n"
+    "                     pieces joined by '+' (beta, bias, and one of relu, gelu, silu;\n"
+    "                     alpha is always there), and 'portable' (the portable kernel).\n"
+    "                     E.g. --grouped 8,4096,28672,8192,b=nk,epi=bias+silu\n"
     "\n"
     "Manifest (JSON). warm works in the manifest's directory: files and include paths\n"
     "are used as written there, and a file's program name is its path as written (the\n"
@@ -72,8 +85,16 @@ const char* const kHelp =
     "2 usage; 3 the manifest cannot be read or is malformed, or the disk cache is\n"
     "disabled or unusable.\n";
 
+// A grouped-GEMM configuration to warm (--grouped).
+struct GroupedSpec {
+  kjit_grouped_gemm_desc desc = KJIT_GROUPED_GEMM_DESC_INIT;
+  kjit_grouped_gemm_options options = KJIT_GROUPED_GEMM_OPTIONS_INIT;
+  int with_bias = 0;
+};
+
 struct Job {
   const KernelSpec* spec = nullptr;
+  const GroupedSpec* grouped = nullptr;  // a --grouped job (spec then only names it)
   std::string target;
   std::string label;  // "name (target)"
   // Results.
@@ -230,7 +251,8 @@ std::string indent_log(const std::string& log, size_t max_lines) {
 
 // The command line of `kjit warm`.
 struct WarmArgs {
-  std::string manifest;
+  std::string manifest;  // "" when only --grouped jobs are given
+  std::vector<std::string> grouped;
   unsigned jobs = 1;
   std::string arch;  // --arch, "" when not given
   bool dry_run = false;
@@ -239,10 +261,14 @@ struct WarmArgs {
 
 WarmArgs make_warm_args(const Parsed& p) {
   const std::string cmd = "warm";
-  if (p.positional.size() != 1) usage_error(cmd, "expected one MANIFEST.json");
-  if (!p.after_dashdash.empty()) usage_error(cmd, "unexpected arguments after '--'");
   WarmArgs w;
-  w.manifest = p.positional[0];
+  w.grouped = p.all("grouped");
+  const size_t manifests = w.grouped.empty() ? 1 : p.positional.size();
+  if (p.positional.size() != manifests || manifests > 1)
+    usage_error(cmd, w.grouped.empty() ? "expected one MANIFEST.json"
+                                       : "expected at most one MANIFEST.json besides --grouped");
+  if (!p.after_dashdash.empty()) usage_error(cmd, "unexpected arguments after '--'");
+  if (manifests) w.manifest = p.positional[0];
   w.jobs = std::max(1u, std::thread::hardware_concurrency());
   if (p.has("jobs")) {
     const std::string j = p.get("jobs");
@@ -255,7 +281,12 @@ WarmArgs make_warm_args(const Parsed& p) {
   }
   if (p.has("arch") && p.get("arch").empty()) usage_error(cmd, "--arch needs a target");
   w.arch = p.get("arch");
+  if (!w.grouped.empty() && w.arch.empty())
+    usage_error(cmd,
+                "--grouped needs --arch, the target of the devices that will run the "
+                "kernels (e.g. sm_90a for H100/H200)");
   w.dry_run = p.has("dry-run");
+  if (!w.grouped.empty() && w.dry_run) usage_error(cmd, "--dry-run does not take --grouped");
   w.progress = !p.has("no-progress");
   return w;
 }
@@ -614,22 +645,153 @@ void print_warm_text(const WarmArgs& w, const std::vector<Job>& jobs, double tot
   }
 }
 
+// --grouped SPEC: "G,K,N,ROWS[,b=kn|nk][,epi=beta+bias+silu][,portable]".
+GroupedSpec parse_grouped(const std::string& text) {
+  const std::string cmd = "warm";
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    parts.push_back(
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  const auto bad = [&](const std::string& why) {
+    usage_error(cmd, "bad --grouped '" + text + "': " + why);
+  };
+  if (parts.size() < 4) bad("expected G,K,N,ROWS first");
+  GroupedSpec g;
+  int64_t nums[4];
+  const char* names[4] = {"G", "K", "N", "ROWS"};
+  for (int i = 0; i < 4; ++i) {
+    char* end = nullptr;
+    const long long v = std::strtoll(parts[size_t(i)].c_str(), &end, 10);
+    if (parts[size_t(i)].empty() || *end != '\0' || v < (i == 3 ? 0 : 1) || v > 2147483647LL)
+      bad(std::string(names[i]) + " is '" + parts[size_t(i)] + "', not a number in range");
+    nums[i] = v;
+  }
+  g.desc.groups = int32_t(nums[0]);
+  g.desc.k = nums[1];
+  g.desc.n = nums[2];
+  g.desc.rows = nums[3];
+  for (size_t i = 4; i < parts.size(); ++i) {
+    const std::string& f = parts[i];
+    if (f == "b=kn") {
+      g.desc.b_order = KJIT_GROUPED_B_KN;
+    } else if (f == "b=nk") {
+      g.desc.b_order = KJIT_GROUPED_B_NK;
+    } else if (f == "portable") {
+      g.options.portable_only = 1;
+    } else if (f.compare(0, 4, "epi=") == 0) {
+      std::string rest = f.substr(4) + "+";
+      for (size_t at = 0, plus; (plus = rest.find('+', at)) != std::string::npos; at = plus + 1) {
+        const std::string piece = rest.substr(at, plus - at);
+        if (piece == "alpha" || piece == "none") continue;
+        if (piece == "beta")
+          g.desc.beta = 1.0;
+        else if (piece == "bias")
+          g.with_bias = 1;
+        else if (piece == "relu")
+          g.desc.activation = KJIT_GROUPED_ACT_RELU;
+        else if (piece == "gelu")
+          g.desc.activation = KJIT_GROUPED_ACT_GELU;
+        else if (piece == "silu")
+          g.desc.activation = KJIT_GROUPED_ACT_SILU;
+        else
+          bad("unknown epilogue piece '" + piece + "' (alpha, beta, bias, relu, gelu, silu)");
+      }
+    } else {
+      bad("unknown field '" + f + "' (b=kn, b=nk, epi=..., portable)");
+    }
+  }
+  return g;
+}
+
+// Compiles the --grouped jobs, `threads` at a time; each is reported as a line when
+// `lines` (after all are done, in order).
+void run_grouped(std::vector<Job>& jobs, kjit_compiler* compiler, unsigned threads, bool lines) {
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < jobs.size();) {
+      Job& j = jobs[i];
+      BinaryHolder b;
+      const double t0 = now_ms();
+      j.status = kjit_grouped_gemm_compile(compiler, j.target.c_str(), &j.grouped->desc,
+                                           &j.grouped->options, j.grouped->with_bias, &b.p);
+      j.elapsed_ms = now_ms() - t0;
+      if (j.status != KJIT_OK)
+        j.message = std::string(kjit_last_error() ? kjit_last_error() : "") + " [" +
+                    status_name(j.status) + "]";
+      if (b.p) {
+        const char* log = kjit_binary_log(b.p);
+        j.log = log ? log_for_cli(log) : "";
+      }
+      if (j.status == KJIT_OK) {
+        j.tier = kjit_binary_tier(b.p);
+        j.key = kjit_binary_key(b.p);
+        j.compile_ms = kjit_binary_compile_ms(b.p);
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < std::max(1u, std::min<unsigned>(threads, unsigned(jobs.size()))); ++t)
+    pool.emplace_back(work);
+  for (std::thread& t : pool) t.join();
+  if (!lines) return;
+  const int w = static_cast<int>(std::to_string(jobs.size()).size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const Job& j = jobs[i];
+    if (j.status != KJIT_OK)
+      std::printf("[%*zu/%zu] FAILED   %s: %s\n", w, i + 1, jobs.size(), j.label.c_str(),
+                  j.message.c_str());
+    else if (j.tier == KJIT_TIER_COMPILED)
+      std::printf("[%*zu/%zu] compiled %s in %s\n", w, i + 1, jobs.size(), j.label.c_str(),
+                  human_ms(j.compile_ms).c_str());
+    else
+      std::printf("[%*zu/%zu] cached   %s, saves %s\n", w, i + 1, jobs.size(), j.label.c_str(),
+                  human_ms(j.compile_ms).c_str());
+  }
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int cmd_warm(const std::vector<std::string>& args, Global& g) {
   const std::string cmd = "warm";
-  const Parsed p = parse_args(
-      cmd, args,
-      {{"jobs", 'j', true}, {"arch", 'a', true}, {"dry-run", 0, false}, {"no-progress", 0, false}},
-      g);
+  const Parsed p = parse_args(cmd, args,
+                              {{"jobs", 'j', true},
+                               {"arch", 'a', true},
+                               {"dry-run", 0, false},
+                               {"no-progress", 0, false},
+                               {"grouped", 0, true}},
+                              g);
   if (p.help) {
     std::fputs(kHelp, stdout);
     return kExitOk;
   }
   const WarmArgs w = make_warm_args(p);
-  std::vector<KernelSpec> specs = load_manifest(w.manifest, !w.arch.empty());
+  // Grouped jobs first parsed (usage errors before any work), named by their spec.
+  std::vector<GroupedSpec> grouped;
+  std::vector<KernelSpec> grouped_names(w.grouped.size());
+  for (size_t i = 0; i < w.grouped.size(); ++i) {
+    grouped.push_back(parse_grouped(w.grouped[i]));
+    grouped_names[i].name = "grouped " + w.grouped[i];
+  }
+  std::vector<KernelSpec> specs;
+  if (!w.manifest.empty()) specs = load_manifest(w.manifest, !w.arch.empty());
   std::vector<Job> jobs = plan_jobs(specs, w.arch);
-  const std::string base = enter_manifest_directory(w.manifest, g);
+  std::vector<Job> grouped_jobs;
+  for (size_t i = 0; i < grouped.size(); ++i) {
+    Job j;
+    j.spec = &grouped_names[i];
+    j.grouped = &grouped[i];
+    j.target = w.arch;
+    j.label = grouped_names[i].name + " (" + w.arch + ")";
+    grouped_jobs.push_back(std::move(j));
+  }
+  const std::string base =
+      w.manifest.empty() ? std::string() : enter_manifest_directory(w.manifest, g);
   CacheHolder cache;
   if (w.dry_run) {
     // Only reads: a cache that does not exist yet holds nothing, and is not created.
@@ -649,7 +811,13 @@ int cmd_warm(const std::vector<std::string>& args, Global& g) {
   const bool bar = isatty(STDERR_FILENO) == 1 && w.progress && !g.quiet;
   const bool lines = !bar && !g.json && !g.quiet;
   const double t0 = now_ms();
-  Runner(jobs, cache.p, compiler.p, w.jobs, bar, lines, g).run();
+  if (!jobs.empty()) Runner(jobs, cache.p, compiler.p, w.jobs, bar, lines, g).run();
+  run_grouped(grouped_jobs, compiler.p, w.jobs, !g.json && !g.quiet);
+  for (Job& j : grouped_jobs) {
+    if (j.status != KJIT_OK && g.quiet && !g.json)
+      std::fprintf(stderr, "FAILED %s: %s\n", j.label.c_str(), j.message.c_str());
+    jobs.push_back(std::move(j));
+  }
   const double total_ms = now_ms() - t0;
   if (g.json) {
     print_warm_json(w, jobs, cache.p, total_ms);

@@ -3,8 +3,11 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "compile/compiler.h"
 #include "cuda/context.h"
@@ -12,7 +15,9 @@
 #include "kernel/kernel.h"
 #include "kjit/gemm.h"
 #include "kjit/kernel.h"
+#include "store/cache.h"
 #include "util/error.h"
+#include "util/log.h"
 
 namespace kjit::grouped {
 namespace {
@@ -63,6 +68,12 @@ Options options_from(const kjit_grouped_gemm_options* o) {
   r.tile_n = int(o->tile_n);
   r.stages = int(o->stages);
   r.portable_only = o->portable_only != 0;
+  r.check_offsets = o->check_offsets != 0;
+  r.autotune = o->autotune != 0;
+  if (r.autotune && !r.automatic())
+    fail(KJIT_ERROR_INVALID_ARGUMENT,
+         "kjit_grouped_gemm_options: autotune needs tile_n, stages and schedule 0 and "
+         "portable_only 0 (it chooses them)");
   return r;
 }
 
@@ -192,18 +203,101 @@ CompileOptions compile_options(const Config& c) {
   return opts;
 }
 
+Outcome compile(Compiler& compiler, const Config& c) {
+  return compiler.compile(render(c), compile_options(c));
+}
+
+int target_capability(const std::string& t) {
+  const auto bad_target = [&] {
+    fail(KJIT_ERROR_INVALID_ARGUMENT,
+         "grouped GEMM: target '" + t + "' is not an exact architecture (sm_XY, or sm_90a)");
+  };
+  if (t.size() < 5 || t.compare(0, 3, "sm_") != 0) bad_target();
+  std::string digits = t.substr(3);
+  if (digits.back() == 'a') {
+    if (digits != "90a") bad_target();  // the only arch-specific target the kernels use
+    digits.pop_back();
+  }
+  if (digits.size() < 2 || digits.size() > 3 ||
+      digits.find_first_not_of("0123456789") != std::string::npos)
+    bad_target();
+  const int cc = std::stoi(digits);
+  if (cc < 70) bad_target();
+  return cc;
+}
+
+Config config_for_target(const Problem& p, const std::string& target, const Options& o) {
+  const int cc = target_capability(target);
+  if (cc == 90 && target != "sm_90a" && !o.portable_only)
+    fail(KJIT_ERROR_INVALID_ARGUMENT,
+         "grouped GEMM: a device of compute capability 9.0 runs the sm_90a kernel; give target "
+         "sm_90a (or portable_only for the portable kernel, compiled for sm_90)");
+  return choose(p, cc, /*tma_available=*/true, o);
+}
+
 GroupedGemm::GroupedGemm(Compiler& compiler, int device, const Options& o)
     : compiler_(compiler), device_(device), opts_(o) {
   cuda::device_handle(device);  // the driver and the device, or KJIT_ERROR_CUDA_UNAVAILABLE
   cc_ = cuda::compute_capability(device);
   sms_ = cuda::device_attribute(device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
   tma_ = cuda::driver().cuTensorMapEncodeTiled != nullptr;
+  dev_.cc = cc_;
+  dev_.sm_count = sms_;
+  dev_.name = cuda::device_name(device);
+  dev_.driver_version = cuda::driver_version();
+  dev_.max_shared =
+      size_t(cuda::device_attribute(device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN));
+  validators_ = validators(dev_);
 }
 
-GroupedGemm::~GroupedGemm() = default;
+GroupedGemm::~GroupedGemm() {
+  if (!record_) return;
+  // Best effort: the context may be gone at process exit.
+  cuda::ScopedContext scope(static_cast<CUcontext>(record_ctx_));
+  cuda::driver().cuMemFree(CUdeviceptr(record_));
+}
 
-Config GroupedGemm::config_for(const Problem& p) const {
-  return choose(p, cc_, tma_, opts_);
+std::optional<Config> GroupedGemm::tuned_plan(const PlanKey& key, const Config& heuristic) {
+  {
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    auto it = plans_.find(key);
+    if (it != plans_.end())
+      return it->second ? std::optional<Config>(apply(heuristic, *it->second)) : std::nullopt;
+  }
+  std::optional<Config> found;
+  Cache* cache = compiler_.cache();
+  const std::string pkey = persist_key(key, validators_);
+  bool from_remote = false;
+  std::optional<std::string> value =
+      cache ? cache->get_shared_value(kPlanNamespace, pkey, &from_remote) : std::nullopt;
+  if (value) {
+    std::string why;
+    std::optional<PersistedPlan> rec = decode_plan(*value, key, validators_, &why);
+    if (rec && dev_.max_shared && shared_bytes(rec->config) > dev_.max_shared) {
+      why = "needs more shared memory than the device offers";
+      rec.reset();
+    }
+    if (rec) {
+      found = rec->config;
+      if (from_remote) cache->facts().put_value(kPlanNamespace, pkey, *value);
+      log_debug("grouped GEMM: tuned plan for " + key.text() +
+                " from the cache: " + apply(heuristic, rec->config).key());
+    } else {
+      log_warn("grouped GEMM: persisted plan for " + key.text() +
+               (from_remote ? " from the remote tier" : "") + " rejected (" + why +
+               "); using the heuristic");
+    }
+  }
+  std::lock_guard<std::mutex> lock(plans_mu_);
+  plans_[key] = found;
+  return found ? std::optional<Config>(apply(heuristic, *found)) : std::nullopt;
+}
+
+Config GroupedGemm::config_for(const Problem& p) {
+  const Config heuristic = choose(p, cc_, tma_, opts_);
+  if (!opts_.automatic() || heuristic.path != Path::Tma) return heuristic;
+  std::optional<Config> tuned = tuned_plan(make_key(p, dev_), heuristic);
+  return tuned ? *tuned : heuristic;
 }
 
 Kernel& GroupedGemm::kernel(const Config& c) {
@@ -234,9 +328,20 @@ void GroupedGemm::prepare(const Problem& p) {
 
 void GroupedGemm::run(const Problem& p, void* stream) {
   if (p.rows == 0) return;
-  const Config c = config_for(p);
-  Kernel& k = kernel(c);
+  if (opts_.check_offsets) check_offsets(p, stream);
+  const Config heuristic = choose(p, cc_, tma_, opts_);
+  Config c = heuristic;
+  if (opts_.automatic() && heuristic.path == Path::Tma) {
+    const PlanKey key = make_key(p, dev_);
+    if (std::optional<Config> tuned = tuned_plan(key, heuristic))
+      c = *tuned;
+    else if (opts_.autotune)
+      c = autotune(p, key, heuristic, stream);
+  }
+  launch(p, c, kernel(c), stream);
+}
 
+void GroupedGemm::launch(const Problem& p, const Config& c, Kernel& k, void* stream) {
   const long long n_tiles = (p.n + c.tile_n - 1) / c.tile_n;
   const long long bound = ((p.rows + c.tile_m - 1) / c.tile_m + p.groups) * n_tiles;
   const long long per_sm = c.path == Path::Tma ? 1 : 4;
@@ -295,6 +400,180 @@ void GroupedGemm::run(const Problem& p, void* stream) {
   args[1] = &map_b;
   for (size_t i = 0; i < kCommon; ++i) args[2 + i] = common[i];
   k.launch(cfg, args, 2 + kCommon);
+}
+
+namespace {
+
+// Events and a scratch output for autotuning, released on every path out.
+struct TuneResources {
+  const cuda::Driver& drv = cuda::driver();
+  CUevent start = nullptr, stop = nullptr;
+  CUdeviceptr scratch = 0;
+  ~TuneResources() {
+    if (start) drv.cuEventDestroy(start);
+    if (stop) drv.cuEventDestroy(stop);
+    if (scratch) drv.cuMemFree(scratch);
+  }
+};
+
+float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+Config GroupedGemm::autotune(const Problem& p, const PlanKey& key, const Config& heuristic,
+                             void* stream) {
+  std::lock_guard<std::mutex> tune_lock(tune_mu_);
+  {
+    // Another thread may have tuned this class while this one waited.
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    auto it = plans_.find(key);
+    if (it != plans_.end() && it->second) return apply(heuristic, *it->second);
+  }
+  const std::vector<Config> cands = candidates(heuristic, dev_);
+  // Compile (or hit) every candidate side by side; one that fails is left out.
+  std::vector<Kernel*> kernels(cands.size(), nullptr);
+  std::vector<std::string> errors(cands.size());
+  {
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < cands.size(); ++i) {
+      threads.emplace_back([&, i] {
+        try {
+          kernels[i] = &kernel(cands[i]);
+        } catch (const std::exception& e) {
+          errors[i] = e.what();
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  if (!kernels[0]) fail(KJIT_ERROR_COMPILE, errors[0]);
+  for (size_t i = 1; i < cands.size(); ++i)
+    if (!kernels[i])
+      log_warn("grouped GEMM autotune: candidate " + cands[i].key() + " left out: " + errors[i]);
+
+  const cuda::ContextChoice ctx = cuda::choose_context(device_);
+  cuda::ScopedContext scope(ctx.ctx);
+  TuneResources res;
+  Problem q = p;
+  if (p.c && p.c == p.d) {
+    // In place (C is D, beta != 0): the candidates write a scratch output, so that the
+    // call's own launch below still reads the caller's C.
+    cuda::check(res.drv.cuMemAlloc(&res.scratch, size_t(p.rows) * size_t(p.ldd) * 2),
+                "cuMemAlloc (grouped GEMM autotune scratch)");
+    q.d = reinterpret_cast<void*>(res.scratch);
+  }
+  cuda::check(res.drv.cuEventCreate(&res.start, CU_EVENT_DEFAULT), "cuEventCreate");
+  cuda::check(res.drv.cuEventCreate(&res.stop, CU_EVENT_DEFAULT), "cuEventCreate");
+  const CUstream s = static_cast<CUstream>(stream);
+  constexpr int kRounds = 3, kReps = 5;
+  std::vector<std::vector<float>> times(cands.size());
+  for (size_t i = 0; i < cands.size(); ++i)
+    if (kernels[i]) launch(q, cands[i], *kernels[i], stream);  // warm-up
+  for (int r = 0; r < kRounds; ++r) {                          // interleaved rounds
+    for (size_t i = 0; i < cands.size(); ++i) {
+      if (!kernels[i]) continue;
+      cuda::check(res.drv.cuEventRecord(res.start, s), "cuEventRecord");
+      for (int j = 0; j < kReps; ++j) launch(q, cands[i], *kernels[i], stream);
+      cuda::check(res.drv.cuEventRecord(res.stop, s), "cuEventRecord");
+      cuda::check(res.drv.cuEventSynchronize(res.stop), "cuEventSynchronize (autotune)");
+      float ms = 0;
+      cuda::check(res.drv.cuEventElapsedTime(&ms, res.start, res.stop), "cuEventElapsedTime");
+      times[i].push_back(ms * 1000.0f / kReps);
+    }
+  }
+  size_t best = 0;
+  int timed = 0;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    if (times[i].empty()) continue;
+    ++timed;
+    log_debug("grouped GEMM autotune " + key.text() + ": " + cands[i].key() + " " +
+              std::to_string(median(times[i])) + " us");
+    if (median(times[i]) < median(times[best])) best = i;
+  }
+  PersistedPlan rec;
+  rec.config = cands[best];
+  rec.tuned_us = median(times[best]);
+  rec.heuristic_us = median(times[0]);
+  rec.candidates = timed;
+  persist(key, rec);
+  {
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    plans_[key] = cands[best];
+  }
+  log_info("grouped GEMM autotune " + key.text() + ": " + cands[best].key() + " (" +
+           std::to_string(rec.tuned_us) + " us; the heuristic's " + cands[0].key() + ": " +
+           std::to_string(rec.heuristic_us) + " us; " + std::to_string(timed) + " timed)");
+  return cands[best];
+}
+
+void GroupedGemm::persist(const PlanKey& key, const PersistedPlan& plan) {
+  Cache* cache = compiler_.cache();
+  if (!cache || !cache->disk_usable()) return;
+  cache->put_shared_value(kPlanNamespace, persist_key(key, validators_),
+                          encode_plan(key, validators_, plan));
+}
+
+void GroupedGemm::check_offsets(const Problem& p, void* stream) {
+  {
+    std::lock_guard<std::mutex> lock(check_mu_);
+    if (!check_kernel_) {
+      CompileOptions o;
+      o.target = "sm_" + std::to_string(cc_);
+      o.name = "kjit_grouped_check.cu";
+      KernelCreation made =
+          Kernel::create(compiler_, check_source(), kCheckKernelName, &o, device_, 0);
+      if (!made.kernel) {
+        std::string msg =
+            "grouped GEMM offset check kernel failed to compile: " + made.failure.message;
+        if (made.failure.entry) msg += "\n" + made.failure.entry->log;
+        fail(made.failure.status ? made.failure.status : KJIT_ERROR_COMPILE, msg);
+      }
+      const cuda::ContextChoice ctx = cuda::choose_context(device_);
+      cuda::ScopedContext scope(ctx.ctx);
+      const cuda::Driver& drv = cuda::driver();
+      CUdeviceptr rec = 0;
+      cuda::check(drv.cuMemAlloc(&rec, sizeof(CheckRecord)), "cuMemAlloc (offset record)");
+      const CUresult r = drv.cuMemsetD8(rec, 0, sizeof(CheckRecord));
+      if (r != CUDA_SUCCESS) {
+        drv.cuMemFree(rec);
+        cuda::throw_error(r, "cuMemsetD8 (offset record)");
+      }
+      record_ = rec;
+      record_ctx_ = ctx.ctx;
+      check_kernel_ = std::move(made.kernel);
+    }
+  }
+  const void* offs = p.offs;
+  int groups = p.groups, rows = p.rows;
+  unsigned call = calls_.fetch_add(1, std::memory_order_relaxed) + 1;
+  unsigned long long record = record_;
+  void* args[] = {&offs, &groups, &rows, &call, &record};
+  kjit_launch_config cfg = KJIT_LAUNCH_CONFIG_INIT;
+  cfg.grid[0] = 1;
+  cfg.block[0] = kCheckThreads;
+  cfg.stream = stream;
+  check_kernel_->launch(cfg, args, 5);
+}
+
+std::string GroupedGemm::offsets_status() {
+  if (!opts_.check_offsets)
+    fail(KJIT_ERROR_INVALID_ARGUMENT,
+         "kjit_grouped_gemm_offsets_status: the handle was created without check_offsets, so "
+         "nothing is recorded");
+  std::lock_guard<std::mutex> lock(check_mu_);
+  if (!record_) return {};
+  cuda::ScopedContext scope(static_cast<CUcontext>(record_ctx_));
+  const cuda::Driver& drv = cuda::driver();
+  CheckRecord r;
+  cuda::check(drv.cuMemcpyDtoH(&r, CUdeviceptr(record_), sizeof r),
+              "cuMemcpyDtoH (grouped GEMM offset record)");
+  if (!r.recorded && !r.bad_calls) return {};
+  cuda::check(drv.cuMemsetD8(CUdeviceptr(record_), 0, sizeof r),
+              "cuMemsetD8 (grouped GEMM offset record)");
+  return describe(r);
 }
 
 }  // namespace kjit::grouped

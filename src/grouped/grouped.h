@@ -3,14 +3,19 @@
 // encoded through the driver, and the launch.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
+#include "grouped/check.h"
+#include "grouped/plan.h"
 #include "grouped/render.h"
 #include "kjit/grouped_gemm.h"
+#include "store/outcome.h"
 
 namespace kjit {
 class Compiler;
@@ -25,10 +30,15 @@ struct Options {
   int stages = 0;  // 0 = by tile
   bool portable_only = false;
   int schedule = 0;  // kjit_grouped_schedule
+  bool check_offsets = false;
+  bool autotune = false;
+  // Whether the choice is left to kjit (nothing forced): plans apply only then.
+  bool automatic() const { return tile_n == 0 && stages == 0 && schedule == 0 && !portable_only; }
 };
 
 // Options from the public struct (a full-size copy; NULL = defaults). Throws
-// KJIT_ERROR_INVALID_ARGUMENT for values out of range.
+// KJIT_ERROR_INVALID_ARGUMENT for values out of range and for autotune with a forced
+// configuration field.
 Options options_from(const kjit_grouped_gemm_options* o);
 
 // A checked problem.
@@ -66,6 +76,18 @@ Config choose(const Problem& p, int cc, bool tma_available, const Options& o);
 // The options a configuration's source is compiled with (its target, a program name).
 CompileOptions compile_options(const Config& c);
 
+// Compiles (or hits) `c`'s source through `compiler` exactly as a handle does, so that a
+// handle's later compile of `c` is a cache hit.
+Outcome compile(Compiler& compiler, const Config& c);
+
+// Compute capability of a target kjit_grouped_gemm_compile() accepts ("sm_90a" -> 90,
+// "sm_80" -> 80). Throws KJIT_ERROR_INVALID_ARGUMENT for anything else.
+int target_capability(const std::string& target);
+
+// The configuration a handle with `o` picks by heuristic for `p` on a device of `target`
+// (no plan looked up: kjit_grouped_gemm_compile()).
+Config config_for_target(const Problem& p, const std::string& target, const Options& o);
+
 class GroupedGemm {
  public:
   // `compiler` must outlive the handle. Throws KJIT_ERROR_CUDA_UNAVAILABLE without a driver
@@ -75,14 +97,28 @@ class GroupedGemm {
   GroupedGemm(const GroupedGemm&) = delete;
   GroupedGemm& operator=(const GroupedGemm&) = delete;
 
-  Config config_for(const Problem& p) const;
+  // The configuration run() uses for `p`: a tuned plan of its shape class (in memory or
+  // persisted in the cache) when the options leave the choice to kjit, else the heuristic's.
+  Config config_for(const Problem& p);
   // Compiles (or hits) and loads the kernel of `p`'s configuration.
   void prepare(const Problem& p);
-  // Enqueues `p` on `stream`.
+  // Enqueues `p` on `stream` (after the offset check, in check mode; after tuning, when
+  // autotune is on and the shape class has no tuned plan).
   void run(const Problem& p, void* stream);
+  // Reads and clears the offset record; empty when nothing was recorded. Throws
+  // KJIT_ERROR_INVALID_ARGUMENT when the handle does not check offsets.
+  std::string offsets_status();
+
+  const DeviceInfo& device_info() const { return dev_; }
 
  private:
   Kernel& kernel(const Config& c);
+  void launch(const Problem& p, const Config& c, Kernel& k, void* stream);
+  void check_offsets(const Problem& p, void* stream);
+  // The tuned plan of `key` (memory, then the cache's named values); nullopt when none.
+  std::optional<Config> tuned_plan(const PlanKey& key, const Config& heuristic);
+  Config autotune(const Problem& p, const PlanKey& key, const Config& heuristic, void* stream);
+  void persist(const PlanKey& key, const PersistedPlan& plan);
 
   Compiler& compiler_;
   int device_;
@@ -90,8 +126,20 @@ class GroupedGemm {
   int sms_;
   bool tma_;
   Options opts_;
+  DeviceInfo dev_;
+  std::string validators_;
   std::mutex mu_;
   std::unordered_map<std::string, std::unique_ptr<Kernel>> kernels_;
+  // Plans by key: the tuned configuration, or nullopt once looked up and not found.
+  std::mutex plans_mu_;
+  std::unordered_map<PlanKey, std::optional<Config>, PlanKeyHash> plans_;
+  std::mutex tune_mu_;  // one autotuning at a time per handle
+  // Offset check mode.
+  std::mutex check_mu_;
+  std::unique_ptr<Kernel> check_kernel_;
+  unsigned long long record_ = 0;  // CUdeviceptr of a CheckRecord
+  void* record_ctx_ = nullptr;     // CUcontext it was allocated in
+  std::atomic<uint32_t> calls_{0};
 };
 
 }  // namespace kjit::grouped

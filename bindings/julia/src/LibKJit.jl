@@ -257,6 +257,8 @@ struct kjit_grouped_gemm_options
     stages::UInt32
     portable_only::Cint
     schedule::Cint
+    check_offsets::Cint
+    autotune::Cint
 end
 
 # ---- common.h --------------------------------------------------------------
@@ -930,6 +932,18 @@ kjit_grouped_gemm_plan_key(gg, desc, A, B, C, D, bias, buf, size, needed) =
     ccall((:kjit_grouped_gemm_plan_key, libkjit), Cint,
           (Ptr{Cvoid}, Ptr{kjit_grouped_gemm_desc}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Cstring, Csize_t, Ptr{Csize_t}),
           gg, desc, A, B, C, D, bias, buf, size, needed)
+
+"`kjit_status kjit_grouped_gemm_offsets_status(kjit_grouped_gemm* gg)`"
+kjit_grouped_gemm_offsets_status(gg) =
+    ccall((:kjit_grouped_gemm_offsets_status, libkjit), Cint,
+          (Ptr{Cvoid},),
+          gg)
+
+"`kjit_status kjit_grouped_gemm_compile(kjit_compiler* compiler, const char* target, const kjit_grouped_gemm_desc* desc, const kjit_grouped_gemm_options* options, int with_bias, kjit_binary** out)`"
+kjit_grouped_gemm_compile(compiler, target, desc, options, with_bias, out) =
+    ccall((:kjit_grouped_gemm_compile, libkjit), Cint,
+          (Ptr{Cvoid}, Cstring, Ptr{kjit_grouped_gemm_desc}, Ptr{kjit_grouped_gemm_options}, Cint, Ptr{Ptr{Cvoid}}),
+          compiler, target, desc, options, with_bias, out)
 
 # ---- link.h ----------------------------------------------------------------
 

@@ -55,7 +55,8 @@ _LAZY = dict.fromkeys(("Gemm", "GemmCompute", "GemmDesc", "GemmDtype", "GemmEpil
                        "GemmOrder", "GemmStats", "cublaslt_version", "gemm_check",
                        "matmul_desc"), "._gemm")
 _LAZY.update(dict.fromkeys(("InputKind", "Linker", "link", "nvjitlink_version"), "._link"))
-_LAZY.update(dict.fromkeys(("GroupedGemm", "GroupedBOrder", "GroupedActivation", "grouped_check"),
+_LAZY.update(dict.fromkeys(("GroupedGemm", "GroupedBOrder", "GroupedActivation", "grouped_check",
+                            "grouped_compile"),
                            "._grouped"))
 _LAZY.update(CacheStats="._cache", CacheEntry="._cache", KernelAttributes="._kernel")
 
@@ -183,7 +184,7 @@ __all__ = [
     "Gemm", "GemmDesc", "GemmStats", "GemmDtype", "GemmCompute", "GemmOrder", "GemmOp",
     "GemmEpilogue", "gemm_check", "matmul_desc", "cublaslt_version",
     # grouped GEMM
-    "GroupedGemm", "GroupedBOrder", "GroupedActivation", "grouped_check",
+    "GroupedGemm", "GroupedBOrder", "GroupedActivation", "grouped_check", "grouped_compile",
     # errors
     "Status", "KjitError", "LibraryNotFound", "InvalidArgument", "InvalidHandle",
     "OutOfMemory", "InvalidSource", "CompileError", "FastPathWarning", "InvalidOption", "UnsupportedTarget",

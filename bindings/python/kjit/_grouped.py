@@ -144,6 +144,12 @@ class GroupedGemm(Handle):
         portable_only: use the portable kernel even on sm_90.
         schedule: the sm_90a kernel's schedule, 0 chosen per shape, 1 cooperative, 2
             pingpong (tile 128x128).
+        check_offsets: check every call's offsets on the device (one small extra kernel
+            per call); offsets_status() reports bad ones after the calls completed.
+        autotune: the first call of a shape class with no tuned plan times the candidate
+            configurations on its own arrays, keeps the fastest and persists it in the
+            compiler's cache for later handles and processes (needs tile_n, stages and
+            schedule 0 and portable_only off).
 
     Thread-safe: any number of threads may call one handle.
     """
@@ -151,7 +157,8 @@ class GroupedGemm(Handle):
     _kind = "GroupedGemm"
 
     def __init__(self, compiler: Any = None, device: int = 0, *, tile_n: int = 0,
-                 stages: int = 0, portable_only: bool = False, schedule: int = 0) -> None:
+                 stages: int = 0, portable_only: bool = False, schedule: int = 0,
+                 check_offsets: bool = False, autotune: bool = False) -> None:
         if compiler is None:
             from ._cache import Cache
             from ._compile import Compiler
@@ -164,6 +171,8 @@ class GroupedGemm(Handle):
         o.stages = as_int(stages, "stages", 0, 2**32 - 1)
         o.portable_only = as_bool(portable_only, "portable_only")
         o.schedule = as_int(schedule, "schedule", 0, 2)
+        o.check_offsets = as_bool(check_offsets, "check_offsets")
+        o.autotune = as_bool(autotune, "autotune")
         h = ctypes.c_void_p()
         check(_lib.lib().kjit_grouped_gemm_create(_compiler_handle(compiler), d,
                                                   ctypes.byref(o), ctypes.byref(h)))
@@ -217,3 +226,39 @@ class GroupedGemm(Handle):
                                                     pd or None, pbias or None, buf, 256,
                                                     None))
         return buf.value.decode()
+
+    def offsets_status(self) -> None:
+        """Read and clear the offset record of a handle made with ``check_offsets=True``:
+        returns None when no call since the last read had bad offsets, else raises
+        InvalidArgument naming the call, the group and the values. Call it after the
+        calls' stream is synchronised."""
+        check(_lib.lib().kjit_grouped_gemm_offsets_status(self._handle()))
+
+
+def grouped_compile(compiler: Any, target: str, groups: int, k: int, n: int, rows: int, *,
+                    b_order: Any = GroupedBOrder.KN, bias: bool = False, beta: float = 0.0,
+                    activation: Any = "none", portable_only: bool = False) -> Any:
+    """Compile (or find in the cache) the kernel a GroupedGemm on a device of `target`
+    ("sm_90a", "sm_80", ...) would use for this shape, without a GPU (as ``kjit warm
+    --grouped``). Returns the kjit.Binary (``.tier`` says whether it was a cache hit)."""
+    from ._compile import Binary
+    s = _lib.GroupedGemmDescStruct()
+    check(_lib.lib().kjit_grouped_gemm_desc_init_sized(ctypes.byref(s), ctypes.sizeof(s)))
+    s.groups = as_int(groups, "groups", 1, 2**31 - 1)
+    s.k = as_int(k, "k", 1, 2**31 - 1)
+    s.n = as_int(n, "n", 1, 2**31 - 1)
+    s.rows = as_int(rows, "rows", 0, 2**31 - 1)
+    s.b_order = as_int(b_order, "b_order", 0, 1)
+    s.beta = float(beta)
+    s.activation = _activation(activation)
+    o = _lib.GroupedGemmOptionsStruct()
+    check(_lib.lib().kjit_grouped_gemm_options_init_sized(ctypes.byref(o), ctypes.sizeof(o)))
+    o.portable_only = as_bool(portable_only, "portable_only")
+    h = ctypes.c_void_p()
+    st = _lib.lib().kjit_grouped_gemm_compile(_compiler_handle(compiler),
+                                              str(target).encode(), ctypes.byref(s),
+                                              ctypes.byref(o), 1 if bias else 0,
+                                              ctypes.byref(h))
+    binary = Binary._wrap(h.value) if h.value else None
+    check(st)
+    return binary

@@ -240,6 +240,8 @@ class GroupedGemmOptionsStruct(ctypes.Structure):
         ("stages", c_uint32),
         ("portable_only", c_int),
         ("schedule", c_int),
+        ("check_offsets", c_int),  # 0.3
+        ("autotune", c_int),  # 0.3
     ]
 
 
@@ -402,6 +404,9 @@ PROTOTYPES = {
     "kjit_grouped_gemm_plan_key": (_st, [_p, POINTER(GroupedGemmDescStruct), _p, _p, _p, _p,
                                          _p, ctypes.c_char_p, c_size_t,
                                          POINTER(c_size_t)]),
+    "kjit_grouped_gemm_offsets_status": (_st, [_p]),
+    "kjit_grouped_gemm_compile": (_st, [_p, c_char_p, POINTER(GroupedGemmDescStruct),
+                                        POINTER(GroupedGemmOptionsStruct), c_int, _pp]),
     "kjit_cublaslt_version": (_st, [POINTER(c_size_t)]),
 }
 

@@ -66,3 +66,32 @@ class GroupedCheckTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class GroupedCompileTest(unittest.TestCase):
+    """grouped_compile(): the kernel a handle on a device of a target picks, compiled
+    without a GPU into the compiler's cache (what `kjit warm --grouped` does)."""
+
+    def test_compile_then_hit(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            compiler = kjit.Compiler(kjit.Cache(d))
+            first = kjit.grouped_compile(compiler, "sm_80", 8, 64, 64, 100, bias=True,
+                                         activation="silu")
+            self.assertEqual(first.tier, kjit.Tier.COMPILED)
+            self.assertEqual(first.target, "sm_80")
+            again = kjit.grouped_compile(compiler, "sm_80", 16, 64, 64, 3000, bias=True,
+                                         activation="silu")
+            self.assertNotEqual(again.tier, kjit.Tier.COMPILED)  # same configuration
+            self.assertEqual(again.key, first.key)
+            with self.assertRaises(kjit.InvalidArgument) as e:
+                kjit.grouped_compile(compiler, "compute_90", 8, 64, 64, 100)
+            self.assertIn("not an exact architecture", str(e.exception))
+            with self.assertRaises(kjit.InvalidArgument):
+                kjit.grouped_compile(compiler, "sm_90", 8, 64, 64, 100)
+
+    def test_new_options_are_checked(self):
+        with self.assertRaises(kjit.InvalidArgument) as e:
+            kjit.GroupedGemm(kjit.Compiler(kjit.Cache(memory_only=True)), autotune=True,
+                             tile_n=128)
+        self.assertIn("autotune", str(e.exception))

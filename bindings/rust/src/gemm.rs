@@ -7,6 +7,7 @@ use std::ptr;
 use std::sync::Arc;
 
 use crate::cache::Cache;
+use crate::devptr::{in_ptr, opt_ptr, out_ptr, struct_size};
 use crate::error::{check, Result};
 use crate::launch::DevicePtr;
 use crate::sys;
@@ -37,10 +38,6 @@ pub struct GemmOptions {
     pub max_workspace_bytes: u64,
 }
 
-fn opt_ptr(p: Option<DevicePtr>) -> *const c_void {
-    p.map_or(ptr::null(), |p| p.0 as usize as *const c_void)
-}
-
 /// Checks a GEMM problem and its pointers without a GPU (pointers are only compared with
 /// null and checked for alignment).
 pub fn gemm_check(
@@ -54,10 +51,10 @@ pub fn gemm_check(
     check(unsafe {
         sys::kjit_gemm_check(
             desc,
-            opt_ptr(Some(a)),
-            opt_ptr(Some(b)),
+            in_ptr(a),
+            in_ptr(b),
             opt_ptr(c),
-            opt_ptr(Some(d)),
+            in_ptr(d),
             opt_ptr(bias),
         )
     })
@@ -97,7 +94,7 @@ impl<'c> Gemm<'c> {
         shared: Option<Arc<Cache>>,
     ) -> Result<Gemm<'c>> {
         let o = sys::kjit_gemm_options {
-            struct_size: std::mem::size_of::<sys::kjit_gemm_options>() as u32,
+            struct_size: struct_size::<sys::kjit_gemm_options>(),
             plan_capacity: opts.plan_capacity,
             autotune: opts.autotune as c_int,
             autotune_candidates: opts.autotune_candidates,
@@ -138,10 +135,10 @@ impl<'c> Gemm<'c> {
         check(sys::kjit_gemm_run(
             self.raw,
             desc,
-            opt_ptr(Some(a)),
-            opt_ptr(Some(b)),
+            in_ptr(a),
+            in_ptr(b),
             opt_ptr(c),
-            d.0 as usize as *mut c_void,
+            out_ptr(d),
             opt_ptr(bias),
             stream,
         ))
@@ -154,7 +151,7 @@ impl<'c> Gemm<'c> {
 
     pub fn stats(&self) -> Result<GemmStats> {
         let mut s = GemmStats {
-            struct_size: std::mem::size_of::<GemmStats>() as u32,
+            struct_size: struct_size::<GemmStats>(),
             ..Default::default()
         };
         check(unsafe { sys::kjit_gemm_stats_get(self.raw, &mut s) })?;

@@ -5,10 +5,13 @@ use std::fmt;
 use std::os::raw::{c_char, c_int, c_void};
 use std::ptr;
 
-use crate::compiler::Compiler;
+use crate::binary::Binary;
+use crate::compiler::{compile_result, Compiler};
+use crate::devptr::{buf_text, in_ptr, opt_ptr, out_ptr, struct_size};
 use crate::error::{check, Result};
 use crate::launch::DevicePtr;
 use crate::sys;
+use crate::util::cstring;
 
 /// One grouped GEMM problem (`kjit_grouped_gemm_desc`). Start from [`grouped_desc`] and set
 /// `groups`, `rows`, `n`, `k` and `b_order` (`sys::KJIT_GROUPED_B_KN` / `_NK`).
@@ -30,10 +33,52 @@ pub struct GroupedOptions {
     pub portable_only: bool,
     /// `sys::KJIT_GROUPED_SCHEDULE_*` (0 = chosen per shape).
     pub schedule: i32,
+    /// Check every call's offsets on the device; read with
+    /// [`GroupedGemm::offsets_status`] (since 0.3).
+    pub check_offsets: bool,
+    /// Tune the first call of each shape class on its own buffers and persist the fastest
+    /// configuration in the compiler's cache (since 0.3).
+    pub autotune: bool,
 }
 
-fn opt_ptr(p: Option<DevicePtr>) -> *const c_void {
-    p.map_or(ptr::null(), |p| p.0 as usize as *const c_void)
+impl GroupedOptions {
+    fn to_sys(self) -> sys::kjit_grouped_gemm_options {
+        sys::kjit_grouped_gemm_options {
+            struct_size: struct_size::<sys::kjit_grouped_gemm_options>(),
+            tile_n: self.tile_n,
+            stages: self.stages,
+            portable_only: self.portable_only as c_int,
+            schedule: self.schedule,
+            check_offsets: self.check_offsets as c_int,
+            autotune: self.autotune as c_int,
+        }
+    }
+}
+
+/// Compiles (or finds in the cache) the kernel a [`GroupedGemm`] with `opts` on a device of
+/// `target` (`"sm_90a"`, `"sm_80"`, ...) would use for `desc`, without a GPU (what `kjit
+/// warm --grouped` does).
+pub fn grouped_compile(
+    compiler: &Compiler<'_>,
+    target: &str,
+    desc: &GroupedDesc,
+    opts: &GroupedOptions,
+    with_bias: bool,
+) -> Result<Binary> {
+    let t = cstring("target", target)?;
+    let o = opts.to_sys();
+    let mut out = ptr::null_mut();
+    let code = unsafe {
+        sys::kjit_grouped_gemm_compile(
+            compiler.as_raw(),
+            t.as_ptr(),
+            desc,
+            &o,
+            with_bias as c_int,
+            &mut out,
+        )
+    };
+    compile_result(code, out)
 }
 
 /// Checks a problem and its pointers without a GPU (pointers are compared with null and
@@ -51,11 +96,11 @@ pub fn grouped_check(
     check(unsafe {
         sys::kjit_grouped_gemm_check(
             desc,
-            opt_ptr(Some(a)),
-            opt_ptr(Some(b)),
+            in_ptr(a),
+            in_ptr(b),
             offs.0 as usize as *const i32,
             opt_ptr(c),
-            opt_ptr(Some(d)),
+            in_ptr(d),
             opt_ptr(bias),
         )
     })
@@ -75,13 +120,7 @@ unsafe impl Sync for GroupedGemm<'_> {}
 impl<'c> GroupedGemm<'c> {
     /// Creates a handle for `device`; `Status::CudaUnavailable` without a driver or device.
     pub fn new(compiler: &'c Compiler<'c>, device: i32, opts: &GroupedOptions) -> Result<Self> {
-        let o = sys::kjit_grouped_gemm_options {
-            struct_size: std::mem::size_of::<sys::kjit_grouped_gemm_options>() as u32,
-            tile_n: opts.tile_n,
-            stages: opts.stages,
-            portable_only: opts.portable_only as c_int,
-            schedule: opts.schedule,
-        };
+        let o = opts.to_sys();
         let mut raw = ptr::null_mut();
         check(unsafe { sys::kjit_grouped_gemm_create(compiler.as_raw(), device, &o, &mut raw) })?;
         Ok(GroupedGemm {
@@ -115,11 +154,11 @@ impl<'c> GroupedGemm<'c> {
         check(sys::kjit_grouped_gemm_run(
             self.raw,
             desc,
-            opt_ptr(Some(a)),
-            opt_ptr(Some(b)),
+            in_ptr(a),
+            in_ptr(b),
             offs.0 as usize as *const i32,
             opt_ptr(c),
-            d.0 as usize as *mut c_void,
+            out_ptr(d),
             opt_ptr(bias),
             stream,
         ))
@@ -146,22 +185,24 @@ impl<'c> GroupedGemm<'c> {
             sys::kjit_grouped_gemm_plan_key(
                 self.raw,
                 desc,
-                opt_ptr(Some(a)),
-                opt_ptr(Some(b)),
+                in_ptr(a),
+                in_ptr(b),
                 opt_ptr(c),
-                opt_ptr(Some(d)),
+                in_ptr(d),
                 opt_ptr(bias),
                 buf.as_mut_ptr(),
                 buf.len(),
                 ptr::null_mut(),
             )
         })?;
-        let bytes: Vec<u8> = buf
-            .iter()
-            .take_while(|&&c| c != 0)
-            .map(|&c| c as u8)
-            .collect();
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
+        Ok(buf_text(&buf))
+    }
+
+    /// Reads and clears the offset record of a handle made with `check_offsets`: `Ok` when
+    /// no call since the last read had bad offsets, else `Status::InvalidArgument` naming
+    /// the call, the group and the values. Call it once the calls' streams are synchronised.
+    pub fn offsets_status(&self) -> Result<()> {
+        check(unsafe { sys::kjit_grouped_gemm_offsets_status(self.raw) })
     }
 }
 

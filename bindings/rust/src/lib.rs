@@ -39,6 +39,7 @@ mod binary;
 mod cache;
 mod compiler;
 mod device;
+mod devptr;
 mod error;
 mod gemm;
 mod grouped;
@@ -56,7 +57,9 @@ pub use compiler::{Compiler, OwnedCompiler, PendingCompile};
 pub use device::{device_arch, device_count, device_name, driver_version};
 pub use error::{Error, Result, Status};
 pub use gemm::{cublaslt_version, gemm_check, gemm_desc, Gemm, GemmDesc, GemmOptions, GemmStats};
-pub use grouped::{grouped_check, grouped_desc, GroupedDesc, GroupedGemm, GroupedOptions};
+pub use grouped::{
+    grouped_check, grouped_compile, grouped_desc, GroupedDesc, GroupedGemm, GroupedOptions,
+};
 pub use hash::{compute_key, hash_options, hash_source};
 pub use kernel::{Kernel, KernelAttributes, KernelFlags, LoadPath, ParamBuffer, ParamInfo};
 pub use launch::{DevicePtr, KernelArg, LaunchConfig};

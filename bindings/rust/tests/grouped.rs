@@ -1,8 +1,11 @@
 //! Grouped GEMM paths that run without a GPU: problem checks, the struct layouts against
 //! the library's defaults, handle creation without a driver.
 
+mod common;
+
 use kjit::{
-    grouped_check, grouped_desc, sys, Compiler, DevicePtr, GroupedGemm, GroupedOptions, Status,
+    grouped_check, grouped_compile, grouped_desc, sys, Compiler, DevicePtr, GroupedGemm,
+    GroupedOptions, Status,
 };
 
 fn desc() -> kjit::GroupedDesc {
@@ -90,4 +93,30 @@ fn grouped_handle_needs_a_device() {
             assert_eq!(e.status(), Status::CudaUnavailable, "{e}");
         }
     }
+}
+
+#[test]
+fn grouped_compile_for_a_target_then_hits() {
+    let dir = common::TempDir::new("grouped-compile");
+    let cache = kjit::Cache::open(&kjit::CacheOptions::in_dir(dir.path())).unwrap();
+    let compiler = Compiler::new(Some(&cache), 1).unwrap();
+    let d = desc();
+    let opts = GroupedOptions {
+        portable_only: true,
+        ..Default::default()
+    };
+    let first = grouped_compile(&compiler, "sm_80", &d, &opts, false).unwrap();
+    assert_eq!(first.tier(), kjit::Tier::Compiled);
+    let again = grouped_compile(&compiler, "sm_80", &d, &opts, false).unwrap();
+    assert_ne!(again.tier(), kjit::Tier::Compiled);
+    assert_eq!(again.key(), first.key());
+    let e = grouped_compile(&compiler, "compute_80", &d, &opts, false).unwrap_err();
+    assert_eq!(e.status(), Status::InvalidArgument, "{e}");
+    let tuned = GroupedOptions {
+        autotune: true,
+        tile_n: 128,
+        ..Default::default()
+    };
+    let e = grouped_compile(&compiler, "sm_90a", &d, &tuned, false).unwrap_err();
+    assert_eq!(e.status(), Status::InvalidArgument, "{e}");
 }

@@ -372,6 +372,10 @@ pub struct kjit_grouped_gemm_options {
     pub stages: u32,
     pub portable_only: c_int,
     pub schedule: c_int,
+    /// Since 0.3.
+    pub check_offsets: c_int,
+    /// Since 0.3.
+    pub autotune: c_int,
 }
 
 #[repr(C)]
@@ -647,8 +651,7 @@ extern "C" {
     pub fn kjit_cache_options_init_sized(opts: *mut kjit_cache_options, size: usize)
         -> kjit_status;
     /// Since 0.2.
-    pub fn kjit_cache_stats_init_sized(stats: *mut kjit_cache_stats, size: usize)
-        -> kjit_status;
+    pub fn kjit_cache_stats_init_sized(stats: *mut kjit_cache_stats, size: usize) -> kjit_status;
     pub fn kjit_cache_open(
         opts: *const kjit_cache_options,
         out: *mut *mut kjit_cache,
@@ -772,8 +775,7 @@ extern "C" {
     /// The 0.1.0 function: writes the 0.1.0 struct. Prefer `kjit_launch_config_init_sized`.
     pub fn kjit_launch_config_init(cfg: *mut kjit_launch_config);
     /// Since 0.2: writes the defaults within `size` bytes only.
-    pub fn kjit_launch_config_init_sized(cfg: *mut kjit_launch_config, size: usize)
-        -> kjit_status;
+    pub fn kjit_launch_config_init_sized(cfg: *mut kjit_launch_config, size: usize) -> kjit_status;
     /// Since 0.2.
     pub fn kjit_kernel_attributes_init_sized(
         attrs: *mut kjit_kernel_attributes,
@@ -812,8 +814,7 @@ extern "C" {
     pub fn kjit_gemm_options_init(opts: *mut kjit_gemm_options);
     /// Since 0.2: write the defaults within `size` bytes only.
     pub fn kjit_gemm_desc_init_sized(desc: *mut kjit_gemm_desc, size: usize) -> kjit_status;
-    pub fn kjit_gemm_options_init_sized(opts: *mut kjit_gemm_options, size: usize)
-        -> kjit_status;
+    pub fn kjit_gemm_options_init_sized(opts: *mut kjit_gemm_options, size: usize) -> kjit_status;
     pub fn kjit_gemm_stats_init_sized(stats: *mut kjit_gemm_stats, size: usize) -> kjit_status;
     pub fn kjit_gemm_create(
         cache: *mut kjit_cache,
@@ -897,6 +898,17 @@ extern "C" {
         size: usize,
         needed: *mut usize,
     ) -> kjit_status;
+
+    // grouped_gemm.h (since 0.3)
+    pub fn kjit_grouped_gemm_offsets_status(gg: *mut kjit_grouped_gemm) -> kjit_status;
+    pub fn kjit_grouped_gemm_compile(
+        compiler: *mut kjit_compiler,
+        target: *const c_char,
+        desc: *const kjit_grouped_gemm_desc,
+        options: *const kjit_grouped_gemm_options,
+        with_bias: c_int,
+        out: *mut *mut kjit_binary,
+    ) -> kjit_status;
 }
 
 // ---- link.h (since 0.2) ------------------------------------------------------------------
@@ -927,8 +939,11 @@ extern "C" {
         size: usize,
         name: *const c_char,
     ) -> kjit_status;
-    pub fn kjit_linker_add_file(linker: *mut kjit_linker, kind: c_int, path: *const c_char)
-        -> kjit_status;
+    pub fn kjit_linker_add_file(
+        linker: *mut kjit_linker,
+        kind: c_int,
+        path: *const c_char,
+    ) -> kjit_status;
     pub fn kjit_link(linker: *mut kjit_linker, out: *mut *mut kjit_binary) -> kjit_status;
     pub fn kjit_linker_key(linker: *mut kjit_linker, out_hex: *mut c_char) -> kjit_status;
     pub fn kjit_nvjitlink_version(out: *mut *const c_char) -> kjit_status;
@@ -953,15 +968,25 @@ mod tests {
     fn init_sized<T: Copy>(init: unsafe extern "C" fn(*mut T, usize) -> kjit_status) -> T {
         let mut g: Guarded<T> = unsafe { std::mem::zeroed() };
         unsafe {
-            std::ptr::write_bytes(&mut g as *mut Guarded<T> as *mut u8, 0xAB, size_of::<Guarded<T>>())
+            std::ptr::write_bytes(
+                &mut g as *mut Guarded<T> as *mut u8,
+                0xAB,
+                size_of::<Guarded<T>>(),
+            )
         };
         let status = unsafe { init(&mut g.value, size_of::<T>()) };
         assert_eq!(status, KJIT_OK);
         // Bytes past our struct (padding up to the canary included) are the caller's.
         let bytes = unsafe {
-            std::slice::from_raw_parts(&g as *const Guarded<T> as *const u8, size_of::<Guarded<T>>())
+            std::slice::from_raw_parts(
+                &g as *const Guarded<T> as *const u8,
+                size_of::<Guarded<T>>(),
+            )
         };
-        assert!(bytes[size_of::<T>()..].iter().all(|&b| b == 0xAB), "wrote past the struct");
+        assert!(
+            bytes[size_of::<T>()..].iter().all(|&b| b == 0xAB),
+            "wrote past the struct"
+        );
         g.value
     }
 
@@ -997,9 +1022,15 @@ mod tests {
     #[test]
     fn gemm_inits_match_the_library() {
         assert_eq!(init_sized(kjit_gemm_desc_init_sized), kjit_gemm_desc::INIT);
-        assert_eq!(init_sized(kjit_gemm_options_init_sized), kjit_gemm_options::INIT);
+        assert_eq!(
+            init_sized(kjit_gemm_options_init_sized),
+            kjit_gemm_options::INIT
+        );
         let s = init_sized(kjit_gemm_stats_init_sized);
-        assert_eq!((s.struct_size as usize, s.runs), (size_of::<kjit_gemm_stats>(), 0));
+        assert_eq!(
+            (s.struct_size as usize, s.runs),
+            (size_of::<kjit_gemm_stats>(), 0)
+        );
     }
 
     #[test]
