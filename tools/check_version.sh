@@ -37,6 +37,11 @@ number = major * 10000 + minor * 100 + patch
 m = re.search(r"^const KJIT_VERSION = (\d+)", read("bindings/julia/src/KJit.jl"), flags=re.M)
 if not m or int(m.group(1)) != number:
     problems.append("bindings/julia/src/KJit.jl KJIT_VERSION is not %d" % number)
+sys_rs = read("bindings/rust/kjit-sys/src/lib.rs")
+rust = ".".join((re.search(r"^pub const KJIT_VERSION_%s: c_int = (\d+);" % k, sys_rs, flags=re.M)
+                 or re.search(r"()", "")).group(1) or "?" for k in ("MAJOR", "MINOR", "PATCH"))
+if rust != project:
+    problems.append("bindings/rust/kjit-sys/src/lib.rs KJIT_VERSION_* say %s" % rust)
 m = re.search(r"^MIN_VERSION = (\d+)", read("bindings/python/kjit/_lib.py"), flags=re.M)
 if not m or int(m.group(1)) > number:
     problems.append("bindings/python/kjit/_lib.py MIN_VERSION is past %d" % number)

@@ -9,7 +9,7 @@ use std::os::raw::{c_char, c_double, c_int, c_uint, c_void};
 // ---- common.h ----------------------------------------------------------------------------
 
 pub const KJIT_VERSION_MAJOR: c_int = 0;
-pub const KJIT_VERSION_MINOR: c_int = 2;
+pub const KJIT_VERSION_MINOR: c_int = 3;
 pub const KJIT_VERSION_PATCH: c_int = 0;
 pub const KJIT_VERSION: c_int =
     KJIT_VERSION_MAJOR * 10000 + KJIT_VERSION_MINOR * 100 + KJIT_VERSION_PATCH;
