@@ -66,7 +66,7 @@ fn rust_layouts() -> BTreeMap<String, Layout> {
             reserved0, lda, ldb, ldc, ldd, stride_b, stride_bias, alpha, beta,
         }),
         rust_layout!(kjit_grouped_gemm_options {
-            struct_size, tile_n, stages, portable_only, schedule,
+            struct_size, tile_n, stages, portable_only, schedule, check_offsets, autotune,
         }),
         rust_layout!(kjit_kernel_attributes {
             struct_size, num_regs, static_shared_bytes, const_bytes, local_bytes,
