@@ -25,6 +25,7 @@
 #include "cuda/driver.h"
 #include "kjit/gemm.h"
 #include "kjit/kjit.h"
+#include "support/bf16.h"
 #include "support/device_buffer.h"
 #include "support/test_support.h"
 
@@ -64,18 +65,8 @@ float f16_to_f32(uint16_t h) {
   return sign ? -v : v;
 }
 
-uint16_t f32_to_bf16(float f) {
-  uint32_t x = 0;
-  std::memcpy(&x, &f, 4);
-  return uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
-
-float bf16_to_f32(uint16_t b) {
-  const uint32_t x = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
-}
+using kjit::test::bf16_to_f32;
+using kjit::test::f32_to_bf16;
 
 float fp8_to_f32(uint8_t v, bool e4m3) {
   const int ebits = e4m3 ? 4 : 5, mbits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;

@@ -14,6 +14,7 @@
 #include "cuda/context.h"
 #include "cuda/driver.h"
 #include "kjit/kjit.h"
+#include "support/bf16.h"
 #include "support/device_buffer.h"
 #include "support/test_support.h"
 
@@ -25,16 +26,10 @@ using kjit::test::DeviceBuffer;
 using kjit::test::TempDir;
 
 uint16_t f2bf(float f) {
-  uint32_t x = 0;
-  std::memcpy(&x, &f, 4);
-  return uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+  return kjit::test::f32_to_bf16(f);
 }
-
 float bf2f(uint16_t b) {
-  const uint32_t x = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
+  return kjit::test::bf16_to_f32(b);
 }
 
 // The library's messages, from any thread (autotuning compiles on several).

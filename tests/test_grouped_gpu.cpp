@@ -15,6 +15,7 @@
 #include "cuda/context.h"
 #include "cuda/driver.h"
 #include "kjit/kjit.h"
+#include "support/bf16.h"
 #include "support/device_buffer.h"
 #include "support/test_support.h"
 
@@ -24,16 +25,10 @@ using kjit::cuda::check;
 using kjit::cuda::driver;
 
 uint16_t f2bf(float f) {
-  uint32_t x = 0;
-  std::memcpy(&x, &f, 4);
-  return uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+  return kjit::test::f32_to_bf16(f);
 }
-
 float bf2f(uint16_t b) {
-  const uint32_t x = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
+  return kjit::test::bf16_to_f32(b);
 }
 
 constexpr uint16_t kPoison = 0x7fa1;  // a NaN no kernel writes
