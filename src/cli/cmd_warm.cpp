@@ -105,6 +105,17 @@ struct Job {
   // another process's compile of the same key (see the main loop).
   double elapsed_ms = 0, compile_ms = 0, wait_ms = 0;
   bool done = false;
+
+  // Takes the log, and for a success the tier, key and compile time, from `b` (may be NULL).
+  void take_binary(const kjit_binary* b) {
+    if (!b) return;
+    const char* text = kjit_binary_log(b);
+    log = text ? log_for_cli(text) : "";
+    if (status != KJIT_OK) return;
+    tier = kjit_binary_tier(b);
+    key = kjit_binary_key(b);
+    compile_ms = kjit_binary_compile_ms(b);
+  }
 };
 
 // Builds the options of one job. Returns false with `why` for an option the library refuses.
@@ -510,14 +521,8 @@ class Runner {
     // The library's message first, before any other call can replace it.
     const std::string detail =
         j.status != KJIT_OK && kjit_last_error() ? kjit_last_error() : std::string();
-    if (b.p) {
-      const char* log = kjit_binary_log(b.p);
-      j.log = log ? log_for_cli(log) : "";
-    }
+    j.take_binary(b.p);
     if (j.status == KJIT_OK) {
-      j.tier = kjit_binary_tier(b.p);
-      j.key = kjit_binary_key(b.p);
-      j.compile_ms = kjit_binary_compile_ms(b.p);
       const bool waited = cache_waits(cache_) > r.waits;
       j.wait_ms = wait_ms_of(waited, j.tier, j.elapsed_ms, j.compile_ms);
       if (r.overlapped && j.wait_ms < kSharedWaitMinMs) j.wait_ms = 0;
@@ -723,15 +728,7 @@ void run_grouped(std::vector<Job>& jobs, kjit_compiler* compiler, unsigned threa
       if (j.status != KJIT_OK)
         j.message = std::string(kjit_last_error() ? kjit_last_error() : "") + " [" +
                     status_name(j.status) + "]";
-      if (b.p) {
-        const char* log = kjit_binary_log(b.p);
-        j.log = log ? log_for_cli(log) : "";
-      }
-      if (j.status == KJIT_OK) {
-        j.tier = kjit_binary_tier(b.p);
-        j.key = kjit_binary_key(b.p);
-        j.compile_ms = kjit_binary_compile_ms(b.p);
-      }
+      j.take_binary(b.p);
     }
   };
   std::vector<std::thread> pool;
