@@ -27,119 +27,22 @@
 #include "kjit/kjit.h"
 #include "store/cache.h"
 #include "store/remote.h"
+#include "support/redis_server.h"
 #include "support/test_support.h"
 #include "util/fs.h"
 #include "util/sha256.h"
 
 namespace {
 
+using kjit::test::cli;
+using kjit::test::free_port;
+using kjit::test::have;
+using kjit::test::RedisCluster;
+using kjit::test::RedisProcess;
+using kjit::test::start_redis;
 using kjit::test::TempDir;
+using kjit::test::until;
 std::string g_self;
-
-std::string shell(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while (p && (n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  if (p) pclose(p);
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out;
-}
-
-bool have(const char* tool) {
-  return !shell(std::string("command -v ") + tool).empty();
-}
-
-int free_port() {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  close(s);
-  return ntohs(a.sin_port);
-}
-
-bool port_free(int port) {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(uint16_t(port));
-  const bool ok = bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  close(s);
-  return ok;
-}
-
-// A port for a cluster node: its cluster bus listens on port + 10000, which must be free
-// (and exist) too.
-int cluster_port() {
-  for (int i = 0; i < 1000; ++i) {
-    const int p = free_port();
-    if (p < 55000 && port_free(p + 10000)) return p;
-    const int q = 20000 + int((unsigned(getpid()) * 7919u + unsigned(i) * 104729u) % 30000u);
-    if (port_free(q) && port_free(q + 10000)) return q;
-  }
-  return free_port();
-}
-
-std::string cli(int port, const std::string& args) {
-  return shell("redis-cli -h 127.0.0.1 -p " + std::to_string(port) + " " + args + " 2>/dev/null");
-}
-
-bool until(const std::function<bool()>& ok, int ms) {
-  const double end = kjit::monotonic_ms() + ms;
-  while (kjit::monotonic_ms() < end) {
-    if (ok()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return ok();
-}
-
-// A redis-server (or redis-sentinel) child on a loopback port.
-class Server {
- public:
-  Server(const std::string& program, std::vector<std::string> args, int port) : port_(port) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::vector<char*> argv{const_cast<char*>(program.c_str())};
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execvp(program.c_str(), argv.data());
-      _exit(127);
-    }
-    until([&] { return cli(port_, "PING") == "PONG"; }, 5000);
-  }
-  ~Server() { kill_now(); }
-  void kill_now() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  int port() const { return port_; }
-  std::string addr() const { return "127.0.0.1:" + std::to_string(port_); }
-
- private:
-  int port_;
-  pid_t pid_ = -1;
-};
-
-std::unique_ptr<Server> redis(const std::string& dir, int port,
-                              std::vector<std::string> extra = {}) {
-  std::vector<std::string> args{"--port",       std::to_string(port),
-                                "--bind",       "127.0.0.1",
-                                "--save",       "",
-                                "--appendonly", "no",
-                                "--dir",        dir,
-                                "--loglevel",   "warning",
-                                "--logfile",    dir + "/redis.log"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  return std::make_unique<Server>("redis-server", args, port);
-}
 
 // Kernel k: its own name and constant, tiny to compile.
 std::string source_for(int k) {
@@ -370,43 +273,13 @@ class FleetHaTest : public ::testing::Test {
 
 TEST_F(FleetHaTest, SentinelMasterKilledMidStampedeEveryNodeEndsWithTheRightKernel) {
   if (!have("redis-sentinel")) GTEST_SKIP() << "redis-sentinel not installed";
-  TempDir m_dir, r_dir, s_dir;
-  const int mp = free_port();
-  auto master = redis(m_dir.path(), mp);
-  auto replica = redis(r_dir.path(), free_port(), {"--replicaof", "127.0.0.1", std::to_string(mp)});
-  std::vector<std::unique_ptr<Server>> sentinels;
-  std::string url = "redis+sentinel://";
-  for (int i = 0; i < 3; ++i) {
-    const int port = free_port();
-    const std::string conf = s_dir.file("sentinel" + std::to_string(i) + ".conf");
-    kjit::test::write_file(conf, "port " + std::to_string(port) +
-                                     "\nbind 127.0.0.1\n"
-                                     "sentinel monitor kjit 127.0.0.1 " +
-                                     std::to_string(mp) +
-                                     " 2\nsentinel down-after-milliseconds kjit 400\n"
-                                     "sentinel failover-timeout kjit 3000\n");
-    sentinels.push_back(std::make_unique<Server>(
-        "redis-sentinel",
-        std::vector<std::string>{conf, "--dir", s_dir.path(), "--logfile",
-                                 s_dir.file("sentinel" + std::to_string(i) + ".log")},
-        port));
-    url += (i ? "," : "") + sentinels.back()->addr();
-  }
-  url += "/kjit";
-  // Sentinels find the replica and each other (hello messages every 2 s).
-  ASSERT_TRUE(until(
-      [&] {
-        for (auto& s : sentinels) {
-          if (cli(s->port(), "SENTINEL master kjit | grep -A1 -x num-other-sentinels | tail -1") !=
-              "2")
-            return false;
-          if (cli(s->port(), "SENTINEL master kjit | grep -A1 -x num-slaves | tail -1") != "1")
-            return false;
-        }
-        return true;
-      },
-      15000))
-      << "Sentinels did not settle";
+  TempDir dir;
+  kjit::test::RedisSentinelGroup group(dir.path(), 3);
+  ASSERT_TRUE(group.ok()) << "Sentinels did not settle";
+  const std::string& url = group.url;
+  RedisProcess* master = group.master.get();
+  RedisProcess* replica = group.replica.get();
+  const int mp = master->port();
 
   const std::vector<int> kernels{0, 1, 2};
   for (int k : kernels) reference(k);
@@ -427,12 +300,7 @@ TEST_F(FleetHaTest, SentinelMasterKilledMidStampedeEveryNodeEndsWithTheRightKern
   EXPECT_LE(t.max_elapsed_ms, 25000);
 
   // The Sentinels promoted the replica; a fresh node finds every kernel there.
-  ASSERT_TRUE(until(
-      [&] {
-        return cli(sentinels[0]->port(), "SENTINEL get-master-addr-by-name kjit")
-                   .find(std::to_string(replica->port())) != std::string::npos;
-      },
-      10000));
+  ASSERT_TRUE(until([&] { return group.master_addr() == replica->addr(); }, 10000));
   reset_go();
   std::vector<Node> late = start_nodes(1, url, kernels);
   go();
@@ -447,17 +315,12 @@ TEST_F(FleetHaTest, SentinelMasterKilledMidStampedeEveryNodeEndsWithTheRightKern
 TEST_F(FleetHaTest, SentinelNeverWritesToAReplica) {
   if (!have("redis-sentinel")) GTEST_SKIP() << "redis-sentinel not installed";
   TempDir m_dir, r_dir, s_dir;
-  const int mp = free_port();
-  auto master = redis(m_dir.path(), mp);
-  auto replica = redis(r_dir.path(), free_port(), {"--replicaof", "127.0.0.1", std::to_string(mp)});
+  auto master = start_redis(m_dir.path(), free_port());
+  auto replica = start_redis(r_dir.path(), free_port(),
+                             {"--replicaof", "127.0.0.1", std::to_string(master->port())});
   // A lone Sentinel that names the replica as the master (a stale or wrong view).
-  const int sp = free_port();
-  const std::string conf = s_dir.file("s.conf");
-  kjit::test::write_file(conf, "port " + std::to_string(sp) +
-                                   "\nbind 127.0.0.1\nsentinel monitor kjit 127.0.0.1 " +
-                                   std::to_string(replica->port()) + " 1\n");
-  Server sentinel("redis-sentinel", {conf, "--dir", s_dir.path(), "--logfile", s_dir.file("s.log")},
-                  sp);
+  auto sentinel = kjit::test::start_sentinel(s_dir.path(), "s", replica->port(), 1);
+  const int sp = sentinel->port();
   kjit::RemoteConfig c;
   c.url = "redis+sentinel://127.0.0.1:" + std::to_string(sp) + "/kjit";
   c.op_timeout_ms = 300;
@@ -469,47 +332,10 @@ TEST_F(FleetHaTest, SentinelNeverWritesToAReplica) {
 
 // ---- Cluster ----
 
-class Cluster {
- public:
-  explicit Cluster(const std::string& dir) {
-    for (int i = 0; i < 3; ++i) {
-      const int port = cluster_port();
-      const std::string d = dir + "/n" + std::to_string(i);
-      mkdir(d.c_str(), 0700);
-      servers.push_back(
-          redis(d, port,
-                {"--cluster-enabled", "yes", "--cluster-config-file", d + "/nodes.conf",
-                 "--cluster-node-timeout", "1000", "--cluster-require-full-coverage", "no"}));
-    }
-    std::string hosts;
-    for (auto& s : servers) hosts += " " + s->addr();
-    shell("redis-cli --cluster create" + hosts + " --cluster-yes >/dev/null 2>&1");
-    ok = until(
-        [&] {
-          for (auto& s : servers) {
-            if (cli(s->port(), "CLUSTER INFO").find("cluster_state:ok") == std::string::npos)
-              return false;
-          }
-          return true;
-        },
-        30000);
-    for (auto& s : servers) ids.push_back(cli(s->port(), "CLUSTER MYID"));
-  }
-  std::string url() const {
-    return "redis+cluster://" + servers[0]->addr() + "," + servers[1]->addr();
-  }
-  // The index of the server that owns `slot` (redis-cli --cluster create splits evenly).
-  int owner(int slot) const { return slot <= 5460 ? 0 : slot <= 10922 ? 1 : 2; }
-
-  std::vector<std::unique_ptr<Server>> servers;
-  std::vector<std::string> ids;
-  bool ok = false;
-};
-
 TEST_F(FleetHaTest, ClusterSpreadsKeysFollowsAReshardingAndDegradesOnlyADeadMastersSlots) {
   TempDir dir;
-  Cluster cluster(dir.path());
-  ASSERT_TRUE(cluster.ok) << "cluster did not form";
+  RedisCluster cluster(dir.path(), {});
+  ASSERT_TRUE(cluster.ok()) << "cluster did not form";
   // Two kernels per master, chosen by their keys' slots.
   std::vector<int> kernels;
   std::map<int, std::vector<int>> by_owner;
@@ -539,8 +365,8 @@ TEST_F(FleetHaTest, ClusterSpreadsKeysFollowsAReshardingAndDegradesOnlyADeadMast
   const int a = by_owner[0][0];
   const std::string a_key = key_of(a);
   const int slot = kjit::cluster_slot(a_key);
-  Server& x = *cluster.servers[0];
-  Server& y = *cluster.servers[1];
+  RedisProcess& x = *cluster.servers[0];
+  RedisProcess& y = *cluster.servers[1];
   kjit::RemoteConfig rc;
   rc.url = cluster.url();
   rc.op_timeout_ms = 500;
@@ -605,8 +431,8 @@ TEST_F(FleetHaTest, ClusterSpreadsKeysFollowsAReshardingAndDegradesOnlyADeadMast
 // redirections; "none" without a remote.
 TEST_F(FleetHaTest, RemoteInfoNamesTheTopologyAndTheNodeInUse) {
   TempDir d, a_dir, b_dir;
-  Cluster cluster(d.path());
-  ASSERT_TRUE(cluster.ok);
+  RedisCluster cluster(d.path(), {});
+  ASSERT_TRUE(cluster.ok());
   kjit_cache_options o = KJIT_CACHE_OPTIONS_INIT;
   o.directory = a_dir.path().c_str();
   const std::string url = cluster.url();
@@ -666,9 +492,9 @@ long max_rss_kb() {
 
 TEST_F(FleetHaTest, HeavyEntryRoundTripsOnOneServerAndInACluster) {
   TempDir d;
-  auto server = redis(d.path(), free_port());
-  Cluster cluster(d.path());
-  ASSERT_TRUE(cluster.ok);
+  auto server = start_redis(d.path(), free_port());
+  RedisCluster cluster(d.path(), {});
+  ASSERT_TRUE(cluster.ok());
   for (const std::string& url : {"redis://" + server->addr(), cluster.url()}) {
     kjit::RemoteConfig c;
     c.url = url;
@@ -684,7 +510,7 @@ TEST_F(FleetHaTest, HeavyEntryRoundTripsOnOneServerAndInACluster) {
 
 TEST_F(FleetHaTest, HostileHugeValueIsRefusedWithoutReadingIt) {
   TempDir d, node_dir;
-  auto server = redis(d.path(), free_port());
+  auto server = start_redis(d.path(), free_port());
   const std::string url = "redis://" + server->addr();
   const std::string key = key_of(40);
   // 200 MB under the kernel's entry key, made inside the server (SETRANGE zero-fills).
@@ -711,7 +537,7 @@ TEST_F(FleetHaTest, HostileHugeValueIsRefusedWithoutReadingIt) {
 
 TEST_F(FleetHaTest, EntryOverTheLimitStaysLocalAndIsCounted) {
   TempDir d, a_dir;
-  auto server = redis(d.path(), free_port());
+  auto server = start_redis(d.path(), free_port());
   kjit::CacheConfig c;
   c.directory = a_dir.path();
   c.remote = kjit::RemoteConfig::from_environment();
