@@ -257,7 +257,7 @@ class FleetHaTest : public ::testing::Test {
 
   static void print(const char* what, const Totals& t) {
     std::printf(
-        "%s: compiles=%llu claims=%llu remote_hits=%llu waits=%llu wait_timeouts=%llu "
+        "[ fleet-ha ] %s: compiles=%llu claims=%llu remote_hits=%llu waits=%llu wait_timeouts=%llu "
         "wrong=%llu failovers_seen=%llu redirections=%llu slowest_node_ms=%.0f\n",
         what, t.compiles, t.claims, t.remote_hits, t.waits, t.wait_timeouts, t.wrong, t.failovers,
         t.redirections, t.max_elapsed_ms);
@@ -423,6 +423,105 @@ TEST_F(FleetHaTest, ClusterSpreadsKeysFollowsAReshardingAndDegradesOnlyADeadMast
   EXPECT_EQ(after.wrong, 0u);
   EXPECT_EQ(after.compiles, 2u) << "only the dead master's keys degrade to local";
   EXPECT_EQ(after.remote_hits, 4u);
+}
+
+// Three masters, each with a replica. W (one kernel per master) is in the fleet first. A
+// stampede of four nodes on S (two kernels per master, a kernel of master X first); X is
+// killed as soon as it holds a claim. Before the cluster's failover, lookups of W hit on
+// the live masters and miss (degrade to local) for X's key. The claim lost with X costs
+// at most one extra compile per kernel of X, no node waits to its deadline, nothing wrong
+// is served; after the failover a fresh node hits every kernel, X's through its promoted
+// replica.
+TEST_F(FleetHaTest, ClusterReplicaPromotedAfterAMasterKilledMidStampede) {
+  TempDir dir;
+  RedisCluster::Options co;
+  co.replicas = 1;
+  RedisCluster cluster(dir.path(), co);
+  ASSERT_TRUE(cluster.ok()) << "cluster did not form";
+  const int xi = 2;  // the master to kill (not a seed of the URL)
+  const int ri = cluster.replica_of(xi);
+  ASSERT_GE(ri, 0) << "no replica of master " << xi;
+  RedisProcess& x = *cluster.servers[size_t(xi)];
+  RedisProcess& promoted = *cluster.servers[size_t(ri)];
+
+  std::map<int, std::vector<int>> by_owner;  // per master: 1 kernel of W, then 2 of S
+  for (int k = 100; k < 400; ++k) {
+    auto& v = by_owner[cluster.owner(kjit::cluster_slot(key_of(k)))];
+    if (v.size() < 3) v.push_back(k);
+    if (by_owner.size() == 3 && by_owner[0].size() == 3 && by_owner[1].size() == 3 &&
+        by_owner[2].size() == 3)
+      break;
+  }
+  std::vector<int> w, s;
+  for (int m : {0, 1, 2}) {
+    ASSERT_EQ(by_owner[m].size(), 3u);
+    w.push_back(by_owner[m][0]);
+  }
+  // X's kernels first and last: the kill lands on the first; the last is looked up last.
+  s = {by_owner[xi][1], by_owner[0][1], by_owner[1][1],
+       by_owner[0][2],  by_owner[1][2], by_owner[xi][2]};
+  for (int k : w) reference(k);
+  for (int k : s) reference(k);
+
+  std::vector<Node> first = start_nodes(1, cluster.url(), w);
+  go();
+  Totals t0 = finish_all(first, w);
+  EXPECT_EQ(t0.compiles, 3u);
+  EXPECT_EQ(x.cli("WAIT 1 3000"), "1") << "W's entry on X reached its replica";
+  reset_go();
+
+  std::vector<Node> nodes = start_nodes(4, cluster.url(), s);
+  go();
+  ASSERT_TRUE(until([&] { return x.cli("--scan --pattern 'kjit:claim:*'") != ""; }, 20000));
+  x.kill_now();
+  // Before the failover (detection alone takes the 1 s node timeout): W's keys on the
+  // live masters hit, X's misses at once.
+  kjit::RemoteConfig rc;
+  rc.url = cluster.url();
+  rc.op_timeout_ms = 300;
+  kjit::RemoteTier tier(rc);
+  int hits_before = 0;
+  bool x_key_hit = true;
+  const double lookups_t0 = kjit::monotonic_ms();
+  for (int k : w) {
+    const auto e = tier.get(key_of(k));
+    if (e) {
+      EXPECT_EQ(digest(*e), reference(k));
+    }
+    hits_before += e ? 1 : 0;
+    if (k == w[size_t(xi)]) x_key_hit = bool(e);
+  }
+  const double lookups_ms = kjit::monotonic_ms() - lookups_t0;
+  const bool still_replica = promoted.cli("ROLE").rfind("slave", 0) == 0;
+  std::printf(
+      "[ fleet-ha ] cluster, master killed, before the failover: W lookups hit=%d of 3 (dead "
+      "master's key hit=%d) in %.0f ms, replica not yet promoted=%d\n",
+      hits_before, x_key_hit ? 1 : 0, lookups_ms, still_replica ? 1 : 0);
+  EXPECT_TRUE(still_replica) << "the lookups ran before the failover";
+  EXPECT_EQ(hits_before, 2) << "the live masters' keys hit";
+  EXPECT_FALSE(x_key_hit) << "the dead master's key degrades to local";
+
+  Totals t = finish_all(nodes, s);
+  print("cluster with replicas, master killed at its first claim (4 nodes x 6 kernels)", t);
+  EXPECT_EQ(t.wrong, 0u);
+  EXPECT_EQ(t.wait_timeouts, 0u) << "no node waited to its deadline";
+  EXPECT_GE(t.compiles, s.size());
+  EXPECT_LE(t.compiles, s.size() + 2) << "at most one extra compile per kernel of the dead master";
+  EXPECT_LE(t.max_elapsed_ms, 20000);
+
+  ASSERT_TRUE(until([&] { return promoted.cli("ROLE").rfind("master", 0) == 0; }, 15000))
+      << "the replica was not promoted";
+  reset_go();
+  std::vector<int> all = w;
+  all.insert(all.end(), s.begin(), s.end());
+  std::vector<Node> late = start_nodes(1, cluster.url(), all);
+  go();
+  Totals after = finish_all(late, all);
+  print("cluster after the failover (1 fresh node x 9 kernels)", after);
+  EXPECT_EQ(after.wrong, 0u);
+  EXPECT_EQ(after.compiles, 0u) << "every kernel in the fleet, X's on its promoted replica";
+  EXPECT_EQ(after.remote_hits, all.size());
+  EXPECT_EQ(text_field(late[0].out, "node"), promoted.addr()) << "X's last kernel answered there";
 }
 
 // ---- what the statistics say ----

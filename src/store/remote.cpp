@@ -493,7 +493,16 @@ std::optional<RemoteReply> RemoteTier::run(const std::vector<std::string>& argv,
       if (addr == failed) return std::nullopt;  // nowhere else to go
     }
     Node& n = node(addr);
-    if (!allow_attempt(n)) return std::nullopt;
+    if (!allow_attempt(n)) {
+      // Its breaker is open. Behind Sentinels or in a cluster the node may have been
+      // replaced (a replica promoted): ask again (at most every 100 ms, route() sees to
+      // that) and go there if the answer changed; else give up at once.
+      if (topo == RemoteTopology::Single) return std::nullopt;
+      lost();
+      failed = addr;
+      asking = false;
+      continue;
+    }
     std::unique_ptr<Connection> conn = take(n, &why);
     if (!conn) {
       record(n, Fault::Error, "connect: " + why);
@@ -586,6 +595,20 @@ std::optional<RemoteReply> RemoteTier::run(const std::vector<std::string>& argv,
   }
   if (error->empty()) *error = "too many redirections";
   return std::nullopt;
+}
+
+bool RemoteTier::may_fail_over(const std::string& name) {
+  switch (endpoints_.topology) {
+    case RemoteTopology::Single:
+      return false;
+    case RemoteTopology::Sentinel:
+      return true;
+    case RemoteTopology::Cluster: {
+      std::lock_guard<std::mutex> lock(topo_mu_);
+      return slots_.replicated(cluster_slot(name));
+    }
+  }
+  return false;
 }
 
 std::optional<Entry> RemoteTier::get(const std::string& key) {
@@ -740,6 +763,9 @@ bool RemoteTier::put_now(const Entry&) {
 std::optional<RemoteReply> RemoteTier::command(const std::vector<std::string>&, int, std::string*) {
   return std::nullopt;
 }
+bool RemoteTier::may_fail_over(const std::string&) {
+  return false;
+}
 
 #endif
 
@@ -766,6 +792,7 @@ RemoteStats RemoteTier::stats() {
       if (!master_.host.empty()) in_use.push_back(master_);
     } else if (endpoints_.topology == RemoteTopology::Cluster) {
       in_use = slots_.nodes();
+      s.replicas = slots_.replicas();
     } else if (!endpoints_.nodes.empty()) {
       in_use.push_back(endpoints_.nodes[0]);
     }
@@ -789,7 +816,7 @@ std::string RemoteTier::describe(bool probe) {
     if (static_cast<unsigned char>(c) >= 0x20) node += c;
   }
   return std::string("{\"topology\":\"") + topology_name(s.topology) + "\",\"node\":\"" + node +
-         "\",\"nodes\":" + std::to_string(s.nodes) +
+         "\",\"nodes\":" + std::to_string(s.nodes) + ",\"replicas\":" + std::to_string(s.replicas) +
          ",\"redirections\":" + std::to_string(s.redirections) +
          ",\"failovers\":" + std::to_string(s.failovers) +
          ",\"oversize\":" + std::to_string(s.oversize) +

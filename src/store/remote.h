@@ -57,6 +57,7 @@ struct RemoteStats {
                               // after a node failed or moved slots
   uint64_t oversize = 0;      // entries kept local or values refused: over max_entry_bytes
   size_t nodes = 0;           // the Sentinels' master (1), or the cluster's masters
+  size_t replicas = 0;        // cluster: replicas listed in the slot map (0 elsewhere)
 };
 
 // Envelope: "KJITRMT1", u64 format version, record (see export.h: its checksums are bound
@@ -103,6 +104,11 @@ class RemoteTier {
   std::string describe(bool probe);
   const RemoteConfig& config() const { return config_; }
   RemoteTopology topology() const { return endpoints_.topology; }
+  // Whether a command on `name` that just failed (no answer) may succeed after a
+  // failover: behind Sentinels always; in a cluster when the slot map lists a replica of
+  // the master serving the name's slot (no replica: its slots stay down until it is back,
+  // so waiting would only delay a local compile); never on one server.
+  bool may_fail_over(const std::string& name);
   // Names in the server: an entry and its fleet claim. In a cluster both carry the key as
   // a hash tag ("{key}"), so that an entry and its claim sit in one slot.
   std::string entry_name(const std::string& key) const;
