@@ -394,7 +394,16 @@ TEST_F(FleetHaTest, ClusterSpreadsKeysFollowsAReshardingAndDegradesOnlyADeadMast
   EXPECT_EQ(cli(x.port(), "MIGRATE 127.0.0.1 " + std::to_string(y.port()) +
                               " '' 0 5000 KEYS 'kjit:{" + a_key + "}'"),
             "OK");
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // lookups meet -ASK
+  // Nodes look every kernel up while the slot is half moved: kernel A through -ASK.
+  reset_go();
+  std::vector<Node> readers = start_nodes(2, cluster.url(), kernels);
+  go();
+  Totals during = finish_all(readers, kernels);
+  print("cluster resharding, slot of an entry migrating (2 nodes x 6 kernels)", during);
+  EXPECT_EQ(during.wrong, 0u);
+  EXPECT_EQ(during.compiles, 0u);
+  EXPECT_EQ(during.remote_hits, 2 * kernels.size());
+  EXPECT_GE(during.redirections, 2u) << "each node followed an ASK";
   const uint64_t redirections_ask = tier.stats().redirections;
   for (int i : {1, 0, 2})  // the importing node first, as redis-cli does
     cli(cluster.servers[i]->port(), "CLUSTER SETSLOT " + s + " NODE " + cluster.ids[1]);
@@ -403,7 +412,8 @@ TEST_F(FleetHaTest, ClusterSpreadsKeysFollowsAReshardingAndDegradesOnlyADeadMast
   reader.join();
   const kjit::RemoteStats rs = tier.stats();
   std::printf(
-      "resharding of slot %d during lookups: lookups=%d hits=%d wrong=%d redirections=%llu "
+      "[ fleet-ha ] resharding of slot %d during lookups: lookups=%d hits=%d wrong=%d "
+      "redirections=%llu "
       "(ask phase %llu) slot map changes=%llu\n",
       slot, lookups.load(), hits.load(), wrong.load(), (unsigned long long)rs.redirections,
       (unsigned long long)redirections_ask, (unsigned long long)rs.failovers);
@@ -412,6 +422,37 @@ TEST_F(FleetHaTest, ClusterSpreadsKeysFollowsAReshardingAndDegradesOnlyADeadMast
   EXPECT_GE(redirections_ask, 1u) << "ASK followed";
   EXPECT_GE(rs.redirections, redirections_ask + 1) << "MOVED followed";
   EXPECT_EQ(cli(y.port(), "EXISTS 'kjit:{" + a_key + "}'"), "1");
+
+  // A stampede on a kernel whose (empty) slot is being moved: its claim (a script on two
+  // keys) meets TRYAGAIN until the move ends, and is retried, not given up: one compile.
+  int n = 0;
+  for (int k = 200; k < 400 && !n; ++k) {
+    if (cluster.owner(kjit::cluster_slot(key_of(k))) != 2) n = k;  // master 2 dies below
+  }
+  ASSERT_NE(n, 0);
+  reference(n);
+  const int n_slot = kjit::cluster_slot(key_of(n));
+  const int from = cluster.owner(n_slot), to = 1 - from;
+  const std::string ns = std::to_string(n_slot);
+  EXPECT_EQ(cluster.servers[size_t(to)]->cli("CLUSTER SETSLOT " + ns + " IMPORTING " +
+                                             cluster.ids[size_t(from)]),
+            "OK");
+  EXPECT_EQ(cluster.servers[size_t(from)]->cli("CLUSTER SETSLOT " + ns + " MIGRATING " +
+                                               cluster.ids[size_t(to)]),
+            "OK");
+  reset_go();
+  std::vector<Node> stampede = start_nodes(3, cluster.url(), {n});
+  go();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // they meet TRYAGAIN
+  for (int i : {to, from, 2})
+    cluster.servers[size_t(i)]->cli("CLUSTER SETSLOT " + ns + " NODE " + cluster.ids[size_t(to)]);
+  Totals moved = finish_all(stampede, {n});
+  print("cluster resharding, slot of a new kernel migrating (3 nodes x 1 kernel)", moved);
+  EXPECT_EQ(moved.wrong, 0u);
+  EXPECT_EQ(moved.wait_timeouts, 0u);
+  EXPECT_EQ(moved.compiles, 1u) << "single flight kept through the move";
+  EXPECT_EQ(moved.remote_hits, 2u);
+  EXPECT_EQ(cluster.servers[size_t(to)]->cli("EXISTS 'kjit:{" + key_of(n) + "}'"), "1");
 
   // Master 2 killed: a fresh node compiles its two kernels itself, hits the other four.
   cluster.servers[2]->kill_now();

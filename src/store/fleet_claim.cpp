@@ -162,7 +162,10 @@ FleetClaims::Result FleetClaims::acquire(const std::string& key, const std::stri
         {"EVAL", kClaimScript, "2", entry_key, claim_key, mine, std::to_string(lease), stale,
          take ? "1" : "0", pass_over ? "1" : "0", std::to_string(cfg.max_entry_bytes)},
         budget, &error);
-    if (!r && error.empty() && remote_->may_fail_over(claim_key)) {
+    // A cluster slot being moved to another master refuses the script (it reads two keys)
+    // until the move ends: a resharding, retried as a failover is.
+    const bool migrating = !r && error.rfind("TRYAGAIN", 0) == 0;
+    if ((!r && error.empty() && remote_->may_fail_over(claim_key)) || migrating) {
       const double now = monotonic_ms();
       if (failing_since < 0) failing_since = now;
       if (now - failing_since < lease && now < deadline && !(cancelled && cancelled())) {

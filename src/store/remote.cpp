@@ -554,6 +554,7 @@ std::optional<RemoteReply> RemoteTier::run(const std::vector<std::string>& argv,
         }
         if (e.rfind("TRYAGAIN", 0) == 0) {  // a multi-key command during a migration
           give_back(n, std::move(conn));
+          *error = e;  // what the caller gets if the migration outlasts the attempts
           asking = false;
           std::this_thread::sleep_for(std::chrono::milliseconds(2 * (attempt + 1)));
           continue;

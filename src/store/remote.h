@@ -92,7 +92,9 @@ class RemoteTier {
   // failure, a timeout or an open breaker (counted as for get()); an error reply from the
   // server is returned in *error (not counted as a failure: the server answered).
   // Routed (cluster) by its key: argv[3] of EVAL (the first of KEYS), else argv[1]; MOVED
-  // and ASK are followed, and a -READONLY (sentinel) re-resolves the master.
+  // and ASK are followed, TRYAGAIN (a command on several keys of a slot being migrated)
+  // retried a few times, then returned in *error; a -READONLY (sentinel) re-resolves the
+  // master.
   std::optional<RemoteReply> command(const std::vector<std::string>& argv, int timeout_ms = 0,
                                      std::string* error = nullptr);
 
