@@ -630,21 +630,31 @@ long max_rss_kb() {
   return u.ru_maxrss;
 }
 
-TEST_F(FleetHaTest, HeavyEntryRoundTripsOnOneServerAndInACluster) {
+// A CUTLASS-sized entry (1.5 MB CUBIN) travels as one value through every topology; a
+// reader whose limit is lower refuses it (counted), and stays correct.
+TEST_F(FleetHaTest, HeavyEntryRoundTripsOnOneServerThroughSentinelAndInACluster) {
+  if (!have("redis-sentinel")) GTEST_SKIP() << "redis-sentinel not installed";
   TempDir d;
-  auto server = start_redis(d.path(), free_port());
-  RedisCluster cluster(d.path(), {});
+  auto server = start_redis(d.path() + "/single", free_port());
+  kjit::test::RedisSentinelGroup sentinel(d.path() + "/sentinel", 1);
+  RedisCluster cluster(d.path() + "/cluster", {});
   ASSERT_TRUE(cluster.ok());
-  for (const std::string& url : {"redis://" + server->addr(), cluster.url()}) {
+  int seed = 1;
+  for (const std::string& url : {server->url(), sentinel.url, cluster.url()}) {
     kjit::RemoteConfig c;
     c.url = url;
     kjit::RemoteTier writer(c), reader(c);
-    const kjit::Entry e = heavy_entry(1536 * 1024, 1);
+    const kjit::Entry e = heavy_entry(1536 * 1024, seed++);
     ASSERT_TRUE(writer.put_now(e)) << url;
     const auto got = reader.get(e.key);
     ASSERT_TRUE(got) << url;
-    EXPECT_EQ(got->cubin.str(), e.cubin.str());
-    EXPECT_EQ(reader.stats().oversize, 0u);
+    EXPECT_EQ(got->cubin.str(), e.cubin.str()) << url;
+    EXPECT_EQ(reader.stats().oversize, 0u) << url;
+    c.max_entry_bytes = 1 << 20;
+    kjit::RemoteTier small(c);
+    EXPECT_FALSE(small.get(e.key)) << url << ": over this reader's limit";
+    EXPECT_EQ(small.stats().oversize, 1u) << url;
+    EXPECT_EQ(small.stats().hits, 0u) << url;
   }
 }
 
@@ -660,6 +670,7 @@ TEST_F(FleetHaTest, HostileHugeValueIsRefusedWithoutReadingIt) {
   c.directory = node_dir.path();
   c.remote = kjit::RemoteConfig::from_environment();
   c.remote.url = url;
+  c.remote.op_timeout_ms = 20000;  // the bound is the size limit, not a timeout
   kjit::Cache cache(c);
   kjit::Compiler comp(&cache, 1);
   comp.set_mode(kjit::CompileMode::InProcess);
@@ -667,11 +678,19 @@ TEST_F(FleetHaTest, HostileHugeValueIsRefusedWithoutReadingIt) {
   ASSERT_EQ(o.status, KJIT_OK) << "a hostile value never fails a compile";
   EXPECT_EQ(digest(*o.entry), reference(40));
   EXPECT_EQ(o.tier, KJIT_TIER_COMPILED);
+  EXPECT_GE(cache.remote()->stats().oversize, 1u);
+  // And under a shared value's name (a GEMM plan): refused as well.
+  EXPECT_EQ(cli(server->port(), "SETRANGE kjit:value:gemm-plan:hostile 209715199 x"), "209715200");
+  bool from_remote = true;
+  EXPECT_FALSE(cache.get_shared_value("gemm-plan", "hostile", &from_remote));
+  EXPECT_FALSE(from_remote);
   const kjit::RemoteStats rs = cache.remote()->stats();
-  EXPECT_GE(rs.oversize, 1u);
+  EXPECT_GE(rs.oversize, 2u);
   const long grown_mb = (max_rss_kb() - rss_before) / 1024;
-  std::printf("200 MB value refused; peak RSS grew %ld MB (limit %lld bytes)\n", grown_mb,
-              (long long)c.remote.max_entry_bytes);
+  std::printf(
+      "[ fleet-ha ] two 200 MB values (an entry, a shared value) refused; peak RSS grew %ld MB "
+      "(limit %lld bytes)\n",
+      grown_mb, (long long)c.remote.max_entry_bytes);
   EXPECT_LT(grown_mb, 100) << "the value was not read whole";
 }
 

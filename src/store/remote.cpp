@@ -651,6 +651,25 @@ std::optional<Entry> RemoteTier::get(const std::string& key) {
   return e;
 }
 
+std::optional<std::string> RemoteTier::get_value(const std::string& name) {
+  std::string error;
+  auto r = run({"GETRANGE", name, "0", std::to_string(config_.max_entry_bytes)}, name, 0, &error);
+  if (!r) {
+    if (!error.empty()) rejected_++;
+    return std::nullopt;
+  }
+  if (r->type != RemoteReply::Type::String || r->str.empty()) return std::nullopt;
+  if (int64_t(r->str.size()) > config_.max_entry_bytes) {
+    oversize_++;
+    rejected_++;
+    log_warn("remote cache value " + name + " is larger than " +
+             std::to_string(config_.max_entry_bytes) +
+             " bytes (KJIT_REMOTE_MAX_ENTRY_BYTES); ignored");
+    return std::nullopt;
+  }
+  return std::move(r->str);
+}
+
 void RemoteTier::put(const Entry& e) {
   if (config_.read_only) return;
   std::string value = encode_envelope(e);
@@ -766,6 +785,9 @@ std::optional<RemoteReply> RemoteTier::command(const std::vector<std::string>&, 
 }
 bool RemoteTier::may_fail_over(const std::string&) {
   return false;
+}
+std::optional<std::string> RemoteTier::get_value(const std::string&) {
+  return std::nullopt;
 }
 
 #endif

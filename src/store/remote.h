@@ -79,6 +79,11 @@ class RemoteTier {
 
   // A verified entry, or nullopt (miss, error, timeout, garbage, breaker open).
   std::optional<Entry> get(const std::string& key);
+  // The value stored under `name` (a full name, prefix included) when it is at most
+  // max_entry_bytes long: GETRANGE reads at most that many bytes plus one, so a larger
+  // value is refused (counted as oversize) without being read whole. nullopt for a
+  // missing or empty value and on any failure.
+  std::optional<std::string> get_value(const std::string& name);
   // Queues a write (SET NX with TTL); returns at once. No-op in read-only mode.
   void put(const Entry& e);
   // Waits until queued writes are done (tests, shutdown).

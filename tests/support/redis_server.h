@@ -198,6 +198,7 @@ inline std::unique_ptr<RedisProcess> start_sentinel(const std::string& dir, cons
 class RedisSentinelGroup {
  public:
   RedisSentinelGroup(const std::string& dir, int count, int down_after_ms = 400) {
+    mkdir(dir.c_str(), 0700);
     master = start_redis(dir + "/master", free_port());
     replica = start_redis(dir + "/replica", free_port(),
                           {"--replicaof", "127.0.0.1", std::to_string(master->port())});
