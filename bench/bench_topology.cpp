@@ -4,7 +4,8 @@
 // started here. Rounds are interleaved (each round visits every topology and size), so
 // the host's load falls on all columns alike. Prints one table: the median and p90 of
 // warm hits (pooled connection) and of the first hit of a new tier (connect, and the
-// Sentinel question or the slot map).
+// Sentinel question or the slot map), then what each tier met (redirections, failovers).
+// Usage: bench_topology [rounds=200]; BENCH_PER_SIZE=n entries of each size (6).
 #include <sys/stat.h>
 
 #include <algorithm>
