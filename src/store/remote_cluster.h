@@ -73,11 +73,12 @@ Redirect parse_redirect(const std::string& error);
 //
 // Read from CLUSTER SLOTS, not CLUSTER SHARDS: SLOTS answers on every Redis since 3.0 and
 // on Valkey, and gives all this map needs (each range's master, then its replicas; Redis
-// leaves replicas marked failed out). SHARDS (Redis 7) adds node health, ids and
-// replication offsets, which routing does not use: a master that is down is found by its
-// connection failing and its own breaker, and a replica's promotion by the next reload.
-// Taking SHARDS would mean a second parser and a fallback to SLOTS for older servers,
-// for no routing decision made differently.
+// leaves out replicas that are marked failed or have replicated nothing yet, which hold
+// nothing to fail over to). SHARDS (Redis 7) adds node health, ids and replication
+// offsets, which routing does not use: a master that is down is found by its connection
+// failing and its own breaker, and a replica's promotion by the next reload. Taking
+// SHARDS would mean a second parser and a fallback to SLOTS for older servers, for no
+// routing decision made differently.
 class SlotMap {
  public:
   SlotMap();

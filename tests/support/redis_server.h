@@ -243,7 +243,7 @@ class RedisSentinelGroup {
 
 // A Redis Cluster on loopback: `masters` masters (slots split evenly by redis-cli) and
 // `replicas` replicas of each, in dir/n<i>. ok() once every node agrees that the cluster
-// is up and every replica is in sync with its master.
+// is up and knows every replica, and every replica is in sync with its master.
 class RedisCluster {
  public:
   struct Options {
@@ -273,6 +273,11 @@ class RedisCluster {
             if (s->cli("CLUSTER INFO").find("cluster_state:ok") == std::string::npos) return false;
             const std::string role = s->cli("ROLE");
             if (role.rfind("slave", 0) == 0 && role.find("connected") == std::string::npos)
+              return false;
+            // Every node knows every replica (roles spread by gossip): CLUSTER SLOTS,
+            // asked of any node, lists them.
+            if (o.replicas > 0 &&
+                s->cli("CLUSTER NODES | grep -c slave") != std::to_string(o.masters * o.replicas))
               return false;
           }
           return true;
