@@ -263,6 +263,10 @@ class FleetHaTest : public ::testing::Test {
         t.redirections, t.max_elapsed_ms);
   }
 
+  // The failover runs (below), one test each; the soak test repeats them.
+  void sentinel_failover();
+  void cluster_failover();
+
   TempDir go_, ref_dir_;
   std::unique_ptr<kjit::Cache> ref_cache_;
   std::map<int, std::string> reference_;
@@ -271,7 +275,7 @@ class FleetHaTest : public ::testing::Test {
 
 // ---- Sentinel ----
 
-TEST_F(FleetHaTest, SentinelMasterKilledMidStampedeEveryNodeEndsWithTheRightKernel) {
+void FleetHaTest::sentinel_failover() {
   if (!have("redis-sentinel")) GTEST_SKIP() << "redis-sentinel not installed";
   TempDir dir;
   kjit::test::RedisSentinelGroup group(dir.path(), 3);
@@ -310,6 +314,10 @@ TEST_F(FleetHaTest, SentinelMasterKilledMidStampedeEveryNodeEndsWithTheRightKern
   EXPECT_EQ(after.remote_hits + after.compiles, kernels.size());
   EXPECT_GE(after.remote_hits, 1u) << "the new master serves the fleet";
   EXPECT_EQ(text_field(late[0].out, "node"), replica->addr());
+}
+
+TEST_F(FleetHaTest, SentinelMasterKilledMidStampedeEveryNodeEndsWithTheRightKernel) {
+  sentinel_failover();
 }
 
 TEST_F(FleetHaTest, SentinelNeverWritesToAReplica) {
@@ -473,7 +481,7 @@ TEST_F(FleetHaTest, ClusterSpreadsKeysFollowsAReshardingAndDegradesOnlyADeadMast
 // at most one extra compile per kernel of X, no node waits to its deadline, nothing wrong
 // is served; after the failover a fresh node hits every kernel, X's through its promoted
 // replica.
-TEST_F(FleetHaTest, ClusterReplicaPromotedAfterAMasterKilledMidStampede) {
+void FleetHaTest::cluster_failover() {
   TempDir dir;
   RedisCluster::Options co;
   co.replicas = 1;
@@ -576,6 +584,25 @@ TEST_F(FleetHaTest, ClusterReplicaPromotedAfterAMasterKilledMidStampede) {
   EXPECT_EQ(after.compiles, 0u) << "every kernel in the fleet, X's on its promoted replica";
   EXPECT_EQ(after.remote_hits, all.size());
   EXPECT_EQ(text_field(late[0].out, "node"), promoted.addr()) << "X's last kernel answered there";
+}
+
+TEST_F(FleetHaTest, ClusterReplicaPromotedAfterAMasterKilledMidStampede) {
+  cluster_failover();
+}
+
+// Soak (KJIT_SOAK_TESTS set in the environment, as -DKJIT_SOAK_TESTS=ON's registration
+// does): both failover runs, KJIT_FLEET_SOAK_ROUNDS times (5) each, fresh servers each time.
+TEST_F(FleetHaTest, SoakFailoversRepeated) {
+  if (!std::getenv("KJIT_SOAK_TESTS")) GTEST_SKIP() << "a soak: set KJIT_SOAK_TESTS=1";
+  const char* n = std::getenv("KJIT_FLEET_SOAK_ROUNDS");
+  const int rounds = n && std::atoi(n) > 0 ? std::atoi(n) : 5;
+  for (int i = 0; i < rounds && !HasFatalFailure(); ++i) {
+    std::printf("[ fleet-ha ] soak round %d of %d\n", i + 1, rounds);
+    reset_go();
+    sentinel_failover();
+    reset_go();
+    cluster_failover();
+  }
 }
 
 // ---- what the statistics say ----
