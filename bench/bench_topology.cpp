@@ -5,7 +5,8 @@
 // the host's load falls on all columns alike. Prints one table: the median and p90 of
 // warm hits (pooled connection) and of the first hit of a new tier (connect, and the
 // Sentinel question or the slot map), then what each tier met (redirections, failovers).
-// Usage: bench_topology [rounds=200]; BENCH_PER_SIZE=n entries of each size (6).
+// Usage: bench_topology [rounds=200]; BENCH_PER_SIZE=n entries of each size (6);
+// BENCH_ONE_MASTER=1 takes only entries that the cluster's first master holds.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -87,8 +88,15 @@ int main(int argc, char** argv) {
   // Entries: a few per size (so the cluster's reads land on several masters).
   const int kPerSize = std::getenv("BENCH_PER_SIZE") ? std::atoi(std::getenv("BENCH_PER_SIZE")) : 6;
   std::vector<std::vector<kjit::Entry>> entries(2);
+  // BENCH_ONE_MASTER=1: only entries whose slot is the cluster's first master's (a control:
+  // the cluster's reads then meet one server, as the single server's do).
+  const bool one_master = std::getenv("BENCH_ONE_MASTER") != nullptr;
   for (int s = 0; s < 2; ++s)
-    for (int i = 0; i < kPerSize; ++i) entries[s].push_back(entry(sizes[s].bytes, s * 100 + i));
+    for (int seed = s * 100; int(entries[s].size()) < kPerSize; ++seed) {
+      kjit::Entry e = entry(sizes[s].bytes, seed);
+      if (!one_master || cluster.owner(kjit::cluster_slot(e.key)) == 0)
+        entries[s].push_back(std::move(e));
+    }
   std::vector<std::unique_ptr<kjit::RemoteTier>> tiers;
   for (const Topo& t : topos) {
     kjit::RemoteConfig c;
