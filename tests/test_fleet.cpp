@@ -23,65 +23,16 @@
 #include "store/cache.h"
 #include "store/fleet_claim.h"
 #include "store/remote.h"
+#include "support/redis_server.h"
 #include "support/test_support.h"
 #include "util/fs.h"
 #include "util/sha256.h"
 
 namespace {
 
+using kjit::test::have;
 using kjit::test::TempDir;
 std::string g_self;
-
-std::string shell(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while (p && (n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  if (p) pclose(p);
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out;
-}
-
-bool have(const char* tool) {
-  return !shell(std::string("command -v ") + tool).empty();
-}
-
-class Redis {
- public:
-  explicit Redis(const std::string& dir) : dir_(dir) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", socket().c_str(),
-             "--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--dir", dir_.c_str(),
-             "--loglevel", "warning", "--logfile", (dir_ + "/redis.log").c_str(),
-             static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    for (int i = 0; i < 300 && cli("PING") != "PONG"; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
-  ~Redis() { kill_now(); }
-  void kill_now() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGCONT);
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  void pause() { kill(pid_, SIGSTOP); }
-  void resume() { kill(pid_, SIGCONT); }
-  std::string socket() const { return dir_ + "/redis.sock"; }
-  std::string url() const { return "unix://" + socket(); }
-  std::string cli(const std::string& args) const {
-    return shell("redis-cli -s '" + socket() + "' " + args + " 2>/dev/null");
-  }
-
- private:
-  std::string dir_;
-  pid_t pid_ = -1;
-};
 
 // Kernel k: its own name and constant, tiny to compile.
 std::string source_for(int k) {
@@ -313,16 +264,16 @@ class FleetTest : public ::testing::Test {
 TEST_F(FleetTest, SixteenColdNodesCompileEachKernelOnce) {
   double one_node_ms = 0;
   {
-    Redis redis(redis_dir_.path());
-    std::vector<Node> one = start_nodes(1, redis.url(), 0, 4);
+    auto redis = kjit::test::start_redis_socket(redis_dir_.path());
+    std::vector<Node> one = start_nodes(1, redis->url(), 0, 4);
     go();
     const Totals t = finish_all(one);
     EXPECT_EQ(t.compiles, 4u);
     one_node_ms = t.max_elapsed_ms;
     unlink(go_.file("go").c_str());
   }
-  Redis redis(redis_dir_.path());  // a fresh, empty server
-  std::vector<Node> nodes = start_nodes(16, redis.url(), 0, 4);
+  auto redis = kjit::test::start_redis_socket(redis_dir_.path());  // a fresh, empty server
+  std::vector<Node> nodes = start_nodes(16, redis->url(), 0, 4);
   const double t0 = kjit::monotonic_ms();
   go();
   const Totals t = finish_all(nodes);
@@ -331,7 +282,7 @@ TEST_F(FleetTest, SixteenColdNodesCompileEachKernelOnce) {
   EXPECT_EQ(t.claims, 4u);
   EXPECT_EQ(t.wait_timeouts, 0u);
   EXPECT_EQ(t.wait_hits, t.waits) << "every wait ended with the entry";
-  EXPECT_EQ(redis.cli("--scan --pattern 'kjit:claim:*'"), "") << "every claim released";
+  EXPECT_EQ(redis->cli("--scan --pattern 'kjit:claim:*'"), "") << "every claim released";
   std::printf(
       "[ fleet ] 16 nodes x 4 kernels: %.0f ms wall (slowest node %.0f ms); one node alone: "
       "%.0f ms; ratio %.2f; compiles %llu, waits %llu\n",
@@ -343,7 +294,7 @@ TEST_F(FleetTest, SixteenColdNodesCompileEachKernelOnce) {
 // A program that reads files is found through its manifest on another node: both travel
 // through the fleet tier. The same path with the same bytes there hits; other bytes compile.
 TEST_F(FleetTest, ManifestsTravelThroughTheFleetTier) {
-  Redis redis(redis_dir_.path());
+  auto redis = kjit::test::start_redis_socket(redis_dir_.path());
   TempDir inc, first, second;
   kjit::test::write_file(inc.file("v.h"), "#define V 8811\n");
   const std::string src = "#include <v.h>\nextern \"C\" __global__ void k(int* p) { *p = V; }\n";
@@ -354,7 +305,7 @@ TEST_F(FleetTest, ManifestsTravelThroughTheFleetTier) {
     kjit::CacheConfig c;
     c.directory = dir;
     c.remote = kjit::RemoteConfig::from_environment();
-    c.remote.url = redis.url();
+    c.remote.url = redis->url();
     return c;
   };
   std::string key;
@@ -385,11 +336,11 @@ TEST_F(FleetTest, ManifestsTravelThroughTheFleetTier) {
 
 TEST_F(FleetTest, OwnerKilledMidCompileIsTakenOverAfterItsLease) {
   setenv("FLEET_TEST_SAY_WAITING", "1", 1);
-  Redis redis(redis_dir_.path());
+  auto redis = kjit::test::start_redis_socket(redis_dir_.path());
   TempDir holder_dir;
-  Node holder = spawn({"--hold", holder_dir.path(), redis.url()});
+  Node holder = spawn({"--hold", holder_dir.path(), redis->url()});
   ASSERT_EQ(read_line(holder), "claimed=1");
-  std::vector<Node> nodes = start_nodes(3, redis.url(), 0, 1);
+  std::vector<Node> nodes = start_nodes(3, redis->url(), 0, 1);
   const double t0 = kjit::monotonic_ms();
   go();
   until_waiting(nodes);
@@ -412,16 +363,16 @@ TEST_F(FleetTest, OwnerKilledMidCompileIsTakenOverAfterItsLease) {
 
 TEST_F(FleetTest, RedisStoppedWhileNodesWaitTheyCompileThemselves) {
   setenv("FLEET_TEST_SAY_WAITING", "1", 1);
-  Redis redis(redis_dir_.path());
+  auto redis = kjit::test::start_redis_socket(redis_dir_.path());
   TempDir holder_dir;
-  Node holder = spawn({"--hold", holder_dir.path(), redis.url()});
+  Node holder = spawn({"--hold", holder_dir.path(), redis->url()});
   ASSERT_EQ(read_line(holder), "claimed=1");
-  std::vector<Node> nodes = start_nodes(4, redis.url(), 0, 1);
+  std::vector<Node> nodes = start_nodes(4, redis->url(), 0, 1);
   go();
   until_waiting(nodes);
-  redis.pause();  // SIGSTOP: connections stay open, nothing answers
+  redis->pause();  // SIGSTOP: connections stay open, nothing answers
   const Totals t = finish_all(nodes);
-  redis.resume();
+  redis->resume();
   kill(holder.pid, SIGKILL);
   finish(holder);
   EXPECT_EQ(t.waits, 4u);
@@ -433,14 +384,14 @@ TEST_F(FleetTest, RedisStoppedWhileNodesWaitTheyCompileThemselves) {
 
 TEST_F(FleetTest, RedisKilledWhileNodesWaitTheyCompileAndTheBreakerOpens) {
   setenv("FLEET_TEST_SAY_WAITING", "1", 1);
-  Redis redis(redis_dir_.path());
+  auto redis = kjit::test::start_redis_socket(redis_dir_.path());
   TempDir holder_dir;
-  Node holder = spawn({"--hold", holder_dir.path(), redis.url()});
+  Node holder = spawn({"--hold", holder_dir.path(), redis->url()});
   ASSERT_EQ(read_line(holder), "claimed=1");
-  std::vector<Node> nodes = start_nodes(4, redis.url(), 0, 2);
+  std::vector<Node> nodes = start_nodes(4, redis->url(), 0, 2);
   go();
   until_waiting(nodes);
-  redis.kill_now();
+  redis->kill_now();
   const Totals t = finish_all(nodes);
   kill(holder.pid, SIGKILL);
   finish(holder);
@@ -451,7 +402,7 @@ TEST_F(FleetTest, RedisKilledWhileNodesWaitTheyCompileAndTheBreakerOpens) {
 }
 
 TEST_F(FleetTest, StaleClaimOfADeadOwnerIsNotHonouredPastItsLease) {
-  Redis redis(redis_dir_.path());
+  auto redis = kjit::test::start_redis_socket(redis_dir_.path());
   TempDir probe_dir;
   std::string key;
   {
@@ -466,10 +417,10 @@ TEST_F(FleetTest, StaleClaimOfADeadOwnerIsNotHonouredPastItsLease) {
   // an operator's copy, would keep it): well formed, then garbage.
   for (const std::string& value :
        {kjit::claim_value(500, 3, "gone-host|4242|1|0x1"), std::string("not a claim")}) {
-    redis.cli("FLUSHALL");
-    redis.cli("SET kjit:claim:" + key + " '" + value + "'");
-    ASSERT_EQ(redis.cli("TTL kjit:claim:" + key), "-1");
-    std::vector<Node> nodes = start_nodes(4, redis.url(), 0, 1);
+    redis->cli("FLUSHALL");
+    redis->cli("SET kjit:claim:" + key + " '" + value + "'");
+    ASSERT_EQ(redis->cli("TTL kjit:claim:" + key), "-1");
+    std::vector<Node> nodes = start_nodes(4, redis->url(), 0, 1);
     go();
     const Totals t = finish_all(nodes);
     unlink(go_.file("go").c_str());
@@ -477,18 +428,18 @@ TEST_F(FleetTest, StaleClaimOfADeadOwnerIsNotHonouredPastItsLease) {
     EXPECT_EQ(t.claims, 1u) << value;
     EXPECT_EQ(t.waits, 4u) << value;
     EXPECT_EQ(t.wait_timeouts, 0u) << value;
-    EXPECT_EQ(redis.cli("EXISTS kjit:claim:" + key), "0") << "released by the node that took over";
+    EXPECT_EQ(redis->cli("EXISTS kjit:claim:" + key), "0") << "released by the node that took over";
   }
 }
 
 TEST_F(FleetTest, ReadOnlyNodeWaitsOnAClaimButNeverTakesOne) {
   setenv("FLEET_TEST_SAY_WAITING", "1", 1);
-  Redis redis(redis_dir_.path());
+  auto redis = kjit::test::start_redis_socket(redis_dir_.path());
   TempDir holder_dir;
-  Node holder = spawn({"--hold", holder_dir.path(), redis.url()});
+  Node holder = spawn({"--hold", holder_dir.path(), redis->url()});
   ASSERT_EQ(read_line(holder), "claimed=1");
   setenv("KJIT_REMOTE_MODE", "ro", 1);
-  std::vector<Node> nodes = start_nodes(2, redis.url(), 0, 2);
+  std::vector<Node> nodes = start_nodes(2, redis->url(), 0, 2);
   unsetenv("KJIT_REMOTE_MODE");
   go();
   until_waiting(nodes);
@@ -500,17 +451,17 @@ TEST_F(FleetTest, ReadOnlyNodeWaitsOnAClaimButNeverTakesOne) {
   EXPECT_EQ(t.claims, 0u);
   EXPECT_EQ(t.waits, 2u);
   EXPECT_EQ(t.compiles, 4u);
-  EXPECT_EQ(redis.cli("--scan --pattern 'kjit:claim:*'"), "") << "no claim from a read-only node";
+  EXPECT_EQ(redis->cli("--scan --pattern 'kjit:claim:*'"), "") << "no claim from a read-only node";
 }
 
 // The counters reach kjit_cache_stats (the struct `kjit cache stats` prints), per handle
 // and in the database's totals.
 TEST_F(FleetTest, ClaimsAreCountedInThePublicStatistics) {
-  Redis redis(redis_dir_.path());
+  auto redis = kjit::test::start_redis_socket(redis_dir_.path());
   TempDir dir;
   kjit_cache_options o = KJIT_CACHE_OPTIONS_INIT;
   o.directory = dir.path().c_str();
-  const std::string url = redis.url();
+  const std::string url = redis->url();
   o.remote_url = url.c_str();
   kjit_cache* cache = nullptr;
   ASSERT_EQ(kjit_cache_open(&o, &cache), KJIT_OK);
@@ -531,7 +482,7 @@ TEST_F(FleetTest, ClaimsAreCountedInThePublicStatistics) {
   kjit_options_destroy(opts);
   kjit_compiler_destroy(comp);
   kjit_cache_close(cache);
-  EXPECT_EQ(redis.cli("--scan --pattern 'kjit:claim:*'"), "") << "released";
+  EXPECT_EQ(redis->cli("--scan --pattern 'kjit:claim:*'"), "") << "released";
 }
 
 // GEMM plans through the fleet tier, as far as a machine without a GPU goes: a plan that
@@ -541,7 +492,7 @@ TEST_F(FleetTest, ClaimsAreCountedInThePublicStatistics) {
 // a GPU: tests/test_gemm_gpu.cpp.)
 TEST_F(FleetTest, GemmPlansAreSharedOnlyWithinTheirScope) {
   using kjit::blas::DeviceInfo;
-  Redis redis(redis_dir_.path());
+  auto redis = kjit::test::start_redis_socket(redis_dir_.path());
   DeviceInfo dev;
   dev.cc_major = 9;
   dev.sm_count = 132;
@@ -569,7 +520,7 @@ TEST_F(FleetTest, GemmPlansAreSharedOnlyWithinTheirScope) {
   TempDir a_dir, b_dir, c_dir;
   kjit::CacheConfig ca;
   ca.directory = a_dir.path();
-  ca.remote.url = redis.url();
+  ca.remote.url = redis->url();
   kjit::Cache a(ca);
   a.put_shared_value(ns, pkey, kjit::blas::encode_plan(key, vals, plan));
 
@@ -614,7 +565,7 @@ TEST_F(FleetTest, GemmPlansAreSharedOnlyWithinTheirScope) {
     const std::string other_pkey = kjit::blas::persist_key(other_key, other_vals);
     EXPECT_NE(other_pkey, pkey);
     EXPECT_FALSE(c.get_shared_value(ns, other_pkey, &from_remote).has_value());
-    redis.cli("COPY kjit:value:" + ns + ":" + pkey + " kjit:value:" + ns + ":" + other_pkey);
+    redis->cli("COPY kjit:value:" + ns + ":" + pkey + " kjit:value:" + ns + ":" + other_pkey);
     got = c.get_shared_value(ns, other_pkey, &from_remote);
     ASSERT_TRUE(got.has_value()) << "misfiled copy present";
     EXPECT_FALSE(kjit::blas::decode_plan(*got, other_key, other_vals, &why).has_value())

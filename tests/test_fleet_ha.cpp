@@ -27,119 +27,22 @@
 #include "kjit/kjit.h"
 #include "store/cache.h"
 #include "store/remote.h"
+#include "support/redis_server.h"
 #include "support/test_support.h"
 #include "util/fs.h"
 #include "util/sha256.h"
 
 namespace {
 
+using kjit::test::cli;
+using kjit::test::free_port;
+using kjit::test::have;
+using kjit::test::RedisCluster;
+using kjit::test::RedisProcess;
+using kjit::test::start_redis;
 using kjit::test::TempDir;
+using kjit::test::until;
 std::string g_self;
-
-std::string shell(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while (p && (n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  if (p) pclose(p);
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out;
-}
-
-bool have(const char* tool) {
-  return !shell(std::string("command -v ") + tool).empty();
-}
-
-int free_port() {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  close(s);
-  return ntohs(a.sin_port);
-}
-
-bool port_free(int port) {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(uint16_t(port));
-  const bool ok = bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  close(s);
-  return ok;
-}
-
-// A port for a cluster node: its cluster bus listens on port + 10000, which must be free
-// (and exist) too.
-int cluster_port() {
-  for (int i = 0; i < 1000; ++i) {
-    const int p = free_port();
-    if (p < 55000 && port_free(p + 10000)) return p;
-    const int q = 20000 + int((unsigned(getpid()) * 7919u + unsigned(i) * 104729u) % 30000u);
-    if (port_free(q) && port_free(q + 10000)) return q;
-  }
-  return free_port();
-}
-
-std::string cli(int port, const std::string& args) {
-  return shell("redis-cli -h 127.0.0.1 -p " + std::to_string(port) + " " + args + " 2>/dev/null");
-}
-
-bool until(const std::function<bool()>& ok, int ms) {
-  const double end = kjit::monotonic_ms() + ms;
-  while (kjit::monotonic_ms() < end) {
-    if (ok()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return ok();
-}
-
-// A redis-server (or redis-sentinel) child on a loopback port.
-class Server {
- public:
-  Server(const std::string& program, std::vector<std::string> args, int port) : port_(port) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::vector<char*> argv{const_cast<char*>(program.c_str())};
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execvp(program.c_str(), argv.data());
-      _exit(127);
-    }
-    until([&] { return cli(port_, "PING") == "PONG"; }, 5000);
-  }
-  ~Server() { kill_now(); }
-  void kill_now() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  int port() const { return port_; }
-  std::string addr() const { return "127.0.0.1:" + std::to_string(port_); }
-
- private:
-  int port_;
-  pid_t pid_ = -1;
-};
-
-std::unique_ptr<Server> redis(const std::string& dir, int port,
-                              std::vector<std::string> extra = {}) {
-  std::vector<std::string> args{"--port",       std::to_string(port),
-                                "--bind",       "127.0.0.1",
-                                "--save",       "",
-                                "--appendonly", "no",
-                                "--dir",        dir,
-                                "--loglevel",   "warning",
-                                "--logfile",    dir + "/redis.log"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  return std::make_unique<Server>("redis-server", args, port);
-}
 
 // Kernel k: its own name and constant, tiny to compile.
 std::string source_for(int k) {
@@ -354,11 +257,15 @@ class FleetHaTest : public ::testing::Test {
 
   static void print(const char* what, const Totals& t) {
     std::printf(
-        "%s: compiles=%llu claims=%llu remote_hits=%llu waits=%llu wait_timeouts=%llu "
+        "[ fleet-ha ] %s: compiles=%llu claims=%llu remote_hits=%llu waits=%llu wait_timeouts=%llu "
         "wrong=%llu failovers_seen=%llu redirections=%llu slowest_node_ms=%.0f\n",
         what, t.compiles, t.claims, t.remote_hits, t.waits, t.wait_timeouts, t.wrong, t.failovers,
         t.redirections, t.max_elapsed_ms);
   }
+
+  // The failover runs (below), one test each; the soak test repeats them.
+  void sentinel_failover();
+  void cluster_failover();
 
   TempDir go_, ref_dir_;
   std::unique_ptr<kjit::Cache> ref_cache_;
@@ -368,45 +275,15 @@ class FleetHaTest : public ::testing::Test {
 
 // ---- Sentinel ----
 
-TEST_F(FleetHaTest, SentinelMasterKilledMidStampedeEveryNodeEndsWithTheRightKernel) {
+void FleetHaTest::sentinel_failover() {
   if (!have("redis-sentinel")) GTEST_SKIP() << "redis-sentinel not installed";
-  TempDir m_dir, r_dir, s_dir;
-  const int mp = free_port();
-  auto master = redis(m_dir.path(), mp);
-  auto replica = redis(r_dir.path(), free_port(), {"--replicaof", "127.0.0.1", std::to_string(mp)});
-  std::vector<std::unique_ptr<Server>> sentinels;
-  std::string url = "redis+sentinel://";
-  for (int i = 0; i < 3; ++i) {
-    const int port = free_port();
-    const std::string conf = s_dir.file("sentinel" + std::to_string(i) + ".conf");
-    kjit::test::write_file(conf, "port " + std::to_string(port) +
-                                     "\nbind 127.0.0.1\n"
-                                     "sentinel monitor kjit 127.0.0.1 " +
-                                     std::to_string(mp) +
-                                     " 2\nsentinel down-after-milliseconds kjit 400\n"
-                                     "sentinel failover-timeout kjit 3000\n");
-    sentinels.push_back(std::make_unique<Server>(
-        "redis-sentinel",
-        std::vector<std::string>{conf, "--dir", s_dir.path(), "--logfile",
-                                 s_dir.file("sentinel" + std::to_string(i) + ".log")},
-        port));
-    url += (i ? "," : "") + sentinels.back()->addr();
-  }
-  url += "/kjit";
-  // Sentinels find the replica and each other (hello messages every 2 s).
-  ASSERT_TRUE(until(
-      [&] {
-        for (auto& s : sentinels) {
-          if (cli(s->port(), "SENTINEL master kjit | grep -A1 -x num-other-sentinels | tail -1") !=
-              "2")
-            return false;
-          if (cli(s->port(), "SENTINEL master kjit | grep -A1 -x num-slaves | tail -1") != "1")
-            return false;
-        }
-        return true;
-      },
-      15000))
-      << "Sentinels did not settle";
+  TempDir dir;
+  kjit::test::RedisSentinelGroup group(dir.path(), 3);
+  ASSERT_TRUE(group.ok()) << "Sentinels did not settle";
+  const std::string& url = group.url;
+  RedisProcess* master = group.master.get();
+  RedisProcess* replica = group.replica.get();
+  const int mp = master->port();
 
   const std::vector<int> kernels{0, 1, 2};
   for (int k : kernels) reference(k);
@@ -427,12 +304,7 @@ TEST_F(FleetHaTest, SentinelMasterKilledMidStampedeEveryNodeEndsWithTheRightKern
   EXPECT_LE(t.max_elapsed_ms, 25000);
 
   // The Sentinels promoted the replica; a fresh node finds every kernel there.
-  ASSERT_TRUE(until(
-      [&] {
-        return cli(sentinels[0]->port(), "SENTINEL get-master-addr-by-name kjit")
-                   .find(std::to_string(replica->port())) != std::string::npos;
-      },
-      10000));
+  ASSERT_TRUE(until([&] { return group.master_addr() == replica->addr(); }, 10000));
   reset_go();
   std::vector<Node> late = start_nodes(1, url, kernels);
   go();
@@ -444,20 +316,19 @@ TEST_F(FleetHaTest, SentinelMasterKilledMidStampedeEveryNodeEndsWithTheRightKern
   EXPECT_EQ(text_field(late[0].out, "node"), replica->addr());
 }
 
+TEST_F(FleetHaTest, SentinelMasterKilledMidStampedeEveryNodeEndsWithTheRightKernel) {
+  sentinel_failover();
+}
+
 TEST_F(FleetHaTest, SentinelNeverWritesToAReplica) {
   if (!have("redis-sentinel")) GTEST_SKIP() << "redis-sentinel not installed";
   TempDir m_dir, r_dir, s_dir;
-  const int mp = free_port();
-  auto master = redis(m_dir.path(), mp);
-  auto replica = redis(r_dir.path(), free_port(), {"--replicaof", "127.0.0.1", std::to_string(mp)});
+  auto master = start_redis(m_dir.path(), free_port());
+  auto replica = start_redis(r_dir.path(), free_port(),
+                             {"--replicaof", "127.0.0.1", std::to_string(master->port())});
   // A lone Sentinel that names the replica as the master (a stale or wrong view).
-  const int sp = free_port();
-  const std::string conf = s_dir.file("s.conf");
-  kjit::test::write_file(conf, "port " + std::to_string(sp) +
-                                   "\nbind 127.0.0.1\nsentinel monitor kjit 127.0.0.1 " +
-                                   std::to_string(replica->port()) + " 1\n");
-  Server sentinel("redis-sentinel", {conf, "--dir", s_dir.path(), "--logfile", s_dir.file("s.log")},
-                  sp);
+  auto sentinel = kjit::test::start_sentinel(s_dir.path(), "s", replica->port(), 1);
+  const int sp = sentinel->port();
   kjit::RemoteConfig c;
   c.url = "redis+sentinel://127.0.0.1:" + std::to_string(sp) + "/kjit";
   c.op_timeout_ms = 300;
@@ -469,47 +340,10 @@ TEST_F(FleetHaTest, SentinelNeverWritesToAReplica) {
 
 // ---- Cluster ----
 
-class Cluster {
- public:
-  explicit Cluster(const std::string& dir) {
-    for (int i = 0; i < 3; ++i) {
-      const int port = cluster_port();
-      const std::string d = dir + "/n" + std::to_string(i);
-      mkdir(d.c_str(), 0700);
-      servers.push_back(
-          redis(d, port,
-                {"--cluster-enabled", "yes", "--cluster-config-file", d + "/nodes.conf",
-                 "--cluster-node-timeout", "1000", "--cluster-require-full-coverage", "no"}));
-    }
-    std::string hosts;
-    for (auto& s : servers) hosts += " " + s->addr();
-    shell("redis-cli --cluster create" + hosts + " --cluster-yes >/dev/null 2>&1");
-    ok = until(
-        [&] {
-          for (auto& s : servers) {
-            if (cli(s->port(), "CLUSTER INFO").find("cluster_state:ok") == std::string::npos)
-              return false;
-          }
-          return true;
-        },
-        30000);
-    for (auto& s : servers) ids.push_back(cli(s->port(), "CLUSTER MYID"));
-  }
-  std::string url() const {
-    return "redis+cluster://" + servers[0]->addr() + "," + servers[1]->addr();
-  }
-  // The index of the server that owns `slot` (redis-cli --cluster create splits evenly).
-  int owner(int slot) const { return slot <= 5460 ? 0 : slot <= 10922 ? 1 : 2; }
-
-  std::vector<std::unique_ptr<Server>> servers;
-  std::vector<std::string> ids;
-  bool ok = false;
-};
-
 TEST_F(FleetHaTest, ClusterSpreadsKeysFollowsAReshardingAndDegradesOnlyADeadMastersSlots) {
   TempDir dir;
-  Cluster cluster(dir.path());
-  ASSERT_TRUE(cluster.ok) << "cluster did not form";
+  RedisCluster cluster(dir.path(), {});
+  ASSERT_TRUE(cluster.ok()) << "cluster did not form";
   // Two kernels per master, chosen by their keys' slots.
   std::vector<int> kernels;
   std::map<int, std::vector<int>> by_owner;
@@ -539,8 +373,8 @@ TEST_F(FleetHaTest, ClusterSpreadsKeysFollowsAReshardingAndDegradesOnlyADeadMast
   const int a = by_owner[0][0];
   const std::string a_key = key_of(a);
   const int slot = kjit::cluster_slot(a_key);
-  Server& x = *cluster.servers[0];
-  Server& y = *cluster.servers[1];
+  RedisProcess& x = *cluster.servers[0];
+  RedisProcess& y = *cluster.servers[1];
   kjit::RemoteConfig rc;
   rc.url = cluster.url();
   rc.op_timeout_ms = 500;
@@ -568,7 +402,16 @@ TEST_F(FleetHaTest, ClusterSpreadsKeysFollowsAReshardingAndDegradesOnlyADeadMast
   EXPECT_EQ(cli(x.port(), "MIGRATE 127.0.0.1 " + std::to_string(y.port()) +
                               " '' 0 5000 KEYS 'kjit:{" + a_key + "}'"),
             "OK");
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // lookups meet -ASK
+  // Nodes look every kernel up while the slot is half moved: kernel A through -ASK.
+  reset_go();
+  std::vector<Node> readers = start_nodes(2, cluster.url(), kernels);
+  go();
+  Totals during = finish_all(readers, kernels);
+  print("cluster resharding, slot of an entry migrating (2 nodes x 6 kernels)", during);
+  EXPECT_EQ(during.wrong, 0u);
+  EXPECT_EQ(during.compiles, 0u);
+  EXPECT_EQ(during.remote_hits, 2 * kernels.size());
+  EXPECT_GE(during.redirections, 2u) << "each node followed an ASK";
   const uint64_t redirections_ask = tier.stats().redirections;
   for (int i : {1, 0, 2})  // the importing node first, as redis-cli does
     cli(cluster.servers[i]->port(), "CLUSTER SETSLOT " + s + " NODE " + cluster.ids[1]);
@@ -577,7 +420,8 @@ TEST_F(FleetHaTest, ClusterSpreadsKeysFollowsAReshardingAndDegradesOnlyADeadMast
   reader.join();
   const kjit::RemoteStats rs = tier.stats();
   std::printf(
-      "resharding of slot %d during lookups: lookups=%d hits=%d wrong=%d redirections=%llu "
+      "[ fleet-ha ] resharding of slot %d during lookups: lookups=%d hits=%d wrong=%d "
+      "redirections=%llu "
       "(ask phase %llu) slot map changes=%llu\n",
       slot, lookups.load(), hits.load(), wrong.load(), (unsigned long long)rs.redirections,
       (unsigned long long)redirections_ask, (unsigned long long)rs.failovers);
@@ -586,6 +430,37 @@ TEST_F(FleetHaTest, ClusterSpreadsKeysFollowsAReshardingAndDegradesOnlyADeadMast
   EXPECT_GE(redirections_ask, 1u) << "ASK followed";
   EXPECT_GE(rs.redirections, redirections_ask + 1) << "MOVED followed";
   EXPECT_EQ(cli(y.port(), "EXISTS 'kjit:{" + a_key + "}'"), "1");
+
+  // A stampede on a kernel whose (empty) slot is being moved: its claim (a script on two
+  // keys) meets TRYAGAIN until the move ends, and is retried, not given up: one compile.
+  int n = 0;
+  for (int k = 200; k < 400 && !n; ++k) {
+    if (cluster.owner(kjit::cluster_slot(key_of(k))) != 2) n = k;  // master 2 dies below
+  }
+  ASSERT_NE(n, 0);
+  reference(n);
+  const int n_slot = kjit::cluster_slot(key_of(n));
+  const int from = cluster.owner(n_slot), to = 1 - from;
+  const std::string ns = std::to_string(n_slot);
+  EXPECT_EQ(cluster.servers[size_t(to)]->cli("CLUSTER SETSLOT " + ns + " IMPORTING " +
+                                             cluster.ids[size_t(from)]),
+            "OK");
+  EXPECT_EQ(cluster.servers[size_t(from)]->cli("CLUSTER SETSLOT " + ns + " MIGRATING " +
+                                               cluster.ids[size_t(to)]),
+            "OK");
+  reset_go();
+  std::vector<Node> stampede = start_nodes(3, cluster.url(), {n});
+  go();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // they meet TRYAGAIN
+  for (int i : {to, from, 2})
+    cluster.servers[size_t(i)]->cli("CLUSTER SETSLOT " + ns + " NODE " + cluster.ids[size_t(to)]);
+  Totals moved = finish_all(stampede, {n});
+  print("cluster resharding, slot of a new kernel migrating (3 nodes x 1 kernel)", moved);
+  EXPECT_EQ(moved.wrong, 0u);
+  EXPECT_EQ(moved.wait_timeouts, 0u);
+  EXPECT_EQ(moved.compiles, 1u) << "single flight kept through the move";
+  EXPECT_EQ(moved.remote_hits, 2u);
+  EXPECT_EQ(cluster.servers[size_t(to)]->cli("EXISTS 'kjit:{" + key_of(n) + "}'"), "1");
 
   // Master 2 killed: a fresh node compiles its two kernels itself, hits the other four.
   cluster.servers[2]->kill_now();
@@ -599,14 +474,145 @@ TEST_F(FleetHaTest, ClusterSpreadsKeysFollowsAReshardingAndDegradesOnlyADeadMast
   EXPECT_EQ(after.remote_hits, 4u);
 }
 
+// Three masters, each with a replica. W (one kernel per master) is in the fleet first. A
+// stampede of four nodes on S (two kernels per master, a kernel of master X first); X is
+// killed as soon as it holds a claim. Before the cluster's failover, lookups of W hit on
+// the live masters and miss (degrade to local) for X's key. The claim lost with X costs
+// at most one extra compile per kernel of X, no node waits to its deadline, nothing wrong
+// is served; after the failover a fresh node hits every kernel, X's through its promoted
+// replica.
+void FleetHaTest::cluster_failover() {
+  TempDir dir;
+  RedisCluster::Options co;
+  co.replicas = 1;
+  RedisCluster cluster(dir.path(), co);
+  ASSERT_TRUE(cluster.ok()) << "cluster did not form";
+  const int xi = 2;  // the master to kill (not a seed of the URL)
+  const int ri = cluster.replica_of(xi);
+  ASSERT_GE(ri, 0) << "no replica of master " << xi;
+  RedisProcess& x = *cluster.servers[size_t(xi)];
+  RedisProcess& promoted = *cluster.servers[size_t(ri)];
+
+  std::map<int, std::vector<int>> by_owner;  // per master: 1 kernel of W, then 2 of S
+  for (int k = 100; k < 400; ++k) {
+    auto& v = by_owner[cluster.owner(kjit::cluster_slot(key_of(k)))];
+    if (v.size() < 3) v.push_back(k);
+    if (by_owner.size() == 3 && by_owner[0].size() == 3 && by_owner[1].size() == 3 &&
+        by_owner[2].size() == 3)
+      break;
+  }
+  std::vector<int> w, s;
+  for (int m : {0, 1, 2}) {
+    ASSERT_EQ(by_owner[m].size(), 3u);
+    w.push_back(by_owner[m][0]);
+  }
+  // X's kernels first and last: the kill lands on the first; the last is looked up last.
+  s = {by_owner[xi][1], by_owner[0][1], by_owner[1][1],
+       by_owner[0][2],  by_owner[1][2], by_owner[xi][2]};
+  for (int k : w) reference(k);
+  for (int k : s) reference(k);
+
+  std::vector<Node> first = start_nodes(1, cluster.url(), w);
+  go();
+  Totals t0 = finish_all(first, w);
+  EXPECT_EQ(t0.compiles, 3u);
+  EXPECT_EQ(x.cli("WAIT 1 3000"), "1") << "W's entry on X reached its replica";
+  // CLUSTER SLOTS lists a replica once it has replicated data (its offset, spread by the
+  // cluster bus): now every master's.
+  std::string info;
+  EXPECT_TRUE(until(
+      [&] {
+        kjit::RemoteConfig rc;
+        rc.url = cluster.url();
+        kjit::RemoteTier probe(rc);
+        info = probe.describe(true);
+        return info.find("\"nodes\":3,\"replicas\":3,") != std::string::npos;
+      },
+      5000))
+      << info;
+  reset_go();
+
+  std::vector<Node> nodes = start_nodes(4, cluster.url(), s);
+  go();
+  ASSERT_TRUE(until([&] { return x.cli("--scan --pattern 'kjit:claim:*'") != ""; }, 20000));
+  x.kill_now();
+  // Before the failover (detection alone takes the 1 s node timeout): W's keys on the
+  // live masters hit, X's misses at once.
+  kjit::RemoteConfig rc;
+  rc.url = cluster.url();
+  rc.op_timeout_ms = 300;
+  kjit::RemoteTier tier(rc);
+  int hits_before = 0;
+  bool x_key_hit = true;
+  const double lookups_t0 = kjit::monotonic_ms();
+  for (int k : w) {
+    const auto e = tier.get(key_of(k));
+    if (e) {
+      EXPECT_EQ(digest(*e), reference(k));
+    }
+    hits_before += e ? 1 : 0;
+    if (k == w[size_t(xi)]) x_key_hit = bool(e);
+  }
+  const double lookups_ms = kjit::monotonic_ms() - lookups_t0;
+  const bool still_replica = promoted.cli("ROLE").rfind("slave", 0) == 0;
+  std::printf(
+      "[ fleet-ha ] cluster, master killed, before the failover: W lookups hit=%d of 3 (dead "
+      "master's key hit=%d) in %.0f ms, replica not yet promoted=%d\n",
+      hits_before, x_key_hit ? 1 : 0, lookups_ms, still_replica ? 1 : 0);
+  EXPECT_TRUE(still_replica) << "the lookups ran before the failover";
+  EXPECT_EQ(hits_before, 2) << "the live masters' keys hit";
+  EXPECT_FALSE(x_key_hit) << "the dead master's key degrades to local";
+
+  Totals t = finish_all(nodes, s);
+  print("cluster with replicas, master killed at its first claim (4 nodes x 6 kernels)", t);
+  EXPECT_EQ(t.wrong, 0u);
+  EXPECT_EQ(t.wait_timeouts, 0u) << "no node waited to its deadline";
+  EXPECT_GE(t.compiles, s.size());
+  EXPECT_LE(t.compiles, s.size() + 2) << "at most one extra compile per kernel of the dead master";
+  EXPECT_LE(t.max_elapsed_ms, 20000);
+
+  ASSERT_TRUE(until([&] { return promoted.cli("ROLE").rfind("master", 0) == 0; }, 15000))
+      << "the replica was not promoted";
+  reset_go();
+  std::vector<int> all = w;
+  all.insert(all.end(), s.begin(), s.end());
+  std::vector<Node> late = start_nodes(1, cluster.url(), all);
+  go();
+  Totals after = finish_all(late, all);
+  print("cluster after the failover (1 fresh node x 9 kernels)", after);
+  EXPECT_EQ(after.wrong, 0u);
+  EXPECT_EQ(after.compiles, 0u) << "every kernel in the fleet, X's on its promoted replica";
+  EXPECT_EQ(after.remote_hits, all.size());
+  EXPECT_EQ(text_field(late[0].out, "node"), promoted.addr()) << "X's last kernel answered there";
+}
+
+TEST_F(FleetHaTest, ClusterReplicaPromotedAfterAMasterKilledMidStampede) {
+  cluster_failover();
+}
+
+// Soak (KJIT_SOAK_TESTS set in the environment, as -DKJIT_SOAK_TESTS=ON's registration
+// does): both failover runs, KJIT_FLEET_SOAK_ROUNDS times (5) each, fresh servers each time.
+TEST_F(FleetHaTest, SoakFailoversRepeated) {
+  if (!std::getenv("KJIT_SOAK_TESTS")) GTEST_SKIP() << "a soak: set KJIT_SOAK_TESTS=1";
+  const char* n = std::getenv("KJIT_FLEET_SOAK_ROUNDS");
+  const int rounds = n && std::atoi(n) > 0 ? std::atoi(n) : 5;
+  for (int i = 0; i < rounds && !HasFatalFailure(); ++i) {
+    std::printf("[ fleet-ha ] soak round %d of %d\n", i + 1, rounds);
+    reset_go();
+    sentinel_failover();
+    reset_go();
+    cluster_failover();
+  }
+}
+
 // ---- what the statistics say ----
 
 // kjit_cache_remote_info (what `kjit cache stats` prints): the topology, the node in use,
 // redirections; "none" without a remote.
 TEST_F(FleetHaTest, RemoteInfoNamesTheTopologyAndTheNodeInUse) {
   TempDir d, a_dir, b_dir;
-  Cluster cluster(d.path());
-  ASSERT_TRUE(cluster.ok);
+  RedisCluster cluster(d.path(), {});
+  ASSERT_TRUE(cluster.ok());
   kjit_cache_options o = KJIT_CACHE_OPTIONS_INIT;
   o.directory = a_dir.path().c_str();
   const std::string url = cluster.url();
@@ -623,7 +629,7 @@ TEST_F(FleetHaTest, RemoteInfoNamesTheTopologyAndTheNodeInUse) {
   for (auto& s : cluster.servers)
     names_a_master |= probed.find("\"node\":\"" + s->addr() + "\"") != std::string::npos;
   EXPECT_TRUE(names_a_master) << probed;
-  EXPECT_NE(probed.find("\"nodes\":3"), std::string::npos) << probed;
+  EXPECT_NE(probed.find("\"nodes\":3,\"replicas\":0,"), std::string::npos) << probed;
   EXPECT_EQ(kjit_cache_remote_info(cache, 1, nullptr), KJIT_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(kjit_cache_remote_info(nullptr, 1, &info), KJIT_ERROR_INVALID_HANDLE);
   kjit_cache_close(cache);
@@ -664,27 +670,37 @@ long max_rss_kb() {
   return u.ru_maxrss;
 }
 
-TEST_F(FleetHaTest, HeavyEntryRoundTripsOnOneServerAndInACluster) {
+// A CUTLASS-sized entry (1.5 MB CUBIN) travels as one value through every topology; a
+// reader whose limit is lower refuses it (counted), and stays correct.
+TEST_F(FleetHaTest, HeavyEntryRoundTripsOnOneServerThroughSentinelAndInACluster) {
+  if (!have("redis-sentinel")) GTEST_SKIP() << "redis-sentinel not installed";
   TempDir d;
-  auto server = redis(d.path(), free_port());
-  Cluster cluster(d.path());
-  ASSERT_TRUE(cluster.ok);
-  for (const std::string& url : {"redis://" + server->addr(), cluster.url()}) {
+  auto server = start_redis(d.path() + "/single", free_port());
+  kjit::test::RedisSentinelGroup sentinel(d.path() + "/sentinel", 1);
+  RedisCluster cluster(d.path() + "/cluster", {});
+  ASSERT_TRUE(cluster.ok());
+  int seed = 1;
+  for (const std::string& url : {server->url(), sentinel.url, cluster.url()}) {
     kjit::RemoteConfig c;
     c.url = url;
     kjit::RemoteTier writer(c), reader(c);
-    const kjit::Entry e = heavy_entry(1536 * 1024, 1);
+    const kjit::Entry e = heavy_entry(1536 * 1024, seed++);
     ASSERT_TRUE(writer.put_now(e)) << url;
     const auto got = reader.get(e.key);
     ASSERT_TRUE(got) << url;
-    EXPECT_EQ(got->cubin.str(), e.cubin.str());
-    EXPECT_EQ(reader.stats().oversize, 0u);
+    EXPECT_EQ(got->cubin.str(), e.cubin.str()) << url;
+    EXPECT_EQ(reader.stats().oversize, 0u) << url;
+    c.max_entry_bytes = 1 << 20;
+    kjit::RemoteTier small(c);
+    EXPECT_FALSE(small.get(e.key)) << url << ": over this reader's limit";
+    EXPECT_EQ(small.stats().oversize, 1u) << url;
+    EXPECT_EQ(small.stats().hits, 0u) << url;
   }
 }
 
 TEST_F(FleetHaTest, HostileHugeValueIsRefusedWithoutReadingIt) {
   TempDir d, node_dir;
-  auto server = redis(d.path(), free_port());
+  auto server = start_redis(d.path(), free_port());
   const std::string url = "redis://" + server->addr();
   const std::string key = key_of(40);
   // 200 MB under the kernel's entry key, made inside the server (SETRANGE zero-fills).
@@ -694,6 +710,7 @@ TEST_F(FleetHaTest, HostileHugeValueIsRefusedWithoutReadingIt) {
   c.directory = node_dir.path();
   c.remote = kjit::RemoteConfig::from_environment();
   c.remote.url = url;
+  c.remote.op_timeout_ms = 20000;  // the bound is the size limit, not a timeout
   kjit::Cache cache(c);
   kjit::Compiler comp(&cache, 1);
   comp.set_mode(kjit::CompileMode::InProcess);
@@ -701,17 +718,25 @@ TEST_F(FleetHaTest, HostileHugeValueIsRefusedWithoutReadingIt) {
   ASSERT_EQ(o.status, KJIT_OK) << "a hostile value never fails a compile";
   EXPECT_EQ(digest(*o.entry), reference(40));
   EXPECT_EQ(o.tier, KJIT_TIER_COMPILED);
+  EXPECT_GE(cache.remote()->stats().oversize, 1u);
+  // And under a shared value's name (a GEMM plan): refused as well.
+  EXPECT_EQ(cli(server->port(), "SETRANGE kjit:value:gemm-plan:hostile 209715199 x"), "209715200");
+  bool from_remote = true;
+  EXPECT_FALSE(cache.get_shared_value("gemm-plan", "hostile", &from_remote));
+  EXPECT_FALSE(from_remote);
   const kjit::RemoteStats rs = cache.remote()->stats();
-  EXPECT_GE(rs.oversize, 1u);
+  EXPECT_GE(rs.oversize, 2u);
   const long grown_mb = (max_rss_kb() - rss_before) / 1024;
-  std::printf("200 MB value refused; peak RSS grew %ld MB (limit %lld bytes)\n", grown_mb,
-              (long long)c.remote.max_entry_bytes);
+  std::printf(
+      "[ fleet-ha ] two 200 MB values (an entry, a shared value) refused; peak RSS grew %ld MB "
+      "(limit %lld bytes)\n",
+      grown_mb, (long long)c.remote.max_entry_bytes);
   EXPECT_LT(grown_mb, 100) << "the value was not read whole";
 }
 
 TEST_F(FleetHaTest, EntryOverTheLimitStaysLocalAndIsCounted) {
   TempDir d, a_dir;
-  auto server = redis(d.path(), free_port());
+  auto server = start_redis(d.path(), free_port());
   kjit::CacheConfig c;
   c.directory = a_dir.path();
   c.remote = kjit::RemoteConfig::from_environment();

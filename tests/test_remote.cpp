@@ -1,10 +1,6 @@
 // The fleet tier against a real redis-server (started here on a unix socket or loopback
 // port): sharing between two nodes, read-only nodes, outages, garbage, slowness, TTL.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <netinet/in.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,81 +11,17 @@
 #include "compile/compiler.h"
 #include "store/cache.h"
 #include "store/remote.h"
+#include "support/redis_server.h"
 #include "support/test_support.h"
 #include "util/fs.h"
 #include "util/sha256.h"
 
 namespace {
 
+using kjit::test::free_port;
+using kjit::test::have;
+using kjit::test::start_redis_socket;
 using kjit::test::TempDir;
-
-std::string run(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while (p && (n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  if (p) pclose(p);
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out;
-}
-
-bool have(const char* tool) { return !run(std::string("command -v ") + tool).empty(); }
-
-// A redis-server child process on a unix socket (or a loopback TCP port).
-class Redis {
- public:
-  explicit Redis(const std::string& dir, int port = 0) : dir_(dir), port_(port) { start(); }
-  ~Redis() { stop(); }
-  void start() {
-    pid_ = fork();
-    if (pid_ == 0) {
-      const std::string port = std::to_string(port_);
-      execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
-             "--unixsocket", socket().c_str(), "--unixsocketperm", "700", "--save", "",
-             "--appendonly", "no", "--dir", dir_.c_str(), "--loglevel", "warning",
-             "--logfile", (dir_ + "/redis.log").c_str(),
-             static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    for (int i = 0; i < 200 && cli("PING") != "PONG"; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
-  void stop() {
-    if (pid_ > 0) {
-      kill(pid_, SIGCONT);
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-      pid_ = -1;
-      unlink(socket().c_str());
-    }
-  }
-  void pause() { kill(pid_, SIGSTOP); }
-  void resume() { kill(pid_, SIGCONT); }
-  std::string socket() const { return dir_ + "/redis.sock"; }
-  std::string url() const { return "unix://" + socket(); }
-  std::string cli(const std::string& args) const {
-    return run("redis-cli -s '" + socket() + "' " + args + " 2>/dev/null");
-  }
-
- private:
-  std::string dir_;
-  int port_;
-  pid_t pid_ = -1;
-};
-
-int free_port() {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  close(s);
-  return ntohs(a.sin_port);
-}
 
 class RemoteTest : public ::testing::Test {
  protected:
@@ -121,22 +53,22 @@ class RemoteTest : public ::testing::Test {
 
 TEST_F(RemoteTest, SecondNodeHitsFromRedisWithIdenticalBytes) {
   TempDir tmp, a_dir, b_dir;
-  Redis redis(tmp.path());
+  auto redis = start_redis_socket(tmp.path());
   kjit::Outcome a_result;
   {
-    kjit::Cache a(node(a_dir.path(), redis.url()));
+    kjit::Cache a(node(a_dir.path(), redis->url()));
     a_result = compile(a, kjit::test::kSaxpySource);
     ASSERT_EQ(a_result.status, KJIT_OK);
     a.remote()->flush();
     EXPECT_EQ(a.remote()->stats().writes, 1u);
   }
-  EXPECT_EQ(redis.cli("EXISTS kjit:" + a_result.entry->key), "1");
-  const std::string ttl = redis.cli("TTL kjit:" + a_result.entry->key);
+  EXPECT_EQ(redis->cli("EXISTS kjit:" + a_result.entry->key), "1");
+  const std::string ttl = redis->cli("TTL kjit:" + a_result.entry->key);
   EXPECT_GT(std::stol(ttl), 3000) << "TTL applied";
   EXPECT_LE(std::stol(ttl), 3600);
 
   {
-    kjit::Cache b(node(b_dir.path(), redis.url()));
+    kjit::Cache b(node(b_dir.path(), redis->url()));
     kjit::Outcome r = compile(b, kjit::test::kSaxpySource);
     ASSERT_EQ(r.status, KJIT_OK);
     EXPECT_EQ(r.tier, KJIT_TIER_REMOTE);
@@ -154,30 +86,30 @@ TEST_F(RemoteTest, SecondNodeHitsFromRedisWithIdenticalBytes) {
 TEST_F(RemoteTest, LoopbackTcpUrl) {
   TempDir tmp, dir;
   const int port = free_port();
-  Redis redis(tmp.path(), port);
+  auto redis = start_redis_socket(tmp.path(), port);
   kjit::Cache a(node(dir.path(), "redis://127.0.0.1:" + std::to_string(port) + "/2"));
   ASSERT_EQ(compile(a, kjit::test::kSaxpySource).status, KJIT_OK);
   a.remote()->flush();
   EXPECT_EQ(a.remote()->stats().writes, 1u);
-  EXPECT_EQ(redis.cli("-n 2 DBSIZE"), "1");
+  EXPECT_EQ(redis->cli("-n 2 DBSIZE"), "1");
 }
 
 TEST_F(RemoteTest, ReadOnlyNodeNeverWrites) {
   TempDir tmp, dir;
-  Redis redis(tmp.path());
-  kjit::Cache ro(node(dir.path(), redis.url(), true));
+  auto redis = start_redis_socket(tmp.path());
+  kjit::Cache ro(node(dir.path(), redis->url(), true));
   ASSERT_EQ(compile(ro, kjit::test::kSaxpySource).status, KJIT_OK);
   ro.remote()->flush();
-  EXPECT_EQ(redis.cli("DBSIZE"), "0");
+  EXPECT_EQ(redis->cli("DBSIZE"), "0");
   EXPECT_EQ(ro.remote()->stats().writes, 0u);
 }
 
 TEST_F(RemoteTest, GarbageValueIsRejectedAndNeverLoaded) {
   TempDir tmp, a_dir, b_dir;
-  Redis redis(tmp.path());
+  auto redis = start_redis_socket(tmp.path());
   std::string key, good_cubin;
   {
-    kjit::Cache a(node(a_dir.path(), redis.url()));
+    kjit::Cache a(node(a_dir.path(), redis->url()));
     kjit::Outcome o = compile(a, kjit::test::kSaxpySource);
     key = o.entry->key;
     good_cubin = o.entry->cubin;
@@ -191,12 +123,13 @@ TEST_F(RemoteTest, GarbageValueIsRejectedAndNeverLoaded) {
       other.ptx = "// other";
       other.target = "sm_90";
       kjit::test::write_file(tmp.file("v"), kjit::encode_envelope(other));
-      run("redis-cli -s '" + redis.socket() + "' -x SET kjit:" + key + " < '" + tmp.file("v") + "'");
+      kjit::test::shell("redis-cli -s '" + redis->socket() + "' -x SET kjit:" + key + " < '" +
+                        tmp.file("v") + "'");
     } else {
-      redis.cli("SET kjit:" + key + " '" + value + "'");
+      redis->cli("SET kjit:" + key + " '" + value + "'");
     }
     TempDir fresh;
-    kjit::Cache b(node(fresh.path(), redis.url()));
+    kjit::Cache b(node(fresh.path(), redis->url()));
     kjit::Outcome r = compile(b, kjit::test::kSaxpySource);
     ASSERT_EQ(r.status, KJIT_OK);
     EXPECT_EQ(r.tier, KJIT_TIER_COMPILED);
@@ -207,20 +140,21 @@ TEST_F(RemoteTest, GarbageValueIsRejectedAndNeverLoaded) {
 
 TEST_F(RemoteTest, OutageOpensTheBreakerAndRecoveryClosesIt) {
   TempDir tmp, dir;
-  auto redis = std::make_unique<Redis>(tmp.path());
+  auto redis = start_redis_socket(tmp.path());
   kjit::Cache cache(node(dir.path(), redis->url()));
   ASSERT_EQ(compile(cache, kjit::test::kSaxpySource).status, KJIT_OK);
   cache.remote()->flush();
-  redis->stop();  // killed mid-run
+  redis->kill_now();  // killed mid-run
   for (int i = 0; i < 6; ++i) {
-    kjit::Outcome o = compile(cache, std::string(kjit::test::kSaxpySource) + "// " + std::to_string(i));
+    kjit::Outcome o =
+        compile(cache, std::string(kjit::test::kSaxpySource) + "// " + std::to_string(i));
     EXPECT_EQ(o.status, KJIT_OK) << "every call still succeeds locally";
   }
   kjit::RemoteStats s = cache.remote()->stats();
   EXPECT_TRUE(s.breaker_open);
   EXPECT_GE(s.errors, 3u);
   EXPECT_GT(s.skipped_open + s.write_failures, 0u);
-  redis = std::make_unique<Redis>(tmp.path());  // restarted
+  redis = start_redis_socket(tmp.path());                       // restarted
   std::this_thread::sleep_for(std::chrono::milliseconds(400));  // past the cooldown
   ASSERT_EQ(compile(cache, std::string(kjit::test::kSaxpySource) + "// after").status, KJIT_OK);
   cache.remote()->flush();
@@ -230,19 +164,19 @@ TEST_F(RemoteTest, OutageOpensTheBreakerAndRecoveryClosesIt) {
 
 TEST_F(RemoteTest, SlowRedisCostsAtMostTheTimeout) {
   TempDir tmp, a_dir, b_dir;
-  Redis redis(tmp.path());
+  auto redis = start_redis_socket(tmp.path());
   {
-    kjit::Cache warm(node(a_dir.path(), redis.url()));
+    kjit::Cache warm(node(a_dir.path(), redis->url()));
     compile(warm, kjit::test::kSaxpySource);  // opens a connection, stores the entry
     warm.remote()->flush();
   }
-  kjit::Cache b(node(b_dir.path(), redis.url()));
-  redis.pause();
+  kjit::Cache b(node(b_dir.path(), redis->url()));
+  redis->pause();
   kjit_tier tier;
   const double t0 = kjit::monotonic_ms();
   EXPECT_EQ(b.lookup(std::string(64, 'b'), &tier), nullptr);
   const double waited = kjit::monotonic_ms() - t0;
-  redis.resume();
+  redis->resume();
   EXPECT_LT(waited, 3000) << "bounded by connect + operation timeouts";
   EXPECT_GE(b.remote()->stats().timeouts + b.remote()->stats().errors, 1u);
 }
@@ -275,7 +209,11 @@ TEST(RemoteEnvelope, RoundTripAndTamperDetection) {
   e.key = std::string(64, 'c');
   e.target = "sm_90";
   e.ptx = ".version 9.0";
-  e.cubin = std::string("\x7f" "ELF", 4) + std::string(100, '\1');
+  e.cubin = std::string(
+                "\x7f"
+                "ELF",
+                4) +
+            std::string(100, '\1');
   const std::string env = kjit::encode_envelope(e);
   kjit::Entry out;
   ASSERT_TRUE(kjit::decode_envelope(env, e.key, &out));
@@ -298,7 +236,11 @@ TEST(RemoteEnvelope, RelabelledForAnotherKeyIsRejected) {
   e.key = std::string(64, 'c');
   e.target = "sm_90";
   e.ptx = ".version 9.0";
-  e.cubin = std::string("\x7f" "ELF", 4) + std::string(100, '\1');
+  e.cubin = std::string(
+                "\x7f"
+                "ELF",
+                4) +
+            std::string(100, '\1');
   const std::string other(64, 'd');
   std::string body = kjit::encode_envelope(e);
   body.resize(body.size() - 32);

@@ -107,6 +107,46 @@ TEST(SlotMap, LoadsClusterSlotsAndFollowsMoved) {
   EXPECT_EQ(map.node_for(101)->str(), "127.0.0.1:7000");
 }
 
+// Which masters have a replica decides whether a fleet claim waits for a failover.
+TEST(SlotMap, KnowsWhichMastersHaveAReplica) {
+  kjit::SlotMap map;
+  EXPECT_FALSE(map.replicated(0));
+  const RemoteReply reply = array(
+      {range(0, 5460, "127.0.0.1", 7000, 7003), range(5461, 10922, "127.0.0.1", 7001),
+       range(10923, 12000, "127.0.0.1", 7002, 7005), range(12001, 16383, "127.0.0.1", 7002, 7005)});
+  ASSERT_TRUE(map.load(reply, "h"));
+  EXPECT_TRUE(map.replicated(0));
+  EXPECT_TRUE(map.replicated(5460));
+  EXPECT_FALSE(map.replicated(5461)) << "7001 has no replica";
+  EXPECT_TRUE(map.replicated(16383));
+  EXPECT_FALSE(map.replicated(16384));
+  EXPECT_FALSE(map.replicated(-1));
+  EXPECT_EQ(map.replicas(), 2u) << "7005, listed with both of its master's ranges, counts once";
+  // A replica listed with an empty host is on the host asked; two replicas of one master.
+  std::vector<RemoteReply> e{integer(0), integer(16383),
+                             array({str("10.0.0.1"), integer(7000), str("id")}),
+                             array({str(""), integer(7001), str("id2")}),
+                             array({str("10.0.0.3"), integer(7001), str("id3")})};
+  ASSERT_TRUE(map.load(array({array(e)}), "10.0.0.2"));
+  EXPECT_EQ(map.replicas(), 2u);
+  EXPECT_TRUE(map.replicated(100));
+  // A slot moved (MOVED) to a node not yet seen: its replicas are unknown until a reload.
+  kjit::RemoteAddress other;
+  other.host = "10.0.0.9";
+  other.port = 7009;
+  map.set(100, other);
+  EXPECT_FALSE(map.replicated(100));
+  EXPECT_TRUE(map.replicated(101));
+  // A malformed replica entry refuses the whole reply, and the map is kept.
+  for (const RemoteReply& bad : {array({str("h"), integer(0)}), array({str("h")}), str("h:1"),
+                                 array({integer(1), integer(2)})}) {
+    std::vector<RemoteReply> r{integer(0), integer(16383), array({str("h"), integer(1)}), bad};
+    EXPECT_FALSE(map.load(array({array(r)}), "x"));
+  }
+  EXPECT_TRUE(map.replicated(101));
+  EXPECT_EQ(map.node_for(101)->str(), "10.0.0.1:7000");
+}
+
 TEST(SlotMap, PartialCoverageLeavesOtherSlotsUnserved) {
   kjit::SlotMap map;
   ASSERT_TRUE(map.load(array({range(0, 99, "h", 1)}), "x"));

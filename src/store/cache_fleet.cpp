@@ -47,10 +47,11 @@ std::optional<std::string> Cache::get_shared_value(const std::string& ns, const 
   *from_remote = false;
   if (std::optional<std::string> v = facts_.get_value(ns, key)) return v;
   if (!remote_) return std::nullopt;
-  const auto r = remote_->command({"GET", shared_value_key(*remote_, ns, key)});
-  if (!r || r->type != RemoteReply::Type::String) return std::nullopt;
+  // Bounded by KJIT_REMOTE_MAX_ENTRY_BYTES: a huge value is refused, not read whole.
+  std::optional<std::string> v = remote_->get_value(shared_value_key(*remote_, ns, key));
+  if (!v) return std::nullopt;
   *from_remote = true;
-  return r->str;
+  return v;
 }
 
 void Cache::put_shared_value(const std::string& ns, const std::string& key,

@@ -150,10 +150,10 @@ FleetClaims::Result FleetClaims::acquire(const std::string& key, const std::stri
   std::string seen, stale;  // the claim value last seen, and one found not renewed
   bool pass_over = false;   // the stored entry failed verification: claim as if absent
   double seen_since = start;
-  // Behind Sentinels a failed call may be a failover under way: retried (the tier asks
-  // the Sentinels for the new master) for at most one lease, then compile. (In a cluster,
-  // a node down degrades its slots' keys at once: most clusters have no replica to wait for.)
-  const bool follow_failover = remote_->topology() == RemoteTopology::Sentinel;
+  // A failed call may be a failover under way (behind Sentinels, or in a cluster whose
+  // master of this key's slot has a replica): retried (the tier asks the Sentinels for
+  // the new master, or reloads the slot map) for at most one lease, then compile. A
+  // cluster master without a replica degrades its slots' keys at once.
   double failing_since = -1;
   for (;;) {
     const int budget = waited ? std::max(1, int(deadline - monotonic_ms())) : 0;
@@ -162,7 +162,10 @@ FleetClaims::Result FleetClaims::acquire(const std::string& key, const std::stri
         {"EVAL", kClaimScript, "2", entry_key, claim_key, mine, std::to_string(lease), stale,
          take ? "1" : "0", pass_over ? "1" : "0", std::to_string(cfg.max_entry_bytes)},
         budget, &error);
-    if (!r && error.empty() && follow_failover) {
+    // A cluster slot being moved to another master refuses the script (it reads two keys)
+    // until the move ends: a resharding, retried as a failover is.
+    const bool migrating = !r && error.rfind("TRYAGAIN", 0) == 0;
+    if ((!r && error.empty() && remote_->may_fail_over(claim_key)) || migrating) {
       const double now = monotonic_ms();
       if (failing_since < 0) failing_since = now;
       if (now - failing_since < lease && now < deadline && !(cancelled && cancelled())) {

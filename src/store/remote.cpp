@@ -493,7 +493,16 @@ std::optional<RemoteReply> RemoteTier::run(const std::vector<std::string>& argv,
       if (addr == failed) return std::nullopt;  // nowhere else to go
     }
     Node& n = node(addr);
-    if (!allow_attempt(n)) return std::nullopt;
+    if (!allow_attempt(n)) {
+      // Its breaker is open. Behind Sentinels or in a cluster the node may have been
+      // replaced (a replica promoted): ask again (at most every 100 ms, route() sees to
+      // that) and go there if the answer changed; else give up at once.
+      if (topo == RemoteTopology::Single) return std::nullopt;
+      lost();
+      failed = addr;
+      asking = false;
+      continue;
+    }
     std::unique_ptr<Connection> conn = take(n, &why);
     if (!conn) {
       record(n, Fault::Error, "connect: " + why);
@@ -545,6 +554,7 @@ std::optional<RemoteReply> RemoteTier::run(const std::vector<std::string>& argv,
         }
         if (e.rfind("TRYAGAIN", 0) == 0) {  // a multi-key command during a migration
           give_back(n, std::move(conn));
+          *error = e;  // what the caller gets if the migration outlasts the attempts
           asking = false;
           std::this_thread::sleep_for(std::chrono::milliseconds(2 * (attempt + 1)));
           continue;
@@ -588,6 +598,20 @@ std::optional<RemoteReply> RemoteTier::run(const std::vector<std::string>& argv,
   return std::nullopt;
 }
 
+bool RemoteTier::may_fail_over(const std::string& name) {
+  switch (endpoints_.topology) {
+    case RemoteTopology::Single:
+      return false;
+    case RemoteTopology::Sentinel:
+      return true;
+    case RemoteTopology::Cluster: {
+      std::lock_guard<std::mutex> lock(topo_mu_);
+      return slots_.replicated(cluster_slot(name));
+    }
+  }
+  return false;
+}
+
 std::optional<Entry> RemoteTier::get(const std::string& key) {
   const std::string k = entry_name(key);
   std::string error;
@@ -625,6 +649,25 @@ std::optional<Entry> RemoteTier::get(const std::string& key) {
   }
   hits_++;
   return e;
+}
+
+std::optional<std::string> RemoteTier::get_value(const std::string& name) {
+  std::string error;
+  auto r = run({"GETRANGE", name, "0", std::to_string(config_.max_entry_bytes)}, name, 0, &error);
+  if (!r) {
+    if (!error.empty()) rejected_++;
+    return std::nullopt;
+  }
+  if (r->type != RemoteReply::Type::String || r->str.empty()) return std::nullopt;
+  if (int64_t(r->str.size()) > config_.max_entry_bytes) {
+    oversize_++;
+    rejected_++;
+    log_warn("remote cache value " + name + " is larger than " +
+             std::to_string(config_.max_entry_bytes) +
+             " bytes (KJIT_REMOTE_MAX_ENTRY_BYTES); ignored");
+    return std::nullopt;
+  }
+  return std::move(r->str);
 }
 
 void RemoteTier::put(const Entry& e) {
@@ -740,6 +783,12 @@ bool RemoteTier::put_now(const Entry&) {
 std::optional<RemoteReply> RemoteTier::command(const std::vector<std::string>&, int, std::string*) {
   return std::nullopt;
 }
+bool RemoteTier::may_fail_over(const std::string&) {
+  return false;
+}
+std::optional<std::string> RemoteTier::get_value(const std::string&) {
+  return std::nullopt;
+}
 
 #endif
 
@@ -766,6 +815,7 @@ RemoteStats RemoteTier::stats() {
       if (!master_.host.empty()) in_use.push_back(master_);
     } else if (endpoints_.topology == RemoteTopology::Cluster) {
       in_use = slots_.nodes();
+      s.replicas = slots_.replicas();
     } else if (!endpoints_.nodes.empty()) {
       in_use.push_back(endpoints_.nodes[0]);
     }
@@ -789,7 +839,7 @@ std::string RemoteTier::describe(bool probe) {
     if (static_cast<unsigned char>(c) >= 0x20) node += c;
   }
   return std::string("{\"topology\":\"") + topology_name(s.topology) + "\",\"node\":\"" + node +
-         "\",\"nodes\":" + std::to_string(s.nodes) +
+         "\",\"nodes\":" + std::to_string(s.nodes) + ",\"replicas\":" + std::to_string(s.replicas) +
          ",\"redirections\":" + std::to_string(s.redirections) +
          ",\"failovers\":" + std::to_string(s.failovers) +
          ",\"oversize\":" + std::to_string(s.oversize) +

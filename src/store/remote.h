@@ -57,6 +57,7 @@ struct RemoteStats {
                               // after a node failed or moved slots
   uint64_t oversize = 0;      // entries kept local or values refused: over max_entry_bytes
   size_t nodes = 0;           // the Sentinels' master (1), or the cluster's masters
+  size_t replicas = 0;        // cluster: replicas listed in the slot map (0 elsewhere)
 };
 
 // Envelope: "KJITRMT1", u64 format version, record (see export.h: its checksums are bound
@@ -78,6 +79,11 @@ class RemoteTier {
 
   // A verified entry, or nullopt (miss, error, timeout, garbage, breaker open).
   std::optional<Entry> get(const std::string& key);
+  // The value stored under `name` (a full name, prefix included) when it is at most
+  // max_entry_bytes long: GETRANGE reads at most that many bytes plus one, so a larger
+  // value is refused (counted as oversize) without being read whole. nullopt for a
+  // missing or empty value and on any failure.
+  std::optional<std::string> get_value(const std::string& name);
   // Queues a write (SET NX with TTL); returns at once. No-op in read-only mode.
   void put(const Entry& e);
   // Waits until queued writes are done (tests, shutdown).
@@ -91,7 +97,9 @@ class RemoteTier {
   // failure, a timeout or an open breaker (counted as for get()); an error reply from the
   // server is returned in *error (not counted as a failure: the server answered).
   // Routed (cluster) by its key: argv[3] of EVAL (the first of KEYS), else argv[1]; MOVED
-  // and ASK are followed, and a -READONLY (sentinel) re-resolves the master.
+  // and ASK are followed, TRYAGAIN (a command on several keys of a slot being migrated)
+  // retried a few times, then returned in *error; a -READONLY (sentinel) re-resolves the
+  // master.
   std::optional<RemoteReply> command(const std::vector<std::string>& argv, int timeout_ms = 0,
                                      std::string* error = nullptr);
 
@@ -103,6 +111,11 @@ class RemoteTier {
   std::string describe(bool probe);
   const RemoteConfig& config() const { return config_; }
   RemoteTopology topology() const { return endpoints_.topology; }
+  // Whether a command on `name` that just failed (no answer) may succeed after a
+  // failover: behind Sentinels always; in a cluster when the slot map lists a replica of
+  // the master serving the name's slot (no replica: its slots stay down until it is back,
+  // so waiting would only delay a local compile); never on one server.
+  bool may_fail_over(const std::string& name);
   // Names in the server: an entry and its fleet claim. In a cluster both carry the key as
   // a hash tag ("{key}"), so that an entry and its claim sit in one slot.
   std::string entry_name(const std::string& key) const;

@@ -1,5 +1,6 @@
 #include "store/remote_cluster.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "util/error.h"
@@ -184,7 +185,9 @@ SlotMap::SlotMap() : owner_(kClusterSlots, -1) {}
 bool SlotMap::load(const RemoteReply& slots, const std::string& asked_host) {
   if (slots.type != RemoteReply::Type::Array) return false;
   std::vector<RemoteAddress> nodes;
+  std::vector<uint8_t> replicated;
   std::vector<int16_t> owner(kClusterSlots, -1);
+  std::vector<RemoteAddress> replicas;
   for (const RemoteReply& range : slots.elements) {
     if (range.type != RemoteReply::Type::Array || range.elements.size() < 3) return false;
     const RemoteReply& lo = range.elements[0];
@@ -208,17 +211,47 @@ bool SlotMap::load(const RemoteReply& slots, const std::string& asked_host) {
     if (index == nodes.size()) {
       if (nodes.size() >= 1024) return false;
       nodes.push_back(a);
+      replicated.push_back(0);
+    }
+    // Replicas follow the master (Redis lists a master's replicas with each of its ranges).
+    for (size_t i = 3; i < range.elements.size(); ++i) {
+      const RemoteReply& r = range.elements[i];
+      if (r.type != RemoteReply::Type::Array || r.elements.size() < 2 ||
+          r.elements[0].type != RemoteReply::Type::String ||
+          r.elements[1].type != RemoteReply::Type::Integer || r.elements[1].integer <= 0 ||
+          r.elements[1].integer > 65535)
+        return false;
+      RemoteAddress ra;
+      ra.host =
+          r.elements[0].str.empty() || r.elements[0].str == "?" ? asked_host : r.elements[0].str;
+      ra.port = int(r.elements[1].integer);
+      replicated[index] = 1;
+      if (std::find(replicas.begin(), replicas.end(), ra) == replicas.end()) {
+        if (replicas.size() >= 1024) return false;
+        replicas.push_back(ra);
+      }
     }
     for (long long s = lo.integer; s <= hi.integer; ++s) owner[size_t(s)] = int16_t(index);
   }
   nodes_ = std::move(nodes);
+  replicated_ = std::move(replicated);
   owner_ = std::move(owner);
+  replicas_ = replicas.size();
   return true;
 }
 
 const RemoteAddress* SlotMap::node_for(int slot) const {
   if (slot < 0 || slot >= kClusterSlots || owner_[size_t(slot)] < 0) return nullptr;
   return &nodes_[size_t(owner_[size_t(slot)])];
+}
+
+bool SlotMap::replicated(int slot) const {
+  if (slot < 0 || slot >= kClusterSlots || owner_[size_t(slot)] < 0) return false;
+  return replicated_[size_t(owner_[size_t(slot)])] != 0;
+}
+
+size_t SlotMap::replicas() const {
+  return replicas_;
 }
 
 void SlotMap::set(int slot, const RemoteAddress& node) {
@@ -228,6 +261,7 @@ void SlotMap::set(int slot, const RemoteAddress& node) {
   if (index == nodes_.size()) {
     if (nodes_.size() >= 1024) return;
     nodes_.push_back(node);
+    replicated_.push_back(0);  // not known until the next reload
   }
   owner_[size_t(slot)] = int16_t(index);
 }

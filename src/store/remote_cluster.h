@@ -69,24 +69,40 @@ struct Redirect {
 };
 Redirect parse_redirect(const std::string& error);
 
-// Which node serves each slot.
+// Which node serves each slot, and whether a replica stands behind it.
+//
+// Read from CLUSTER SLOTS, not CLUSTER SHARDS: SLOTS answers on every Redis since 3.0 and
+// on Valkey, and gives all this map needs (each range's master, then its replicas; Redis
+// leaves out replicas that are marked failed or have replicated nothing yet, which hold
+// nothing to fail over to). SHARDS (Redis 7) adds node health, ids and replication
+// offsets, which routing does not use: a master that is down is found by its connection
+// failing and its own breaker, and a replica's promotion by the next reload. Taking
+// SHARDS would mean a second parser and a fallback to SLOTS for older servers, for no
+// routing decision made differently.
 class SlotMap {
  public:
   SlotMap();
   // Loads a CLUSTER SLOTS reply (each element: start, end, master [host, port, ...],
-  // replicas...). A node announced with an empty host takes `asked_host` (the host the
-  // reply came from). False, and the map unchanged, when the reply is malformed.
+  // replicas [host, port, ...]...). A node announced with an empty host takes `asked_host`
+  // (the host the reply came from). False, and the map unchanged, when the reply is
+  // malformed.
   bool load(const RemoteReply& slots, const std::string& asked_host);
   // The master serving `slot`, or null when no node is known to serve it.
   const RemoteAddress* node_for(int slot) const;
+  // True when the last reply loaded listed a replica for the master of `slot`: if that
+  // master fails, the cluster can promote the replica and the slot is served again.
+  bool replicated(int slot) const;
   void set(int slot, const RemoteAddress& node);  // after a MOVED
   const std::vector<RemoteAddress>& nodes() const { return nodes_; }
   bool empty() const { return nodes_.empty(); }
-  size_t covered() const;  // slots with a node
+  size_t covered() const;   // slots with a node
+  size_t replicas() const;  // replicas listed in the last reply loaded
 
  private:
   std::vector<RemoteAddress> nodes_;
-  std::vector<int16_t> owner_;  // kClusterSlots indices into nodes_, -1 for none
+  std::vector<uint8_t> replicated_;  // per node: 1 when a replica of it was listed
+  std::vector<int16_t> owner_;       // kClusterSlots indices into nodes_, -1 for none
+  size_t replicas_ = 0;
 };
 
 }  // namespace kjit
