@@ -1,6 +1,5 @@
 #include "cuda/device_record.h"
 
-#include <dlfcn.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "util/dl.h"
 #include "util/fs.h"
 #include "util/sha256.h"
 
@@ -77,10 +77,7 @@ bool driver_loaded() {
   const char* env = std::getenv("KJIT_CUDA_DRIVER");
   for (const char* name : {"libcuda.so.1", "libcuda.so", env}) {
     if (!name || !*name) continue;
-    if (void* h = ::dlopen(name, RTLD_NOW | RTLD_NOLOAD)) {
-      ::dlclose(h);
-      return true;
-    }
+    if (loader_has(name)) return true;
   }
   return false;
 }

@@ -1,7 +1,5 @@
 #include "nvrtc/nvrtc_lib.h"
 
-#include <dlfcn.h>
-
 #include <atomic>
 #include <mutex>
 
@@ -70,8 +68,7 @@ std::string nvrtc_library_as_named() {
     std::string p = find_library_as_named(KJIT_NVRTC_SONAME);
     if (!p.empty()) return p;
     // Only the loader knows (its system directories, an older cache): open it to learn which.
-    if (void* h = dlopen(KJIT_NVRTC_SONAME, RTLD_NOW | RTLD_LOCAL)) return loaded_library_path(h);
-    return std::string();
+    return open_to_locate(KJIT_NVRTC_SONAME);
   }();
   return file;
 }

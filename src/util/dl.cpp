@@ -177,6 +177,18 @@ std::string loaded_library_path(void* handle) {
   return real(map->l_name);
 }
 
+std::string open_to_locate(const char* soname) {
+  void* h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+  return h ? loaded_library_path(h) : std::string();
+}
+
+bool loader_has(const char* name) {
+  void* h = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
+  if (!h) return false;
+  dlclose(h);
+  return true;
+}
+
 std::string already_loaded(const char* soname) {
   return real_or_empty(loaded_as_named(soname));
 }

@@ -58,6 +58,16 @@ class OpenedLibrary {
 // Real path of the object `handle` (from dlopen) names; "" when unknown.
 std::string loaded_library_path(void* handle);
 
+// Opens `soname` with dlopen(RTLD_NOW | RTLD_LOCAL) as the loader finds it and returns the
+// real path of the file opened ("" when it cannot be opened). The handle is kept: the
+// library stays loaded for the life of the process. For a library whose file only the
+// loader can name (its system directories, an older cache).
+std::string open_to_locate(const char* soname);
+
+// Whether dlopen(`name`, RTLD_NOLOAD) finds `name` (a soname or a path) already loaded in
+// the process; loads nothing (the reference it takes is dropped at once).
+bool loader_has(const char* name);
+
 // Real path of `soname` when it is already loaded in the process (an object whose soname it
 // is: what dlopen(soname, RTLD_NOLOAD) returns, found without the loader's search), else "".
 std::string already_loaded(const char* soname);

@@ -16,7 +16,10 @@ launch kernels on CuPy, PyTorch or Numba arrays.
         y = cp.zeros(25, dtype=cp.float32)
         add((5,), (5,), (x1, x2, y))
 
-A pure-Python binding of libkjit.so.0 through ctypes (standard library only). The
+A binding of libkjit.so.0 through ctypes, standard library only, plus an optional C
+extension (``kjit._fastlaunch``, built by setup.py or install.py where a C compiler and the
+Python headers exist) that packs kernel arguments and launches in one call; without it
+launches take the ctypes path with the same checks and errors. The
 library is found through :func:`load_library`'s search order (``KJIT_LIBRARY``, a copy
 next to the package, the system loader) the first time it is needed.
 """
@@ -32,8 +35,8 @@ if TYPE_CHECKING:
 from . import _lib
 from ._arrays import ArrayInfo, array_info, device_pointer, stream_handle
 from ._cache import Cache, DiskState, RemoteState
-from ._compile import (Binary, CompileFuture, Compiler, Tier, compute_key, hash_options,
-                       hash_source)
+from ._binary import Binary, Tier
+from ._compile import CompileFuture, Compiler, compute_key, hash_options, hash_source
 from ._errors import FastPathWarning, LinkError, NvJitLinkError
 from ._errors import (ArgumentMismatch, BufferTooSmall, CacheCorrupt, CacheError,
                       Cancelled, CompileError, CublasError, CudaError, CudaSticky,

@@ -5,14 +5,13 @@ import ctypes
 import os
 
 from . import _lib
+from ._binary import Binary
 from ._errors import IntEnum, InvalidArgument, InvalidHandle
 from ._util import Handle, Users, as_bool, as_int, check, cstr, out_handle, record, text
 
 TYPE_CHECKING = False  # typing only for type checkers: annotations are strings
 if TYPE_CHECKING:
     from typing import List, Optional, Tuple, Union
-
-    from ._compile import Binary
 
 _U64 = (1 << 64) - 1
 
@@ -228,7 +227,6 @@ class Cache(Handle):
         """The entry stored under `key` (64 hex digits), checksums verified. Raises
         :class:`NotFound` when there is none, :class:`CacheCorrupt` when it failed
         verification (it is then removed)."""
-        from ._compile import Binary
         k = _key(key)
         out = ctypes.c_void_p()
         check(_lib.lib().kjit_cache_get(self._handle(), k, ctypes.byref(out)))
@@ -236,7 +234,6 @@ class Cache(Handle):
 
     def put(self, binary: "Binary") -> None:
         """Store a successful binary under its own key (e.g. one from another cache)."""
-        from ._compile import Binary
         if not isinstance(binary, Binary):
             raise TypeError("put: binary must be a kjit.Binary, not %s" % type(binary).__name__)
         check(_lib.lib().kjit_cache_put(self._handle(), binary._handle()))

@@ -241,7 +241,7 @@ def grouped_compile(compiler: Any, target: str, groups: int, k: int, n: int, row
     """Compile (or find in the cache) the kernel a GroupedGemm on a device of `target`
     ("sm_90a", "sm_80", ...) would use for this shape, without a GPU (as ``kjit warm
     --grouped``). Returns the kjit.Binary (``.tier`` says whether it was a cache hit)."""
-    from ._compile import Binary
+    from ._binary import Binary
     s = _lib.GroupedGemmDescStruct()
     check(_lib.lib().kjit_grouped_gemm_desc_init_sized(ctypes.byref(s), ctypes.sizeof(s)))
     s.groups = as_int(groups, "groups", 1, 2**31 - 1)

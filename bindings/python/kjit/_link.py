@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 from . import _lib
 from ._cache import Cache, _cache_handle
-from ._compile import Binary
+from ._binary import Binary
 from ._errors import IntEnum, InvalidArgument, make_error
 from ._util import Handle, as_int, check, cstr, last_error, out_handle, text
 

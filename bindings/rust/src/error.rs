@@ -3,9 +3,9 @@
 use std::fmt;
 use std::os::raw::c_int;
 
+use crate::cstr::cstr_or_empty;
 use crate::status_string;
 use crate::sys;
-use crate::util::cstr_or_empty;
 
 /// A `kjit_status` value. The numbers are stable (see `include/kjit/common.h`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

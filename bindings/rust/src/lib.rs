@@ -38,6 +38,7 @@ pub use kjit_sys as sys;
 mod binary;
 mod cache;
 mod compiler;
+mod cstr;
 mod device;
 mod devptr;
 mod error;

@@ -1,27 +1,11 @@
-//! C string helpers shared by the modules.
+//! C string helpers shared by the modules: text to C (checked for NUL bytes) here, C to
+//! text in `cstr` (re-exported).
 
-use std::ffi::{CStr, CString};
-use std::os::raw::c_char;
+use std::ffi::CString;
 use std::path::Path;
 
+pub(crate) use crate::cstr::{cstr_opt, cstr_or_empty};
 use crate::error::{Error, Result, Status};
-
-/// Borrowed C string as &str; null or invalid UTF-8 give "" (the library promises UTF-8).
-pub(crate) unsafe fn cstr_or_empty<'a>(p: *const c_char) -> &'a str {
-    if p.is_null() {
-        ""
-    } else {
-        CStr::from_ptr(p).to_str().unwrap_or("")
-    }
-}
-
-pub(crate) unsafe fn cstr_opt<'a>(p: *const c_char) -> Option<&'a str> {
-    if p.is_null() {
-        None
-    } else {
-        CStr::from_ptr(p).to_str().ok()
-    }
-}
 
 /// Copies text for the C API. C reads a NUL byte as the end of the string, so text holding
 /// one is refused here, before any C call: the source and header contents (code) with
