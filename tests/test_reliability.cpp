@@ -36,6 +36,7 @@
 #include "api/handles.h"
 #include "kjit/kjit.h"
 #include "store/entry.h"
+#include "support/db.h"
 #include "support/entry_file_edit.h"
 #include "support/test_support.h"
 #include "util/sha256.h"
@@ -241,43 +242,7 @@ std::vector<std::string> stop_capture() {
 
 // ---- raw SQLite access (independent of kjit) -----------------------------------------------
 
-struct Db {
-  sqlite3* h = nullptr;
-  explicit Db(const std::string& path, bool create = false) {
-    const int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
-    if (sqlite3_open_v2(path.c_str(), &h, flags, nullptr) != SQLITE_OK) {
-      sqlite3_close(h);
-      h = nullptr;
-    } else {
-      sqlite3_busy_timeout(h, 10000);
-    }
-  }
-  ~Db() { sqlite3_close(h); }
-  // Rows joined by '\n', columns by '|'; "ERROR: ..." on failure.
-  std::string query(const std::string& sql) {
-    if (!h) return "ERROR: not open";
-    sqlite3_stmt* s = nullptr;
-    if (sqlite3_prepare_v2(h, sql.c_str(), -1, &s, nullptr) != SQLITE_OK) {
-      return std::string("ERROR: ") + sqlite3_errmsg(h);
-    }
-    std::string out;
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-      for (int i = 0; i < sqlite3_column_count(s); ++i) {
-        const unsigned char* t = sqlite3_column_text(s, i);
-        out += (i ? "|" : "");
-        out += t ? reinterpret_cast<const char*>(t) : "";
-      }
-      out += "\n";
-    }
-    std::string err = rc == SQLITE_DONE ? "" : std::string("ERROR: ") + sqlite3_errmsg(h);
-    sqlite3_finalize(s);
-    return err.empty() ? out : err;
-  }
-  bool exec(const std::string& sql) {
-    return h && sqlite3_exec(h, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK;
-  }
-};
+using kjit::test::Db;
 
 std::string integrity(const std::string& db) {
   Db d(db);
