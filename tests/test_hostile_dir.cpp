@@ -607,7 +607,7 @@ TEST(HostileDir, DirectoryAtAPayloadPathIsRemovedAndTheKeyStored) {
   EXPECT_EQ(bad, 0u);
 }
 
-TEST(HostileDir, NoMigrationIsReportedForADatabaseAlreadyAtThisSchema) {
+TEST(HostileDir, NothingIsMovedAsideForADatabaseAlreadyAtThisSchema) {
   TempDir t;
   {
     kjit::DiskStore d(t.path(), false, true);
@@ -616,7 +616,7 @@ TEST(HostileDir, NoMigrationIsReportedForADatabaseAlreadyAtThisSchema) {
   }
   LogCapture log;
   kjit::DiskStore d(t.path(), false, true);
-  EXPECT_EQ(log.count("migrated"), 0u);
+  EXPECT_EQ(log.count("moved aside"), 0u);
   EXPECT_EQ(d.integrity_problems(), "");
 }
 

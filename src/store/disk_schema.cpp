@@ -1,5 +1,6 @@
-// The schema of the disk store: creating it, checking it at open, migrating older ones;
-// and the small tables beside the entries (usage counters, key/value facts).
+// The schema of the disk store: creating it, checking it at open, moving a database of
+// another schema aside (a cache is rebuilt, never migrated); and the small tables beside
+// the entries (usage counters, key/value values).
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -7,7 +8,9 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -61,38 +64,6 @@ CREATE TABLE IF NOT EXISTS doomed(
   key TEXT PRIMARY KEY NOT NULL);
 )sql";
 
-// Schema 5's entries (metadata and checksums in the row, code in `blobs`) become schema
-// 6's index rows: the table rebuilt without them, its index and triggers with it.
-const char* const kIndexRows = R"sql(
-DROP TRIGGER entries_count_insert;
-DROP TRIGGER entries_count_delete;
-DROP INDEX entries_lru;
-ALTER TABLE entries RENAME TO entries_v5;
-CREATE TABLE entries(
-  key TEXT PRIMARY KEY NOT NULL,
-  target TEXT NOT NULL,
-  kernels TEXT NOT NULL,
-  bytes INTEGER NOT NULL,
-  created INTEGER NOT NULL,
-  last_used INTEGER NOT NULL,
-  compile_ms REAL NOT NULL);
-INSERT INTO entries SELECT key, target, kernels, bytes, created, last_used, compile_ms
-  FROM entries_v5;
-DROP TABLE entries_v5;
-DROP TABLE blobs;
-CREATE INDEX entries_lru ON entries(last_used);
-CREATE TRIGGER entries_count_insert AFTER INSERT ON entries BEGIN
-  UPDATE totals SET entries = entries + 1, bytes = bytes + new.bytes WHERE id = 0;
-END;
-CREATE TRIGGER entries_count_delete AFTER DELETE ON entries BEGIN
-  UPDATE totals SET entries = entries - 1, bytes = bytes - old.bytes WHERE id = 0;
-END;
-CREATE TABLE doomed(
-  key TEXT PRIMARY KEY NOT NULL);
-UPDATE totals SET entries = (SELECT count(*) FROM entries),
-  bytes = (SELECT coalesce(sum(bytes), 0) FROM entries) WHERE id = 0;
-)sql";
-
 int read_int(SqliteConn& c, const char* sql) {
   sqlite3_stmt* s = c.stmt(sql);
   c.step(s, sql);
@@ -121,12 +92,6 @@ std::string schema_fingerprint(SqliteConn& c) {
   return to_hex(h.finish());
 }
 
-// Where the schema fingerprint is recorded: with the other facts, in `meta` up to schema 3.
-const char* fingerprint_query(int version) {
-  return version <= 3 ? "SELECT value FROM meta WHERE name = 'kjit:schema'"
-                      : "SELECT value FROM kv WHERE ns = 'meta' AND key = 'kjit:schema'";
-}
-
 // What the file says about itself, read in one snapshot.
 struct SchemaState {
   int app = 0, version = 0, tables = 0;
@@ -134,7 +99,6 @@ struct SchemaState {
   std::string fingerprint, recorded;
 };
 
-// The fingerprint is checked for this schema and for 3, which is read or migrated as it is.
 SchemaState read_schema_state(SqliteConn& c) {
   // One snapshot: read separately, another process creating the schema between the reads
   // makes a fresh kjit database look like a foreign one (no application id, some tables).
@@ -144,9 +108,9 @@ SchemaState read_schema_state(SqliteConn& c) {
   st.version = read_int(c, "PRAGMA user_version");
   // Only a file without kjit's application id needs it (new, or someone else's).
   if (st.app == 0) st.tables = read_int(c, "SELECT count(*) FROM sqlite_master");
-  if (st.version == DiskStore::kSchemaVersion || st.version == 3) {
+  if (st.version == DiskStore::kSchemaVersion) {
     st.fingerprint = schema_fingerprint(c);
-    sqlite3_stmt* s = c.stmt(fingerprint_query(st.version));
+    sqlite3_stmt* s = c.stmt("SELECT value FROM kv WHERE ns = 'meta' AND key = 'kjit:schema'");
     if (c.step(s, "read schema fingerprint") == SQLITE_ROW) {
       st.has_record = true;
       st.recorded = col_text(s, 0);
@@ -157,136 +121,17 @@ SchemaState read_schema_state(SqliteConn& c) {
   return st;
 }
 
-// Schema 5 kept an entry's code in `blobs`: reads and verifies them into *e, whose
-// metadata is loaded. "" when sound, else what is wrong.
-std::string read_v5_blobs(SqliteConn& c, Entry* e) {
-  sqlite3_stmt* s = c.stmt("SELECT kind, sum, data FROM blobs WHERE key = ?1");
-  sqlite3_bind_text(s, 1, e->key.data(), int(e->key.size()), SQLITE_STATIC);
-  std::string why;
-  while (why.empty() && c.step(s, "read blobs") == SQLITE_ROW) {
-    const int kind = sqlite3_column_int(s, 0);
-    Blob* dst =
-        (kind == 1 || kind == 2 || kind == 4) ? e->blob(static_cast<BlobKind>(kind)) : nullptr;
-    const void* data = sqlite3_column_blob(s, 2);
-    const size_t len = data ? size_t(sqlite3_column_bytes(s, 2)) : 0;
-    if (!dst || !dst->empty()) {
-      why = "blob kind " + std::to_string(kind) + " unknown or stored twice";
-    } else if (!checksum_equals(col_blob(s, 1),
-                                entry_checksum(e->key, static_cast<EntryPart>(kind), data, len))) {
-      why = "blob checksum mismatch";
-    } else {
-      dst->assign(std::string_view(static_cast<const char*>(data), len));
-    }
-  }
-  sqlite3_reset(s);
-  const auto& rs = e->recorded_sizes;
-  if (why.empty() &&
-      (e->ptx.size() != rs.ptx || e->cubin.size() != rs.cubin || e->ltoir.size() != rs.ltoir)) {
-    why = "parts missing or of the wrong size";
-  }
-  if (why.empty() && e->ptx.empty() && e->cubin.empty() && e->ltoir.empty() && !e->is_manifest()) {
-    why = "entry has no code";
-  }
-  return why;
-}
-
-// Schema 5 -> 6: every entry that verifies is written to its payload file; the others'
-// rows go. Returns how many went.
-uint64_t move_payloads_to_files(SqliteConn& c, const EntryFiles& files) {
-  std::vector<std::string> bad;
-  sqlite3_stmt* s = c.stmt("SELECT key, meta, meta_sum FROM entries");
-  while (c.step(s, "read entries") == SQLITE_ROW) {
-    Entry e;
-    e.key = col_text(s, 0);
-    const std::string meta = col_blob(s, 1);
-    std::string why =
-        checksum_equals(col_blob(s, 2), entry_checksum(e.key, EntryPart::Metadata, meta))
-            ? ""
-            : "metadata checksum mismatch";
-    if (why.empty()) {
-      try {
-        e.load_metadata(meta);
-      } catch (const Error& ex) {
-        why = ex.message();
-      }
-    }
-    if (why.empty()) why = read_v5_blobs(c, &e);
-    if (!why.empty() || !is_hex_key(e.key)) {
-      bad.push_back(e.key);
-      continue;
-    }
-    files.install(files.write_temp(e, e.created), e.key);
-  }
-  sqlite3_reset(s);
-  for (const std::string& key : bad) {
-    s = c.stmt("DELETE FROM entries WHERE key = ?1");
-    sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
-    c.step(s, "drop an entry that does not verify");
-  }
-  return bad.size();
-}
-
-// Migrations from `version` to kSchemaVersion, one schema version at a time, inside the
-// caller's write transaction (a new database gets kSchema at once). Returns the entries
-// dropped on the way.
-uint64_t migrate(SqliteConn& c, int version, const EntryFiles& files) {
-  uint64_t dropped = 0;
-  if (version == 0) {
-    c.exec(kSchema, "create schema");
-    c.exec("PRAGMA application_id=1802135924", "set application id");
-    return 0;
-  }
-  if (version == 1) {
-    c.exec(
-        "CREATE TABLE IF NOT EXISTS counters(name TEXT PRIMARY KEY NOT NULL, "
-        "value INTEGER NOT NULL)",
-        "migrate schema 1 -> 2");
-    version = 2;
-  }
-  if (version == 2) {
-    // Schema 2 checksums covered the bytes only: a row moved to another key still verified
-    // and would hand out another kernel's code. Such entries cannot be trusted; they go
-    // (recompiled when next used), and so do claims on them. Counters, values and the
-    // toolchain facts stay.
-    dropped = uint64_t(read_int(c, "SELECT count(*) FROM entries"));
-    c.exec("DELETE FROM blobs; DELETE FROM entries; DELETE FROM claims;", "migrate schema 2 -> 3");
-    version = 3;
-  }
-  if (version == 3) {
-    // The facts of `meta` join the values in `kv`, under the namespace 'meta'.
-    if (read_int(c, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'")) {
-      c.exec(
-          "INSERT OR REPLACE INTO kv(ns, key, value, updated) "
-          "SELECT 'meta', name, value, CAST(strftime('%s', 'now') AS INTEGER) FROM meta; "
-          "DROP TABLE meta;",
-          "migrate schema 3 -> 4");
-    }
-    version = 4;
-  }
-  if (version == 4) {
-    // Entries of format 2 may hold code that NVRTC compiled from a precompiled header made
-    // before a header edit (their key is right, their code old). Their keys are no longer
-    // looked up (the format is in every key); they go now rather than with age.
-    const char* const kOld = "substr(meta, 1, 12) != '{\"format\":3,'";
-    dropped +=
-        uint64_t(read_int(c, (std::string("SELECT count(*) FROM entries WHERE ") + kOld).c_str()));
-    c.exec((std::string("DELETE FROM entries WHERE ") + kOld +
-            "; DELETE FROM blobs WHERE key NOT IN (SELECT key FROM entries); DELETE FROM claims;")
-               .c_str(),
-           "migrate schema 4 -> 5");
-    version = 5;
-  }
-  if (version == 5) {
-    dropped += move_payloads_to_files(c, files);
-    c.exec(kIndexRows, "migrate schema 5 -> 6");
-    version = 6;
-  }
-  return dropped;
+// A new database gets kSchema, inside the caller's write transaction.
+void create_schema(SqliteConn& c) {
+  c.exec(kSchema, "create schema");
+  c.exec("PRAGMA application_id=1802135924", "set application id");
+  c.exec(("PRAGMA user_version=" + std::to_string(DiskStore::kSchemaVersion)).c_str(),
+         "set schema version");
 }
 
 }  // namespace
 
-void DiskStore::initialise_schema(Conn& c) {
+bool DiskStore::initialise_schema(Conn& c, bool last_try) {
   const SchemaState st = read_schema_state(c);
   // The schema's text (tables, indexes, triggers) is what kjit created: a byte changed in
   // it would otherwise surface later as unexplained SQL errors, or worse, a trigger that
@@ -305,26 +150,29 @@ void DiskStore::initialise_schema(Conn& c) {
                                " from a newer kjit; this kjit reads " +
                                std::to_string(kSchemaVersion));
   }
-  if (st.version == kSchemaVersion && (st.has_record || read_only_)) return;
-  if (read_only_ && st.version > 0) {
+  // Another process moves this file aside (it marked it first): open the new one.
+  if (st.version == kMovedAside && !last_try) return false;
+  if (st.version == kSchemaVersion && (st.has_record || read_only_)) return true;
+  if (read_only_ && st.version != 0) {
     fail(KJIT_ERROR_CACHE, "cache database " + path_ + " has schema " + std::to_string(st.version) +
                                " from an older kjit and is read-only here; open it once with "
-                               "write access to migrate it to schema " +
-                               std::to_string(kSchemaVersion));
+                               "write access to rebuild the cache (schema " +
+                               std::to_string(kSchemaVersion) + ")");
   }
   if (read_only_) {
     fail(KJIT_ERROR_CACHE, "cache database " + path_ + " is not initialised and is read-only");
   }
-  Txn txn(c, true);
-  // Re-read under the write lock: another process may have initialised it meanwhile.
-  const int found = read_int(c, "PRAGMA user_version");
-  // Another process created or migrated it since it was read: only the record may be missing.
-  const bool current = found == kSchemaVersion;
-  const uint64_t dropped = current ? 0 : migrate(c, found, files_);
-  if (!current) {
-    c.exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str(), "set schema version");
+  if (st.version != 0 && st.version != kSchemaVersion) {
+    move_aside_foreign(c, st.version);  // by this process or, meanwhile, another
+    return false;
   }
-  // Recorded with the schema it describes (also for databases from before the record).
+  Txn txn(c, true);
+  // Re-read under the write lock: another process may have initialised it meanwhile (only
+  // the record may be missing then), or marked it to be moved aside.
+  const int found = read_int(c, "PRAGMA user_version");
+  if (found != 0 && found != kSchemaVersion) return false;
+  if (found == 0) create_schema(c);
+  // Recorded with the schema it describes.
   sqlite3_stmt* s = c.stmt(
       "INSERT OR REPLACE INTO kv(ns, key, value, updated) VALUES('meta', 'kjit:schema', ?1, ?2)");
   const std::string fp = schema_fingerprint(c);
@@ -333,22 +181,35 @@ void DiskStore::initialise_schema(Conn& c) {
   c.step(s, "record schema fingerprint");
   sqlite3_reset(s);
   txn.commit();
-  if (current) {
-    // Nothing migrated: said nowhere.
-  } else if (found > 0 && found <= 2) {  // entries of schema 1 and 2 were dropped
-    log_info("cache database " + path_ + " migrated from schema " + std::to_string(found) + " to " +
-             std::to_string(kSchemaVersion) + ": dropped " + std::to_string(dropped) +
-             " entries written by an older kjit (their checksums were not bound to their "
-             "keys); they are compiled again when next used");
-  } else if (found > 0 && dropped > 0) {
-    log_info("cache database " + path_ + " migrated from schema " + std::to_string(found) + " to " +
-             std::to_string(kSchemaVersion) + ": dropped " + std::to_string(dropped) +
-             " entries written by an older kjit (compiled from a possibly stale precompiled "
-             "header, or not verifying); they are compiled again when next used");
-  } else if (found > 0) {
-    log_info("cache database " + path_ + " migrated from schema " + std::to_string(found) + " to " +
-             std::to_string(kSchemaVersion) + " (entries moved to payload files)");
+  return true;
+}
+
+bool DiskStore::move_aside_foreign(Conn& c, int version) {
+  {
+    Txn txn(c, true);
+    // Under the write lock: a process that waited for it on this file finds the mark, and
+    // opens the new file instead of moving that one aside too.
+    if (read_int(c, "PRAGMA user_version") != version) return false;
+    c.exec(("PRAGMA user_version=" + std::to_string(kMovedAside)).c_str(), "mark moved aside");
+    txn.commit();
   }
+  // The log emptied into the file, so that nothing of it is left for the new database.
+  sqlite3_exec(c.db, "PRAGMA wal_checkpoint(TRUNCATE)", nullptr, nullptr, nullptr);
+  const std::string stem = path_ + ".schema" + std::to_string(version) + "-";
+  std::string to = stem + std::to_string(unix_time());
+  for (int i = 1; file_id(to) != ""; ++i)
+    to = stem + std::to_string(unix_time()) + "-" + std::to_string(i);
+  if (std::rename(path_.c_str(), to.c_str()) != 0) {
+    fail(KJIT_ERROR_CACHE,
+         "cache database " + path_ + " has schema " + std::to_string(version) +
+             " of another kjit and could not be moved aside: " + std::strerror(errno));
+  }
+  std::rename((path_ + "-wal").c_str(), (to + "-wal").c_str());
+  std::rename((path_ + "-shm").c_str(), (to + "-shm").c_str());
+  log_info("cache database " + path_ + " has schema " + std::to_string(version) +
+           " of another kjit: moved aside to " + to + " and a new cache started (its kernels " +
+           "are compiled again when next used; remove " + to + " when no older kjit needs it)");
+  return true;
 }
 
 namespace {
@@ -442,16 +303,7 @@ std::vector<std::pair<std::string, int64_t>> DiskStore::counters() {
 }
 
 std::optional<std::string> DiskStore::get_meta(const std::string& name) {
-  if (std::optional<std::string> v = files_.read_fact(name)) return v;
-  // Caches from before schema 6 kept facts in the key/value table (migrated along).
-  Lease c = acquire();
-  sqlite3_stmt* s = c->stmt("SELECT value FROM kv WHERE ns = 'meta' AND key = ?1");
-  sqlite3_bind_text(s, 1, name.data(), int(name.size()), SQLITE_STATIC);
-  std::optional<std::string> out;
-  if (c->step(s, "read meta") == SQLITE_ROW) out = col_text(s, 0);
-  sqlite3_reset(s);
-  if (out) set_meta(name, *out);
-  return out;
+  return files_.read_fact(name);
 }
 
 void DiskStore::set_meta(const std::string& name, const std::string& value) {

@@ -43,12 +43,15 @@ struct SqliteConn;
 class DiskStore {
  public:
   static constexpr const char* kFileName = "kjit.db";
-  // 3: checksums bound to the entry's key (entry_checksum); entries of 1 and 2 are dropped.
-  // 4: one key/value table: the facts of `meta` moved into `kv` (namespace kMetaNamespace).
-  // 5: entries of cache format 2 dropped.
-  // 6: metadata and code moved to payload files; the rows keep the index.
+  // The index's schema (PRAGMA user_version; 6: metadata and code in payload files, the rows
+  // keep the index). A database of another schema is never migrated: one of an older kjit
+  // is moved aside (kjit.db.schema<N>-<time>) and a new cache started; one of a newer kjit
+  // is not used. docs/formats.md.
   static constexpr int kSchemaVersion = 6;
-  // The namespace of get_meta()/set_meta() in the key/value table (spelled out in the SQL
+  // The user_version a database gets just before it is moved aside: another process that
+  // opened it meanwhile opens the new file instead.
+  static constexpr int kMovedAside = -1;
+  // The namespace of the schema's own record in the key/value table (spelled out in the SQL
   // of disk_schema.cpp and disk_entries.cpp; clear() keeps it).
   static constexpr const char* kMetaNamespace = "meta";
   static constexpr int kApplicationId = 0x6b6a6974;  // "kjit"
@@ -143,9 +146,7 @@ class DiskStore {
   bool opened() const { return opened_.load(std::memory_order_acquire); }
   std::vector<std::pair<std::string, int64_t>> counters();
 
-  // Toolchain facts and other metadata: fact files (EntryFiles::read_fact), else (caches
-  // from before schema 6) the kMetaNamespace part of the key/value table, then copied to a
-  // file. set_meta writes the file only.
+  // Toolchain facts and other metadata, in fact files (EntryFiles::read_fact, write_fact).
   std::optional<std::string> get_meta(const std::string& name);
   void set_meta(const std::string& name, const std::string& value);
 
@@ -162,10 +163,17 @@ class DiskStore {
   Lease acquire();
   void release(Conn* c);
   // Opens one more connection to path(); `initialise` (the first one, and after a switch
-  // of file) also sets the journal mode and checks, creates or migrates the schema.
-  std::unique_ptr<Conn> open_connection(bool initialise);
+  // of file) also sets the journal mode and checks or creates the schema (`attempt`: how
+  // many times a file moved aside meanwhile was opened).
+  std::unique_ptr<Conn> open_connection(bool initialise, int attempt = 1);
   void switch_file(bool move_aside, const std::string& why, std::string* aside);
-  void initialise_schema(Conn& c);  // disk_schema.cpp
+  // disk_schema.cpp: checks, creates or moves aside the schema of the file `c` opened.
+  // False when the file was moved aside (by this process or another): open path() again.
+  // `last_try`: a file still marked as moved aside is taken as one of another schema.
+  bool initialise_schema(Conn& c, bool last_try);
+  // Marks a database of another schema `version` and moves it (and its -wal, -shm) aside;
+  // false when another process did first. Either way path() then names another file.
+  bool move_aside_foreign(Conn& c, int version);
   // Evicts least recently used entries (never `keep`) until the total is <= target_bytes.
   uint64_t evict_locked(Conn& c, uint64_t target_bytes, const std::string& keep = {});
   void insert_row(Conn& c, const Entry& e, int64_t created, int64_t last_used);

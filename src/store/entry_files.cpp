@@ -197,7 +197,7 @@ EntryFiles::Read EntryFiles::read(const std::string& key, Entry* e, bool touch,
   const uint64_t layout = get_le(h + 8, 4), header_bytes = get_le(h + 12, 4);
   if (std::memcmp(h, kMagic, sizeof kMagic) != 0) {
     *why = "not a kjit entry file";
-  } else if (header_bytes != kHeaderBytes || (layout != kLayoutVersion && layout != 1)) {
+  } else if (header_bytes != kHeaderBytes || layout != kLayoutVersion) {
     *why = "another layout version or header size";
   } else if (std::memcmp(h + kKeyAt, key.data(), 64) != 0) {
     *why = "the file was written for another key";
@@ -235,11 +235,7 @@ EntryFiles::Read EntryFiles::read(const std::string& key, Entry* e, bool touch,
     }
   }
   try {
-    if (layout == 1) {
-      e->load_metadata(meta);
-    } else {
-      e->load_metadata_binary(meta);
-    }
+    e->load_metadata_binary(meta);
   } catch (const Error& ex) {
     if (ex.status() != KJIT_ERROR_CACHE_CORRUPT) throw;
     *why = ex.message();

@@ -25,8 +25,9 @@ namespace kjit {
 
 class EntryFiles {
  public:
-  // Version of the file layout, in every file's header: 2 (written) holds the metadata in
-  // Entry's binary form, 1 (still read) as JSON. Files of other versions are Corrupt.
+  // Version of the file layout, in every file's header: 2 holds the metadata in Entry's
+  // binary form. A file of another layout (1, of development builds before 0.2.0, held it
+  // as JSON) is Corrupt: a miss, removed and compiled again, never converted.
   static constexpr uint32_t kLayoutVersion = 2;
   // A file read as a hit whose time is older than this gets the current time: the last use
   // (the index learns it when it evicts, DiskStore::evict_locked).

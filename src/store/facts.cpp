@@ -7,10 +7,7 @@ namespace kjit {
 std::optional<std::string> Facts::get(const std::string& name) {
   try {
     DiskStore* files = files_();
-    if (!files) return std::nullopt;
-    if (auto v = files->files().read_fact(name)) return v;
-    DiskStore* index = index_();  // a cache from before fact files
-    return index ? index->get_meta(name) : std::nullopt;
+    return files ? files->get_meta(name) : std::nullopt;
   } catch (const std::exception& e) {
     failed_(e, "reading cache metadata");
     return std::nullopt;

@@ -1,4 +1,4 @@
-// Small persistent facts kept in the cache database beside the entries, so that later
+// Small persistent facts kept in the cache directory beside the entries, so that later
 // processes need not learn them again: NVRTC's identity and architectures (toolchain.h),
 // toolkit discoveries (toolkit.h), nvJitLink's identity, and named values in namespaces
 // (tuned GEMM plans). Not entries: no key coverage, no eviction, no stats.
@@ -17,7 +17,7 @@ class DiskStore;
 class Facts {
  public:
   // Facts are read and written through `files` (the cache's disk tier without its index:
-  // fact files), named values and facts of older caches through `index` (which opens it);
+  // fact files, read once), named values through `index` (which opens it);
   // either may give nullptr (no disk tier). A failure is passed to `failed` (the cache
   // degrades its disk tier as for any other failure) and reads as nothing.
   using Failed = std::function<void(const std::exception&, const char* during)>;
