@@ -22,6 +22,7 @@
 #include "store/disk_store.h"
 #include "store/entry.h"
 #include "store/export.h"
+#include "store/fact_files.h"
 #include "support/db.h"
 #include "support/entry_file_edit.h"
 #include "support/old_database.h"
@@ -1286,23 +1287,29 @@ TEST(Cache, HitsNeverOpenTheIndexAndANewIndexTakesTheFilesIn) {
   EXPECT_EQ(compile(c.c, kSaxpySource).tier, KJIT_TIER_DISK);
 }
 
-// The files kjit moved aside in `dir` (kjit.db.schema<N>-<time>, without -wal and -shm).
-std::vector<std::string> moved_aside(const TempDir& dir) {
-  std::vector<std::string> out;
+// The names in `dir` that begin with "kjit.db" (the index and its -wal, -shm; anything an
+// older kjit's database became would be there too).
+std::set<std::string> index_files(const TempDir& dir) {
+  std::set<std::string> out;
   const std::optional<std::vector<std::string>> names = kjit::directory_names(dir.path());
   for (const std::string& name : names.value_or(std::vector<std::string>{})) {
-    if (name.rfind("kjit.db.schema", 0) == 0 && name.find("-wal") == std::string::npos &&
-        name.find("-shm") == std::string::npos) {
-      out.push_back(name);
-    }
+    if (name.rfind("kjit.db", 0) == 0) out.insert(name);
   }
   return out;
 }
 
+// The tables of the index in `dir`, as plain SQLite sees them.
+std::string tables_of(const TempDir& dir) {
+  kjit::test::Db db(db_path(dir));
+  return db.query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
+}
+
+const char* const kSchema6Tables = "claims\ncounters\ndoomed\nentries\nkv\ntotals\n";
+
 // A cache of an older kjit is never migrated: its database, as kjit 0.1.0 (schema 3) and the
-// versions after it (4, 5) wrote it, with entries, a fact, a value and counters, is moved
-// aside once (said once) and a new cache starts, which then works as any new one.
-TEST(CacheRebuild, DatabaseOfAnOlderSchemaIsMovedAsideAndANewCacheStarts) {
+// versions after it (4, 5) wrote it, with entries, a fact, a value and counters, is rebuilt
+// once (said once): nothing of it is read, and the new cache works as any new one.
+TEST(CacheRebuild, DatabaseOfAnOlderSchemaIsRebuiltEmpty) {
   TempDir from;
   Result a;
   {
@@ -1322,7 +1329,6 @@ TEST(CacheRebuild, DatabaseOfAnOlderSchemaIsMovedAsideAndANewCacheStarts) {
           "INSERT INTO kv VALUES('test', 'k', x'0102', 1); INSERT INTO counters VALUES('compiles', "
           "7);");
     }
-    const std::string old_bytes = read_file_or_die(db_path(dir));
     LogCapture log;
     {
       Cache b(dir.path());
@@ -1338,30 +1344,26 @@ TEST(CacheRebuild, DatabaseOfAnOlderSchemaIsMovedAsideAndANewCacheStarts) {
       EXPECT_EQ(r.tier, KJIT_TIER_DISK) << "the new cache works";
       EXPECT_EQ(r.cubin, a.cubin);
     }
-    EXPECT_EQ(log.count("of another kjit: moved aside"), 1u) << "said once";
+    EXPECT_EQ(log.count("had schema " + std::to_string(schema) +
+                        " of an older kjit: the cache was rebuilt"),
+              1u)
+        << "said once";
     EXPECT_EQ(log.count("migrated"), 0u);
-    const std::vector<std::string> aside = moved_aside(dir);
-    ASSERT_EQ(aside.size(), 1u);
-    EXPECT_EQ(aside[0].rfind("kjit.db.schema" + std::to_string(schema) + "-", 0), 0u) << aside[0];
-    {
-      // The old file is kept as it was, but for the mark that it was moved aside.
-      kjit::test::Db old(dir.file(aside[0]));
-      EXPECT_EQ(old.text("PRAGMA user_version"), std::to_string(kjit::DiskStore::kMovedAside));
-      EXPECT_EQ(old.text("SELECT count(*) FROM entries"), "1");
-    }
+    EXPECT_EQ(tables_of(dir), kSchema6Tables) << "the old tables are gone";
     kjit::DiskStore store(dir.path(), true, true);
     EXPECT_EQ(store.exec_for_text("PRAGMA user_version"),
               std::to_string(kjit::DiskStore::kSchemaVersion) + "\n");
     EXPECT_EQ(store.exec_for_text("SELECT count(*) FROM entries"), "1\n") << "the new entry only";
     EXPECT_EQ(store.exec_for_text("SELECT count(*) FROM kv WHERE ns = 'test'"), "0\n");
-    EXPECT_EQ(store.get_meta("test:fact"), std::nullopt) << "no fact read from the old tables";
+    EXPECT_EQ(kjit::FactFiles(dir.path()).read("test:fact"), std::nullopt)
+        << "no fact read from the old tables";
     EXPECT_EQ(kjit::test::entry_files(dir.path()).size(), 1u);
-    EXPECT_NE(read_file_or_die(dir.file(aside[0])), old_bytes) << "marked";
+    EXPECT_EQ(index_files(dir), (std::set<std::string>{"kjit.db", "kjit.db-shm", "kjit.db-wal"}));
   }
 }
 
-// Many processes opening one old cache at once: one moves it aside, every one gets the new.
-TEST(CacheRebuild, ProcessesOpeningAnOldCacheAtOnceMoveItAsideOnce) {
+// Many processes opening one old cache at once: one rebuilds it, every one gets the new.
+TEST(CacheRebuild, ProcessesOpeningAnOldCacheAtOnceAllGetTheNewOne) {
   TempDir from, dir;
   {
     Cache c(from.path());
@@ -1376,9 +1378,11 @@ TEST(CacheRebuild, ProcessesOpeningAnOldCacheAtOnceMoveItAsideOnce) {
       try {
         kjit::DiskStore store(dir.path(), false, true);
         const bool ok = store.exec_for_text("PRAGMA user_version") ==
-                        std::to_string(kjit::DiskStore::kSchemaVersion) + "\n";
+                            std::to_string(kjit::DiskStore::kSchemaVersion) + "\n" &&
+                        store.exec_for_text("SELECT count(*) FROM entries") == "0\n";
         _exit(ok ? 0 : 1);
-      } catch (...) {
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "child: %s\n", e.what());
         _exit(2);
       }
     }
@@ -1389,7 +1393,7 @@ TEST(CacheRebuild, ProcessesOpeningAnOldCacheAtOnceMoveItAsideOnce) {
     ASSERT_EQ(waitpid(pid, &st, 0), pid);
     EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
   }
-  EXPECT_EQ(moved_aside(dir).size(), 1u);
+  EXPECT_EQ(tables_of(dir), kSchema6Tables);
   Cache c(dir.path());
   EXPECT_EQ(c.stats().disk_state, KJIT_DISK_OK) << c.stats().message;
   EXPECT_EQ(compile(c.c, kSaxpySource).tier, KJIT_TIER_COMPILED);
@@ -1414,10 +1418,9 @@ TEST(CacheRebuild, DatabaseOfAnOlderSchemaOpenedReadOnlySaysHowToRebuild) {
   }
   EXPECT_THROW(kjit::DiskStore(dir.path(), true, true), kjit::Error);
   EXPECT_EQ(read_file_or_die(db_path(dir)), old_bytes) << "read-only: left as it is";
-  EXPECT_TRUE(moved_aside(dir).empty());
 }
 
-// A database of a newer kjit is not used, and not moved: that kjit may still use it.
+// A database of a newer kjit is not used, and left as it is: that kjit may still use it.
 TEST(CacheRebuild, DatabaseOfANewerSchemaIsLeftAlone) {
   TempDir dir;
   { kjit::DiskStore store(dir.path(), false, true); }
@@ -1429,7 +1432,8 @@ TEST(CacheRebuild, DatabaseOfANewerSchemaIsLeftAlone) {
   kjit_cache_stats s = c.stats();
   EXPECT_EQ(s.disk_state, KJIT_DISK_UNAVAILABLE);
   EXPECT_NE(std::string(s.message).find("newer kjit"), std::string::npos) << s.message;
-  EXPECT_TRUE(moved_aside(dir).empty());
+  kjit::test::Db db(db_path(dir));
+  EXPECT_EQ(db.text("PRAGMA user_version"), std::to_string(kjit::DiskStore::kSchemaVersion + 1));
 }
 
 TEST(CacheTotals, NewDatabaseIsCheckpointedEveryMebibyte) {
@@ -1465,12 +1469,13 @@ TEST(CacheTotals, SchemaFingerprintIsTheOneRecordedBefore) {
 TEST(DiskStoreValues, ClearDropsValuesAndKeepsFacts) {
   TempDir dir;
   kjit::DiskStore store(dir.path(), false, true);
-  store.set_meta("fact", "1");
+  const kjit::FactFiles facts(dir.path());
+  facts.write("fact", "1");
   store.put_value("ns", "k", "v");
   store.put_value("ns", "fact", "other");
-  EXPECT_EQ(store.get_meta("fact"), std::optional<std::string>("1"));
+  EXPECT_EQ(facts.read("fact"), std::optional<std::string>("1"));
   store.clear();
-  EXPECT_EQ(store.get_meta("fact"), std::optional<std::string>("1"));
+  EXPECT_EQ(facts.read("fact"), std::optional<std::string>("1"));
   EXPECT_EQ(store.get_value("ns", "k"), std::nullopt);
   EXPECT_EQ(store.get_value("ns", "fact"), std::nullopt);
 }

@@ -301,7 +301,7 @@ TEST(PchRecord, EntryRecordsThePch) {
 }
 
 // Entries written before PCH inputs were checked (format 2) may hold old code under a right
-// key: a database of schema 4, which may hold them, is never read: it is moved aside.
+// key: a database of schema 4, which may hold them, is never read: it is rebuilt.
 TEST(PchRecord, EntriesOfEarlierFormatsAreNeverServed) {
   TempDir from, dir;
   kjit::CacheConfig config;
@@ -334,7 +334,7 @@ TEST(PchRecord, EntriesOfEarlierFormatsAreNeverServed) {
   kjit::Compiler compiler(&cache, 1);
   compiler.set_mode(CompileMode::InProcess);
   EXPECT_EQ(compiler.compile(kjit::test::kSaxpySource, o).tier, KJIT_TIER_COMPILED);
-  EXPECT_EQ(log.count("has schema 4 of another kjit: moved aside"), 1u);
+  EXPECT_EQ(log.count("had schema 4 of an older kjit: the cache was rebuilt"), 1u);
   kjit::DiskStore store(dir.path(), true, true);
   EXPECT_EQ(store.exec_for_text("PRAGMA user_version"),
             std::to_string(kjit::DiskStore::kSchemaVersion) + "\n");

@@ -1,6 +1,6 @@
-// The schema of the disk store: creating it, checking it at open, moving a database of
-// another schema aside (a cache is rebuilt, never migrated); and the small tables beside
-// the entries (usage counters, key/value values).
+// The schema of the disk store: creating it, checking it at open, rebuilding a database of
+// an older schema (a cache is rebuilt, never migrated); and the small tables beside
+// the entries (usage counters, named values).
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,9 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -131,7 +129,7 @@ void create_schema(SqliteConn& c) {
 
 }  // namespace
 
-bool DiskStore::initialise_schema(Conn& c, bool last_try) {
+void DiskStore::initialise_schema(Conn& c) {
   const SchemaState st = read_schema_state(c);
   // The schema's text (tables, indexes, triggers) is what kjit created: a byte changed in
   // it would otherwise surface later as unexplained SQL errors, or worse, a trigger that
@@ -150,9 +148,7 @@ bool DiskStore::initialise_schema(Conn& c, bool last_try) {
                                " from a newer kjit; this kjit reads " +
                                std::to_string(kSchemaVersion));
   }
-  // Another process moves this file aside (it marked it first): open the new one.
-  if (st.version == kMovedAside && !last_try) return false;
-  if (st.version == kSchemaVersion && (st.has_record || read_only_)) return true;
+  if (st.version == kSchemaVersion && (st.has_record || read_only_)) return;
   if (read_only_ && st.version != 0) {
     fail(KJIT_ERROR_CACHE, "cache database " + path_ + " has schema " + std::to_string(st.version) +
                                " from an older kjit and is read-only here; open it once with "
@@ -162,16 +158,12 @@ bool DiskStore::initialise_schema(Conn& c, bool last_try) {
   if (read_only_) {
     fail(KJIT_ERROR_CACHE, "cache database " + path_ + " is not initialised and is read-only");
   }
-  if (st.version != 0 && st.version != kSchemaVersion) {
-    move_aside_foreign(c, st.version);  // by this process or, meanwhile, another
-    return false;
-  }
   Txn txn(c, true);
-  // Re-read under the write lock: another process may have initialised it meanwhile (only
-  // the record may be missing then), or marked it to be moved aside.
+  // Re-read under the write lock: another process may have created or rebuilt it meanwhile
+  // (then only the record may be missing).
   const int found = read_int(c, "PRAGMA user_version");
-  if (found != 0 && found != kSchemaVersion) return false;
-  if (found == 0) create_schema(c);
+  if (found != 0 && found != kSchemaVersion) drop_foreign_schema(c);
+  if (found != kSchemaVersion) create_schema(c);
   // Recorded with the schema it describes.
   sqlite3_stmt* s = c.stmt(
       "INSERT OR REPLACE INTO kv(ns, key, value, updated) VALUES('meta', 'kjit:schema', ?1, ?2)");
@@ -181,35 +173,29 @@ bool DiskStore::initialise_schema(Conn& c, bool last_try) {
   c.step(s, "record schema fingerprint");
   sqlite3_reset(s);
   txn.commit();
-  return true;
+  if (found != 0 && found != kSchemaVersion) {
+    log_info("cache database " + path_ + " had schema " + std::to_string(found) +
+             " of an older kjit: the cache was rebuilt, its kernels are compiled again when "
+             "next used");
+    // The old entries' pages go back to the file system (best effort: another connection
+    // reading the file makes it wait, and a later open need not).
+    sqlite3_exec(c.db, "VACUUM", nullptr, nullptr, nullptr);
+  }
 }
 
-bool DiskStore::move_aside_foreign(Conn& c, int version) {
-  {
-    Txn txn(c, true);
-    // Under the write lock: a process that waited for it on this file finds the mark, and
-    // opens the new file instead of moving that one aside too.
-    if (read_int(c, "PRAGMA user_version") != version) return false;
-    c.exec(("PRAGMA user_version=" + std::to_string(kMovedAside)).c_str(), "mark moved aside");
-    txn.commit();
+void DiskStore::drop_foreign_schema(Conn& c) {
+  // Every table an older kjit made (their indexes and triggers go with them), in the
+  // caller's write transaction: another process sees the old schema or the new one.
+  std::vector<std::string> tables;
+  sqlite3_stmt* s =
+      c.stmt("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'");
+  while (c.step(s, "read the old schema") == SQLITE_ROW) tables.push_back(col_text(s, 0));
+  sqlite3_reset(s);
+  for (const std::string& t : tables) {
+    std::string quoted = "\"";
+    for (char ch : t) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    c.exec(("DROP TABLE " + quoted + "\"").c_str(), "drop the old schema");
   }
-  // The log emptied into the file, so that nothing of it is left for the new database.
-  sqlite3_exec(c.db, "PRAGMA wal_checkpoint(TRUNCATE)", nullptr, nullptr, nullptr);
-  const std::string stem = path_ + ".schema" + std::to_string(version) + "-";
-  std::string to = stem + std::to_string(unix_time());
-  for (int i = 1; file_id(to) != ""; ++i)
-    to = stem + std::to_string(unix_time()) + "-" + std::to_string(i);
-  if (std::rename(path_.c_str(), to.c_str()) != 0) {
-    fail(KJIT_ERROR_CACHE,
-         "cache database " + path_ + " has schema " + std::to_string(version) +
-             " of another kjit and could not be moved aside: " + std::strerror(errno));
-  }
-  std::rename((path_ + "-wal").c_str(), (to + "-wal").c_str());
-  std::rename((path_ + "-shm").c_str(), (to + "-shm").c_str());
-  log_info("cache database " + path_ + " has schema " + std::to_string(version) +
-           " of another kjit: moved aside to " + to + " and a new cache started (its kernels " +
-           "are compiled again when next used; remove " + to + " when no older kjit needs it)");
-  return true;
 }
 
 namespace {
@@ -227,22 +213,6 @@ void add_counters_locked(SqliteConn& c,
   }
 }
 
-// The deltas of a pending-counters log: lines "name value"; malformed lines are skipped.
-std::vector<std::pair<std::string, int64_t>> parse_counter_log(const std::string& text) {
-  std::vector<std::pair<std::string, int64_t>> out;
-  size_t start = 0;
-  for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1) {
-    const std::string line = text.substr(start, nl - start);
-    const size_t sp = line.find(' ');
-    if (sp == std::string::npos || sp == 0) continue;
-    std::string name = line.substr(0, sp);
-    if (name.find_first_not_of("abcdefghijklmnopqrstuvwxyz_") != std::string::npos) continue;
-    const long long value = std::strtoll(line.c_str() + sp + 1, nullptr, 10);
-    if (value > 0) out.emplace_back(std::move(name), int64_t(value));
-  }
-  return out;
-}
-
 }  // namespace
 
 void DiskStore::add_counters(const std::vector<std::pair<std::string, int64_t>>& deltas) {
@@ -253,40 +223,12 @@ void DiskStore::add_counters(const std::vector<std::pair<std::string, int64_t>>&
   txn.commit();
 }
 
-void DiskStore::add_pending_counters() {
+void DiskStore::add_counters(
+    const std::function<std::vector<std::pair<std::string, int64_t>>()>& under_lock) {
   if (read_only_) return;
-  // Anything in counters/ (a log, a log taken but not added, something that is no log).
-  const std::string counters_dir = join_path(dir_, "counters");
-  struct stat st;
-  if (::lstat(counters_dir.c_str(), &st) != 0) return;
-  if (!S_ISDIR(st.st_mode)) {  // a link (to a directory elsewhere) or a file: never followed
-    log_warn(counters_dir + " is " + file_kind(counters_dir) + ", not a directory: removed");
-    remove_any(counters_dir);
-    return;
-  }
-  const auto names = directory_names(counters_dir);
-  if (!names || names->empty()) return;
   Lease c = acquire();
   Txn txn(*c, true);
-  // Taken, read and removed under the write lock: two processes never add the same log. A
-  // crash before the commit loses those counts (statistics), never doubles them. The reads
-  // are bounded (EntryFiles::kMaxTakenBytes) and never wait long for an appender.
-  for (const std::string& file : files_.take_pending_counters()) {
-    std::string text, why;
-    switch (files_.read_taken_counters(file, &text, &why)) {
-      case EntryFiles::Taken::Busy:
-        break;  // an appender still holds it: a later process adds it
-      case EntryFiles::Taken::Unusable:
-        log_warn("cache counters log " + file + " removed unread: " + why);
-        remove_any(file);
-        break;
-      case EntryFiles::Taken::Read:
-        if (::unlink(file.c_str()) == 0 || errno == ENOENT) {
-          add_counters_locked(*c, parse_counter_log(text));
-        }
-        break;
-    }
-  }
+  add_counters_locked(*c, under_lock());
   txn.commit();
 }
 
@@ -300,15 +242,6 @@ std::vector<std::pair<std::string, int64_t>> DiskStore::counters() {
   }
   sqlite3_reset(s);
   return out;
-}
-
-std::optional<std::string> DiskStore::get_meta(const std::string& name) {
-  return files_.read_fact(name);
-}
-
-void DiskStore::set_meta(const std::string& name, const std::string& value) {
-  if (read_only_) return;
-  files_.write_fact(name, value);
 }
 
 std::optional<std::string> DiskStore::get_value(const std::string& ns, const std::string& key) {

@@ -20,8 +20,6 @@ namespace {
 
 constexpr int kBusyTimeoutMs = 30000;
 constexpr size_t kMaxPooledConnections = 8;
-// Opens of a file found marked as moved aside before it is taken as one of another schema.
-constexpr int kOpenTries = 200;
 
 // What the database file's first bytes say, read before SQLite opens it for real.
 struct FileHeader {
@@ -85,7 +83,7 @@ DiskStore::~DiskStore() {
   }
 }
 
-std::unique_ptr<DiskStore::Conn> DiskStore::open_connection(bool initialise, int attempt) {
+std::unique_ptr<DiskStore::Conn> DiskStore::open_connection(bool initialise) {
   auto c = std::make_unique<Conn>();
   const int flags =
       read_only_ ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
@@ -136,13 +134,7 @@ std::unique_ptr<DiskStore::Conn> DiskStore::open_connection(bool initialise, int
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
-    if (!initialise_schema(*c, attempt >= kOpenTries)) {
-      // The file was moved aside (another schema): the next open finds the new one. Closed
-      // quietly: a close would remove the -wal that path() names, the new file's.
-      Conn::close_quietly(std::move(c));
-      if (attempt > 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      return open_connection(true, attempt + 1);
-    }
+    initialise_schema(*c);
   }
   c->exec(read_only_ ? "PRAGMA synchronous=NORMAL"
                      : "PRAGMA synchronous=NORMAL; PRAGMA journal_size_limit=67108864",

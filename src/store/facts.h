@@ -13,6 +13,7 @@
 namespace kjit {
 
 class DiskStore;
+class FactFiles;
 
 class Facts {
  public:
@@ -21,8 +22,9 @@ class Facts {
   // either may give nullptr (no disk tier). A failure is passed to `failed` (the cache
   // degrades its disk tier as for any other failure) and reads as nothing.
   using Failed = std::function<void(const std::exception&, const char* during)>;
-  using Disk = std::function<DiskStore*()>;
-  Facts(Disk files, Disk index, Failed failed)
+  using Files = std::function<const FactFiles*()>;
+  using Index = std::function<DiskStore*()>;
+  Facts(Files files, Index index, Failed failed)
       : files_(std::move(files)), index_(std::move(index)), failed_(std::move(failed)) {}
 
   // A fact by name; nullopt without a disk tier or when none is recorded.
@@ -34,7 +36,8 @@ class Facts {
   void put_value(const std::string& ns, const std::string& key, const std::string& value);
 
  private:
-  Disk files_, index_;
+  Files files_;
+  Index index_;
   Failed failed_;
 };
 
