@@ -162,13 +162,8 @@ EntryFiles::Read EntryFiles::read(const std::string& key, Entry* e, bool touch,
     *why = ex.message();
     return Read::Corrupt;
   }
-  const auto& rs = e->recorded_sizes;
-  if (e->ptx.size() != rs.ptx || e->cubin.size() != rs.cubin || e->ltoir.size() != rs.ltoir) {
-    *why = "parts of the wrong size for the metadata";
-    return Read::Corrupt;
-  }
-  if (e->ptx.empty() && e->cubin.empty() && e->ltoir.empty() && !e->is_manifest()) {
-    *why = "entry has no code";
+  if (const char* problem = e->parts_problem(); *problem) {
+    *why = problem;
     return Read::Corrupt;
   }
   e->last_used = int64_t(st.st_mtim.tv_sec);
