@@ -22,6 +22,8 @@
 #include "store/disk_store.h"
 #include "store/entry.h"
 #include "store/export.h"
+#include "store/fact_files.h"
+#include "support/db.h"
 #include "support/entry_file_edit.h"
 #include "support/old_database.h"
 #include "support/test_support.h"
@@ -119,39 +121,11 @@ struct ScopedEnv {
   ~ScopedEnv() { unsetenv(name.c_str()); }
 };
 
-// Runs `statement` on `db` with plain SQLite. It may call xxh3(bytes), the XXH3-128 of the
-// bytes alone (the checksum of schema 2), and entry_sum(key, part, bytes), the key-bound
-// entry_checksum() of schema 3.
+// Runs `statement` on `db` (created if needed) with plain SQLite.
 void sql(const std::string& db, const std::string& statement) {
-  sqlite3* h = nullptr;
-  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
-  sqlite3_busy_timeout(h, 5000);
-  auto bytes = [](sqlite3_value* v) {
-    const void* p = sqlite3_value_blob(v);
-    return std::string(p ? static_cast<const char*>(p) : "", size_t(sqlite3_value_bytes(v)));
-  };
-  static std::function<std::string(sqlite3_value*)> arg;
-  arg = bytes;
-  sqlite3_create_function(
-      h, "xxh3", 1, SQLITE_UTF8, nullptr,
-      [](sqlite3_context* ctx, int, sqlite3_value** v) {
-        const kjit::Checksum c = kjit::checksum(arg(v[0]));
-        sqlite3_result_blob(ctx, c.data(), int(c.size()), SQLITE_TRANSIENT);
-      },
-      nullptr, nullptr);
-  sqlite3_create_function(
-      h, "entry_sum", 3, SQLITE_UTF8, nullptr,
-      [](sqlite3_context* ctx, int, sqlite3_value** v) {
-        const auto part = static_cast<kjit::EntryPart>(sqlite3_value_int(v[1]));
-        const kjit::Checksum c = kjit::entry_checksum(arg(v[0]), part, arg(v[2]));
-        sqlite3_result_blob(ctx, c.data(), int(c.size()), SQLITE_TRANSIENT);
-      },
-      nullptr, nullptr);
-  char* err = nullptr;
-  EXPECT_EQ(sqlite3_exec(h, statement.c_str(), nullptr, nullptr, &err), SQLITE_OK)
-      << (err ? err : "");
-  sqlite3_free(err);
-  sqlite3_close(h);
+  kjit::test::Db d(db, /*create=*/true);
+  ASSERT_TRUE(d.exec(statement)) << (d.h ? sqlite3_errmsg(d.h) : "cannot open") << ": "
+                                 << statement;
 }
 
 TEST(Cache, RoundTripAndTiers) {
@@ -291,42 +265,32 @@ TEST(Cache, LoweredNamesSurviveTheDiskTier) {
 }
 
 TEST(Cache, EntryFromAnotherFormatVersionIsRejected) {
-  // In both payload layouts: the metadata rewritten as if an incompatible format had written
-  // it (with a matching checksum, so only the version check can catch it).
-  for (const bool json : {false, true}) {
-    SCOPED_TRACE(json ? "layout 1 (JSON metadata)" : "layout 2 (binary metadata)");
-    TempDir dir;
-    Result a;
-    {
-      Cache cache(dir.path());
-      a = compile(cache.c, kSaxpySource);
-    }
-    {
-      RawEntry r = read_raw_entry(dir.path(), a.key);
-      ASSERT_EQ(r.layout, 2u) << "kjit writes layout 2";
-      std::string& meta = r.parts[0];
-      if (json) {
-        kjit::test::to_json_layout(&r);
-        const std::string from = "\"format\":" + std::to_string(kjit::kCacheFormatVersion);
-        ASSERT_NE(meta.find(from), std::string::npos);
-        meta.replace(meta.find(from), from.size(), "\"format\":999");
-      } else {
-        ASSERT_EQ(meta[0], char(kjit::kCacheFormatVersion));
-        meta[0] = char(99);
-      }
-      write_raw_entry(dir.path(), r);
-    }
+  // The metadata rewritten as if an incompatible format had written it (with a matching
+  // checksum, so only the version check can catch it).
+  TempDir dir;
+  Result a;
+  {
     Cache cache(dir.path());
-    Result b = compile(cache.c, kSaxpySource);
-    EXPECT_EQ(b.tier, KJIT_TIER_COMPILED) << "an entry of another format is never used";
-    EXPECT_EQ(b.ptx, a.ptx);
-    EXPECT_EQ(cache.stats().corrupt_entries, 1u);
+    a = compile(cache.c, kSaxpySource);
   }
+  {
+    RawEntry r = read_raw_entry(dir.path(), a.key);
+    ASSERT_EQ(r.layout, 2u) << "kjit writes layout 2";
+    std::string& meta = r.parts[0];
+    ASSERT_EQ(meta[0], char(kjit::kCacheFormatVersion));
+    meta[0] = char(99);
+    write_raw_entry(dir.path(), r);
+  }
+  Cache cache(dir.path());
+  Result b = compile(cache.c, kSaxpySource);
+  EXPECT_EQ(b.tier, KJIT_TIER_COMPILED) << "an entry of another format is never used";
+  EXPECT_EQ(b.ptx, a.ptx);
+  EXPECT_EQ(cache.stats().corrupt_entries, 1u);
 }
 
-TEST(Cache, LayoutOneFilesAreStillRead) {
-  // A payload file as the previous layout wrote it (metadata as JSON) is a hit, the same
-  // entry as the file this kjit writes.
+TEST(Cache, PayloadFileOfLayoutOneIsAMissAndReplaced) {
+  // A payload file as development builds before 0.2.0 wrote it (layout 1: metadata as
+  // JSON), otherwise sound, is never read: a miss, compiled again and stored in layout 2.
   TempDir dir;
   Result a;
   {
@@ -338,14 +302,17 @@ TEST(Cache, LayoutOneFilesAreStillRead) {
   kjit::test::to_json_layout(&r);
   ASSERT_EQ(r.parts[0].front(), '{');
   write_raw_entry(dir.path(), r);
+  {
+    Cache cache(dir.path());
+    Result b = compile(cache.c, kTemplateSource, "sm_90", {}, {}, {"scale<float, 2>"});
+    EXPECT_EQ(b.tier, KJIT_TIER_COMPILED);
+    EXPECT_EQ(b.ptx, a.ptx);
+    EXPECT_EQ(b.names, a.names);
+  }
+  EXPECT_EQ(read_raw_entry(dir.path(), a.key).layout, 2u);
   Cache cache(dir.path());
-  Result b = compile(cache.c, kTemplateSource, "sm_90", {}, {}, {"scale<float, 2>"});
-  EXPECT_EQ(b.tier, KJIT_TIER_DISK);
-  EXPECT_EQ(b.ptx, a.ptx);
-  EXPECT_EQ(b.cubin, a.cubin);
-  EXPECT_EQ(b.names, a.names);
-  EXPECT_EQ(b.log, a.log);
-  EXPECT_EQ(cache.stats().corrupt_entries, 0u);
+  EXPECT_EQ(compile(cache.c, kTemplateSource, "sm_90", {}, {}, {"scale<float, 2>"}).tier,
+            KJIT_TIER_DISK);
 }
 
 TEST(Cache, GarbledOrTruncatedBlobIsRecompiled) {
@@ -1320,147 +1287,153 @@ TEST(Cache, HitsNeverOpenTheIndexAndANewIndexTakesTheFilesIn) {
   EXPECT_EQ(compile(c.c, kSaxpySource).tier, KJIT_TIER_DISK);
 }
 
-// Rewrites the checksums of every entry as schema 2 wrote them: over the bytes alone.
-const char* const kSchemaTwoChecksums =
-    "UPDATE entries SET meta_sum = xxh3(meta); UPDATE blobs SET sum = xxh3(data); "
-    "PRAGMA user_version=2;";
-
-TEST(CacheTotals, SchemaVersionOneIsMigrated) {
-  TempDir from, dir;
-  {
-    Cache a(from.path());
-    compile(a.c, kSaxpySource);
+// The names in `dir` that begin with "kjit.db" (the index and its -wal, -shm; anything an
+// older kjit's database became would be there too).
+std::set<std::string> index_files(const TempDir& dir) {
+  std::set<std::string> out;
+  const std::optional<std::vector<std::string>> names = kjit::directory_names(dir.path());
+  for (const std::string& name : names.value_or(std::vector<std::string>{})) {
+    if (name.rfind("kjit.db", 0) == 0) out.insert(name);
   }
-  // A database as schema version 1 wrote it (no counters table, unbound checksums).
-  write_release_010_database(dir, from);
-  sql(db_path(dir),
-      std::string("DROP TABLE counters; ") + kSchemaTwoChecksums + "PRAGMA user_version=1;");
-  Cache b(dir.path());
-  EXPECT_EQ(b.stats().disk_state, KJIT_DISK_OK);
-  EXPECT_EQ(b.stats().disk_entries, 0u) << "entries of schema 1 have unbound checksums";
-  EXPECT_EQ(compile(b.c, kSaxpySource).tier, KJIT_TIER_COMPILED);
-  EXPECT_EQ(compile(b.c, kSaxpySource).tier, KJIT_TIER_MEMORY);
-  kjit_cache_close(b.c);
-  b.c = nullptr;
-  kjit::DiskStore store(dir.path(), true, true);
-  EXPECT_EQ(store.exec_for_text("PRAGMA user_version"),
-            std::to_string(kjit::DiskStore::kSchemaVersion) + "\n");
-  EXPECT_NE(store.exec_for_text("SELECT value FROM counters WHERE name = 'memory_hits'"), "");
+  return out;
 }
 
-TEST(CacheTotals, SchemaVersionTwoEntriesAreDroppedOnce) {
-  TempDir from, dir;
-  Result a;
-  {
-    Cache c(from.path());
-    a = compile(c.c, kSaxpySource);
-    compile(c.c, kSaxpySource, "sm_80");
-  }
-  // A database as schema 2 left it: checksums over the bytes alone; two compiles counted.
-  write_release_010_database(dir, from);
-  sql(db_path(dir), "UPDATE counters SET value = 2 WHERE name = 'compiles'");
-  sql(db_path(dir), kSchemaTwoChecksums);
-  LogCapture log;
-  {
-    Cache b(dir.path());
-    kjit_cache_stats s = b.stats();
-    EXPECT_EQ(s.disk_state, KJIT_DISK_OK) << s.message;
-    EXPECT_EQ(s.disk_entries, 0u) << "entries of schema 2 are dropped";
-    EXPECT_EQ(s.disk_bytes, 0u);
-    EXPECT_EQ(s.total_compiles, 2u) << "counters survive the migration";
-    EXPECT_EQ(compile(b.c, kSaxpySource).tier, KJIT_TIER_COMPILED);
-  }
-  {
-    Cache again(dir.path());  // already migrated: no second drop, no second message
-    Result r = compile(again.c, kSaxpySource);
-    EXPECT_EQ(r.tier, KJIT_TIER_DISK);
-    EXPECT_EQ(r.cubin, a.cubin);
-  }
-  EXPECT_EQ(log.count("migrated from schema 2"), 1u);
-  EXPECT_EQ(log.count("dropped 2 entries"), 1u);
-  kjit::DiskStore store(dir.path(), true, true);
-  EXPECT_EQ(store.exec_for_text("PRAGMA user_version"),
-            std::to_string(kjit::DiskStore::kSchemaVersion) + "\n");
-  EXPECT_EQ(store.exec_for_text("SELECT count(*) FROM entries"), "1\n") << "the new entry only";
-  EXPECT_EQ(kjit::test::entry_files(dir.path()).size(), 1u);
-  EXPECT_EQ(store.exec_for_text("SELECT hex(value) FROM kv WHERE ns = 'test'"), "0102\n");
+// The tables of the index in `dir`, as plain SQLite sees them.
+std::string tables_of(const TempDir& dir) {
+  kjit::test::Db db(db_path(dir));
+  return db.query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
 }
 
-TEST(CacheTotals, SchemaVersionTwoOpenedReadOnlySaysWhy) {
-  TempDir from, dir;
-  {
-    Cache c(from.path());
-    compile(c.c, kSaxpySource);
-  }
-  write_release_010_database(dir, from);
-  sql(db_path(dir), kSchemaTwoChecksums);
-  Cache ro(dir.path(), true);
-  kjit_cache_stats s = ro.stats();
-  EXPECT_EQ(s.disk_state, KJIT_DISK_UNAVAILABLE);
-  EXPECT_NE(std::string(s.message).find("older kjit"), std::string::npos) << s.message;
-  EXPECT_EQ(compile(ro.c, kSaxpySource).tier, KJIT_TIER_COMPILED) << "never an unbound entry";
-}
+const char* const kSchema6Tables = "claims\ncounters\ndoomed\nentries\nkv\ntotals\n";
 
-TEST(CacheTotals, Release010DatabaseIsMigratedWithItsData) {
-  TempDir from, dir;
+// A cache of an older kjit is never migrated: its database, as kjit 0.1.0 (schema 3) and the
+// versions after it (4, 5) wrote it, with entries, a fact, a value and counters, is rebuilt
+// once (said once): nothing of it is read, and the new cache works as any new one.
+TEST(CacheRebuild, DatabaseOfAnOlderSchemaIsRebuiltEmpty) {
+  TempDir from;
   Result a;
   {
     Cache c(from.path());
     a = compile(c.c, kSaxpySource);
     ASSERT_EQ(a.status, KJIT_OK);
   }
-  write_release_010_database(dir, from);
-  LogCapture log;
-  {
-    Cache b(dir.path());
-    kjit_cache_stats s = b.stats();
-    EXPECT_EQ(s.disk_state, KJIT_DISK_OK) << s.message;
-    EXPECT_EQ(s.disk_entries, 1u) << "entries of schema 3 are kept";
-    EXPECT_EQ(s.total_compiles, 7u) << "counters are kept";
-    Result r = compile(b.c, kSaxpySource);
-    EXPECT_EQ(r.tier, KJIT_TIER_DISK);
-    EXPECT_EQ(r.cubin, a.cubin);
+  for (const int schema : {3, 4, 5}) {
+    SCOPED_TRACE("schema " + std::to_string(schema));
+    TempDir dir;
+    if (schema == 3) {
+      write_release_010_database(dir, from);
+    } else {
+      kjit::test::write_schema5_database(db_path(dir), from.path(), schema);
+      sql(db_path(dir),
+          "INSERT INTO kv VALUES('meta', 'test:fact', 'remembered', 1); "
+          "INSERT INTO kv VALUES('test', 'k', x'0102', 1); INSERT INTO counters VALUES('compiles', "
+          "7);");
+    }
+    LogCapture log;
+    {
+      Cache b(dir.path());
+      kjit_cache_stats s = b.stats();
+      EXPECT_EQ(s.disk_state, KJIT_DISK_OK) << s.message;
+      EXPECT_EQ(s.disk_entries, 0u) << "nothing of the old cache is taken over";
+      EXPECT_EQ(s.total_compiles, 0u) << "nor its counters";
+      EXPECT_EQ(compile(b.c, kSaxpySource).tier, KJIT_TIER_COMPILED);
+    }
+    {
+      Cache again(dir.path());
+      Result r = compile(again.c, kSaxpySource);
+      EXPECT_EQ(r.tier, KJIT_TIER_DISK) << "the new cache works";
+      EXPECT_EQ(r.cubin, a.cubin);
+    }
+    EXPECT_EQ(log.count("had schema " + std::to_string(schema) +
+                        " of an older kjit: the cache was rebuilt"),
+              1u)
+        << "said once";
+    EXPECT_EQ(log.count("migrated"), 0u);
+    EXPECT_EQ(tables_of(dir), kSchema6Tables) << "the old tables are gone";
+    kjit::DiskStore store(dir.path(), true, true);
+    EXPECT_EQ(store.exec_for_text("PRAGMA user_version"),
+              std::to_string(kjit::DiskStore::kSchemaVersion) + "\n");
+    EXPECT_EQ(store.exec_for_text("SELECT count(*) FROM entries"), "1\n") << "the new entry only";
+    EXPECT_EQ(store.exec_for_text("SELECT count(*) FROM kv WHERE ns = 'test'"), "0\n");
+    EXPECT_EQ(kjit::FactFiles(dir.path()).read("test:fact"), std::nullopt)
+        << "no fact read from the old tables";
+    EXPECT_EQ(kjit::test::entry_files(dir.path()).size(), 1u);
+    EXPECT_EQ(index_files(dir), (std::set<std::string>{"kjit.db", "kjit.db-shm", "kjit.db-wal"}));
   }
-  EXPECT_EQ(log.count("migrated from schema 3 to 6 (entries moved to payload files)"), 1u)
-      << "every entry verified: none dropped";
-  EXPECT_EQ(kjit::test::entry_files(dir.path()).size(), 1u) << "the entry moved to its file";
-  kjit::DiskStore store(dir.path(), true, true);
-  EXPECT_EQ(store.exec_for_text("PRAGMA user_version"),
-            std::to_string(kjit::DiskStore::kSchemaVersion) + "\n");
-  EXPECT_EQ(store.exec_for_text("SELECT count(*) FROM sqlite_master WHERE name = 'meta'"), "0\n")
-      << "one key/value table";
-  EXPECT_EQ(store.exec_for_text("SELECT count(*) FROM sqlite_master WHERE name = 'blobs'"), "0\n");
-  EXPECT_EQ(store.get_meta("test:fact"), std::optional<std::string>("remembered"));
-  EXPECT_EQ(store.get_value("test", "k"), std::optional<std::string>(std::string("\x01\x02", 2)));
-  EXPECT_EQ(store.get_meta("k"), std::nullopt) << "facts and values do not mix";
-  EXPECT_EQ(store.exec_for_text("PRAGMA page_size"), "4096\n") << "an older file keeps its pages";
-  EXPECT_EQ(kjit::DiskStore(dir.path(), false, true).exec_for_text("PRAGMA wal_autocheckpoint"),
-            "256\n")
-      << "1 MiB of 4 KiB pages";
-  Cache again(dir.path());  // the migrated file opens as it is
-  EXPECT_EQ(again.stats().disk_state, KJIT_DISK_OK) << again.stats().message;
-  EXPECT_EQ(compile(again.c, kSaxpySource).tier, KJIT_TIER_DISK);
 }
 
-// Entries moved to payload files with schema 6: a database of an older schema must be
-// migrated by a process that can write it, and one that cannot says so.
-TEST(CacheTotals, Release010DatabaseOpenedReadOnlySaysHowToMigrate) {
+// Many processes opening one old cache at once: one rebuilds it, every one gets the new.
+TEST(CacheRebuild, ProcessesOpeningAnOldCacheAtOnceAllGetTheNewOne) {
   TempDir from, dir;
   {
     Cache c(from.path());
     ASSERT_EQ(compile(c.c, kSaxpySource).status, KJIT_OK);
   }
   write_release_010_database(dir, from);
+  std::vector<pid_t> kids;
+  for (int i = 0; i < 6; ++i) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      try {
+        kjit::DiskStore store(dir.path(), false, true);
+        const bool ok = store.exec_for_text("PRAGMA user_version") ==
+                            std::to_string(kjit::DiskStore::kSchemaVersion) + "\n" &&
+                        store.exec_for_text("SELECT count(*) FROM entries") == "0\n";
+        _exit(ok ? 0 : 1);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "child: %s\n", e.what());
+        _exit(2);
+      }
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t pid : kids) {
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  }
+  EXPECT_EQ(tables_of(dir), kSchema6Tables);
+  Cache c(dir.path());
+  EXPECT_EQ(c.stats().disk_state, KJIT_DISK_OK) << c.stats().message;
+  EXPECT_EQ(compile(c.c, kSaxpySource).tier, KJIT_TIER_COMPILED);
+}
+
+// A process that cannot write leaves an old cache as it is, and says what would rebuild it.
+TEST(CacheRebuild, DatabaseOfAnOlderSchemaOpenedReadOnlySaysHowToRebuild) {
+  TempDir from, dir;
+  {
+    Cache c(from.path());
+    ASSERT_EQ(compile(c.c, kSaxpySource).status, KJIT_OK);
+  }
+  write_release_010_database(dir, from);
+  const std::string old_bytes = read_file_or_die(db_path(dir));
   {
     Cache ro(dir.path(), /*read_only=*/true);
     kjit_cache_stats s = ro.stats();
     EXPECT_EQ(s.disk_state, KJIT_DISK_UNAVAILABLE) << s.message;
+    EXPECT_NE(std::string(s.message).find("older kjit"), std::string::npos) << s.message;
     EXPECT_NE(std::string(s.message).find("write access"), std::string::npos) << s.message;
-    EXPECT_EQ(compile(ro.c, kSaxpySource).tier, KJIT_TIER_COMPILED);
+    EXPECT_EQ(compile(ro.c, kSaxpySource).tier, KJIT_TIER_COMPILED) << "never an old entry";
   }
-  kjit::DiskStore store(dir.path(), false, true, /*open_now=*/false);
   EXPECT_THROW(kjit::DiskStore(dir.path(), true, true), kjit::Error);
-  EXPECT_EQ(kjit::test::entry_files(dir.path()).size(), 0u) << "read-only: left as it is";
+  EXPECT_EQ(read_file_or_die(db_path(dir)), old_bytes) << "read-only: left as it is";
+}
+
+// A database of a newer kjit is not used, and left as it is: that kjit may still use it.
+TEST(CacheRebuild, DatabaseOfANewerSchemaIsLeftAlone) {
+  TempDir dir;
+  { kjit::DiskStore store(dir.path(), false, true); }
+  {
+    kjit::test::Db db(db_path(dir));
+    db.exec("PRAGMA user_version=" + std::to_string(kjit::DiskStore::kSchemaVersion + 1));
+  }
+  Cache c(dir.path());
+  kjit_cache_stats s = c.stats();
+  EXPECT_EQ(s.disk_state, KJIT_DISK_UNAVAILABLE);
+  EXPECT_NE(std::string(s.message).find("newer kjit"), std::string::npos) << s.message;
+  kjit::test::Db db(db_path(dir));
+  EXPECT_EQ(db.text("PRAGMA user_version"), std::to_string(kjit::DiskStore::kSchemaVersion + 1));
 }
 
 TEST(CacheTotals, NewDatabaseIsCheckpointedEveryMebibyte) {
@@ -1489,18 +1462,20 @@ TEST(CacheTotals, SchemaFingerprintIsTheOneRecordedBefore) {
   }
   const std::string as_before = schema_record(dir.path() + "/kjit.db");
   kjit::DiskStore store(dir.path(), true, true);
-  EXPECT_EQ(store.get_meta("kjit:schema"), std::optional<std::string>(as_before));
+  EXPECT_EQ(store.exec_for_text("SELECT value FROM kv WHERE ns = 'meta' AND key = 'kjit:schema'"),
+            as_before + "\n");
 }
 
 TEST(DiskStoreValues, ClearDropsValuesAndKeepsFacts) {
   TempDir dir;
   kjit::DiskStore store(dir.path(), false, true);
-  store.set_meta("fact", "1");
+  const kjit::FactFiles facts(dir.path());
+  facts.write("fact", "1");
   store.put_value("ns", "k", "v");
   store.put_value("ns", "fact", "other");
-  EXPECT_EQ(store.get_meta("fact"), std::optional<std::string>("1"));
+  EXPECT_EQ(facts.read("fact"), std::optional<std::string>("1"));
   store.clear();
-  EXPECT_EQ(store.get_meta("fact"), std::optional<std::string>("1"));
+  EXPECT_EQ(facts.read("fact"), std::optional<std::string>("1"));
   EXPECT_EQ(store.get_value("ns", "k"), std::nullopt);
   EXPECT_EQ(store.get_value("ns", "fact"), std::nullopt);
 }

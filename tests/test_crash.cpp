@@ -29,6 +29,7 @@
 #include "api/handles.h"
 #include "kjit/kjit.h"
 #include "store/entry.h"
+#include "support/db.h"
 #include "support/entry_file_edit.h"
 #include "support/test_support.h"
 #include "util/sha256.h"
@@ -156,38 +157,7 @@ void report(int fd, const std::string& line) {
   }
 }
 
-struct Db {
-  sqlite3* h = nullptr;
-  explicit Db(const std::string& path) {
-    if (sqlite3_open_v2(path.c_str(), &h, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
-      sqlite3_close(h);
-      h = nullptr;
-    } else {
-      sqlite3_busy_timeout(h, 30000);
-    }
-  }
-  ~Db() { sqlite3_close(h); }
-  std::string query(const std::string& sql) {
-    if (!h) return "ERROR: cannot open";
-    sqlite3_stmt* s = nullptr;
-    if (sqlite3_prepare_v2(h, sql.c_str(), -1, &s, nullptr) != SQLITE_OK) {
-      return std::string("ERROR: ") + sqlite3_errmsg(h);
-    }
-    std::string out;
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-      for (int i = 0; i < sqlite3_column_count(s); ++i) {
-        const unsigned char* t = sqlite3_column_text(s, i);
-        out += (i ? "|" : "");
-        out += t ? reinterpret_cast<const char*>(t) : "NULL";
-      }
-      out += "\n";
-    }
-    const std::string err = rc == SQLITE_DONE ? "" : std::string("ERROR: ") + sqlite3_errmsg(h);
-    sqlite3_finalize(s);
-    return err.empty() ? out : err;
-  }
-};
+using kjit::test::Db;
 
 struct Totals {
   int cycles = 0, writers = 0, killed = 0, exited_badly = 0;

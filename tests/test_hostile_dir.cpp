@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,8 +26,10 @@
 #include "compile/worker_client.h"
 #include "key/toolkit.h"
 #include "store/cache.h"
+#include "store/counter_log.h"
 #include "store/disk_store.h"
 #include "store/entry.h"
+#include "store/fact_files.h"
 #include "support/test_support.h"
 #include "util/fs.h"
 #include "util/sha256.h"
@@ -59,12 +62,22 @@ bool append_counters(const kjit::EntryFiles& f, const std::string& text) {
   return true;
 }
 #else
-constexpr uint64_t kMaxPendingBytes = kjit::EntryFiles::kMaxPendingBytes;
+constexpr uint64_t kMaxPendingBytes = kjit::CounterLog::kMaxPendingBytes;
 void set_pending_hook(void (*fn)(const std::string&)) {
-  kjit::EntryFiles::pending_hook_for_test = fn;
+  kjit::CounterLog::pending_hook_for_test = fn;
 }
-bool append_counters(const kjit::EntryFiles& f, const std::string& text) {
-  return f.write_pending_counters(text);
+// Appends the counts of `text` (lines "name count") to the counter log of `f`'s directory.
+bool append_counters(const kjit::CounterLog& f, const std::string& text) {
+  kjit::CounterLog::Deltas deltas;
+  std::istringstream lines(text);
+  std::string name;
+  for (int64_t n = 0; lines >> name >> n;) deltas.emplace_back(name, n);
+  return f.append(deltas);
+}
+// What opening the index does with the counter log (Cache::open_index).
+void add_pending(kjit::DiskStore& d) {
+  const kjit::CounterLog log(kjit::dirname_of(d.path()));
+  if (log.pending()) d.add_counters([&] { return log.take_all(); });
 }
 static_assert(kjit::EntryFiles::kStaleTempSeconds == 3600, "the tests age files past it");
 #endif
@@ -201,23 +214,23 @@ TEST(HostileDir, FifoAtAFactFileIsNoFact) {
   const std::string record = kjit::toolkit_record_name("");
   make_fifo(fact_path(t.path(), record));
   EXPECT_EQ(in_child([&] {
-              kjit::EntryFiles files(t.path());
+              kjit::FactFiles files(t.path());
               kjit::CacheConfig cfg;
               cfg.directory = t.path();
               kjit::Cache cache(cfg);
-              return !files.read_fact("some fact") && !cache.facts().get(record);
+              return !files.read("some fact") && !cache.facts().get(record);
             }),
             "");
   // Writing the fact replaces the FIFO.
-  kjit::EntryFiles files(t.path());
-  files.write_fact("some fact", "value");
-  EXPECT_EQ(files.read_fact("some fact").value_or(""), "value");
+  kjit::FactFiles files(t.path());
+  files.write("some fact", "value");
+  EXPECT_EQ(files.read("some fact").value_or(""), "value");
 }
 
 TEST(HostileDir, DirectoryOrSocketAtAFactFileIsNoFact) {
   TempDir t;
   kjit::make_directories(fact_path(t.path(), "dir fact"), 0700);
-  EXPECT_EQ(in_child([&] { return !kjit::EntryFiles(t.path()).read_fact("dir fact"); }), "");
+  EXPECT_EQ(in_child([&] { return !kjit::FactFiles(t.path()).read("dir fact"); }), "");
 }
 
 TEST(HostileDir, FifoAtAPayloadPathIsAMissNotAHang) {
@@ -249,7 +262,7 @@ TEST(HostileDir, FifoAsThePendingCountersLogDoesNotHangAHitOnlyProcess) {
   EXPECT_EQ(in_child([&] { return hit_only_process(t.path(), key); }), "");
   // Its counts were added to the index instead; the FIFO is cleared away by a taker.
   kjit::DiskStore d(t.path(), false, true);
-  d.add_pending_counters();
+  add_pending(d);
   EXPECT_EQ(counter(d, "disk_hits"), 1);
   EXPECT_FALSE(exists(t.path() + "/counters/pending"));
 }
@@ -262,7 +275,7 @@ TEST(HostileDir, FifoAsATakenCountersLogDoesNotHangTheTaker) {
   write_file(t.path() + "/counters/pending", "disk_hits 2\n");
   EXPECT_EQ(in_child([&] {
               kjit::DiskStore d(t.path(), false, true);
-              d.add_pending_counters();
+              add_pending(d);
               return counter(d, "disk_hits") == 2;
             }),
             "");
@@ -280,7 +293,7 @@ TEST(HostileDir, FactFileLinkedToDevZeroIsNoFact) {
                   kjit::CacheConfig cfg;
                   cfg.directory = t.path();
                   kjit::Cache cache(cfg);
-                  return !kjit::EntryFiles(t.path()).read_fact("zero fact") &&
+                  return !kjit::FactFiles(t.path()).read("zero fact") &&
                          !cache.facts().get(kjit::toolkit_record_name(""));
                 },
                 20, uint64_t(512) << 20),
@@ -293,7 +306,7 @@ TEST(HostileDir, HugeFactFileIsNotRead) {
   kjit::make_directories(t.path() + "/facts", 0700);
   write_file(p, "x");
   ASSERT_EQ(::truncate(p.c_str(), off_t(2) << 30), 0);  // sparse: 2 GiB
-  EXPECT_EQ(in_child([&] { return !kjit::EntryFiles(t.path()).read_fact("huge fact"); }, 20,
+  EXPECT_EQ(in_child([&] { return !kjit::FactFiles(t.path()).read("huge fact"); }, 20,
                      uint64_t(512) << 20),
             "");
 }
@@ -306,7 +319,7 @@ TEST(HostileDir, TakenCountersLogLinkedToDevZeroIsNotRead) {
   EXPECT_EQ(in_child(
                 [&] {
                   kjit::DiskStore d(t.path(), false, true);
-                  d.add_pending_counters();
+                  add_pending(d);
                   return counter(d, "disk_hits") == 3;
                 },
                 20, uint64_t(512) << 20),
@@ -387,7 +400,7 @@ TEST(HostileDir, LinkedCountersDirectoryIsNotTakenFrom) {
   write_file(outside.file("pending"), "someone else's file\n");
   make_link(outside.path(), t.path() + "/counters");
   kjit::DiskStore d(t.path(), false, true);
-  d.add_pending_counters();
+  add_pending(d);
   EXPECT_EQ(read_file_or_die(outside.file("pending")), "someone else's file\n");
   EXPECT_EQ(kjit::directory_names(outside.path())->size(), 1u);
 }
@@ -449,11 +462,11 @@ TEST(HostileDir, PendingCountersLogIsCapped) {
     EXPECT_LE(uint64_t(st.st_size), cap);
   }
   kjit::DiskStore d(t.path(), false, true);
-  d.add_pending_counters();
+  add_pending(d);
   EXPECT_EQ(counter(d, "disk_hits"), in_log + 1);
 
   // Appends stop at the cap.
-  kjit::EntryFiles files(t.path());
+  kjit::CounterLog files(t.path());
   int written = 0;
   while (append_counters(files, "disk_hits 1\n") && written < 100000) ++written;
   ASSERT_EQ(::stat((t.path() + "/counters/pending").c_str(), &st), 0);
@@ -470,14 +483,14 @@ void take_now(const std::string&) {
   if (!g_hook_armed) return;
   g_hook_armed = false;
   kjit::DiskStore other(g_taker_dir, false, true);
-  other.add_pending_counters();
+  add_pending(other);
 }
 
 TEST(HostileDir, CountsAppendedAfterTheLogWasTakenAreNotLost) {
   TempDir t;
   with_entry(t.path());
   g_taker_dir = t.path();
-  kjit::EntryFiles files(t.path());
+  kjit::CounterLog files(t.path());
   ASSERT_TRUE(append_counters(files, "disk_hits 1\n"));
   g_hook_armed = true;
   set_pending_hook(take_now);
@@ -485,7 +498,7 @@ TEST(HostileDir, CountsAppendedAfterTheLogWasTakenAreNotLost) {
   set_pending_hook(nullptr);
   EXPECT_TRUE(written);
   kjit::DiskStore d(t.path(), false, true);
-  d.add_pending_counters();
+  add_pending(d);
   EXPECT_EQ(counter(d, "disk_hits"), 11);
 }
 
@@ -497,7 +510,7 @@ void take_soon(const std::string&) {
   g_hook_armed = false;
   g_takers.emplace_back([] {
     kjit::DiskStore other(g_taker_dir, false, true);
-    other.add_pending_counters();
+    add_pending(other);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
@@ -506,7 +519,7 @@ TEST(HostileDir, CountsAppendedWhileATakerRunsAreNotLost) {
   TempDir t;
   with_entry(t.path());
   g_taker_dir = t.path();
-  kjit::EntryFiles files(t.path());
+  kjit::CounterLog files(t.path());
   int64_t expect = 0;
   for (int round = 0; round < 20; ++round) {
     g_hook_armed = true;
@@ -518,7 +531,7 @@ TEST(HostileDir, CountsAppendedWhileATakerRunsAreNotLost) {
   for (std::thread& th : g_takers) th.join();
   g_takers.clear();
   kjit::DiskStore d(t.path(), false, true);
-  for (int i = 0; i < 3; ++i) d.add_pending_counters();
+  for (int i = 0; i < 3; ++i) add_pending(d);
   EXPECT_EQ(counter(d, "disk_hits"), expect);
 }
 
@@ -607,7 +620,7 @@ TEST(HostileDir, DirectoryAtAPayloadPathIsRemovedAndTheKeyStored) {
   EXPECT_EQ(bad, 0u);
 }
 
-TEST(HostileDir, NoMigrationIsReportedForADatabaseAlreadyAtThisSchema) {
+TEST(HostileDir, NothingIsRebuiltForADatabaseAlreadyAtThisSchema) {
   TempDir t;
   {
     kjit::DiskStore d(t.path(), false, true);
@@ -616,7 +629,7 @@ TEST(HostileDir, NoMigrationIsReportedForADatabaseAlreadyAtThisSchema) {
   }
   LogCapture log;
   kjit::DiskStore d(t.path(), false, true);
-  EXPECT_EQ(log.count("migrated"), 0u);
+  EXPECT_EQ(log.count("rebuilt"), 0u);
   EXPECT_EQ(d.integrity_problems(), "");
 }
 

@@ -344,7 +344,6 @@ TEST(ManifestText, RoundTripsAndRefusesDamage) {
   f.path = "/x/inc/h.h";
   f.relative = true;
   f.exists = true;
-  f.trusted = true;
   f.digest = std::string(64, 'b');
   f.stamp.kind = 1;
   f.stamp.dev = 1;
@@ -363,7 +362,7 @@ TEST(ManifestText, RoundTripsAndRefusesDamage) {
   EXPECT_EQ(g.opened, f.opened);
   EXPECT_EQ(g.stamp.ino, f.stamp.ino);
   EXPECT_EQ(g.stamp.mtime_ns, f.stamp.mtime_ns);
-  EXPECT_TRUE(g.relative && g.exists && g.trusted);
+  EXPECT_TRUE(g.relative && g.exists);
   EXPECT_FALSE((*back)[1].inputs[1].exists);
   EXPECT_EQ((*back)[0].builtins, r.builtins);
   for (size_t cut = 0; cut < text.size(); cut += 7) {

@@ -71,9 +71,10 @@ KJIT_EXPORT void kjit_cache_options_init(kjit_cache_options* opts);
  *
  * Every entry's metadata and blobs carry XXH3-128 checksums computed over the entry's key
  * as well as the bytes (keys themselves are SHA-256), so rows filed under another key fail
- * verification: such a lookup is a miss, never another kernel's code. A database written by
- * an older kjit whose checksums were not bound to keys (schema 1 or 2) has its entries
- * dropped when it is first opened read-write (logged once); read-only, it is not used.
+ * verification: such a lookup is a miss, never another kernel's code. A cache is rebuilt,
+ * never migrated: a database of an older kjit's schema is rebuilt empty when first opened
+ * read-write (logged once); read-only, it is not used. One of a newer kjit's schema is not
+ * used and left as it is.
  *
  * Opening never fails because of the disk: if the directory or database cannot be used
  * (read-only, not owned by this user, group/world-writable, corrupt, full disk) the cache

@@ -175,7 +175,7 @@ std::string manifest_text(const std::vector<DepRecord>& records) {
     for (const FileInput& in : r.inputs) {
       put(&out, in.opened);
       put(&out, in.path);
-      put(&out, uint64_t((in.relative ? 1 : 0) | (in.exists ? 2 : 0) | (in.trusted ? 4 : 0)));
+      put(&out, uint64_t((in.relative ? 1 : 0) | (in.exists ? 2 : 0)));
       put(&out, in.digest);
       put(&out, uint64_t(in.stamp.kind));
       put(&out, in.stamp.dev);
@@ -217,7 +217,8 @@ std::optional<std::vector<DepRecord>> parse_manifest(const std::string& text) {
       }
       in.relative = flags & 1;
       in.exists = flags & 2;
-      in.trusted = flags & 4;
+      // 4: "stamp settled when recorded", written before 0.3 and never read: a record's
+      // stamp never vouches for bytes alone (inputs_hold).
       in.stamp.kind = int(kind);
       in.stamp.path = in.opened;
       if (in.exists != (in.digest.size() == 64) || in.relative == (in.opened[0] == '/')) {

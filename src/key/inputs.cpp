@@ -177,8 +177,10 @@ bool record_inputs(const AuditRecord& audit, const std::string& program, int64_t
       return false;
     }
     in.digest = to_hex(sha256(*bytes));
-    in.trusted = stamp_settled(in.stamp, now_ns);
-    if (in.trusted && network_fs_type(f.path).empty()) seen_files().add(in.stamp, in.digest);
+    // A settled stamp vouches for these bytes within this process (never in a record).
+    if (stamp_settled(in.stamp, now_ns) && network_fs_type(f.path).empty()) {
+      seen_files().add(in.stamp, in.digest);
+    }
     out->push_back(std::move(in));
   }
   return true;

@@ -24,7 +24,6 @@ struct FileInput {
   bool exists = false;
   std::string digest;    // SHA-256 (hex) of the bytes NVRTC read, when it exists
   PathStamp stamp;       // taken when the record was made
-  bool trusted = false;  // the stamp was settled then: an equal stamp now means equal bytes
 };
 
 // The inputs of one NVRTC run from its audit, or false (with *why) when they cannot be

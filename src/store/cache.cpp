@@ -176,6 +176,8 @@ void Cache::open_disk() {
   }
   // Hits read payload files; the index opens when something first needs it (index()).
   disk_ = std::make_unique<DiskStore>(dir_, read_only, netfs.empty(), /*open_now=*/false);
+  fact_files_ = std::make_unique<FactFiles>(dir_, read_only);
+  counter_log_ = std::make_unique<CounterLog>(dir_);
   disk_state_ = read_only ? KJIT_DISK_READ_ONLY : KJIT_DISK_OK;
 }
 
@@ -208,7 +210,9 @@ void Cache::open_index() {
       disk_->open();
       if (!read_only_note_.empty()) log_warn(read_only_note_);
       try {
-        disk_->add_pending_counters();
+        if (!disk_->read_only() && counter_log_->pending()) {
+          disk_->add_counters([this] { return counter_log_->take_all(); });
+        }
       } catch (const std::exception& e) {
         disk_failed(e, "adding the counts of earlier processes");
       }

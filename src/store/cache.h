@@ -15,7 +15,9 @@
 #include "kjit/cache.h"
 #include "kjit/compile.h"
 #include "store/background_writer.h"
+#include "store/counter_log.h"
 #include "store/disk_store.h"
+#include "store/fact_files.h"
 #include "store/facts.h"
 #include "store/fleet_claim.h"
 #include "store/memory_tier.h"
@@ -184,6 +186,8 @@ class Cache {
   void open_index();
   // The disk tier for reading payload files (hits): never opens the index.
   DiskStore* files() { return disk_usable() ? disk_.get() : nullptr; }
+  // The fact files of the disk tier, nullptr without one; never opens the index.
+  const FactFiles* fact_files() { return disk_usable() ? fact_files_.get() : nullptr; }
   // After the index was replaced by a new file: index the payload files there.
   void reconcile_after_switch();
   void disk_failed(const std::exception& e, const char* during);
@@ -226,11 +230,15 @@ class Cache {
   long owner_pid_ = 0;
   std::mutex owner_mu_;
   MemoryTier memory_;
+  // The disk tier's parts, all of the cache directory: the payload files and their index
+  // (DiskStore), the fact files, the counter log; made together by open_disk().
   std::unique_ptr<DiskStore> disk_;
+  std::unique_ptr<FactFiles> fact_files_;
+  std::unique_ptr<CounterLog> counter_log_;
   std::once_flag index_once_;
   std::atomic<bool> disk_off_{false};  // the index could not be opened: no disk tier
   std::string read_only_note_;         // why the disk tier is read-only, if it was found so
-  Facts facts_{[this] { return files(); }, [this] { return index(); },
+  Facts facts_{[this] { return fact_files(); }, [this] { return index(); },
                [this](const std::exception& e, const char* during) { disk_failed(e, during); }};
   std::unique_ptr<RemoteTier> remote_;
   std::unique_ptr<FleetClaims> fleet_;  // with remote_, unless claim_wait_ms is 0

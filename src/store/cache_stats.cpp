@@ -61,10 +61,8 @@ void Cache::flush_counters(bool closing) {
   try {
     bool written = false;
     if (pending) {
-      std::string text;
-      for (const auto& [name, delta] : deltas) text += name + " " + std::to_string(delta) + "\n";
-      written = d->files().write_pending_counters(text);
-      // The log is at its cap (EntryFiles::kMaxPendingBytes) or unusable: this process adds
+      written = counter_log_->append(deltas);
+      // The log is at its cap (CounterLog::kMaxPendingBytes) or unusable: this process adds
       // its counts to the index itself (opening it also takes the log).
       if (!written) d = index();
     }

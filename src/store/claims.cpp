@@ -9,6 +9,7 @@
 #include <sstream>
 #include <vector>
 
+#include "store/disk_store.h"
 #include "store/sqlite_conn.h"
 #include "util/fs.h"
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "store/claims.h"
+#include "store/db_error.h"
 #include "store/entry.h"
 #include "store/entry_files.h"
 #include "util/error.h"
@@ -22,13 +23,6 @@ struct sqlite3;
 struct sqlite3_stmt;
 
 namespace kjit {
-
-// Thrown when SQLite reports the database file itself as corrupt or not a database.
-class DatabaseCorrupt : public Error {
- public:
-  explicit DatabaseCorrupt(std::string message)
-      : Error(KJIT_ERROR_CACHE_CORRUPT, std::move(message)) {}
-};
 
 // Row summary used by list().
 struct EntryInfo {
@@ -43,12 +37,12 @@ struct SqliteConn;
 class DiskStore {
  public:
   static constexpr const char* kFileName = "kjit.db";
-  // 3: checksums bound to the entry's key (entry_checksum); entries of 1 and 2 are dropped.
-  // 4: one key/value table: the facts of `meta` moved into `kv` (namespace kMetaNamespace).
-  // 5: entries of cache format 2 dropped.
-  // 6: metadata and code moved to payload files; the rows keep the index.
+  // The index's schema (PRAGMA user_version; 6: metadata and code in payload files, the rows
+  // keep the index). A database of another schema is never migrated: one of an older kjit
+  // is rebuilt (its tables dropped, in one transaction, and this schema created); one of a
+  // newer kjit is not used. docs/formats.md.
   static constexpr int kSchemaVersion = 6;
-  // The namespace of get_meta()/set_meta() in the key/value table (spelled out in the SQL
+  // The namespace of the schema's own record in the key/value table (spelled out in the SQL
   // of disk_schema.cpp and disk_entries.cpp; clear() keeps it).
   static constexpr const char* kMetaNamespace = "meta";
   static constexpr int kApplicationId = 0x6b6a6974;  // "kjit"
@@ -137,17 +131,12 @@ class DiskStore {
 
   // Usage counters summed over every process (name -> value); add() is one transaction.
   void add_counters(const std::vector<std::pair<std::string, int64_t>>& deltas);
-  // Adds the counts that processes which never opened the index left in files
-  // (EntryFiles::write_pending_counters), removing the files, in one transaction.
-  void add_pending_counters();
+  // Adds the counts `under_lock` returns, calling it inside the write transaction (so that
+  // what it takes, e.g. CounterLog::take_all, is added by one process only).
+  void add_counters(
+      const std::function<std::vector<std::pair<std::string, int64_t>>()>& under_lock);
   bool opened() const { return opened_.load(std::memory_order_acquire); }
   std::vector<std::pair<std::string, int64_t>> counters();
-
-  // Toolchain facts and other metadata: fact files (EntryFiles::read_fact), else (caches
-  // from before schema 6) the kMetaNamespace part of the key/value table, then copied to a
-  // file. set_meta writes the file only.
-  std::optional<std::string> get_meta(const std::string& name);
-  void set_meta(const std::string& name, const std::string& value);
 
   // Opaque values for other subsystems (e.g. GEMM plans), by namespace.
   std::optional<std::string> get_value(const std::string& ns, const std::string& key);
@@ -158,14 +147,30 @@ class DiskStore {
 
  private:
   using Conn = SqliteConn;  // sqlite_conn.h
-  struct Lease;
+  // A pooled connection, given back to the store when the lease ends.
+  struct Lease {
+    DiskStore* store;
+    Conn* conn;
+    Lease(DiskStore* s, Conn* c) : store(s), conn(c) {}
+    Lease(Lease&& o) noexcept : store(o.store), conn(o.conn) { o.conn = nullptr; }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() {
+      if (conn) store->release(conn);
+    }
+    Conn& operator*() { return *conn; }
+    Conn* operator->() { return conn; }
+  };
   Lease acquire();
   void release(Conn* c);
   // Opens one more connection to path(); `initialise` (the first one, and after a switch
-  // of file) also sets the journal mode and checks, creates or migrates the schema.
+  // of file) also sets the journal mode and checks, creates or rebuilds the schema.
   std::unique_ptr<Conn> open_connection(bool initialise);
   void switch_file(bool move_aside, const std::string& why, std::string* aside);
-  void initialise_schema(Conn& c);  // disk_schema.cpp
+  // disk_schema.cpp: checks, creates or rebuilds the schema of the file `c` opened.
+  void initialise_schema(Conn& c);
+  // Drops the tables of an older kjit's schema, inside the caller's write transaction.
+  void drop_foreign_schema(Conn& c);
   // Evicts least recently used entries (never `keep`) until the total is <= target_bytes.
   uint64_t evict_locked(Conn& c, uint64_t target_bytes, const std::string& keep = {});
   void insert_row(Conn& c, const Entry& e, int64_t created, int64_t last_used);

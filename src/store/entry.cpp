@@ -248,6 +248,15 @@ void Entry::load_metadata_binary(std::string_view bytes) {
   created = int64_t(created_value);
 }
 
+const char* Entry::parts_problem() const {
+  if (ptx.size() != recorded_sizes.ptx || cubin.size() != recorded_sizes.cubin ||
+      ltoir.size() != recorded_sizes.ltoir) {
+    return "parts of the wrong size for the metadata";
+  }
+  if (ptx.empty() && cubin.empty() && ltoir.empty() && !is_manifest()) return "entry has no code";
+  return "";
+}
+
 Checksum entry_checksum(std::string_view key, EntryPart part, const void* data, size_t size) {
   static constexpr std::string_view kDomain = "kjit entry checksum";
   ChecksumStream h;

@@ -147,6 +147,11 @@ struct Entry {
     uint64_t ptx = 0, cubin = 0, ltoir = 0;
   } recorded_sizes;
 
+  // What is wrong with the parts of an entry read back, "" when nothing: every blob of the
+  // size its metadata records, and some code unless it is a manifest. The one check of an
+  // entry's shape for every reader (payload files, export records, remote envelopes).
+  const char* parts_problem() const;
+
   const Blob* blob(BlobKind kind) const;
   Blob* blob(BlobKind kind);
   uint64_t bytes() const;  // payload bytes (blobs + log + names), used for size bounds

@@ -1,3 +1,4 @@
+// The payload files of the disk tier (entry_files.h): written whole, read and verified.
 #include "store/entry_files.h"
 
 #include <fcntl.h>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "store/file_put.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -31,7 +33,6 @@ constexpr size_t kKeyAt = 16, kSizesAt = kKeyAt + 64, kSumsAt = kSizesAt + 8 * k
 constexpr size_t kHeaderBytes = kSumsAt + 16 * kParts;
 constexpr EntryPart kPartOrder[kParts] = {EntryPart::Metadata, EntryPart::Ptx, EntryPart::Cubin,
                                           EntryPart::LtoIr};
-constexpr const char* kTempPrefix = ".tmp-";
 
 // Part `i` (in kPartOrder) made `size` bytes long, unfilled, in `meta` for the metadata and
 // in `e`'s blob for the others; where to read it.
@@ -44,69 +45,6 @@ char* part_storage(Entry* e, std::string* meta, size_t i, size_t size) {
 // Part `i` of `e` (in kPartOrder); `meta` for the metadata.
 std::string_view part_bytes(const Entry& e, const std::string& meta, size_t i) {
   return i == 0 ? std::string_view(meta) : e.blob(static_cast<BlobKind>(kPartOrder[i]))->view();
-}
-
-// Writes all of `size` bytes; false with errno set on failure.
-bool write_all(int fd, const void* data, size_t size) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= size_t(n);
-  }
-  return true;
-}
-
-// A new file named `final_dir`/.tmp-<stem>-<pid>-<n> holding `pieces`; returns its path.
-std::string write_new_file(const std::string& final_dir, const std::string& stem,
-                           const std::vector<std::string_view>& pieces) {
-  static std::atomic<uint64_t> counter{0};
-  const std::string temp =
-      join_path(final_dir, kTempPrefix + stem + "-" + std::to_string(::getpid()) + "-" +
-                               std::to_string(counter++));
-  // The directory is kjit's own: a link there (to a directory elsewhere) or a file in its
-  // place is removed, so that nothing is written outside the cache directory.
-  if (!ensure_own_directory(final_dir, 0700) &&
-      !(errno == ENOENT && make_directories(dirname_of(final_dir), 0700) &&
-        ensure_own_directory(final_dir, 0700))) {
-    fail(KJIT_ERROR_CACHE,
-         "cannot create the directory " + final_dir + ": " + std::strerror(errno));
-  }
-  const int fd =
-      ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
-  if (fd < 0) fail(KJIT_ERROR_CACHE, "cannot create " + temp + ": " + std::strerror(errno));
-  bool ok = true;
-  for (std::string_view p : pieces) ok = ok && write_all(fd, p.data(), p.size());
-  const int write_errno = errno;
-  if (::close(fd) != 0 && ok) ok = false;
-  if (!ok) {
-    ::unlink(temp.c_str());
-    fail(KJIT_ERROR_CACHE, "cannot write " + temp + ": " + std::strerror(write_errno));
-  }
-  return temp;
-}
-
-// Renames a file written by write_new_file() to `to`, replacing any file there; the
-// temporary is removed on failure. Throws Error(KJIT_ERROR_CACHE).
-void move_into_place(const std::string& temp, const std::string& to) {
-  int rc = std::rename(temp.c_str(), to.c_str());
-  if (rc != 0 && (errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST)) {
-    // A directory where the file goes (left by hand or by another program): it is no
-    // entry; it goes, and the file takes its place.
-    log_warn("removing " + file_kind(to) + " at " + to + ", where a cache file goes");
-    if (remove_any(to)) rc = std::rename(temp.c_str(), to.c_str());
-  }
-  if (rc != 0) {
-    const int err = errno;
-    ::unlink(temp.c_str());
-    fail(KJIT_ERROR_CACHE, "cannot move " + temp + " to " + to + ": " + std::strerror(err));
-  }
-}
-
-bool is_temp_name(const std::string& name) {
-  return name.rfind(kTempPrefix, 0) == 0;
 }
 
 // Calls `fn` with the path and name of every file in the two-digit directories of `root`.
@@ -130,27 +68,10 @@ void for_each_file(const std::string& root,
   }
 }
 
-// The checksum of a fact file's contents before the checksum itself.
-Checksum fact_sum(std::string_view body) {
-  ChecksumStream h;
-  h.field("kjit fact");
-  h.field(body);
-  return h.finish();
-}
-
-std::string fact_file_name(const std::string& name) {
-  return to_hex(sha256(name)).substr(0, 32);
-}
-
 }  // namespace
 
-void (*EntryFiles::pending_hook_for_test)(const std::string& log) = nullptr;
-
 EntryFiles::EntryFiles(std::string cache_dir)
-    : cache_dir_(cache_dir),
-      root_(join_path(cache_dir, "entries")),
-      facts_(join_path(cache_dir, "facts")),
-      counters_(join_path(cache_dir, "counters")) {}
+    : cache_dir_(cache_dir), root_(join_path(cache_dir, "entries")) {}
 
 std::string EntryFiles::path(const std::string& key) const {
   return join_path(join_path(root_, key.substr(0, 2)), key);
@@ -197,7 +118,7 @@ EntryFiles::Read EntryFiles::read(const std::string& key, Entry* e, bool touch,
   const uint64_t layout = get_le(h + 8, 4), header_bytes = get_le(h + 12, 4);
   if (std::memcmp(h, kMagic, sizeof kMagic) != 0) {
     *why = "not a kjit entry file";
-  } else if (header_bytes != kHeaderBytes || (layout != kLayoutVersion && layout != 1)) {
+  } else if (header_bytes != kHeaderBytes || layout != kLayoutVersion) {
     *why = "another layout version or header size";
   } else if (std::memcmp(h + kKeyAt, key.data(), 64) != 0) {
     *why = "the file was written for another key";
@@ -235,23 +156,14 @@ EntryFiles::Read EntryFiles::read(const std::string& key, Entry* e, bool touch,
     }
   }
   try {
-    if (layout == 1) {
-      e->load_metadata(meta);
-    } else {
-      e->load_metadata_binary(meta);
-    }
+    e->load_metadata_binary(meta);
   } catch (const Error& ex) {
     if (ex.status() != KJIT_ERROR_CACHE_CORRUPT) throw;
     *why = ex.message();
     return Read::Corrupt;
   }
-  const auto& rs = e->recorded_sizes;
-  if (e->ptx.size() != rs.ptx || e->cubin.size() != rs.cubin || e->ltoir.size() != rs.ltoir) {
-    *why = "parts of the wrong size for the metadata";
-    return Read::Corrupt;
-  }
-  if (e->ptx.empty() && e->cubin.empty() && e->ltoir.empty() && !e->is_manifest()) {
-    *why = "entry has no code";
+  if (const char* problem = e->parts_problem(); *problem) {
+    *why = problem;
     return Read::Corrupt;
   }
   e->last_used = int64_t(st.st_mtim.tv_sec);
@@ -367,154 +279,6 @@ void EntryFiles::remove_all() const {
     remove_any(join_path(dir, name));
     return false;
   });
-}
-
-bool EntryFiles::write_pending_counters(const std::string& text) const {
-  // Appended to one log in a single write (O_APPEND writes of a few hundred bytes are not
-  // interleaved), so a closing process creates no file of its own.
-  if (!ensure_own_directory(counters_, 0700)) {
-    if (errno != ENOENT || !make_directories(cache_dir_, 0700) ||
-        !ensure_own_directory(counters_, 0700)) {
-      fail(KJIT_ERROR_CACHE, "cannot create " + counters_ + ": " + std::strerror(errno));
-    }
-  }
-  const std::string log = join_path(counters_, "pending");
-  // A few rounds at most: each one lost means another process took the log meanwhile.
-  for (int attempt = 0; attempt < 8; ++attempt) {
-    int fd = -1, err = 0;
-    struct stat st;
-    switch (
-        open_regular(log, O_WRONLY | O_APPEND | O_CREAT, 0600, /*follow=*/false, &fd, &st, &err)) {
-      case Opened::Ok:
-        break;
-      case Opened::Absent:
-        continue;  // the directory went meanwhile
-      case Opened::NotRegular:
-        log_warn(log + " is " + file_kind(log) + ", not a regular file: not written");
-        return false;
-      case Opened::Failed:
-        fail(KJIT_ERROR_CACHE, "cannot open " + log + ": " + std::strerror(err));
-    }
-    struct Closer {
-      int fd;
-      ~Closer() { ::close(fd); }
-    } closer{fd};
-    if (pending_hook_for_test) pending_hook_for_test(log);
-    int rc;
-    while ((rc = ::flock(fd, LOCK_SH)) != 0 && errno == EINTR) {
-    }
-    if (rc != 0) fail(KJIT_ERROR_CACHE, "cannot lock " + log + ": " + std::strerror(errno));
-    // Still the log (not taken since it was opened)? Checked under the lock: a taker
-    // renames before it takes its exclusive lock, so a log found here is read after this
-    // write.
-    struct stat now, named;
-    if (::fstat(fd, &now) != 0 || now.st_nlink == 0 || ::lstat(log.c_str(), &named) != 0 ||
-        named.st_dev != now.st_dev || named.st_ino != now.st_ino) {
-      continue;
-    }
-    if (uint64_t(now.st_size) + text.size() > kMaxPendingBytes) return false;
-    const bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size());
-    if (!ok) fail(KJIT_ERROR_CACHE, "cannot append to " + log + ": " + std::strerror(errno));
-    return true;
-  }
-  return false;
-}
-
-std::vector<std::string> EntryFiles::take_pending_counters() const {
-  // The log is renamed before it is read: appends that come later start a new one. Logs
-  // taken by a process that died before it added them, or left because an appender still
-  // held them, are taken again.
-  static std::atomic<uint64_t> n{0};
-  const std::string taken =
-      join_path(counters_, "taken-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
-  std::rename(join_path(counters_, "pending").c_str(), taken.c_str());
-  std::vector<std::string> out;
-  if (const auto names = directory_names(counters_)) {
-    for (const std::string& name : *names) {
-      if (name.rfind("taken-", 0) == 0) out.push_back(join_path(counters_, name));
-    }
-  }
-  return out;
-}
-
-EntryFiles::Taken EntryFiles::read_taken_counters(const std::string& file, std::string* text,
-                                                  std::string* why) const {
-  int fd = -1, err = 0;
-  struct stat st;
-  switch (open_regular(file, O_RDONLY, 0, /*follow=*/false, &fd, &st, &err)) {
-    case Opened::Ok:
-      break;
-    case Opened::Absent:
-      text->clear();
-      return Taken::Read;
-    case Opened::NotRegular:
-      *why = "not a regular file (" + file_kind(file) + ")";
-      return Taken::Unusable;
-    case Opened::Failed:
-      *why = std::string("cannot open it: ") + std::strerror(err);
-      return Taken::Unusable;
-  }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  // Appenders hold a shared lock for one write: wait a little, never long (the caller
-  // holds the index's write lock). One that holds it longer leaves the file to a later taker.
-  bool locked = false;
-  for (int i = 0; i < 20 && !locked; ++i) {
-    locked = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
-    if (!locked) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  if (!locked) return Taken::Busy;
-  if (::fstat(fd, &st) != 0 || uint64_t(st.st_size) > kMaxTakenBytes) {
-    *why = "larger than " + std::to_string(kMaxTakenBytes) + " bytes";
-    return Taken::Unusable;
-  }
-  text->assign(size_t(st.st_size), '\0');
-  size_t have = 0;
-  while (have < text->size()) {
-    const ssize_t r = ::pread(fd, &(*text)[have], text->size() - have, off_t(have));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    have += size_t(r);
-  }
-  text->resize(have);
-  return Taken::Read;
-}
-
-std::optional<std::string> EntryFiles::read_fact(const std::string& name) const {
-  const std::string file = join_path(facts_, fact_file_name(name));
-  std::string why;
-  // Only a regular file of a fact's size is read: a FIFO, a device or a link there (to
-  // /dev/zero, say) is no fact, and never blocks or fills the process.
-  const std::optional<std::string> text = read_regular_file(file, kMaxFactBytes, false, &why);
-  if (!text && !why.empty()) log_debug("cache fact file " + file + " ignored: " + why);
-  // 8-byte name length, the name, the value, then the 16-byte checksum of what precedes it.
-  if (!text || text->size() < 24) return std::nullopt;
-  const std::string_view body(text->data(), text->size() - 16);
-  const uint64_t name_len = get_le(reinterpret_cast<const unsigned char*>(text->data()), 8);
-  if (!checksum_equals(std::string_view(*text).substr(body.size()), fact_sum(body)) ||
-      name_len != name.size() || body.size() < 8 + name_len ||
-      body.compare(8, name_len, name) != 0) {
-    return std::nullopt;
-  }
-  return std::string(body.substr(8 + name_len));
-}
-
-void EntryFiles::write_fact(const std::string& name, const std::string& value) const {
-  if (name.size() + value.size() + 24 > kMaxFactBytes) {
-    fail(KJIT_ERROR_CACHE, "cache fact " + name + " is larger than a fact file may be");
-  }
-  unsigned char len[8];
-  put_le(len, name.size(), 8);
-  std::string body(reinterpret_cast<const char*>(len), 8);
-  body += name;
-  body += value;
-  const Checksum sum = fact_sum(body);
-  const std::string file = fact_file_name(name);
-  const std::string temp = write_new_file(
-      facts_, file, {body, std::string_view(reinterpret_cast<const char*>(sum.data()), 16)});
-  move_into_place(temp, join_path(facts_, file));
 }
 
 }  // namespace kjit

@@ -1,7 +1,6 @@
 // The payload files of the disk tier: each entry (metadata and code) in one file named by
-// its key, under <cache>/entries/<first two hex digits>/<key>; and the small facts
-// (toolchain identity, toolkit discovery...) in <cache>/facts/. A fresh process reaches
-// its first hit through these alone, without opening the SQLite index (disk_store.h),
+// its key, under <cache>/entries/<first two hex digits>/<key>. A fresh process reaches
+// its first hit through these alone (and the fact files, fact_files.h), without opening the SQLite index (disk_store.h),
 // which keeps the rows for LRU eviction, totals, listing and single flight.
 //
 // A payload file is written whole to a temporary name and renamed into place, so a reader
@@ -25,21 +24,16 @@ namespace kjit {
 
 class EntryFiles {
  public:
-  // Version of the file layout, in every file's header: 2 (written) holds the metadata in
-  // Entry's binary form, 1 (still read) as JSON. Files of other versions are Corrupt.
+  // Version of the file layout, in every file's header: 2 holds the metadata in Entry's
+  // binary form. A file of another layout (1, of development builds before 0.2.0, held it
+  // as JSON) is Corrupt: a miss, removed and compiled again, never converted.
   static constexpr uint32_t kLayoutVersion = 2;
   // A file read as a hit whose time is older than this gets the current time: the last use
   // (the index learns it when it evicts, DiskStore::evict_locked).
   static constexpr int64_t kTouchSeconds = 3600;
   // Nothing kjit writes is larger: an entry file past kMaxEntryBytes is refused when written
-  // and Corrupt when read (never allocated); a fact file past kMaxFactBytes reads as no fact.
+  // and Corrupt when read (never allocated).
   static constexpr uint64_t kMaxEntryBytes = uint64_t(1) << 30;
-  static constexpr size_t kMaxFactBytes = size_t(1) << 20;
-  // The pending-counters log takes no append that would take it past kMaxPendingBytes (the
-  // process then adds its counts to the index itself, write_pending_counters); a taken log
-  // larger than kMaxTakenBytes is discarded unread.
-  static constexpr uint64_t kMaxPendingBytes = 64 * 1024;
-  static constexpr uint64_t kMaxTakenBytes = 4 * kMaxPendingBytes;
   // A temporary (.tmp-) file not changed for this long belongs to a writer that died: normal
   // operation removes it (sweep_stale_temps).
   static constexpr int64_t kStaleTempSeconds = 3600;
@@ -78,39 +72,11 @@ class EntryFiles {
   // Removes every payload file and temporary.
   void remove_all() const;
 
-  // A fact by name (facts.h), nullopt when none is recorded or its file does not verify.
-  std::optional<std::string> read_fact(const std::string& name) const;
-  // Records a fact (temporary file, then rename). Throws Error(KJIT_ERROR_CACHE).
-  void write_fact(const std::string& name, const std::string& value) const;
-
-  // Counts of a process that closed without opening the index (Cache::flush_counters),
-  // appended to <cache>/counters/pending and added to the index's counters by the next
-  // process that opens it (DiskStore::add_pending_counters), which takes the log (renames
-  // it to counters/taken-<pid>-<n>) and returns the paths of every taken log; it reads each
-  // with read_taken_counters(). Call both under the index's write lock.
-  //
-  // No count is lost to a log taken while a process appends: the appender holds a shared
-  // flock() on the log while it checks that the file it opened is still the one named
-  // `pending` and writes; the taker renames first, then takes an exclusive flock() before
-  // it reads. An appender that finds its file taken opens the new `pending`.
-  //
-  // write_pending_counters() returns false, writing nothing, when the log would pass
-  // kMaxPendingBytes or `pending` is not a regular file (a link is never followed): the
-  // caller then adds its counts to the index itself. Throws Error(KJIT_ERROR_CACHE).
-  bool write_pending_counters(const std::string& text) const;
-  std::vector<std::string> take_pending_counters() const;
-  enum class Taken { Read, Busy, Unusable };
-  // Busy: an appender still holds it (left for a later taker); Unusable (with *why): not
-  // a regular file, or larger than kMaxTakenBytes (the caller removes it); Read: *text.
-  Taken read_taken_counters(const std::string& file, std::string* text, std::string* why) const;
-  // Called between the open and the lock of write_pending_counters (tests only).
-  static void (*pending_hook_for_test)(const std::string& log);
-
   std::string path(const std::string& key) const;    // where `key`'s file lives
   const std::string& root() const { return root_; }  // <cache>/entries
 
  private:
-  std::string cache_dir_, root_, facts_, counters_;
+  std::string cache_dir_, root_;
 };
 
 }  // namespace kjit

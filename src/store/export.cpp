@@ -127,11 +127,7 @@ bool decode_record(const std::string& bytes, Entry* out) {
   } catch (const Error&) {
     return false;
   }
-  if (e.ptx.size() != e.recorded_sizes.ptx || e.cubin.size() != e.recorded_sizes.cubin ||
-      e.ltoir.size() != e.recorded_sizes.ltoir ||
-      (e.ptx.empty() && e.cubin.empty() && e.ltoir.empty() && !e.is_manifest())) {
-    return false;
-  }
+  if (*e.parts_problem()) return false;
   *out = std::move(e);
   return true;
 }

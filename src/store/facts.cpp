@@ -1,16 +1,14 @@
 #include "store/facts.h"
 
 #include "store/disk_store.h"
+#include "store/fact_files.h"
 
 namespace kjit {
 
 std::optional<std::string> Facts::get(const std::string& name) {
   try {
-    DiskStore* files = files_();
-    if (!files) return std::nullopt;
-    if (auto v = files->files().read_fact(name)) return v;
-    DiskStore* index = index_();  // a cache from before fact files
-    return index ? index->get_meta(name) : std::nullopt;
+    const FactFiles* files = files_();
+    return files ? files->read(name) : std::nullopt;
   } catch (const std::exception& e) {
     failed_(e, "reading cache metadata");
     return std::nullopt;
@@ -19,7 +17,7 @@ std::optional<std::string> Facts::get(const std::string& name) {
 
 void Facts::set(const std::string& name, const std::string& value) {
   try {
-    if (DiskStore* files = files_()) files->set_meta(name, value);
+    if (const FactFiles* files = files_()) files->write(name, value);
   } catch (const std::exception& e) {
     failed_(e, "writing cache metadata");
   }

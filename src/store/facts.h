@@ -1,4 +1,4 @@
-// Small persistent facts kept in the cache database beside the entries, so that later
+// Small persistent facts kept in the cache directory beside the entries, so that later
 // processes need not learn them again: NVRTC's identity and architectures (toolchain.h),
 // toolkit discoveries (toolkit.h), nvJitLink's identity, and named values in namespaces
 // (tuned GEMM plans). Not entries: no key coverage, no eviction, no stats.
@@ -13,16 +13,18 @@
 namespace kjit {
 
 class DiskStore;
+class FactFiles;
 
 class Facts {
  public:
   // Facts are read and written through `files` (the cache's disk tier without its index:
-  // fact files), named values and facts of older caches through `index` (which opens it);
+  // fact files, read once), named values through `index` (which opens it);
   // either may give nullptr (no disk tier). A failure is passed to `failed` (the cache
   // degrades its disk tier as for any other failure) and reads as nothing.
   using Failed = std::function<void(const std::exception&, const char* during)>;
-  using Disk = std::function<DiskStore*()>;
-  Facts(Disk files, Disk index, Failed failed)
+  using Files = std::function<const FactFiles*()>;
+  using Index = std::function<DiskStore*()>;
+  Facts(Files files, Index index, Failed failed)
       : files_(std::move(files)), index_(std::move(index)), failed_(std::move(failed)) {}
 
   // A fact by name; nullopt without a disk tier or when none is recorded.
@@ -34,7 +36,8 @@ class Facts {
   void put_value(const std::string& ns, const std::string& key, const std::string& value);
 
  private:
-  Disk files_, index_;
+  Files files_;
+  Index index_;
   Failed failed_;
 };
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "store/disk_store.h"
+#include "store/db_error.h"
 
 namespace kjit {
 
@@ -70,19 +70,6 @@ class Txn {
  private:
   SqliteConn& c_;
   bool done_ = false;
-};
-
-// A pooled connection, given back to its store when the lease ends.
-struct DiskStore::Lease {
-  DiskStore* store;
-  Conn* conn;
-  Lease(DiskStore* s, Conn* c) : store(s), conn(c) {}
-  Lease(Lease&& o) noexcept : store(o.store), conn(o.conn) { o.conn = nullptr; }
-  ~Lease() {
-    if (conn) store->release(conn);
-  }
-  Conn& operator*() { return *conn; }
-  Conn* operator->() { return conn; }
 };
 
 }  // namespace kjit

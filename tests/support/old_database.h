@@ -1,6 +1,6 @@
 // Cache databases as kjit wrote them before schema 6 (an entry's metadata and checksums in
 // its row, its code in `blobs`), filled with the entries of a current cache, for the tests
-// of the migrations.
+// that such a cache is moved aside and rebuilt, never read.
 #pragma once
 
 #include <sqlite3.h>
