@@ -12,7 +12,10 @@ from kjit import _arrays, _kernel, _lib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAST_C = os.path.join(HERE, "..", "kjit", "_fastlaunch.c")
-KERNEL_H = os.path.join(HERE, "..", "..", "..", "include", "kjit", "kernel.h")
+# The header the library was built from: the installed one where the tests run against an
+# install (KJIT_INCLUDE_DIR), else the checkout's.
+INCLUDE = os.environ.get("KJIT_INCLUDE_DIR") or os.path.join(HERE, "..", "..", "..", "include")
+KERNEL_H = os.path.join(INCLUDE, "kjit", "kernel.h")
 
 
 def _read(path):
