@@ -6,6 +6,7 @@
 #include "api/versioned.h"
 #include "compile/async.h"
 #include "store/code_facts.h"
+#include "store/entry_params.h"
 #include "util/log.h"
 #include "util/sha256.h"
 

@@ -1,4 +1,4 @@
-// What compiled code says about itself, read from an entry's outputs and log: the
+// What compiled code says about itself, read from its outputs and log (text, no entry): the
 // parameters of a kernel as its PTX declares them (so a host struct can be checked against
 // the kernel without a GPU driver), and the performance advisories ptxas wrote into the
 // compile log.
@@ -22,13 +22,6 @@ struct PtxParam {
 // PTX has no such entry, or declares a parameter this reader does not understand (*out is
 // then empty).
 bool ptx_entry_params(std::string_view ptx, std::string_view name, std::vector<PtxParam>* out);
-
-// The parameters of kernel `name` of a compiled entry (a ".entry" name, or a name expression
-// whose lowered name is one), from its PTX. Throws kjit::Error: KJIT_ERROR_NAME_NOT_FOUND
-// for a kernel that is not there, KJIT_ERROR_UNSUPPORTED when the entry has no PTX or
-// declares the kernel's parameters in a form this reader does not understand.
-struct Entry;
-std::vector<PtxParam> kernel_params(const Entry& e, const std::string& name);
 
 // The performance advisories in a compile log: ptxas's "Potential Performance Loss" lines
 // (C7509/C7510: wgmma serialised, and the like), each as "(C7510) Potential Performance
