@@ -73,7 +73,8 @@ kjit_options* options_for(int which, const std::string& include_dir = "") {
 // Synthetic entries of a realistic size (PTX 6 KB, CUBIN 10 KB, like a small fused kernel).
 void fill(const std::string& dir, int n) {
   kjit::make_directories(dir, 0700);
-  kjit::DiskStore store(dir, false, true);
+  kjit::IndexDb index(dir, false, true);
+  kjit::DiskStore store(index);
   std::mt19937_64 rng(n);
   std::string ptx(6000, 'p'), cubin(10000, 'c');
   for (int i = 0; i < n; ++i) {
@@ -362,7 +363,7 @@ int main(int argc, char** argv) {
     for (int which = 0; which < 2; ++which) {
       const char* name = which == 0 ? "saxpy" : "CUB BlockReduce";
       std::vector<Run> runs[2], left, raw, file;
-      const std::string db0 = dirs[0] + "/" + kjit::DiskStore::kFileName;
+      const std::string db0 = dirs[0] + "/" + kjit::IndexDb::kFileName;
       for (int r = 0; r < reps; ++r) {
         for (int i = 0; i < 2; ++i) {
           runs[i].push_back(spawn("--child " + dirs[i] + " " + std::to_string(which) + " close"));

@@ -19,7 +19,7 @@
 
 #include "kjit/kjit.h"
 #include "store/cache.h"
-#include "store/disk_store.h"
+#include "store/index_db.h"
 #include "store/entry.h"
 #include "store/export.h"
 #include "store/fact_files.h"
@@ -1350,11 +1350,10 @@ TEST(CacheRebuild, DatabaseOfAnOlderSchemaIsRebuiltEmpty) {
         << "said once";
     EXPECT_EQ(log.count("migrated"), 0u);
     EXPECT_EQ(tables_of(dir), kSchema6Tables) << "the old tables are gone";
-    kjit::DiskStore store(dir.path(), true, true);
-    EXPECT_EQ(store.exec_for_text("PRAGMA user_version"),
-              std::to_string(kjit::DiskStore::kSchemaVersion) + "\n");
-    EXPECT_EQ(store.exec_for_text("SELECT count(*) FROM entries"), "1\n") << "the new entry only";
-    EXPECT_EQ(store.exec_for_text("SELECT count(*) FROM kv WHERE ns = 'test'"), "0\n");
+    kjit::test::Db db(db_path(dir));
+    EXPECT_EQ(db.text("PRAGMA user_version"), std::to_string(kjit::IndexDb::kSchemaVersion));
+    EXPECT_EQ(db.text("SELECT count(*) FROM entries"), "1") << "the new entry only";
+    EXPECT_EQ(db.text("SELECT count(*) FROM kv WHERE ns = 'test'"), "0");
     EXPECT_EQ(kjit::FactFiles(dir.path()).read("test:fact"), std::nullopt)
         << "no fact read from the old tables";
     EXPECT_EQ(kjit::test::entry_files(dir.path()).size(), 1u);
@@ -1376,10 +1375,11 @@ TEST(CacheRebuild, ProcessesOpeningAnOldCacheAtOnceAllGetTheNewOne) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       try {
-        kjit::DiskStore store(dir.path(), false, true);
-        const bool ok = store.exec_for_text("PRAGMA user_version") ==
-                            std::to_string(kjit::DiskStore::kSchemaVersion) + "\n" &&
-                        store.exec_for_text("SELECT count(*) FROM entries") == "0\n";
+        kjit::IndexDb index(dir.path(), false, true);  // opening rebuilds it
+        kjit::test::Db db(db_path(dir));
+        const bool ok =
+            db.text("PRAGMA user_version") == std::to_string(kjit::IndexDb::kSchemaVersion) &&
+            db.text("SELECT count(*) FROM entries") == "0";
         _exit(ok ? 0 : 1);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "child: %s\n", e.what());
@@ -1416,24 +1416,24 @@ TEST(CacheRebuild, DatabaseOfAnOlderSchemaOpenedReadOnlySaysHowToRebuild) {
     EXPECT_NE(std::string(s.message).find("write access"), std::string::npos) << s.message;
     EXPECT_EQ(compile(ro.c, kSaxpySource).tier, KJIT_TIER_COMPILED) << "never an old entry";
   }
-  EXPECT_THROW(kjit::DiskStore(dir.path(), true, true), kjit::Error);
+  EXPECT_THROW(kjit::IndexDb(dir.path(), true, true), kjit::Error);
   EXPECT_EQ(read_file_or_die(db_path(dir)), old_bytes) << "read-only: left as it is";
 }
 
 // A database of a newer kjit is not used, and left as it is: that kjit may still use it.
 TEST(CacheRebuild, DatabaseOfANewerSchemaIsLeftAlone) {
   TempDir dir;
-  { kjit::DiskStore store(dir.path(), false, true); }
+  { kjit::IndexDb index(dir.path(), false, true); }
   {
     kjit::test::Db db(db_path(dir));
-    db.exec("PRAGMA user_version=" + std::to_string(kjit::DiskStore::kSchemaVersion + 1));
+    db.exec("PRAGMA user_version=" + std::to_string(kjit::IndexDb::kSchemaVersion + 1));
   }
   Cache c(dir.path());
   kjit_cache_stats s = c.stats();
   EXPECT_EQ(s.disk_state, KJIT_DISK_UNAVAILABLE);
   EXPECT_NE(std::string(s.message).find("newer kjit"), std::string::npos) << s.message;
   kjit::test::Db db(db_path(dir));
-  EXPECT_EQ(db.text("PRAGMA user_version"), std::to_string(kjit::DiskStore::kSchemaVersion + 1));
+  EXPECT_EQ(db.text("PRAGMA user_version"), std::to_string(kjit::IndexDb::kSchemaVersion + 1));
 }
 
 TEST(CacheTotals, NewDatabaseIsCheckpointedEveryMebibyte) {
@@ -1442,12 +1442,11 @@ TEST(CacheTotals, NewDatabaseIsCheckpointedEveryMebibyte) {
     Cache c(dir.path());
     ASSERT_EQ(compile(c.c, kSaxpySource).status, KJIT_OK);
   }
-  kjit::DiskStore store(dir.path(), false, true);
-  const std::string page = store.exec_for_text("PRAGMA page_size");
-  EXPECT_EQ(store.exec_for_text("PRAGMA journal_mode"), "wal\n");
-  EXPECT_EQ(store.exec_for_text("PRAGMA wal_autocheckpoint"),
-            std::to_string(kjit::DiskStore::kWalCheckpointBytes / std::stoi(page)) + "\n")
-      << "the log is checkpointed every MiB (pages of " << page;
+  kjit::IndexDb index(dir.path(), false, true);
+  const kjit::IndexDb::Settings set = index.settings();
+  EXPECT_EQ(set.journal_mode, "wal");
+  EXPECT_EQ(set.wal_autocheckpoint, kjit::IndexDb::kWalCheckpointBytes / set.page_size)
+      << "the log is checkpointed every MiB (pages of " << set.page_size;
   Cache again(dir.path());
   EXPECT_EQ(compile(again.c, kSaxpySource).tier, KJIT_TIER_DISK);
 }
@@ -1461,42 +1460,47 @@ TEST(CacheTotals, SchemaFingerprintIsTheOneRecordedBefore) {
     ASSERT_EQ(compile(c.c, kSaxpySource).status, KJIT_OK);
   }
   const std::string as_before = schema_record(dir.path() + "/kjit.db");
-  kjit::DiskStore store(dir.path(), true, true);
-  EXPECT_EQ(store.exec_for_text("SELECT value FROM kv WHERE ns = 'meta' AND key = 'kjit:schema'"),
-            as_before + "\n");
+  kjit::IndexDb index(dir.path(), true, true);  // opens: the recorded fingerprint is checked
+  EXPECT_EQ(kjit::test::Db(db_path(dir))
+                .text("SELECT value FROM kv WHERE ns = 'meta' AND key = 'kjit:schema'"),
+            as_before);
 }
 
 TEST(DiskStoreValues, ClearDropsValuesAndKeepsFacts) {
   TempDir dir;
-  kjit::DiskStore store(dir.path(), false, true);
+  kjit::CacheConfig cfg;
+  cfg.directory = dir.path();
+  kjit::Cache store(cfg);
   const kjit::FactFiles facts(dir.path());
   facts.write("fact", "1");
-  store.put_value("ns", "k", "v");
-  store.put_value("ns", "fact", "other");
+  store.facts().put_value("ns", "k", "v");
+  store.facts().put_value("ns", "fact", "other");
   EXPECT_EQ(facts.read("fact"), std::optional<std::string>("1"));
   store.clear();
   EXPECT_EQ(facts.read("fact"), std::optional<std::string>("1"));
-  EXPECT_EQ(store.get_value("ns", "k"), std::nullopt);
-  EXPECT_EQ(store.get_value("ns", "fact"), std::nullopt);
+  EXPECT_EQ(store.facts().get_value("ns", "k"), std::nullopt);
+  EXPECT_EQ(store.facts().get_value("ns", "fact"), std::nullopt);
 }
 
 TEST(DiskStoreClaims, NobodyHoldsAKeyUntilItIsClaimed) {
   TempDir dir;
-  kjit::DiskStore store(dir.path(), false, true);
+  kjit::IndexDb index(dir.path(), false, true);
+  kjit::Claims store(index);
+  const auto stored = [](kjit::SqliteConn&, const std::string&) { return false; };
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   const std::string key(64, 'a');
   const std::string me = std::string(host) + "|" + std::to_string(getpid()) + "|1|test";
-  EXPECT_EQ(store.read_claim(key).state, kjit::Claim::State::None);
-  EXPECT_EQ(store.try_claim(key, me).state, kjit::Claim::State::Claimed);
-  const kjit::Claim held = store.read_claim(key);
+  EXPECT_EQ(store.read(key).state, kjit::Claim::State::None);
+  EXPECT_EQ(store.try_claim(key, me, stored).state, kjit::Claim::State::Claimed);
+  const kjit::Claim held = store.read(key);
   EXPECT_EQ(held.state, kjit::Claim::State::Busy);
   EXPECT_EQ(held.owner, me);
-  store.release_claim(key, me);
-  EXPECT_EQ(store.read_claim(key).state, kjit::Claim::State::None);
-  EXPECT_EQ(store.try_claim(key, me).state, kjit::Claim::State::Claimed);
-  store.fail_claim(key, me, "{}");
-  EXPECT_EQ(store.read_claim(key).state, kjit::Claim::State::Failed);
+  store.release(key, me);
+  EXPECT_EQ(store.read(key).state, kjit::Claim::State::None);
+  EXPECT_EQ(store.try_claim(key, me, stored).state, kjit::Claim::State::Claimed);
+  store.fail(key, me, "{}");
+  EXPECT_EQ(store.read(key).state, kjit::Claim::State::Failed);
 }
 
 }  // namespace
@@ -1524,11 +1528,12 @@ TEST(Flight, AWaiterGetsAFailedCompilesLogAndKey) {
     _exit(0);
   }
   {
-    kjit::DiskStore store(dir.path(), false, true);
-    for (int i = 0; i < 2000 && store.read_claim(flight).state != kjit::Claim::State::Busy; ++i) {
+    kjit::IndexDb index(dir.path(), false, true);
+    kjit::Claims store(index);
+    for (int i = 0; i < 2000 && store.read(flight).state != kjit::Claim::State::Busy; ++i) {
       usleep(5000);
     }
-    ASSERT_EQ(store.read_claim(flight).state, kjit::Claim::State::Busy) << "the child holds it";
+    ASSERT_EQ(store.read(flight).state, kjit::Claim::State::Busy) << "the child holds it";
   }
   kjit::CacheConfig cfg;
   cfg.directory = dir.path();

@@ -27,9 +27,10 @@
 #include "key/toolkit.h"
 #include "store/cache.h"
 #include "store/counter_log.h"
-#include "store/disk_store.h"
 #include "store/entry.h"
 #include "store/fact_files.h"
+#include "support/db.h"
+#include "support/disk_tier.h"
 #include "support/test_support.h"
 #include "util/fs.h"
 #include "util/sha256.h"
@@ -75,9 +76,8 @@ bool append_counters(const kjit::CounterLog& f, const std::string& text) {
   return f.append(deltas);
 }
 // What opening the index does with the counter log (Cache::open_index).
-void add_pending(kjit::DiskStore& d) {
-  const kjit::CounterLog log(kjit::dirname_of(d.path()));
-  if (log.pending()) d.add_counters([&] { return log.take_all(); });
+void add_pending(kjit::DiskTier& d) {
+  if (d.counter_log.pending()) d.counters.add([&] { return d.counter_log.take_all(); });
 }
 static_assert(kjit::EntryFiles::kStaleTempSeconds == 3600, "the tests age files past it");
 #endif
@@ -179,8 +179,8 @@ bool exists(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
-int64_t counter(kjit::DiskStore& d, const std::string& name) {
-  for (const auto& [n, v] : d.counters()) {
+int64_t counter(kjit::DiskTier& d, const std::string& name) {
+  for (const auto& [n, v] : d.counters.read()) {
     if (n == name) return v;
   }
   return 0;
@@ -188,8 +188,8 @@ int64_t counter(kjit::DiskStore& d, const std::string& name) {
 
 // A cache directory holding one stored entry; returns its key.
 std::string with_entry(const std::string& dir, const std::string& tag = "a") {
-  kjit::DiskStore d(dir, false, true);
-  d.put(entry(tag), 0);
+  kjit::test::OpenTier d(dir);
+  d.entries.put(entry(tag), 0);
   return key_of(tag);
 }
 
@@ -238,19 +238,19 @@ TEST(HostileDir, FifoAtAPayloadPathIsAMissNotAHang) {
   const std::string key = key_of("fifo");
   make_fifo(payload_path(t.path(), key));
   EXPECT_EQ(in_child([&] {
-              kjit::DiskStore d(t.path(), false, true);
+              kjit::test::OpenTier d(t.path());
               try {
-                return d.get(key) == nullptr;
+                return d.entries.get(key) == nullptr;
               } catch (const kjit::Error& e) {
                 return e.status() == KJIT_ERROR_CACHE_CORRUPT;
               }
             }),
             "");
   // The store then takes its place.
-  kjit::DiskStore d(t.path(), false, true);
+  kjit::test::OpenTier d(t.path());
   kjit::Entry e = entry("fifo");
-  d.put(e, 0);
-  kjit::EntryPtr got = d.get(key);
+  d.entries.put(e, 0);
+  kjit::EntryPtr got = d.entries.get(key);
   ASSERT_NE(got, nullptr);
   EXPECT_EQ(got->ptx, e.ptx);
 }
@@ -261,7 +261,7 @@ TEST(HostileDir, FifoAsThePendingCountersLogDoesNotHangAHitOnlyProcess) {
   make_fifo(t.path() + "/counters/pending");
   EXPECT_EQ(in_child([&] { return hit_only_process(t.path(), key); }), "");
   // Its counts were added to the index instead; the FIFO is cleared away by a taker.
-  kjit::DiskStore d(t.path(), false, true);
+  kjit::test::OpenTier d(t.path());
   add_pending(d);
   EXPECT_EQ(counter(d, "disk_hits"), 1);
   EXPECT_FALSE(exists(t.path() + "/counters/pending"));
@@ -274,7 +274,7 @@ TEST(HostileDir, FifoAsATakenCountersLogDoesNotHangTheTaker) {
   kjit::make_directories(t.path() + "/counters", 0700);
   write_file(t.path() + "/counters/pending", "disk_hits 2\n");
   EXPECT_EQ(in_child([&] {
-              kjit::DiskStore d(t.path(), false, true);
+              kjit::test::OpenTier d(t.path());
               add_pending(d);
               return counter(d, "disk_hits") == 2;
             }),
@@ -318,7 +318,7 @@ TEST(HostileDir, TakenCountersLogLinkedToDevZeroIsNotRead) {
   write_file(t.path() + "/counters/pending", "disk_hits 3\n");
   EXPECT_EQ(in_child(
                 [&] {
-                  kjit::DiskStore d(t.path(), false, true);
+                  kjit::test::OpenTier d(t.path());
                   add_pending(d);
                   return counter(d, "disk_hits") == 3;
                 },
@@ -348,9 +348,9 @@ TEST(HostileDir, HugeSparsePayloadWithAConsistentHeaderIsCorruptNotOutOfMemory) 
   ASSERT_EQ(::truncate(p.c_str(), off_t(total)), 0);
   EXPECT_EQ(in_child(
                 [&] {
-                  kjit::DiskStore d(t.path(), false, true);
+                  kjit::test::OpenTier d(t.path());
                   try {
-                    d.get(key);
+                    d.entries.get(key);
                   } catch (const kjit::Error& e) {
                     if (e.status() == KJIT_ERROR_CACHE_CORRUPT) return true;
                     std::fprintf(stderr, "child: %s (status %d)\n", e.what(), int(e.status()));
@@ -371,7 +371,7 @@ TEST(HostileDir, PendingCountersLinkedElsewhereAreNotWrittenThere) {
   make_link(victim, t.path() + "/counters/pending");
   EXPECT_EQ(in_child([&] { return hit_only_process(t.path(), key); }), "");
   EXPECT_EQ(read_file_or_die(victim), "root:x:0:0:root:/root:/bin/bash\n");
-  kjit::DiskStore d(t.path(), false, true);
+  kjit::test::OpenTier d(t.path());
   EXPECT_EQ(counter(d, "disk_hits"), 1);  // added to the index instead
 }
 
@@ -387,11 +387,11 @@ TEST(HostileDir, LinkedEntriesDirectoryIsNotWrittenThrough) {
   TempDir t, outside;
   const kjit::Entry e = entry("linked");
   make_link(outside.path(), t.path() + "/entries/" + e.key.substr(0, 2));
-  kjit::DiskStore d(t.path(), false, true);
-  d.put(e, 0);
+  kjit::test::OpenTier d(t.path());
+  d.entries.put(e, 0);
   EXPECT_EQ(kjit::directory_names(outside.path()).value_or(std::vector<std::string>{"?"}).size(),
             0u);
-  ASSERT_NE(d.get(e.key), nullptr);
+  ASSERT_NE(d.entries.get(e.key), nullptr);
 }
 
 TEST(HostileDir, LinkedCountersDirectoryIsNotTakenFrom) {
@@ -399,7 +399,7 @@ TEST(HostileDir, LinkedCountersDirectoryIsNotTakenFrom) {
   with_entry(t.path());
   write_file(outside.file("pending"), "someone else's file\n");
   make_link(outside.path(), t.path() + "/counters");
-  kjit::DiskStore d(t.path(), false, true);
+  kjit::test::OpenTier d(t.path());
   add_pending(d);
   EXPECT_EQ(read_file_or_die(outside.file("pending")), "someone else's file\n");
   EXPECT_EQ(kjit::directory_names(outside.path())->size(), 1u);
@@ -425,8 +425,8 @@ TEST(HostileDir, ClearDoesNotRemoveFilesThroughALinkedEntriesDirectory) {
 TEST(HostileDir, DeletedIndexIsRebuiltFromThePayloadFiles) {
   TempDir t;
   {
-    kjit::DiskStore d(t.path(), false, true);
-    for (int i = 0; i < 5; ++i) d.put(entry("orphan" + std::to_string(i)), 0);
+    kjit::test::OpenTier d(t.path());
+    for (int i = 0; i < 5; ++i) d.entries.put(entry("orphan" + std::to_string(i)), 0);
   }
   for (const char* suffix : {"", "-wal", "-shm"}) {
     ::unlink((t.path() + "/kjit.db" + suffix).c_str());
@@ -461,7 +461,7 @@ TEST(HostileDir, PendingCountersLogIsCapped) {
   if (::stat((t.path() + "/counters/pending").c_str(), &st) == 0) {
     EXPECT_LE(uint64_t(st.st_size), cap);
   }
-  kjit::DiskStore d(t.path(), false, true);
+  kjit::test::OpenTier d(t.path());
   add_pending(d);
   EXPECT_EQ(counter(d, "disk_hits"), in_log + 1);
 
@@ -482,7 +482,7 @@ bool g_hook_armed = false;
 void take_now(const std::string&) {
   if (!g_hook_armed) return;
   g_hook_armed = false;
-  kjit::DiskStore other(g_taker_dir, false, true);
+  kjit::test::OpenTier other(g_taker_dir);
   add_pending(other);
 }
 
@@ -497,7 +497,7 @@ TEST(HostileDir, CountsAppendedAfterTheLogWasTakenAreNotLost) {
   const bool written = append_counters(files, "disk_hits 10\n");
   set_pending_hook(nullptr);
   EXPECT_TRUE(written);
-  kjit::DiskStore d(t.path(), false, true);
+  kjit::test::OpenTier d(t.path());
   add_pending(d);
   EXPECT_EQ(counter(d, "disk_hits"), 11);
 }
@@ -509,7 +509,7 @@ void take_soon(const std::string&) {
   if (!g_hook_armed) return;
   g_hook_armed = false;
   g_takers.emplace_back([] {
-    kjit::DiskStore other(g_taker_dir, false, true);
+    kjit::test::OpenTier other(g_taker_dir);
     add_pending(other);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -530,7 +530,7 @@ TEST(HostileDir, CountsAppendedWhileATakerRunsAreNotLost) {
   }
   for (std::thread& th : g_takers) th.join();
   g_takers.clear();
-  kjit::DiskStore d(t.path(), false, true);
+  kjit::test::OpenTier d(t.path());
   for (int i = 0; i < 3; ++i) add_pending(d);
   EXPECT_EQ(counter(d, "disk_hits"), expect);
 }
@@ -603,7 +603,7 @@ TEST(HostileDir, DirectoryAtAPayloadPathIsRemovedAndTheKeyStored) {
   {
     kjit::Cache c(cfg);
     EXPECT_TRUE(c.store(std::make_shared<kjit::Entry>(e)));
-    kjit::EntryPtr got = kjit::DiskStore(t.path(), false, true).get(e.key);
+    kjit::EntryPtr got = kjit::test::OpenTier(t.path()).entries.get(e.key);
     ASSERT_NE(got, nullptr);
     EXPECT_EQ(got->ptx, e.ptx);
   }
@@ -623,14 +623,15 @@ TEST(HostileDir, DirectoryAtAPayloadPathIsRemovedAndTheKeyStored) {
 TEST(HostileDir, NothingIsRebuiltForADatabaseAlreadyAtThisSchema) {
   TempDir t;
   {
-    kjit::DiskStore d(t.path(), false, true);
+    kjit::test::OpenTier d(t.path());
     // As a second process finds it when the first created the schema after its first read.
-    d.exec_for_text("DELETE FROM kv WHERE ns = 'meta' AND key = 'kjit:schema'");
+    kjit::test::Db(t.path() + "/kjit.db")
+        .exec("DELETE FROM kv WHERE ns = 'meta' AND key = 'kjit:schema'");
   }
   LogCapture log;
-  kjit::DiskStore d(t.path(), false, true);
+  kjit::test::OpenTier d(t.path());
   EXPECT_EQ(log.count("rebuilt"), 0u);
-  EXPECT_EQ(d.integrity_problems(), "");
+  EXPECT_EQ(d.index.integrity_problems(), "");
 }
 
 // A worker executable that reports a failure at once, counting its starts.

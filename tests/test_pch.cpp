@@ -17,7 +17,8 @@
 #include "compile/pch.h"
 #include "kjit/kjit.h"
 #include "store/cache.h"
-#include "store/disk_store.h"
+#include "store/index_db.h"
+#include "support/db.h"
 #include "support/entry_file_edit.h"
 #include "support/old_database.h"
 #include "support/test_support.h"
@@ -335,9 +336,8 @@ TEST(PchRecord, EntriesOfEarlierFormatsAreNeverServed) {
   compiler.set_mode(CompileMode::InProcess);
   EXPECT_EQ(compiler.compile(kjit::test::kSaxpySource, o).tier, KJIT_TIER_COMPILED);
   EXPECT_EQ(log.count("had schema 4 of an older kjit: the cache was rebuilt"), 1u);
-  kjit::DiskStore store(dir.path(), true, true);
-  EXPECT_EQ(store.exec_for_text("PRAGMA user_version"),
-            std::to_string(kjit::DiskStore::kSchemaVersion) + "\n");
+  EXPECT_EQ(kjit::test::Db(dir.path() + "/kjit.db").text("PRAGMA user_version"),
+            std::to_string(kjit::IndexDb::kSchemaVersion));
 }
 
 }  // namespace

@@ -775,8 +775,9 @@ TEST(BoundedSize, RecentlyUsedEntriesSurviveEviction) {
   ASSERT_NE(c, nullptr);
   for (int i = 0; i < 100; ++i) internal(c).insert(synthetic("old" + std::to_string(i), size));
   // Make them two days old, the first inserted the oldest.
-  internal(c).disk()->exec_for_text(
-      "UPDATE entries SET last_used = CAST(strftime('%s','now') AS INTEGER) - 172800 + rowid");
+  ASSERT_TRUE(kjit::test::Db(dir.path() + "/kjit.db")
+                  .exec("UPDATE entries SET last_used = "
+                        "CAST(strftime('%s','now') AS INTEGER) - 172800 + rowid"));
   // Their files too: a hit records its use in the payload file's time.
   for (const std::string& f : kjit::test::entry_files(dir.path())) {
     const timespec two_days_ago[2] = {{time(nullptr) - 172800, 0}, {time(nullptr) - 172800, 0}};

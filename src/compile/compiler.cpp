@@ -316,8 +316,7 @@ std::optional<Outcome> Compiler::manifest_hit(const std::string& base, const std
   if (fresh) {
     m = cache_->stored(mkey);
   } else {
-    kjit_tier tier;
-    m = cache_->lookup(mkey, &tier, nullptr, /*counted=*/false);
+    m = cache_->lookup_manifest(mkey);
   }
   if (!m || !m->is_manifest()) return std::nullopt;
   const auto records = parse_manifest(m->manifest);

@@ -150,7 +150,7 @@ void Cache::open_disk() {
   if (st.st_mode & (S_IWGRP | S_IWOTH)) {
     return unavailable("cache directory " + dir_ + " is writable by group or others");
   }
-  const std::string db = join_path(dir_, DiskStore::kFileName);
+  const std::string db = join_path(dir_, IndexDb::kFileName);
   if (::stat(db.c_str(), &st) == 0) {
     if (!S_ISREG(st.st_mode)) {
       return unavailable("cache database " + db + " is not a regular file");
@@ -175,16 +175,19 @@ void Cache::open_disk() {
              "); using a rollback journal instead of WAL");
   }
   // Hits read payload files; the index opens when something first needs it (index()).
-  disk_ = std::make_unique<DiskStore>(dir_, read_only, netfs.empty(), /*open_now=*/false);
-  fact_files_ = std::make_unique<FactFiles>(dir_, read_only);
-  counter_log_ = std::make_unique<CounterLog>(dir_);
+  disk_ = std::make_unique<DiskTier>(dir_, read_only, netfs.empty());
   disk_state_ = read_only ? KJIT_DISK_READ_ONLY : KJIT_DISK_OK;
 }
 
-DiskStore* Cache::index() {
+DiskTier* Cache::index() {
   if (!disk_) return nullptr;
   std::call_once(index_once_, [this] { open_index(); });
   return disk_off_.load(std::memory_order_acquire) ? nullptr : disk_.get();
+}
+
+DiskStore* Cache::disk() {
+  DiskTier* d = index();
+  return d ? &d->entries : nullptr;
 }
 
 void Cache::open_index() {
@@ -195,8 +198,9 @@ void Cache::open_index() {
     message_ = why;
     log_warn("kernel cache disk tier disabled, compiling without it: " + why);
   };
-  const bool read_only = disk_->read_only();
-  const std::string db = join_path(dir_, DiskStore::kFileName);
+  IndexDb& index = disk_->index;
+  const bool read_only = index.read_only();
+  const std::string& db = index.path();
   for (const char* suffix : {"", "-wal", "-shm"}) {
     // SQLite opens these itself: anything but a regular file (a FIFO, a device) is not used.
     struct stat st;
@@ -207,11 +211,11 @@ void Cache::open_index() {
   bool moved_aside = false;
   for (int attempt = 0; attempt < 2; ++attempt) {
     try {
-      disk_->open();
+      index.open();
       if (!read_only_note_.empty()) log_warn(read_only_note_);
       try {
-        if (!disk_->read_only() && counter_log_->pending()) {
-          disk_->add_counters([this] { return counter_log_->take_all(); });
+        if (!read_only && disk_->counter_log.pending()) {
+          disk_->counters.add([this] { return disk_->counter_log.take_all(); });
         }
       } catch (const std::exception& e) {
         disk_failed(e, "adding the counts of earlier processes");
@@ -222,7 +226,7 @@ void Cache::open_index() {
         try {
           // An index deleted or replaced beside its files; those that do not verify are
           // removed and counted as corrupt entries.
-          const DiskStore::Reconciled r = disk_->adopt_if_orphaned();
+          const DiskStore::Reconciled r = disk_->entries.adopt_if_orphaned();
           count(Counter::corrupt_entries, r.files_removed + r.files_kept);
         } catch (const std::exception& e) {
           disk_failed(e, "indexing the payload files");
@@ -255,9 +259,19 @@ void Cache::open_index() {
 
 void Cache::reconcile_after_switch() {
   try {
-    disk_->reconcile();
+    disk_->entries.reconcile();
   } catch (const std::exception& e) {
     disk_failed(e, "indexing the payload files");
+  }
+}
+
+void Cache::follow_replaced_index(DiskTier& d) {
+  if (!d.index.replaced()) return;
+  d.index.reopen();
+  try {
+    d.entries.adopt_if_orphaned();  // a deleted index: the new one takes in the payload files
+  } catch (const std::exception& e) {
+    log_warn("could not index the payload files of " + d.index.path() + ": " + e.what());
   }
 }
 
@@ -277,7 +291,7 @@ bool Cache::quarantine_disk(const DatabaseCorrupt& e) {
   count(Counter::corrupt_entries);
   if (!disk_) return false;
   try {
-    disk_->quarantine(e.message());  // logs what it did
+    disk_->index.quarantine(e.message());  // logs what it did
   } catch (const std::exception& ex) {
     disk_failed(ex, "moving a corrupt cache database aside");
     return false;
@@ -301,10 +315,10 @@ void Cache::disk_failed(const std::exception& e, const char* during) {
 }
 
 EntryPtr Cache::disk_get(const std::string& key, bool* corrupt) {
-  DiskStore* d = files();
+  DiskTier* d = files();
   if (!d) return nullptr;
   try {
-    return d->get(key);
+    return d->entries.get(key);
   } catch (const DatabaseCorrupt& e) {
     quarantine_disk(e);
     if (corrupt) *corrupt = true;
@@ -338,22 +352,29 @@ std::string Cache::no_disk_reason() {
     return config_.memory_only ? "the cache keeps results in memory only"
                                : "the disk cache is disabled (KJIT_CACHE_DISABLE)";
   }
-  if (disk_ && disk_->read_only() && !disk_off_.load(std::memory_order_acquire)) {
+  if (disk_ && disk_->index.read_only() && !disk_off_.load(std::memory_order_acquire)) {
     return "the cache is read-only";
   }
   std::lock_guard<std::mutex> lock(state_mu_);
   return "the disk cache cannot be used" + (message_.empty() ? std::string() : ": " + message_);
 }
 
+uint64_t Cache::put_entry(DiskTier& d, const Entry& e) {
+  const uint64_t evicted =
+      d.entries.put(e, max_bytes_, [&](SqliteConn& c) { Claims::settle_locked(c, e.key); });
+  Claims::settled(e.key);
+  return evicted;
+}
+
 bool Cache::disk_put(const Entry& e, std::string* why) {
-  DiskStore* d = index();
-  if (!d || d->read_only()) {
+  DiskTier* d = index();
+  if (!d || d->index.read_only()) {
     if (why) *why = no_disk_reason();
     return false;
   }
   for (int attempt = 0;; ++attempt) {
     try {
-      count(Counter::evictions, d->put(e, max_bytes_));
+      count(Counter::evictions, put_entry(*d, e));
       if (max_bytes_ > 0 && e.bytes() > max_bytes_) return false;  // too large to keep (put)
       if (!e.is_manifest()) stores_++;                             // kernels stored
       flush_counters();
@@ -373,17 +394,21 @@ bool Cache::disk_put(const Entry& e, std::string* why) {
   }
 }
 
-void Cache::remember(const EntryPtr& e, kjit_tier tier, bool counted) {
-  if (!counted) {
-  } else if (tier == KJIT_TIER_MEMORY) {
+void Cache::remember(const EntryPtr& e, kjit_tier tier) {
+  if (tier != KJIT_TIER_MEMORY) memory_.put(e);
+}
+
+void Cache::count_hit(const Entry& e, kjit_tier tier) {
+  if (tier == KJIT_TIER_MEMORY) {
     count(Counter::memory_hits);
   } else if (tier == KJIT_TIER_DISK) {
     count(Counter::disk_hits);
+  } else if (tier == KJIT_TIER_REMOTE) {
+    count(Counter::remote_hits);
   }
-  if (counted && tier != KJIT_TIER_COMPILED) {
-    count(Counter::compile_us_saved, static_cast<uint64_t>(e->compile_ms * 1000.0));
+  if (tier != KJIT_TIER_COMPILED) {
+    count(Counter::compile_us_saved, static_cast<uint64_t>(e.compile_ms * 1000.0));
   }
-  if (tier != KJIT_TIER_MEMORY) memory_.put(e);
 }
 
 EntryPtr Cache::stored(const std::string& key) {
@@ -398,24 +423,33 @@ bool Cache::store(const EntryPtr& e, std::string* why) {
   return stored;
 }
 
-EntryPtr Cache::lookup(const std::string& key, kjit_tier* tier, bool* corrupt, bool counted) {
+EntryPtr Cache::lookup(const std::string& key, kjit_tier* tier, bool* corrupt) {
+  EntryPtr e = find(key, tier, corrupt);
+  if (e) count_hit(*e, *tier);
+  return e;
+}
+
+EntryPtr Cache::lookup_manifest(const std::string& key) {
+  kjit_tier tier;
+  return find(key, &tier, nullptr);
+}
+
+EntryPtr Cache::find(const std::string& key, kjit_tier* tier, bool* corrupt) {
   if (EntryPtr e = memory_.get(key)) {
     *tier = KJIT_TIER_MEMORY;
-    remember(e, *tier, counted);
     return e;
   }
   if (EntryPtr e = disk_get(key, corrupt)) {
     *tier = KJIT_TIER_DISK;  // the read recorded the use (EntryFiles::read)
-    remember(e, *tier, counted);
+    remember(e, *tier);
     return e;
   }
   if (remote_) {
     if (std::optional<Entry> fetched = remote_->get(key)) {
       auto e = std::make_shared<const Entry>(std::move(*fetched));
       *tier = KJIT_TIER_REMOTE;
-      if (counted) count(Counter::remote_hits);
-      if (DiskStore* f = files(); f && !f->read_only()) later_.push(e);
-      remember(e, *tier, counted);
+      if (DiskTier* d = files(); d && !d->index.read_only()) later_.push(e);
+      remember(e, *tier);
       return e;
     }
   }
@@ -423,16 +457,16 @@ EntryPtr Cache::lookup(const std::string& key, kjit_tier* tier, bool* corrupt, b
 }
 
 void Cache::insert(const Entry& e) {
-  DiskStore* d = index();
+  DiskTier* d = index();
   if (!d) {
     memory_.put(std::make_shared<Entry>(e));
     return;
   }
   try {
-    count(Counter::evictions, d->put(e, max_bytes_));
+    count(Counter::evictions, put_entry(*d, e));
   } catch (const DatabaseCorrupt& ex) {
     if (!quarantine_disk(ex)) throw;
-    count(Counter::evictions, d->put(e, max_bytes_));  // into the new database
+    count(Counter::evictions, put_entry(*d, e));  // into the new database
   }
   stores_++;
   memory_.put(std::make_shared<Entry>(e));
@@ -441,9 +475,9 @@ void Cache::insert(const Entry& e) {
 bool Cache::remove(const std::string& key) {
   bool found = memory_.get(key) != nullptr;
   memory_.remove(key);
-  if (DiskStore* d = index()) {
+  if (DiskTier* d = index()) {
     try {
-      found = d->remove(key) || found;
+      found = d->entries.remove(key) || found;
     } catch (const DatabaseCorrupt& e) {
       if (!quarantine_disk(e)) throw;
     }
@@ -453,21 +487,24 @@ bool Cache::remove(const std::string& key) {
 
 void Cache::clear() {
   memory_.clear();
-  DiskStore* d = index();
+  DiskTier* d = index();
   if (!d) return;
   try {
-    d->clear();
+    // The entries, the claims and the named values go; the facts stay.
+    d->entries.clear();
+    d->claims.clear();
+    d->values.clear();
   } catch (const DatabaseCorrupt& e) {
     if (!quarantine_disk(e)) throw;  // the new database is empty
   }
 }
 
 uint64_t Cache::prune(uint64_t max_bytes) {
-  DiskStore* d = index();
+  DiskTier* d = index();
   if (!d) return 0;
   uint64_t n = 0;
   try {
-    n = d->prune(max_bytes);
+    n = d->entries.prune(max_bytes);
   } catch (const DatabaseCorrupt& e) {
     if (!quarantine_disk(e)) throw;
   }
@@ -477,10 +514,10 @@ uint64_t Cache::prune(uint64_t max_bytes) {
 }
 
 void Cache::list(const std::function<bool(const EntryInfo&)>& fn) {
-  DiskStore* d = index();
+  DiskTier* d = index();
   if (!d) return;
   try {
-    d->list(fn);
+    d->entries.list(fn);
   } catch (const DatabaseCorrupt& e) {
     if (!quarantine_disk(e)) throw;
   }
@@ -488,15 +525,16 @@ void Cache::list(const std::function<bool(const EntryInfo&)>& fn) {
 
 void Cache::verify(uint64_t* checked, uint64_t* bad) {
   *checked = *bad = 0;
-  DiskStore* d = index();
-  if (!d) return;
+  DiskTier* t = index();
+  if (!t) return;
+  DiskStore* d = &t->entries;
   // The file's structure first (b-trees, indexes against tables): entries reached through
   // a damaged index cannot be trusted one by one, so such a file is moved aside whole.
   std::string problems;
   std::vector<std::string> keys;
   DiskStore::Reconciled fixed;
   try {
-    problems = d->integrity_problems();
+    problems = t->index.integrity_problems();
     // Then the index and the files in step: rows without a file go, sound files without
     // a row are indexed, damaged ones removed (read-only: nothing changes).
     if (problems.empty()) fixed = d->reconcile();

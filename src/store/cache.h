@@ -1,5 +1,6 @@
-// The cache: memory tier over the SQLite tier, with statistics, single flight across
-// threads and processes, and graceful degradation when the disk cannot be used.
+// The cache: the memory tier over the disk tier (its parts: DiskTier) over the remote tier,
+// with statistics, single flight across threads and processes, and graceful degradation
+// when the disk cannot be used. Cache composes the parts; none of them knows another.
 #pragma once
 
 #include <atomic>
@@ -15,12 +16,16 @@
 #include "kjit/cache.h"
 #include "kjit/compile.h"
 #include "store/background_writer.h"
+#include "store/claims.h"
 #include "store/counter_log.h"
+#include "store/counter_table.h"
 #include "store/disk_store.h"
 #include "store/fact_files.h"
 #include "store/facts.h"
 #include "store/fleet_claim.h"
+#include "store/index_db.h"
 #include "store/memory_tier.h"
+#include "store/named_values.h"
 #include "store/outcome.h"
 #include "store/remote.h"
 
@@ -97,6 +102,30 @@ struct CacheStats {
 // compile, never a later request (the files may have been fixed since).
 using FlightProbe = std::function<std::optional<Outcome>()>;
 
+// The disk tier: the parts of one cache directory. Four keep their rows in the index
+// database, which opens when one of them first needs it; the fact files and the counter
+// log are files of their own, usable without it. Cache ties them together where two must
+// agree: an entry's claim is released in the transaction that stores the entry, the
+// counter log is added to the counters when the index opens, and the payload files are
+// indexed again when the index was replaced.
+struct DiskTier {
+  DiskTier(const std::string& dir, bool read_only, bool use_wal)
+      : index(dir, read_only, use_wal, /*open_now=*/false),
+        entries(index),
+        claims(index),
+        counters(index),
+        values(index),
+        facts(dir, read_only),
+        counter_log(dir) {}
+  IndexDb index;           // kjit.db: connections, schema, a corrupt file moved aside
+  DiskStore entries;       // payload files and their rows: hits, stores, eviction, listing
+  Claims claims;           // single flight across processes
+  CounterTable counters;   // usage counters summed over every process
+  NamedValues values;      // opaque values by namespace (GEMM plans)
+  FactFiles facts;         // small persistent facts (toolchain, toolkit), one file each
+  CounterLog counter_log;  // counts of processes that ended without the index
+};
+
 // Default cache directory from the environment (KJIT_CACHE_DIR, XDG_CACHE_HOME, HOME, tmp).
 std::string default_cache_directory();
 
@@ -107,11 +136,13 @@ class Cache {
 
   const std::string& directory() const { return dir_; }
 
-  // Memory, then disk. nullptr on a miss; `tier` receives where it was found.
-  // `corrupt` (optional) is set when a stored entry failed verification (and was removed).
-  // `counted` false: a hit is not counted (a dependency manifest, not a kernel).
-  EntryPtr lookup(const std::string& key, kjit_tier* tier, bool* corrupt = nullptr,
-                  bool counted = true);
+  // Memory, then disk, then remote; a hit is counted. nullptr on a miss; `tier` receives
+  // where it was found. `corrupt` (optional) is set when a stored entry failed verification
+  // (and was removed).
+  EntryPtr lookup(const std::string& key, kjit_tier* tier, bool* corrupt = nullptr);
+  // The dependency manifest under `key` (Entry::is_manifest), looked up as lookup() does but
+  // not counted: a manifest is no kernel.
+  EntryPtr lookup_manifest(const std::string& key);
   // The disk tier's entry under `key` (the memory tier's when there is no disk tier),
   // uncounted: for a read-modify-write of a dependency manifest.
   EntryPtr stored(const std::string& key);
@@ -163,10 +194,10 @@ class Cache {
                                               bool* from_remote);
   void put_shared_value(const std::string& ns, const std::string& key, const std::string& value);
 
-  // For tests and tools: the disk store, or nullptr when the disk tier is off; the
-  // remote tier, or nullptr when none is configured.
+  // For tests and tools: the disk tier's entries, or nullptr when the disk tier is off;
+  // the remote tier, or nullptr when none is configured.
   // disk() opens the index (index()); disk_usable() does not.
-  DiskStore* disk() { return index(); }
+  DiskStore* disk();
   RemoteTier* remote() { return remote_.get(); }
   bool disk_usable() const { return disk_ && !disk_off_.load(std::memory_order_acquire); }
 
@@ -182,14 +213,20 @@ class Cache {
   // The disk tier for what needs the index (stores, claims, listing, stats...): opened on
   // first need, as the constructor used to (a corrupt file moved aside, an unusable one
   // turning the disk tier off); nullptr when there is no usable disk tier.
-  DiskStore* index();
+  DiskTier* index();
   void open_index();
   // The disk tier for reading payload files (hits): never opens the index.
-  DiskStore* files() { return disk_usable() ? disk_.get() : nullptr; }
+  DiskTier* files() { return disk_usable() ? disk_.get() : nullptr; }
   // The fact files of the disk tier, nullptr without one; never opens the index.
-  const FactFiles* fact_files() { return disk_usable() ? fact_files_.get() : nullptr; }
+  const FactFiles* fact_files() { return disk_usable() ? &disk_->facts : nullptr; }
   // After the index was replaced by a new file: index the payload files there.
   void reconcile_after_switch();
+  // Another process moved a corrupt index aside (or deleted it): continue with the file
+  // now in its place, whose payload files are indexed if it is empty. Claims only work on
+  // the file every process shares.
+  void follow_replaced_index(DiskTier& d);
+  // Stores `e` in the disk tier `d`, releasing its claim in the same transaction.
+  uint64_t put_entry(DiskTier& d, const Entry& e);
   void disk_failed(const std::exception& e, const char* during);
   EntryPtr disk_get(const std::string& key, bool* corrupt = nullptr);
   // Stores `e` in the disk tier; false when it could not, with *why (when given) saying why:
@@ -212,7 +249,12 @@ class Cache {
   // The database file is corrupt: move it aside and continue with a new one. False when
   // that was not possible (then the problem is reported like any other disk failure).
   bool quarantine_disk(const DatabaseCorrupt& e);
-  void remember(const EntryPtr& e, kjit_tier tier, bool counted = true);
+  // Memory, then disk, then remote, uncounted (lookup(), lookup_manifest()).
+  EntryPtr find(const std::string& key, kjit_tier* tier, bool* corrupt);
+  // Keeps what was found in `tier` in the memory tier.
+  void remember(const EntryPtr& e, kjit_tier tier);
+  // Counts a hit of a kernel in `tier` and the compile time it saved.
+  void count_hit(const Entry& e, kjit_tier tier);
   void open_remote();
   // Writes a compiled entry to the remote tier: through the fleet claim this node holds
   // (then releases it), else in the background.
@@ -230,15 +272,15 @@ class Cache {
   long owner_pid_ = 0;
   std::mutex owner_mu_;
   MemoryTier memory_;
-  // The disk tier's parts, all of the cache directory: the payload files and their index
-  // (DiskStore), the fact files, the counter log; made together by open_disk().
-  std::unique_ptr<DiskStore> disk_;
-  std::unique_ptr<FactFiles> fact_files_;
-  std::unique_ptr<CounterLog> counter_log_;
+  std::unique_ptr<DiskTier> disk_;  // made by open_disk()
   std::once_flag index_once_;
   std::atomic<bool> disk_off_{false};  // the index could not be opened: no disk tier
   std::string read_only_note_;         // why the disk tier is read-only, if it was found so
-  Facts facts_{[this] { return fact_files(); }, [this] { return index(); },
+  Facts facts_{[this] { return fact_files(); },
+               [this] {
+                 DiskTier* d = index();
+                 return d ? &d->values : nullptr;
+               },
                [this](const std::exception& e, const char* during) { disk_failed(e, during); }};
   std::unique_ptr<RemoteTier> remote_;
   std::unique_ptr<FleetClaims> fleet_;  // with remote_, unless claim_wait_ms is 0

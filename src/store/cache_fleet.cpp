@@ -22,7 +22,7 @@ std::optional<Outcome> Cache::fleet_wait(const std::string& key,
       break;
   }
   auto e = std::make_shared<const Entry>(std::move(*found));
-  count(Counter::remote_hits);
+  count_hit(*e, KJIT_TIER_REMOTE);
   // Stored now (not later): the disk claim of this key is released with it, in one
   // transaction, and the processes of this machine waiting on it find it.
   *stored = disk_put(*e);

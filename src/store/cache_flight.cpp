@@ -65,14 +65,14 @@ bool deterministic_failure(kjit_status s) {
 // Renews a claim's lease from a helper thread while its owner compiles.
 class LeaseKeeper {
  public:
-  LeaseKeeper(DiskStore* disk, const std::string& key, const std::string& owner)
-      : thread_([this, disk, key, owner] {
+  LeaseKeeper(Claims* claims, const std::string& key, const std::string& owner)
+      : thread_([this, claims, key, owner] {
           std::unique_lock<std::mutex> lock(mu_);
           while (!cv_.wait_for(lock, std::chrono::seconds(kClaimRenewSeconds),
                                [this] { return stop_; })) {
             lock.unlock();
             try {
-              disk->renew_claim(key, owner);
+              claims->renew(key, owner);
             } catch (const std::exception& e) {
               log_debug(std::string("could not renew a compile claim: ") + e.what());
             }
@@ -209,8 +209,12 @@ Outcome Cache::compile_with_claim(const std::string& key, const std::function<Ou
     }
     return o;
   };
-  DiskStore* d = index();
-  if (!d || d->read_only()) return run();
+  DiskTier* d = index();
+  if (!d || d->index.read_only()) return run();
+  // Present: the key's row, read in the claim's transaction.
+  const Claims::Stored stored_row = [](SqliteConn& c, const std::string& k) {
+    return DiskStore::has_row_locked(c, k);
+  };
 
   const std::string me = owner();
   const double start = monotonic_ms();
@@ -219,7 +223,8 @@ Outcome Cache::compile_with_claim(const std::string& key, const std::function<Ou
   for (;;) {
     Claim claim;
     try {
-      claim = d->try_claim(key, me, /*failures_answer=*/!probe);
+      follow_replaced_index(*d);
+      claim = d->claims.try_claim(key, me, stored_row, /*failures_answer=*/!probe);
     } catch (const DatabaseCorrupt& e) {
       if (quarantine_disk(e) && ++unreadable < 3) continue;
       return run();
@@ -230,6 +235,7 @@ Outcome Cache::compile_with_claim(const std::string& key, const std::function<Ou
     if (claim.state == Claim::State::Present) {
       if (EntryPtr e = disk_get(key)) {
         remember(e, KJIT_TIER_DISK);
+        count_hit(*e, KJIT_TIER_DISK);
         return Outcome{KJIT_OK, "", e, KJIT_TIER_DISK};
       }
       if (++unreadable >= 3) return run();
@@ -239,11 +245,11 @@ Outcome Cache::compile_with_claim(const std::string& key, const std::function<Ou
     if (claim.state == Claim::State::Claimed) {
       Outcome o;
       try {
-        LeaseKeeper lease(d, key, me);
+        LeaseKeeper lease(&d->claims, key, me);
         o = run();
       } catch (...) {
         try {
-          d->release_claim(key, me);
+          d->claims.release(key, me);
         } catch (...) {
         }
         throw;
@@ -251,9 +257,9 @@ Outcome Cache::compile_with_claim(const std::string& key, const std::function<Ou
       try {
         if (o.status != KJIT_OK && o.cacheable &&
             (deterministic_failure(o.status) || o.remember_failure)) {
-          d->fail_claim(key, me, serialize_failure(o));
+          d->claims.fail(key, me, serialize_failure(o));
         } else if (!stored) {
-          d->release_claim(key, me);  // others compile for themselves
+          d->claims.release(key, me);  // others compile for themselves
         }
       } catch (const std::exception& e) {
         disk_failed(e, "releasing a compile claim");
@@ -287,6 +293,7 @@ Outcome Cache::wait_for_process(const std::string& key, const Claim& claim, doub
     sleep_ms = std::min(sleep_ms * 1.5, 50.0);
     if (EntryPtr e = disk_get(key)) {
       remember(e, KJIT_TIER_DISK);
+      count_hit(*e, KJIT_TIER_DISK);
       return Outcome{KJIT_OK, "", e, KJIT_TIER_DISK};
     }
     if (probe) {
@@ -294,7 +301,7 @@ Outcome Cache::wait_for_process(const std::string& key, const Claim& claim, doub
     }
     Claim now;
     try {
-      now = index()->read_claim(key);
+      now = index()->claims.read(key);
     } catch (const std::exception& e) {
       disk_failed(e, "reading a compile claim");
       return run();

@@ -39,9 +39,9 @@ Counts Cache::current_counts() {
 // so hits alone never write. `closing` with the index never opened (a process that only
 // hit): the counts go to a file instead, which the next process to open the index adds.
 void Cache::flush_counters(bool closing) {
-  const bool pending = closing && disk_ && !disk_off_.load() && !disk_->opened();
-  DiskStore* d = pending ? disk_.get() : index();
-  if (!d || d->read_only()) return;
+  const bool pending = closing && disk_ && !disk_off_.load() && !disk_->index.opened();
+  DiskTier* d = pending ? disk_.get() : index();
+  if (!d || d->index.read_only()) return;
   std::lock_guard<std::mutex> lock(counters_mu_);
   const Counts now = current_counts();
   const long pid = static_cast<long>(getpid());
@@ -61,12 +61,12 @@ void Cache::flush_counters(bool closing) {
   try {
     bool written = false;
     if (pending) {
-      written = counter_log_->append(deltas);
+      written = d->counter_log.append(deltas);
       // The log is at its cap (CounterLog::kMaxPendingBytes) or unusable: this process adds
       // its counts to the index itself (opening it also takes the log).
       if (!written) d = index();
     }
-    if (!written && d && !d->read_only()) d->add_counters(deltas);
+    if (!written && d && !d->index.read_only()) d->counters.add(deltas);
     flushed_ = now;
   } catch (const std::exception& e) {
     disk_failed(e, "recording usage counters");
@@ -75,7 +75,7 @@ void Cache::flush_counters(bool closing) {
 
 CacheStats Cache::stats() {
   CacheStats s;
-  DiskStore* d = index();  // opening it settles the disk tier's state
+  DiskTier* d = index();  // opening it settles the disk tier's state
   s.disk_state = disk_state_;
   s.stores = stores_;
   s.store_failures = store_failures_;
@@ -89,7 +89,7 @@ CacheStats Cache::stats() {
   Counts totals;
   if (d) {
     try {
-      for (const auto& [name, value] : d->counters()) {
+      for (const auto& [name, value] : d->counters.read()) {
         for (size_t i = 0; i < kCounterCount; ++i) {
           if (name == kCounterNames[i]) totals.v[i] = uint64_t(value);
         }
@@ -102,7 +102,7 @@ CacheStats Cache::stats() {
   {
     std::lock_guard<std::mutex> lock(counters_mu_);
     handle = current_counts();
-    const bool unflushable = !d || d->read_only();
+    const bool unflushable = !d || d->index.read_only();
     for (size_t i = 0; i < kCounterCount; ++i) {
       const uint64_t base = unflushable ? 0 : flushed_.v[i];
       if (handle.v[i] > base) totals.v[i] += handle.v[i] - base;
@@ -116,11 +116,11 @@ CacheStats Cache::stats() {
   memory_.totals(&s.memory_entries, &s.memory_bytes);
   if (d) {
     try {
-      d->totals(&s.disk_entries, &s.disk_bytes);
+      d->entries.totals(&s.disk_entries, &s.disk_bytes);
       // Temporaries take room too: a writer's in progress, or one of a writer that died
       // (removed once an hour old, EntryFiles::sweep_stale_temps).
       uint64_t temp_bytes = 0;
-      d->files().remove_stale_temps(std::numeric_limits<int64_t>::max(), &temp_bytes);
+      d->entries.files().remove_stale_temps(std::numeric_limits<int64_t>::max(), &temp_bytes);
       s.disk_bytes += temp_bytes;
     } catch (const DatabaseCorrupt& e) {
       if (!quarantine_disk(e)) disk_failed(e, "reading cache totals");

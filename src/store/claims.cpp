@@ -9,8 +9,7 @@
 #include <sstream>
 #include <vector>
 
-#include "store/disk_store.h"
-#include "store/sqlite_conn.h"
+#include "util/error.h"
 #include "util/fs.h"
 
 namespace kjit {
@@ -86,27 +85,22 @@ bool owner_is_dead(const std::string& owner, const std::string& key, int64_t sta
   return process_start_time(pid) != parts[2];
 }
 
-Claim DiskStore::try_claim(const std::string& key, const std::string& owner, bool failures_answer) {
+Claim Claims::try_claim(const std::string& key, const std::string& owner, const Stored& stored,
+                        bool failures_answer) {
   Claim out;
-  if (read_only_) {
+  if (db_.read_only()) {
     out.state = Claim::State::Claimed;  // cannot coordinate; compile without a claim
     return out;
   }
   const int64_t now = unix_time();
-  // Another process moved a corrupt file aside: claims only work on the shared file.
-  if (replaced()) reopen();
-  Lease c = acquire();
+  IndexDb::Lease c = db_.acquire();
   Txn txn(*c, true);
-  sqlite3_stmt* s = c->stmt("SELECT 1 FROM entries WHERE key = ?1");
-  sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
-  const bool present = c->step(s, "check entry") == SQLITE_ROW;
-  sqlite3_reset(s);
-  if (present) {
+  if (stored(*c, key)) {
     txn.commit();
     out.state = Claim::State::Present;
     return out;
   }
-  s = c->stmt("SELECT owner, started, failure FROM claims WHERE key = ?1");
+  sqlite3_stmt* s = c->stmt("SELECT owner, started, failure FROM claims WHERE key = ?1");
   sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
   bool take = true;
   if (c->step(s, "read claim") == SQLITE_ROW) {
@@ -145,9 +139,9 @@ Claim DiskStore::try_claim(const std::string& key, const std::string& owner, boo
   return out;
 }
 
-void DiskStore::renew_claim(const std::string& key, const std::string& owner) {
-  if (read_only_) return;
-  Lease c = acquire();
+void Claims::renew(const std::string& key, const std::string& owner) {
+  if (db_.read_only()) return;
+  IndexDb::Lease c = db_.acquire();
   sqlite3_stmt* s =
       c->stmt("UPDATE claims SET started = ?3 WHERE key = ?1 AND owner = ?2 AND failure IS NULL");
   sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
@@ -156,10 +150,10 @@ void DiskStore::renew_claim(const std::string& key, const std::string& owner) {
   c->step(s, "renew claim");
 }
 
-Claim DiskStore::read_claim(const std::string& key) {
+Claim Claims::read(const std::string& key) {
   Claim out;  // State::None: nobody holds it
   const int64_t now = unix_time();
-  Lease c = acquire();
+  IndexDb::Lease c = db_.acquire();
   sqlite3_stmt* s = c->stmt("SELECT owner, started, failure FROM claims WHERE key = ?1");
   sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
   if (c->step(s, "read claim") == SQLITE_ROW) {
@@ -178,21 +172,20 @@ Claim DiskStore::read_claim(const std::string& key) {
   return out;
 }
 
-void DiskStore::release_claim(const std::string& key, const std::string& owner) {
+void Claims::release(const std::string& key, const std::string& owner) {
   live_claim(owner, key, false);  // even if the row cannot be deleted, it is not live
-  if (read_only_) return;
-  Lease c = acquire();
+  if (db_.read_only()) return;
+  IndexDb::Lease c = db_.acquire();
   sqlite3_stmt* s = c->stmt("DELETE FROM claims WHERE key = ?1 AND owner = ?2");
   sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
   sqlite3_bind_text(s, 2, owner.data(), int(owner.size()), SQLITE_STATIC);
   c->step(s, "release claim");
 }
 
-void DiskStore::fail_claim(const std::string& key, const std::string& owner,
-                           const std::string& failure) {
+void Claims::fail(const std::string& key, const std::string& owner, const std::string& failure) {
   live_claim(owner, key, false);
-  if (read_only_) return;
-  Lease c = acquire();
+  if (db_.read_only()) return;
+  IndexDb::Lease c = db_.acquire();
   // `started` becomes the time of the failure, from which it answers for a while.
   sqlite3_stmt* s =
       c->stmt("UPDATE claims SET failure = ?3, started = ?4 WHERE key = ?1 AND owner = ?2");
@@ -201,6 +194,19 @@ void DiskStore::fail_claim(const std::string& key, const std::string& owner,
   sqlite3_bind_text(s, 3, failure.data(), int(failure.size()), SQLITE_STATIC);
   sqlite3_bind_int64(s, 4, unix_time());
   c->step(s, "record failed compile");
+}
+
+void Claims::settle_locked(SqliteConn& c, const std::string& key) {
+  sqlite3_stmt* s = c.stmt("DELETE FROM claims WHERE key = ?1");
+  sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+  c.step(s, "release claim");
+}
+
+void Claims::clear() {
+  if (db_.read_only())
+    kjit::fail(KJIT_ERROR_READ_ONLY, "cache database " + db_.path() + " is read-only");
+  IndexDb::Lease c = db_.acquire();
+  c->run("DELETE FROM claims", "clear claims");
 }
 
 }  // namespace kjit

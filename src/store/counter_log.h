@@ -48,7 +48,7 @@ class CounterLog {
   bool pending() const;
   // take(), then read() each taken log and remove it: the sum of their well-formed lines.
   // Unusable logs are removed unread (logged); Busy ones stay for a later taker. Call under
-  // the index's write lock (DiskStore::add_counters): a crash before that commits loses
+  // the index's write lock (CounterTable::add): a crash before that commits loses
   // these counts (statistics), never doubles them. Never waits long for an appender.
   Deltas take_all() const;
   // The directory the log lives in.

@@ -1,5 +1,5 @@
 // The error of a damaged index database, shared by the connection layer (sqlite_conn.h)
-// that detects it and the store (disk_store.h) that moves the file aside.
+// that detects it and the index database (index_db.h) that moves the file aside.
 #pragma once
 
 #include <string>

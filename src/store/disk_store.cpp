@@ -1,213 +1,348 @@
-// The disk store's connections: opening one (open_connection, the open path: journal mode,
-// then the schema check of disk_schema.cpp), the pool they are leased from, and raw SQL.
+// Entries of the disk tier: reading them (from their payload files), storing, removing,
+// evicting the least recently used, and bringing the index and the files back in step.
 #include "store/disk_store.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
+#include <cerrno>
 #include <cstring>
-#include <thread>
+#include <unordered_set>
+#include <vector>
 
-#include "store/sqlite_conn.h"
+#include "util/checksum.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/safe_file.h"
+#include "util/sha256.h"
 
 namespace kjit {
-namespace {
 
-constexpr int kBusyTimeoutMs = 30000;
-constexpr size_t kMaxPooledConnections = 8;
+DiskStore::DiskStore(IndexDb& db) : db_(db), files_(db.dir()) {}
 
-// What the database file's first bytes say, read before SQLite opens it for real.
-struct FileHeader {
-  bool wal = false;  // already in WAL mode: setting the journal mode again, which costs
-                     // hundreds of microseconds, is skipped
-  int page_size = 4096;
-};
-
-// Read through SQLite's own file handle: opening and closing another descriptor of the
-// file would drop every POSIX lock this process holds on it, other connections' included.
-FileHeader read_header(sqlite3* db) {
-  FileHeader h;
-  sqlite3_file* file = nullptr;
-  if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &file) != SQLITE_OK || !file ||
-      !file->pMethods) {
-    return h;
+EntryPtr DiskStore::get(const std::string& key) {
+  auto entry = std::make_shared<Entry>();
+  entry->key = key;
+  std::string why;
+  switch (files_.read(key, entry.get(), !read_only(), &why)) {
+    case EntryFiles::Read::Missing:
+      return nullptr;
+    case EntryFiles::Read::Corrupt:
+      discard_corrupt(key, why);
+    case EntryFiles::Read::Ok:
+      break;
   }
-  sqlite3_int64 size = 0;
-  if (file->pMethods->xFileSize(file, &size) != SQLITE_OK) return h;
-  unsigned char b[20] = {};
-  if (size < sqlite3_int64(sizeof b) || file->pMethods->xRead(file, b, sizeof b, 0) != SQLITE_OK) {
-    return h;
-  }
-  if (std::memcmp(b, "SQLite format 3", 16) == 0) {
-    h.wal = b[18] == 2 && b[19] == 2;
-    const int size_field = (b[16] << 8) | b[17];
-    h.page_size = size_field == 1 ? 65536 : (size_field >= 512 ? size_field : 4096);
-  }
-  return h;
+  return entry;
 }
 
-}  // namespace
-
-DiskStore::DiskStore(std::string dir, bool read_only, bool use_wal, bool open_now)
-    : dir_(std::move(dir)),
-      path_(join_path(dir_, kFileName)),
-      files_(dir_),
-      read_only_(read_only),
-      use_wal_(use_wal),
-      pid_(static_cast<long>(getpid())) {
-  if (open_now) open();
-}
-
-void DiskStore::open() {
-  if (opened_.load(std::memory_order_acquire)) return;
-  std::lock_guard<std::mutex> lock(open_mu_);
-  if (opened_.load(std::memory_order_relaxed)) return;
-  auto first = open_connection(true);
-  {
-    std::lock_guard<std::mutex> pool_lock(pool_mu_);
-    identity_ = file_id(path_);
-    pool_.push_back(std::move(first));
+void DiskStore::discard_corrupt(const std::string& key, const std::string& why) {
+  std::string outcome = "not removed: the cache is read-only";
+  if (!read_only()) {
+    try {
+      remove(key);
+      struct stat st;
+      outcome = ::lstat(files_.path(key).c_str(), &st) == 0
+                    ? "could not be removed (" + file_kind(files_.path(key)) + " stays)"
+                    : "removed";
+    } catch (const std::exception& e) {
+      outcome = std::string("could not be removed: ") + e.what();
+    }
   }
-  opened_.store(true, std::memory_order_release);
+  log_warn("cache entry " + key + " in " + path() + " is corrupt (" + why + "); " + outcome);
+  fail(KJIT_ERROR_CACHE_CORRUPT, "cache entry " + key + " is corrupt: " + why);
 }
 
-DiskStore::~DiskStore() {
-  if (static_cast<long>(getpid()) != pid_) {
-    // A forked child that never used the store: the connections are the parent's.
-    for (auto& c : pool_) Conn::close_quietly(std::move(c));
+bool DiskStore::delete_locked(SqliteConn& c, const std::string& key) {
+  sqlite3_stmt* s = c.stmt("DELETE FROM entries WHERE key = ?1");
+  sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+  c.step(s, "delete entry");
+  const bool existed = sqlite3_changes(c.db) > 0;
+  // The file goes in a later write transaction (purge_locked): removed in this one, a
+  // process killed before the commit would leave the row without its file; removed after
+  // the commit, outside the lock, it could be the file another writer just stored again.
+  s = c.stmt("INSERT OR IGNORE INTO doomed(key) VALUES(?1)");
+  sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+  c.step(s, "doom a file");
+  return existed;
+}
+
+bool DiskStore::has_row_locked(SqliteConn& c, const std::string& key) {
+  sqlite3_stmt* s = c.stmt("SELECT 1 FROM entries WHERE key = ?1");
+  sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+  const bool found = c.step(s, "find entry") == SQLITE_ROW;
+  sqlite3_reset(s);
+  return found;
+}
+
+void DiskStore::purge_locked(SqliteConn& c) {
+  sqlite3_stmt* s = c.stmt("SELECT key FROM doomed");
+  std::vector<std::string> keys;
+  while (c.step(s, "list doomed files") == SQLITE_ROW) keys.push_back(col_text(s, 0));
+  sqlite3_reset(s);
+  if (keys.empty()) return;
+  // Rows deleted by a committed transaction: unless the key was stored again since (it has
+  // a row, and its new file), its file goes. A crash here leaves `doomed` as it was.
+  for (const std::string& key : keys) {
+    if (!has_row_locked(c, key)) files_.remove(key);
   }
+  c.exec("DELETE FROM doomed", "forget doomed files");
 }
 
-std::unique_ptr<DiskStore::Conn> DiskStore::open_connection(bool initialise) {
-  auto c = std::make_unique<Conn>();
-  const int flags =
-      read_only_ ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-  int rc = sqlite3_open_v2(path_.c_str(), &c->db, flags | SQLITE_OPEN_NOMUTEX, nullptr);
-  if (rc != SQLITE_OK) throw_sqlite(c->db, rc, "open " + path_);
-  sqlite3_busy_timeout(c->db, kBusyTimeoutMs);
-  sqlite3_extended_result_codes(c->db, 1);
-  if (read_only_ && ::access(dir_.c_str(), W_OK) != 0 &&
-      sqlite3_exec(c->db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr) !=
-          SQLITE_OK) {
-    // A WAL database in a directory we cannot write: SQLite cannot create the -shm file
-    // it reads through. Nobody without root can write here either, so read the file as
-    // immutable (without locks or -shm).
-    sqlite3_close_v2(c->db);
-    c->db = nullptr;
-    std::string uri = "file:";
-    for (char ch : path_) {
-      if (ch == '?' || ch == '#' || ch == '%') {
-        char buf[4];
-        std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(ch));
-        uri += buf;
-      } else {
-        uri += ch;
+void DiskStore::purge() {
+  IndexDb::Lease c = db_.acquire();
+  Txn txn(*c, true);
+  purge_locked(*c);
+  txn.commit();
+}
+
+void DiskStore::insert_row(SqliteConn& c, const Entry& e, int64_t created, int64_t last_used) {
+  std::string kernels;
+  for (const auto& k : e.kernels) kernels += (kernels.empty() ? "" : ",") + k;
+  sqlite3_stmt* s = c.stmt(
+      "INSERT INTO entries(key, target, kernels, bytes, created, last_used, "
+      "compile_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  sqlite3_bind_text(s, 1, e.key.data(), int(e.key.size()), SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, e.target.data(), int(e.target.size()), SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, kernels.data(), int(kernels.size()), SQLITE_STATIC);
+  sqlite3_bind_int64(s, 4, int64_t(e.bytes()));
+  sqlite3_bind_int64(s, 5, created);
+  sqlite3_bind_int64(s, 6, last_used);
+  sqlite3_bind_double(s, 7, e.compile_ms);
+  c.step(s, "insert entry");
+}
+
+uint64_t DiskStore::put(const Entry& e, uint64_t max_bytes, const AlsoLocked& also) {
+  if (read_only()) fail(KJIT_ERROR_READ_ONLY, "cache database " + path() + " is read-only");
+  if (!is_hex_key(e.key)) {
+    fail(KJIT_ERROR_INVALID_ARGUMENT,
+         "cache entry key '" + e.key + "' is not 64 lowercase hex digits");
+  }
+  if (max_bytes > 0 && e.bytes() > max_bytes) {
+    // Larger than the whole cache may be: kept, it would stay past this store (the entry
+    // being stored is never evicted), or push out everything else. Not stored; a copy
+    // stored before goes.
+    log_info("cache entry " + e.key + " (" + std::to_string(e.bytes()) +
+             " bytes) is larger than the cache's size bound (" + std::to_string(max_bytes) +
+             " bytes): not stored");
+    remove(e.key);
+    return 0;
+  }
+  const int64_t now = unix_time();
+  const int64_t created = e.created ? e.created : now;
+  // Written before the lock is taken; only the rename happens under it.
+  std::string temp = files_.write_temp(e, created);
+  uint64_t evicted = 0;
+  try {
+    IndexDb::Lease c = db_.acquire();
+    Txn txn(*c, true);
+    purge_locked(*c);  // files of entries deleted before (the file of `e` among them)
+    sqlite3_stmt* s = c->stmt("DELETE FROM entries WHERE key = ?1");
+    sqlite3_bind_text(s, 1, e.key.data(), int(e.key.size()), SQLITE_STATIC);
+    c->step(s, "delete entry");
+    insert_row(*c, e, created, now);
+    if (also) also(*c);
+    if (max_bytes > 0) {
+      uint64_t bytes = 0;
+      s = c->stmt("SELECT bytes FROM totals WHERE id = 0");
+      if (c->step(s, "read totals") == SQLITE_ROW) bytes = uint64_t(sqlite3_column_int64(s, 0));
+      sqlite3_reset(s);
+      if (bytes > max_bytes) evicted = evict_locked(*c, max_bytes - max_bytes / 5, e.key);
+    }
+    // Last, so that nothing after it can fail but the commit: a file in place whose row
+    // was rolled back is still a sound entry (reconcile() indexes it).
+    files_.install(temp, e.key);
+    temp.clear();
+    txn.commit();
+  } catch (...) {
+    if (!temp.empty()) EntryFiles::remove_temp(temp);
+    throw;
+  }
+  if (evicted) purge();  // the evicted entries' files
+  return evicted;
+}
+
+uint64_t DiskStore::evict_locked(SqliteConn& c, uint64_t target_bytes, const std::string& keep) {
+  uint64_t removed = 0;
+  auto total_bytes = [&] {
+    sqlite3_stmt* s = c.stmt("SELECT bytes FROM totals WHERE id = 0");
+    uint64_t bytes = 0;
+    if (c.step(s, "read totals") == SQLITE_ROW) bytes = uint64_t(sqlite3_column_int64(s, 0));
+    sqlite3_reset(s);
+    return bytes;
+  };
+  for (uint64_t bytes = total_bytes(); bytes > target_bytes;) {
+    // Least recently used first; among equal times (seconds), the oldest insert first.
+    sqlite3_stmt* s =
+        c.stmt("SELECT key, last_used FROM entries ORDER BY last_used ASC, rowid ASC LIMIT 16");
+    std::vector<std::pair<std::string, int64_t>> candidates;
+    while (c.step(s, "select victims") == SQLITE_ROW) {
+      candidates.emplace_back(col_text(s, 0), sqlite3_column_int64(s, 1));
+    }
+    sqlite3_reset(s);
+    bool progressed = false;
+    for (const auto& [key, row_time] : candidates) {
+      if (key == keep) continue;  // the entry being stored
+      progressed = true;
+      // Hits record their use in the file's time (EntryFiles::read): a candidate used
+      // since its row was written takes that time and stays for now.
+      const int64_t file_time = files_.last_use(key);
+      if (file_time > row_time) {
+        s = c.stmt("UPDATE entries SET last_used = ?2 WHERE key = ?1");
+        sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, file_time);
+        c.step(s, "record last use");
+        continue;
       }
+      delete_locked(c, key);
+      ++removed;
+      if ((bytes = total_bytes()) <= target_bytes) break;
     }
-    uri += "?immutable=1";
-    rc = sqlite3_open_v2(uri.c_str(), &c->db,
-                         SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
-    if (rc != SQLITE_OK) throw_sqlite(c->db, rc, "open " + path_ + " (immutable)");
-    sqlite3_extended_result_codes(c->db, 1);
+    if (!progressed) break;
   }
-  // Reading the header forces SQLite to look at the file: garbage fails here.
-  c->exec("PRAGMA mmap_size=0", "configure");
-  if (initialise) {
-    const FileHeader header = read_header(c->db);
-    page_size_ = header.page_size;
-    // Changing the journal mode needs the file to itself and SQLite reports "locked" at
-    // once, without its busy handler, while another process opens the same new database:
-    // retry for as long as any other lock is waited for.
-    const double give_up = monotonic_ms() + kBusyTimeoutMs;
-    while (!read_only_ && !(use_wal_ && header.wal)) {
-      rc = sqlite3_exec(c->db, use_wal_ ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE",
-                        nullptr, nullptr, nullptr);
-      if (rc == SQLITE_OK) break;
-      const int primary = rc & 0xff;
-      if ((primary != SQLITE_BUSY && primary != SQLITE_LOCKED) || monotonic_ms() > give_up) {
-        throw_sqlite(c->db, rc, "set journal mode");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    initialise_schema(*c);
-  }
-  c->exec(read_only_ ? "PRAGMA synchronous=NORMAL"
-                     : "PRAGMA synchronous=NORMAL; PRAGMA journal_size_limit=67108864",
-          "configure");
-  if (use_wal_ && !read_only_) {
-    // The -wal and -shm files stay when the last connection closes (emptied by the
-    // checkpoint at close): every process would otherwise create, size, map and delete
-    // both, a large part of a short process's cost to reach its first hit.
-    int persist = 1;
-    sqlite3_file_control(c->db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
-    // A process that ends without closing leaves its log for the next opener to read
-    // into a new index: checkpoint every kWalCheckpointBytes (1 MiB) instead of SQLite's
-    // 1000 pages, so that log stays small. The checkpoint runs on the committing thread
-    // after a store, which follows a compile of tens of milliseconds or more.
-    sqlite3_wal_autocheckpoint(c->db, std::max(1, kWalCheckpointBytes / page_size_));
-  }
-  return c;
+  return removed;
 }
 
-DiskStore::Lease DiskStore::acquire() {
-  open();
-  const long pid = static_cast<long>(getpid());
-  uint64_t generation;
-  {
-    std::lock_guard<std::mutex> lock(pool_mu_);
-    if (pid != pid_) {
-      // After fork(): the parent's idle connections are closed without a checkpoint (see
-      // Conn::close_quietly) so that our own connections take real locks.
-      for (auto& c : pool_) Conn::close_quietly(std::move(c));
-      pool_.clear();
-      pid_ = pid;
-    }
-    if (!pool_.empty()) {
-      Conn* c = pool_.back().release();
-      pool_.pop_back();
-      return Lease(this, c);
-    }
-    generation = generation_;
-  }
-  auto c = open_connection(false);
-  c->generation = generation;
-  return Lease(this, c.release());
+bool DiskStore::remove(const std::string& key) {
+  if (read_only()) fail(KJIT_ERROR_READ_ONLY, "cache database " + path() + " is read-only");
+  IndexDb::Lease c = db_.acquire();
+  Txn txn(*c, true);
+  struct stat st;
+  const bool existed = delete_locked(*c, key) || ::lstat(files_.path(key).c_str(), &st) == 0;
+  txn.commit();
+  purge();
+  return existed;
 }
 
-void DiskStore::release(Conn* c) {
-  std::unique_ptr<Conn> conn(c);
-  std::lock_guard<std::mutex> lock(pool_mu_);
-  if (static_cast<long>(getpid()) != pid_) {
-    conn.release();  // a connection leased before fork(): it belongs to the parent
-  } else if (conn->generation != generation_) {
-    Conn::close_quietly(std::move(conn));  // its file was moved aside
-  } else if (pool_.size() < kMaxPooledConnections) {
-    pool_.push_back(std::move(conn));
-  }
+void DiskStore::clear() {
+  if (read_only()) fail(KJIT_ERROR_READ_ONLY, "cache database " + path() + " is read-only");
+  IndexDb::Lease c = db_.acquire();
+  Txn txn(*c, true);
+  c->exec("DELETE FROM entries", "clear");
+  txn.commit();
+  // Then every file without a row, under the lock (a file stored since has its row).
+  Txn purge(*c, true);
+  c->exec("DELETE FROM doomed", "forget doomed files");
+  files_.for_each([&](const std::string& key) {
+    if (!has_row_locked(*c, key)) files_.remove(key);
+    return false;
+  });
+  files_.remove_stale_temps(0);
+  purge.commit();
 }
 
-std::string DiskStore::exec_for_text(const std::string& sql) {
-  Lease c = acquire();
-  sqlite3_stmt* s = nullptr;
-  int rc = sqlite3_prepare_v2(c->db, sql.c_str(), -1, &s, nullptr);
-  if (rc != SQLITE_OK) throw_sqlite(c->db, rc, "prepare " + sql);
-  std::string out;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    for (int i = 0; i < sqlite3_column_count(s); ++i) {
-      const unsigned char* t = sqlite3_column_text(s, i);
-      out += (i ? "|" : "");
-      out += t ? reinterpret_cast<const char*>(t) : "";
-    }
-    out += "\n";
+uint64_t DiskStore::prune(uint64_t max_bytes) {
+  if (read_only()) fail(KJIT_ERROR_READ_ONLY, "cache database " + path() + " is read-only");
+  IndexDb::Lease c = db_.acquire();
+  Txn txn(*c, true);
+  const uint64_t removed = evict_locked(*c, max_bytes);
+  txn.commit();
+  purge();
+  return removed;
+}
+
+void DiskStore::totals(uint64_t* entries, uint64_t* bytes) {
+  IndexDb::Lease c = db_.acquire();
+  sqlite3_stmt* s = c->stmt("SELECT entries, bytes FROM totals WHERE id = 0");
+  *entries = *bytes = 0;
+  if (c->step(s, "read totals") == SQLITE_ROW) {
+    *entries = uint64_t(sqlite3_column_int64(s, 0));
+    *bytes = uint64_t(sqlite3_column_int64(s, 1));
   }
-  sqlite3_finalize(s);
-  if (rc != SQLITE_DONE) throw_sqlite(c->db, rc, sql);
+  sqlite3_reset(s);
+}
+
+void DiskStore::list(const std::function<bool(const EntryInfo&)>& fn) {
+  IndexDb::Lease c = db_.acquire();
+  Txn txn(*c, false);
+  sqlite3_stmt* s = c->stmt(
+      "SELECT key, target, kernels, bytes, created, last_used, compile_ms FROM entries "
+      "ORDER BY last_used DESC, created DESC");
+  while (c->step(s, "list entries") == SQLITE_ROW) {
+    EntryInfo info;
+    info.key = col_text(s, 0);
+    info.target = col_text(s, 1);
+    info.kernels = col_text(s, 2);
+    info.bytes = uint64_t(sqlite3_column_int64(s, 3));
+    info.created = sqlite3_column_int64(s, 4);
+    // A hit records its use in the file (EntryFiles::read); the row learns it at eviction.
+    info.last_used = std::max<int64_t>(sqlite3_column_int64(s, 5), files_.last_use(info.key));
+    info.compile_ms = sqlite3_column_double(s, 6);
+    if (fn(info)) break;
+  }
+  sqlite3_reset(s);
+  txn.commit();
+}
+
+std::vector<std::string> DiskStore::keys() {
+  std::vector<std::string> out;
+  list([&](const EntryInfo& i) {
+    out.push_back(i.key);
+    return false;
+  });
   return out;
+}
+
+DiskStore::Reconciled DiskStore::adopt_if_orphaned() {
+  if (read_only()) return {};
+  files_.sweep_stale_temps();
+  uint64_t entries = 0, bytes = 0;
+  totals(&entries, &bytes);
+  if (entries > 0 || !files_.any_payload()) return {};
+  // An index without rows beside payload files: the index was deleted or replaced (the
+  // files stay hits, but without rows they are neither counted, listed nor evicted).
+  const Reconciled r = reconcile();
+  if (r.files_adopted) {
+    log_info("cache index " + path() + " was empty beside " + std::to_string(r.files_adopted) +
+             " payload file(s): indexed them again");
+  }
+  return r;
+}
+
+DiskStore::Reconciled DiskStore::reconcile() {
+  Reconciled r;
+  if (read_only()) return r;
+  IndexDb::Lease c = db_.acquire();
+  Txn txn(*c, true);
+  purge_locked(*c);  // files whose rows went are not indexed again
+  std::unordered_set<std::string> rows;
+  sqlite3_stmt* s = c->stmt("SELECT key FROM entries");
+  while (c->step(s, "list keys") == SQLITE_ROW) rows.insert(col_text(s, 0));
+  sqlite3_reset(s);
+  for (const std::string& key : rows) {
+    struct stat st;
+    if (::lstat(files_.path(key).c_str(), &st) == 0 && S_ISREG(st.st_mode)) continue;
+    s = c->stmt("DELETE FROM entries WHERE key = ?1");
+    sqlite3_bind_text(s, 1, key.data(), int(key.size()), SQLITE_STATIC);
+    c->step(s, "delete entry");
+    ++r.rows_dropped;
+  }
+  files_.for_each([&](const std::string& key) {
+    if (rows.count(key)) return false;
+    Entry e;
+    e.key = key;
+    std::string why;
+    const EntryFiles::Read read = files_.read(key, &e, false, &why);
+    if (read == EntryFiles::Read::Ok) {
+      insert_row(*c, e, e.created ? e.created : e.last_used, e.last_used);
+      ++r.files_adopted;
+    } else if (read == EntryFiles::Read::Corrupt) {
+      if (files_.remove(key)) {
+        log_warn("cache entry file " + files_.path(key) + " is corrupt (" + why + "); removed");
+        ++r.files_removed;
+      } else {
+        log_warn("cache entry file " + files_.path(key) + " is corrupt (" + why +
+                 ") and could not be removed: " + std::strerror(errno));
+        ++r.files_kept;
+      }
+    }
+    return false;
+  });
+  // Temporaries of writers that died are no entries: counted apart.
+  r.temps_removed += files_.remove_stale_temps(EntryFiles::kStaleTempSeconds);
+  txn.commit();
+  return r;
 }
 
 }  // namespace kjit

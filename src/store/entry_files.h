@@ -1,7 +1,8 @@
 // The payload files of the disk tier: each entry (metadata and code) in one file named by
 // its key, under <cache>/entries/<first two hex digits>/<key>. A fresh process reaches
-// its first hit through these alone (and the fact files, fact_files.h), without opening the SQLite index (disk_store.h),
-// which keeps the rows for LRU eviction, totals, listing and single flight.
+// its first hit through these alone (and the fact files, fact_files.h), without opening the
+// SQLite index (index_db.h), which keeps the rows for LRU eviction, totals, listing and
+// single flight.
 //
 // A payload file is written whole to a temporary name and renamed into place, so a reader
 // sees either the old file or the new one. Every read verifies it: the magic, the layout

@@ -1,7 +1,7 @@
 #include "store/facts.h"
 
-#include "store/disk_store.h"
 #include "store/fact_files.h"
+#include "store/named_values.h"
 
 namespace kjit {
 
@@ -25,8 +25,8 @@ void Facts::set(const std::string& name, const std::string& value) {
 
 std::optional<std::string> Facts::get_value(const std::string& ns, const std::string& key) {
   try {
-    DiskStore* index = index_();
-    return index ? index->get_value(ns, key) : std::nullopt;
+    NamedValues* values = values_();
+    return values ? values->get(ns, key) : std::nullopt;
   } catch (const std::exception& e) {
     failed_(e, "reading a cached value");
     return std::nullopt;
@@ -35,8 +35,8 @@ std::optional<std::string> Facts::get_value(const std::string& ns, const std::st
 
 void Facts::put_value(const std::string& ns, const std::string& key, const std::string& value) {
   try {
-    DiskStore* index = index_();
-    if (index && !index->read_only()) index->put_value(ns, key, value);
+    NamedValues* values = values_();
+    if (values && !values->read_only()) values->put(ns, key, value);
   } catch (const std::exception& e) {
     failed_(e, "writing a cached value");
   }

@@ -12,20 +12,20 @@
 
 namespace kjit {
 
-class DiskStore;
 class FactFiles;
+class NamedValues;
 
 class Facts {
  public:
   // Facts are read and written through `files` (the cache's disk tier without its index:
-  // fact files, read once), named values through `index` (which opens it);
+  // fact files, read once), named values through `values` (which opens the index);
   // either may give nullptr (no disk tier). A failure is passed to `failed` (the cache
   // degrades its disk tier as for any other failure) and reads as nothing.
   using Failed = std::function<void(const std::exception&, const char* during)>;
   using Files = std::function<const FactFiles*()>;
-  using Index = std::function<DiskStore*()>;
-  Facts(Files files, Index index, Failed failed)
-      : files_(std::move(files)), index_(std::move(index)), failed_(std::move(failed)) {}
+  using Values = std::function<NamedValues*()>;
+  Facts(Files files, Values values, Failed failed)
+      : files_(std::move(files)), values_(std::move(values)), failed_(std::move(failed)) {}
 
   // A fact by name; nullopt without a disk tier or when none is recorded.
   std::optional<std::string> get(const std::string& name);
@@ -37,7 +37,7 @@ class Facts {
 
  private:
   Files files_;
-  Index index_;
+  Values values_;
   Failed failed_;
 };
 

@@ -1,4 +1,4 @@
-// One SQLite connection of the disk store with its prepared statements, scoped
+// One SQLite connection of the index database (index_db.h) with its prepared statements, scoped
 // transactions, and the mapping of SQLite failures to kjit errors (store-internal).
 #pragma once
 

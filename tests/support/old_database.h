@@ -9,6 +9,7 @@
 #include <string>
 
 #include "store/disk_store.h"
+#include "store/index_db.h"
 #include "store/entry.h"
 
 namespace kjit::test {
@@ -71,7 +72,8 @@ inline void write_schema3_database(const std::string& db, const std::string& fro
       sqlite3_exec(h, kRelease010Schema, nullptr, nullptr, nullptr) != SQLITE_OK) {
     throw std::runtime_error("cannot create " + db);
   }
-  kjit::DiskStore from(from_dir, true, true);
+  kjit::IndexDb from_index(from_dir, true, true);
+  kjit::DiskStore from(from_index);
   sqlite3_stmt* row = nullptr;
   sqlite3_stmt* blob = nullptr;
   sqlite3_prepare_v2(h, "INSERT INTO entries VALUES(?1, ?2, '', ?3, ?4, ?4, ?5, ?6, ?7)", -1, &row,

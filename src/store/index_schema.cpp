@@ -1,6 +1,5 @@
-// The schema of the disk store: creating it, checking it at open, rebuilding a database of
-// an older schema (a cache is rebuilt, never migrated); and the small tables beside
-// the entries (usage counters, named values).
+// The schema of the index database: every part's tables, created, checked at open, and
+// rebuilt when an older kjit made them (a cache is rebuilt, never migrated).
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,8 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "store/disk_store.h"
-#include "store/sqlite_conn.h"
+#include "store/index_db.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/safe_file.h"
@@ -106,7 +104,7 @@ SchemaState read_schema_state(SqliteConn& c) {
   st.version = read_int(c, "PRAGMA user_version");
   // Only a file without kjit's application id needs it (new, or someone else's).
   if (st.app == 0) st.tables = read_int(c, "SELECT count(*) FROM sqlite_master");
-  if (st.version == DiskStore::kSchemaVersion) {
+  if (st.version == IndexDb::kSchemaVersion) {
     st.fingerprint = schema_fingerprint(c);
     sqlite3_stmt* s = c.stmt("SELECT value FROM kv WHERE ns = 'meta' AND key = 'kjit:schema'");
     if (c.step(s, "read schema fingerprint") == SQLITE_ROW) {
@@ -123,13 +121,29 @@ SchemaState read_schema_state(SqliteConn& c) {
 void create_schema(SqliteConn& c) {
   c.exec(kSchema, "create schema");
   c.exec("PRAGMA application_id=1802135924", "set application id");
-  c.exec(("PRAGMA user_version=" + std::to_string(DiskStore::kSchemaVersion)).c_str(),
+  c.exec(("PRAGMA user_version=" + std::to_string(IndexDb::kSchemaVersion)).c_str(),
          "set schema version");
+}
+
+// Drops the tables of an older kjit's schema, inside the caller's write transaction.
+void drop_foreign_schema(SqliteConn& c) {
+  // Every table an older kjit made (their indexes and triggers go with them), in the
+  // caller's write transaction: another process sees the old schema or the new one.
+  std::vector<std::string> tables;
+  sqlite3_stmt* s =
+      c.stmt("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'");
+  while (c.step(s, "read the old schema") == SQLITE_ROW) tables.push_back(col_text(s, 0));
+  sqlite3_reset(s);
+  for (const std::string& t : tables) {
+    std::string quoted = "\"";
+    for (char ch : t) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    c.exec(("DROP TABLE " + quoted + "\"").c_str(), "drop the old schema");
+  }
 }
 
 }  // namespace
 
-void DiskStore::initialise_schema(Conn& c) {
+void IndexDb::initialise_schema(SqliteConn& c) {
   const SchemaState st = read_schema_state(c);
   // The schema's text (tables, indexes, triggers) is what kjit created: a byte changed in
   // it would otherwise surface later as unexplained SQL errors, or worse, a trigger that
@@ -181,93 +195,6 @@ void DiskStore::initialise_schema(Conn& c) {
     // reading the file makes it wait, and a later open need not).
     sqlite3_exec(c.db, "VACUUM", nullptr, nullptr, nullptr);
   }
-}
-
-void DiskStore::drop_foreign_schema(Conn& c) {
-  // Every table an older kjit made (their indexes and triggers go with them), in the
-  // caller's write transaction: another process sees the old schema or the new one.
-  std::vector<std::string> tables;
-  sqlite3_stmt* s =
-      c.stmt("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'");
-  while (c.step(s, "read the old schema") == SQLITE_ROW) tables.push_back(col_text(s, 0));
-  sqlite3_reset(s);
-  for (const std::string& t : tables) {
-    std::string quoted = "\"";
-    for (char ch : t) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-    c.exec(("DROP TABLE " + quoted + "\"").c_str(), "drop the old schema");
-  }
-}
-
-namespace {
-
-// Adds each delta to its counter, inside the caller's write transaction.
-void add_counters_locked(SqliteConn& c,
-                         const std::vector<std::pair<std::string, int64_t>>& deltas) {
-  for (const auto& [name, delta] : deltas) {
-    sqlite3_stmt* s = c.stmt(
-        "INSERT INTO counters(name, value) VALUES(?1, ?2) "
-        "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value");
-    sqlite3_bind_text(s, 1, name.data(), int(name.size()), SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, delta);
-    c.step(s, "add counters");
-  }
-}
-
-}  // namespace
-
-void DiskStore::add_counters(const std::vector<std::pair<std::string, int64_t>>& deltas) {
-  if (read_only_ || deltas.empty()) return;
-  Lease c = acquire();
-  Txn txn(*c, true);
-  add_counters_locked(*c, deltas);
-  txn.commit();
-}
-
-void DiskStore::add_counters(
-    const std::function<std::vector<std::pair<std::string, int64_t>>()>& under_lock) {
-  if (read_only_) return;
-  Lease c = acquire();
-  Txn txn(*c, true);
-  add_counters_locked(*c, under_lock());
-  txn.commit();
-}
-
-std::vector<std::pair<std::string, int64_t>> DiskStore::counters() {
-  Lease c = acquire();
-  std::vector<std::pair<std::string, int64_t>> out;
-  sqlite3_stmt* s = c->stmt("SELECT name, value FROM counters");
-  while (c->step(s, "read counters") == SQLITE_ROW) {
-    out.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(s, 0)),
-                     sqlite3_column_int64(s, 1));
-  }
-  sqlite3_reset(s);
-  return out;
-}
-
-std::optional<std::string> DiskStore::get_value(const std::string& ns, const std::string& key) {
-  Lease c = acquire();
-  sqlite3_stmt* s = c->stmt("SELECT value FROM kv WHERE ns = ?1 AND key = ?2");
-  sqlite3_bind_text(s, 1, ns.data(), int(ns.size()), SQLITE_STATIC);
-  sqlite3_bind_text(s, 2, key.data(), int(key.size()), SQLITE_STATIC);
-  std::optional<std::string> out;
-  if (c->step(s, "read value") == SQLITE_ROW) {
-    out.emplace(static_cast<const char*>(sqlite3_column_blob(s, 0)),
-                size_t(sqlite3_column_bytes(s, 0)));
-  }
-  sqlite3_reset(s);
-  return out;
-}
-
-void DiskStore::put_value(const std::string& ns, const std::string& key, const std::string& value) {
-  if (read_only_) fail(KJIT_ERROR_READ_ONLY, "cache database " + path_ + " is read-only");
-  Lease c = acquire();
-  sqlite3_stmt* s =
-      c->stmt("INSERT OR REPLACE INTO kv(ns, key, value, updated) VALUES(?1, ?2, ?3, ?4)");
-  sqlite3_bind_text(s, 1, ns.data(), int(ns.size()), SQLITE_STATIC);
-  sqlite3_bind_text(s, 2, key.data(), int(key.size()), SQLITE_STATIC);
-  sqlite3_bind_blob(s, 3, value.data(), int(value.size()), SQLITE_STATIC);
-  sqlite3_bind_int64(s, 4, unix_time());
-  c->step(s, "write value");
 }
 
 }  // namespace kjit
