@@ -211,10 +211,6 @@ Outcome Cache::compile_with_claim(const std::string& key, const std::function<Ou
   };
   DiskTier* d = index();
   if (!d || d->index.read_only()) return run();
-  // Present: the key's row, read in the claim's transaction.
-  const Claims::Stored stored_row = [](SqliteConn& c, const std::string& k) {
-    return DiskStore::has_row_locked(c, k);
-  };
 
   const std::string me = owner();
   const double start = monotonic_ms();
@@ -224,7 +220,8 @@ Outcome Cache::compile_with_claim(const std::string& key, const std::function<Ou
     Claim claim;
     try {
       follow_replaced_index(*d);
-      claim = d->claims.try_claim(key, me, stored_row, /*failures_answer=*/!probe);
+      // Present: the key has its row, read in the claim's transaction.
+      claim = d->claims.try_claim(key, me, DiskStore::has_row_locked, /*failures_answer=*/!probe);
     } catch (const DatabaseCorrupt& e) {
       if (quarantine_disk(e) && ++unreadable < 3) continue;
       return run();
