@@ -19,10 +19,10 @@
 
 #include "kjit/kjit.h"
 #include "store/cache.h"
-#include "store/index_db.h"
 #include "store/entry.h"
 #include "store/export.h"
 #include "store/fact_files.h"
+#include "store/index_db.h"
 #include "support/db.h"
 #include "support/entry_file_edit.h"
 #include "support/old_database.h"

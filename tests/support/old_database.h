@@ -9,8 +9,8 @@
 #include <string>
 
 #include "store/disk_store.h"
-#include "store/index_db.h"
 #include "store/entry.h"
+#include "store/index_db.h"
 
 namespace kjit::test {
 
