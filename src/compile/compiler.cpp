@@ -121,6 +121,12 @@ void validate_source(const std::string& source) {
   validate_text(source, KJIT_ERROR_INVALID_SOURCE, "source");
 }
 
+SourceObject::SourceObject(std::string text) : text_(std::move(text)) {
+  validate_source(text_);
+  static std::atomic<uint64_t> next{1};
+  id_ = next.fetch_add(1, std::memory_order_relaxed);
+}
+
 Compiler::Compiler(Cache* cache, unsigned threads)
     : cache_(cache),
       threads_(threads ? threads : std::max(1u, std::thread::hardware_concurrency())),
@@ -306,6 +312,17 @@ Outcome Compiler::compile(std::string_view source, const CompileOptions& opts,
     if (auto o = remembered_hit(remembered)) return std::move(*o);
   }
   return compile_request(source, opts, cancel);
+}
+
+Outcome Compiler::compile(const SourceObject& source, const CompileOptions& opts,
+                          const CancelFlag& cancel) {
+  std::string remembered;
+  if (cache_ && memo_.find_object(source.id(), opts, &remembered)) {
+    if (auto o = remembered_hit(remembered)) return std::move(*o);
+  }
+  Outcome o = compile(std::string_view(source.text()), opts, cancel);
+  if (cache_ && o.status == KJIT_OK) memo_.remember_object(source.id(), source.text(), opts);
+  return o;
 }
 
 std::optional<Outcome> Compiler::manifest_hit(const std::string& base, const std::string& cwd_tag,

@@ -22,6 +22,21 @@ namespace kjit {
 
 class ThreadPool;
 
+// A source handed over once and never changed (the C API's kjit_source): checked when it is
+// made and numbered uniquely in the process, so that the compiler's memo files its keys
+// under the number and a repeated request reads none of its bytes.
+class SourceObject {
+ public:
+  // Throws kjit::Error (KJIT_ERROR_INVALID_SOURCE) as validate_source() does.
+  explicit SourceObject(std::string text);
+  const std::string& text() const { return text_; }
+  uint64_t id() const { return id_; }
+
+ private:
+  std::string text_;
+  uint64_t id_;
+};
+
 class Compiler {
  public:
   Compiler(Cache* cache, unsigned threads);  // cache may be null
@@ -36,6 +51,9 @@ class Compiler {
   // The same for a NUL-terminated source (the C API's): a repeated large source is
   // compared with the remembered one in the pass that finds its end.
   Outcome compile(const char* source, const CompileOptions& opts,
+                  const CancelFlag& cancel = nullptr);
+  // The same for a source object: a request seen before is found by the object's number.
+  Outcome compile(const SourceObject& source, const CompileOptions& opts,
                   const CancelFlag& cancel = nullptr);
 
   // The cache key of (source, opts), as compile() gives it. For a program that can read

@@ -60,7 +60,7 @@ scalar = {"void": "Cvoid", "int": "Cint", "unsigned": "Cuint", "size_t": "Csize_
           "kjit_status": "Cint", "char": "Cchar"}
 handles = {"kjit_cache", "kjit_options", "kjit_compiler", "kjit_binary", "kjit_future", "kjit_kernel", "kjit_gemm",
            "kjit_grouped_gemm",
-           "kjit_linker"}
+           "kjit_linker", "kjit_source"}
 structnames = {s[1] for s in structs}
 fnptrs = {"kjit_log_fn", "kjit_cache_list_fn"}
 nullable_str = {("kjit_options_add_define", "value"), ("kjit_linker_add_binary", "name"),

@@ -388,6 +388,21 @@ kjit_compile(compiler, source, opts, out) =
           (Ptr{Cvoid}, Cstring, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
           compiler, source, opts, out)
 
+"`kjit_status kjit_source_create(const char* text, size_t size, kjit_source** out)`"
+kjit_source_create(text, size, out) =
+    ccall((:kjit_source_create, libkjit), Cint,
+          (Cstring, Csize_t, Ptr{Ptr{Cvoid}}),
+          text, size, out)
+
+"`void kjit_source_destroy(kjit_source* source)`"
+kjit_source_destroy(source) = ccall((:kjit_source_destroy, libkjit), Cvoid, (Ptr{Cvoid},), source)
+
+"`kjit_status kjit_compile_source(kjit_compiler* compiler, const kjit_source* source, const kjit_options* opts, kjit_binary** out)`"
+kjit_compile_source(compiler, source, opts, out) =
+    ccall((:kjit_compile_source, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+          compiler, source, opts, out)
+
 "`kjit_status kjit_compile_async(kjit_compiler* compiler, const char* source, const kjit_options* opts, kjit_future** out)`"
 kjit_compile_async(compiler, source, opts, out) =
     ccall((:kjit_compile_async, libkjit), Cint,

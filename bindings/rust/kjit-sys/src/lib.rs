@@ -91,12 +91,18 @@ pub struct kjit_linker {
 pub struct kjit_grouped_gemm {
     _private: [u8; 0],
 }
+#[repr(C)]
+pub struct kjit_source {
+    _private: [u8; 0],
+}
 
 // ---- compile.h ---------------------------------------------------------------------------
 
 pub const KJIT_OUTPUT_PTX: c_uint = 1;
 pub const KJIT_OUTPUT_CUBIN: c_uint = 2;
 pub const KJIT_OUTPUT_LTOIR: c_uint = 4;
+/// kjit_source_create()'s size for a NUL-terminated text (since 0.3).
+pub const KJIT_SOURCE_NUL_TERMINATED: usize = usize::MAX;
 
 pub const KJIT_TIER_COMPILED: c_int = 0;
 pub const KJIT_TIER_MEMORY: c_int = 1;
@@ -542,6 +548,21 @@ extern "C" {
     pub fn kjit_compile(
         compiler: *mut kjit_compiler,
         source: *const c_char,
+        opts: *const kjit_options,
+        out: *mut *mut kjit_binary,
+    ) -> kjit_status;
+    /// Since 0.3.
+    pub fn kjit_source_create(
+        text: *const c_char,
+        size: usize,
+        out: *mut *mut kjit_source,
+    ) -> kjit_status;
+    /// Since 0.3.
+    pub fn kjit_source_destroy(source: *mut kjit_source);
+    /// Since 0.3.
+    pub fn kjit_compile_source(
+        compiler: *mut kjit_compiler,
+        source: *const kjit_source,
         opts: *const kjit_options,
         out: *mut *mut kjit_binary,
     ) -> kjit_status;
