@@ -4,8 +4,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -101,9 +101,9 @@ TEST(SourceObject, BadInputGetsAStatusAndNoObject) {
   EXPECT_EQ(kjit_compile_source(s.compiler, nullptr, s.opts, &b), KJIT_ERROR_INVALID_HANDLE);
   EXPECT_EQ(b, nullptr);
   // Another kind of handle is not a source object.
-  EXPECT_EQ(kjit_compile_source(s.compiler, reinterpret_cast<const kjit_source*>(s.opts), s.opts,
-                                &b),
-            KJIT_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(
+      kjit_compile_source(s.compiler, reinterpret_cast<const kjit_source*>(s.opts), s.opts, &b),
+      KJIT_ERROR_INVALID_HANDLE);
   ASSERT_EQ(kjit_source_create(kSaxpy, KJIT_SOURCE_NUL_TERMINATED, &src), KJIT_OK);
   EXPECT_EQ(kjit_compile_source(nullptr, src, s.opts, &b), KJIT_ERROR_INVALID_HANDLE);
   EXPECT_EQ(kjit_compile_source(s.compiler, src, s.opts, nullptr), KJIT_ERROR_INVALID_ARGUMENT);
