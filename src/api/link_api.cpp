@@ -17,7 +17,7 @@ kjit_status bad_linker(const char* fn) {
 }
 
 // A binary for a success, or for a failure nvJitLink reported (it holds the log).
-kjit_status deliver(const Outcome& o, kjit_binary** out) {
+kjit_status deliver_link(const Outcome& o, kjit_binary** out) {
   if (o.entry) {
     auto* b = new kjit_binary();
     b->status = o.status;
@@ -129,7 +129,7 @@ KJIT_EXPORT kjit_status kjit_link(kjit_linker* linker, kjit_binary** out) {
     if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_link: out is NULL");
     *out = nullptr;
     if (!ok(linker)) return bad_linker("kjit_link");
-    return deliver(link::link(linker->cache, linker->request), out);
+    return deliver_link(link::link(linker->cache, linker->request), out);
   });
 }
 

@@ -13,21 +13,11 @@
 #include "key/toolkit.h"
 #include "kjit/compile.h"
 #include "util/error.h"
+#include "util/text.h"
 #include "util/utf8.h"
 
 namespace kjit {
 namespace {
-
-bool starts_with(const std::string& s, const char* prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
-
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
 
 // Architecture number of a target ("sm_90a" -> 90), -1 if malformed.
 int arch_number(const std::string& target) {
