@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -119,6 +120,8 @@ int main(int argc, char** argv) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
 
   std::vector<double> warm[3][2], cold[3][2];
+  // The cluster's warm hits by the master that answered (as created: cluster.owner()).
+  std::map<int, std::vector<double>> by_master[2];
   for (int r = 0; r < rounds; ++r) {
     for (int t = 0; t < 3; ++t) {
       for (int s = 0; s < 2; ++s) {
@@ -126,6 +129,8 @@ int main(int argc, char** argv) {
         double t0 = kjit::monotonic_ms();
         const auto got = tiers[size_t(t)]->get(e.key);
         warm[t][s].push_back(kjit::monotonic_ms() - t0);
+        if (t == 2)
+          by_master[s][cluster.owner(kjit::cluster_slot(e.key))].push_back(warm[t][s].back());
         if (!got || got->cubin.size() != e.cubin.size()) {
           std::fprintf(stderr, "%s: miss\n", topos[t].name);
           return 1;
@@ -154,6 +159,13 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("(%d interleaved rounds; entries of %d per size)\n", rounds, kPerSize);
+  for (int s = 0; s < 2; ++s) {
+    std::printf("Cluster, %s, warm hit median by master:", sizes[s].name);
+    for (auto& [master, t] : by_master[s]) {
+      std::printf(" master %d %.3f ms (%zu hits);", master, pct(t, 0.5), t.size());
+    }
+    std::printf("\n");
+  }
   // What each warm tier met: a redirection or a slot map reload would be an extra round
   // trip on the hit path.
   for (int t = 0; t < 3; ++t) {
