@@ -427,7 +427,7 @@ std::string fingerprint_in_child(const std::string& cache_dir, const std::string
     kjit::CacheConfig cfg;
     cfg.directory = cache_dir;
     kjit::Cache cache(cfg);
-    const std::string fp = kjit::find_toolkit(root, &cache).fingerprint;
+    const std::string fp = kjit::find_toolkit(root, &cache.facts()).fingerprint;
     if (write(fds[1], fp.data(), fp.size()) != ssize_t(fp.size())) _exit(2);
     _exit(0);
   }

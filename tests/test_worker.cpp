@@ -103,7 +103,8 @@ class Worker : public ::testing::Test {
 
   static kjit::WorkerAddress address(kjit::Cache* cache) {
     std::string why;
-    kjit::WorkerAddress a = kjit::worker_address(cache, kjit::toolchain_id(cache), &why);
+    kjit::WorkerAddress a =
+        kjit::worker_address(cache, kjit::toolchain_id(kjit::facts_of(cache)), &why);
     EXPECT_FALSE(a.directory.empty()) << why;
     return a;
   }
@@ -383,7 +384,7 @@ TEST_F(Worker, IndependentCompilesRunInWorkersOfTheirOwn) {
   for (std::thread& t : threads) t.join();
   ASSERT_EQ(ok.load(), 2);
   kjit::WorkerAddress a = address(cache.get());
-  const std::string tool = kjit::toolchain_id(cache.get());
+  const std::string tool = kjit::toolchain_id(kjit::facts_of(cache.get()));
   std::string why;
   const auto first = kjit::query_worker(a, tool, &why);
   ASSERT_TRUE(first) << why;
@@ -434,7 +435,7 @@ TEST_F(Worker, MismatchedVersionIsReplaced) {
       if (c < 0) return;
       wk::Hello h;
       h.library_version = "0.0.1";  // an older kjit
-      h.toolchain = kjit::toolchain_id(cache.get());
+      h.toolchain = kjit::toolchain_id(kjit::facts_of(cache.get()));
       h.pid = getpid();
       wk::write_frame(c, wk::FrameType::Hello, wk::encode(h));
       greeted++;

@@ -137,8 +137,8 @@ KJIT_EXPORT kjit_status kjit_linker_key(kjit_linker* linker, char out_hex[65]) {
   return guard([&] {
     if (!ok(linker)) return bad_linker("kjit_linker_key");
     if (!out_hex) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_linker_key: out_hex is NULL");
-    const std::string key =
-        link::link_key(link::resolve(linker->request), link::nvjitlink_identity(linker->cache));
+    const std::string key = link::link_key(link::resolve(linker->request),
+                                           link::nvjitlink_identity(facts_of(linker->cache)));
     std::memcpy(out_hex, key.c_str(), 65);
     return KJIT_OK;
   });

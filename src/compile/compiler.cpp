@@ -579,7 +579,7 @@ Outcome Compiler::run_compile(const std::string& source, const CompileOptions& o
 }
 
 const std::string& Compiler::toolchain() {
-  std::call_once(toolchain_once_, [this] { toolchain_ = toolchain_id(cache_); });
+  std::call_once(toolchain_once_, [this] { toolchain_ = toolchain_id(facts_of(cache_)); });
   return toolchain_;
 }
 

@@ -12,6 +12,7 @@
 #include "key/toolchain.h"
 #include "key/toolkit.h"
 #include "kjit/compile.h"
+#include "store/cache.h"
 #include "util/error.h"
 #include "util/text.h"
 #include "util/utf8.h"
@@ -252,13 +253,13 @@ NormalisedOptions normalise(const CompileOptions& opts, const MachineFacts& mach
 
 MachineFacts machine_facts(const CompileOptions& opts, bool reads_files, Cache* cache) {
   MachineFacts m;
-  m.nvrtc = &toolchain_facts(cache);
+  m.nvrtc = &toolchain_facts(facts_of(cache));
   if (reads_files) {  // only a program that reads files needs the toolkit's place
     m.nvrtc_toolkit_root = toolkit_root();
-    m.automatic = &find_toolkit("", cache);
+    m.automatic = &find_toolkit("", facts_of(cache));
   }
   if (opts.toolkit_headers && !opts.toolkit_root.empty()) {
-    m.named = &find_toolkit(opts.toolkit_root, cache);
+    m.named = &find_toolkit(opts.toolkit_root, facts_of(cache));
   }
   m.device_arch = [cache](int device) { return device_target(cache, device).arch; };
   return m;

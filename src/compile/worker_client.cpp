@@ -777,7 +777,7 @@ std::optional<worker::WorkerStatus> query_worker(const WorkerAddress& addr,
 }
 
 std::optional<worker::WorkerStatus> worker_status_for(Cache* cache, std::string* why) {
-  const std::string toolchain = toolchain_id(cache);
+  const std::string toolchain = toolchain_id(facts_of(cache));
   const WorkerAddress addr = worker_address(cache, toolchain, why);
   if (addr.directory.empty()) return std::nullopt;
   return query_worker(addr, toolchain, why);

@@ -124,7 +124,7 @@ KernelCreation Kernel::create(Compiler& compiler, const std::string& source,
   if (out.status == KJIT_ERROR_UNSUPPORTED_TARGET) {
     // This NVRTC predates the GPU: compile PTX for the newest architecture it knows below
     // the device's and let the driver JIT it.
-    const ToolchainFacts& nvrtc = toolchain_facts(compiler.cache());
+    const ToolchainFacts& nvrtc = toolchain_facts(facts_of(compiler.cache()));
     int best = 0;
     for (int a = cc; a >= 50 && best == 0; --a) {
       if (arch_supported(nvrtc, a)) best = a;

@@ -443,10 +443,10 @@ std::string link_key(const LinkRequest& r, const std::string& identity) {
 
 Outcome link(Cache* cache, const LinkRequest& request) {
   const LinkRequest r = resolve(request);
-  const std::string key = link_key(r, nvjitlink_identity(cache));
+  const std::string key = link_key(r, nvjitlink_identity(facts_of(cache)));
   auto run = [&] {
     Outcome o = run_link(r, key);
-    if (o.status == KJIT_OK) remember_identity(cache);
+    if (o.status == KJIT_OK) remember_identity(facts_of(cache));
     return o;
   };
   if (!cache) return run();
