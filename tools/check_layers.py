@@ -6,11 +6,14 @@ the top down; a dependency points down, never up or sideways:
 
   api      the extern "C" shims
   cli      the kjit tool: the public API only (and the built-in header texts it lists)
-  worker   the compile worker executable
+  worker   the compile worker executable (the server: every file of src/worker/ but ...)
   kernel   kernel handles: compile-or-hit, load, launch
   blas     cuBLASLt GEMM and its plan cache
   link     nvJitLink and the link step
   compile  runs NVRTC, in this process or in the worker
+  worker client  the worker's client and protocol (src/worker/client.*, protocol.*): one
+           room with the server in the tree, below compile in the layers, so that compile
+           calls it and it knows nothing of compile
   key      what a cache key covers
   store    the cache's tiers, entries, flights and facts
   nvrtc    NVRTC through dlopen
@@ -24,7 +27,7 @@ import os
 import re
 import sys
 
-BELOW_COMPILE = {"key", "store", "nvrtc", "cuda", "util"}
+BELOW_COMPILE = {"key", "store", "nvrtc", "cuda", "util", "worker client"}
 ALLOWED = {
     "api": {"kernel", "blas", "link", "compile", "grouped"} | BELOW_COMPILE,
     "cli": set(),
@@ -34,6 +37,7 @@ ALLOWED = {
     "blas": {"store", "cuda", "util"},
     "link": {"store", "cuda", "util"},
     "compile": set(BELOW_COMPILE),
+    "worker client": {"key", "store", "util"},
     "key": {"store", "nvrtc", "util"},
     "store": {"util"},
     "nvrtc": {"util"},
@@ -43,6 +47,14 @@ ALLOWED = {
 # Single files a room may include beyond its rooms.
 ALLOWED_FILES = {"cli": {"key/builtin_std.h"}}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# Files that are a layer of their own inside a folder: path without extension -> layer.
+FILE_ROOMS = {"worker/client": "worker client", "worker/protocol": "worker client"}
+
+
+def room_of(path):
+    """The layer of a path relative to src/ ("worker/client.h" -> "worker client")."""
+    stem = os.path.splitext(path)[0]
+    return FILE_ROOMS.get(stem, path.split("/", 1)[0])
 
 
 def problems(root):
@@ -60,16 +72,19 @@ def problems(root):
                 if not name.endswith((".c", ".cpp", ".h")):
                     continue
                 path = os.path.join(dirpath, name)
+                layer = room_of(os.path.relpath(path, src))
                 with open(path, encoding="utf-8", errors="replace") as f:
                     text = f.read()
                 for inc in INCLUDE.findall(text):
-                    target = inc.split("/", 1)[0] if "/" in inc else None
-                    if target is None or target in ("kjit", room):
+                    if "/" not in inc or inc.startswith("kjit/"):
                         continue
-                    if target in ALLOWED[room] or inc in ALLOWED_FILES.get(room, ()):
+                    target = room_of(inc)
+                    if target == layer:
+                        continue
+                    if target in ALLOWED[layer] or inc in ALLOWED_FILES.get(layer, ()):
                         continue
                     rel = os.path.relpath(path, root)
-                    out.append('%s includes "%s": %s may not depend on %s' % (rel, inc, room, target))
+                    out.append('%s includes "%s": %s may not depend on %s' % (rel, inc, layer, target))
     return out
 
 

@@ -193,13 +193,8 @@ std::optional<Outcome> Compiler::compile_in_worker_process(const std::string& so
     q.cwd = cwd;
     q.key = key;
     q.source = source;
-    q.program_name = opts.name;
-    q.headers = opts.headers;
-    q.name_expressions = opts.name_expressions;
-    q.target = norm.target;
-    q.outputs = norm.outputs;
-    q.nvrtc = norm.nvrtc;
-    q.key_options = norm.key;
+    q.options = opts;
+    q.norm = norm;
     q.use_pch = use_pch;
     q.time_limit_ms = limits_.time_limit_ms;
     q.memory_limit_bytes = limits_.memory_limit_bytes;

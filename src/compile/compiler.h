@@ -10,13 +10,13 @@
 #include <string_view>
 
 #include "compile/options.h"
-#include "compile/worker_client.h"
 #include "key/dep_manifest.h"
 #include "key/file_audit.h"
 #include "key/include_scan.h"
 #include "key/key_memo.h"
 #include "store/cache.h"
 #include "store/outcome.h"
+#include "worker/client.h"
 
 namespace kjit {
 
@@ -74,7 +74,7 @@ class Compiler {
 
   Cache* cache() const { return cache_; }
 
-  // Where NVRTC runs (worker_client.h). Starts as $KJIT_COMPILE_MODE says.
+  // Where NVRTC runs (worker/client.h). Starts as $KJIT_COMPILE_MODE says.
   void set_mode(CompileMode m) { mode_.store(int(m), std::memory_order_relaxed); }
   CompileMode mode() const { return CompileMode(mode_.load(std::memory_order_relaxed)); }
 

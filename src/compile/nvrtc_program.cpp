@@ -298,8 +298,8 @@ Outcome failed_compile(nvrtcResult r, const CompileOptions& opts, const Normalis
         return o;
       }
     }
-    // The kjit note on the cause is added by the client, which has every option
-    // (add_failure_note(): the worker is given only NVRTC's).
+    // The kjit note on the cause is added by the caller once the compile is back, wherever
+    // it ran (add_failure_note()).
     Outcome failed{
         KJIT_ERROR_COMPILE,
         "compilation of '" + opts.name + "' for " + norm.target + " failed: " + head(entry->log, 4),

@@ -19,18 +19,21 @@
 #include <vector>
 
 #include "compile/compiler.h"
-#include "compile/worker_client.h"
-#include "compile/worker_protocol.h"
 #include "key/toolchain.h"
 #include "kjit/kjit.h"
 #include "store/cache.h"
 #include "support/test_support.h"
 #include "util/fs.h"
+#include "util/socket.h"
+#include "worker/client.h"
+#include "worker/protocol.h"
+#include "worker/worker_fixture.h"
 
 using kjit::CompileMode;
 using kjit::CompileOptions;
 using kjit::Outcome;
 using kjit::test::TempDir;
+using kjit::test::Worker;
 namespace wk = kjit::worker;
 
 namespace {
@@ -56,63 +59,6 @@ std::string saxpy_variant(int i) {
          "\nextern \"C\" __global__ void v" + std::to_string(i) +
          "(float* p) { *p = " + std::to_string(i) + ".0f; }\n";
 }
-
-class Worker : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const char* t = std::getenv("TMPDIR");
-    had_tmpdir_ = t != nullptr;
-    if (t) old_tmpdir_ = t;
-    setenv("KJIT_WORKER_IDLE_S", "20", 1);
-    setenv("KJIT_WORKER", KJIT_TEST_WORKER, 1);
-    setenv("TMPDIR", tmp_.path().c_str(), 1);  // private worker directories live here
-    unsetenv("KJIT_COMPILE_MODE");
-    unsetenv("KJIT_COMPILE_TIMEOUT_S");
-    unsetenv("KJIT_COMPILE_MEMORY_MB");
-    unsetenv("KJIT_CACHE_DIR");
-    setenv("KJIT_WORKER_PROCESSES", "1", 1);  // one worker per address unless a test says
-  }
-  void TearDown() override {
-    if (had_tmpdir_) {
-      setenv("TMPDIR", old_tmpdir_.c_str(), 1);
-    } else {
-      unsetenv("TMPDIR");
-    }
-  }
-
-  std::unique_ptr<kjit::Cache> open_cache(const std::string& dir, bool read_only = false) {
-    kjit::CacheConfig c;
-    c.directory = dir;
-    c.read_only = read_only;
-    return std::make_unique<kjit::Cache>(c);
-  }
-
-  static CompileOptions sm90(const char* name = "kernel.cu") {
-    CompileOptions o;
-    o.target = "sm_90";
-    o.name = name;
-    return o;
-  }
-
-  // The running worker for `cache`, or pid 0.
-  static int64_t worker_pid(kjit::Cache* cache) {
-    std::string why;
-    auto st = kjit::worker_status_for(cache, &why);
-    return st ? st->pid : 0;
-  }
-
-  static kjit::WorkerAddress address(kjit::Cache* cache) {
-    std::string why;
-    kjit::WorkerAddress a =
-        kjit::worker_address(cache, kjit::toolchain_id(kjit::facts_of(cache)), &why);
-    EXPECT_FALSE(a.directory.empty()) << why;
-    return a;
-  }
-
-  TempDir tmp_;
-  bool had_tmpdir_ = false;
-  std::string old_tmpdir_;
-};
 
 // ---- crashes ---------------------------------------------------------------------------
 
@@ -794,43 +740,6 @@ TEST_F(Worker, RelativeIncludesResolveInTheClientsDirectory) {
   const kjit::CacheStats st = cache->stats();
   EXPECT_EQ(st.not_stored, 0u);
   EXPECT_EQ(st.stores, 1u);
-}
-
-// ---- the protocol never trusts sizes ----------------------------------------------------------
-
-TEST(WorkerProtocol, MalformedMessagesAreRejected) {
-  wk::CompileRequest q;
-  q.cwd = "/";
-  q.source = "x";
-  q.headers = {{"a.h", "int a;"}};
-  q.nvrtc = {"-arch=sm_90"};
-  const std::string good = wk::encode(q);
-  EXPECT_EQ(wk::decode_request(good).headers.size(), 1u);
-  for (size_t cut = 0; cut < good.size(); cut += 3) {
-    EXPECT_THROW(wk::decode_request(good.substr(0, cut)), wk::ProtocolError) << cut;
-  }
-  EXPECT_THROW(wk::decode_request(good + "x"), wk::ProtocolError);
-  std::string huge = good;
-  huge[0] = '\xff';  // cwd length far beyond the message
-  huge[7] = '\x7f';
-  EXPECT_THROW(wk::decode_request(huge), wk::ProtocolError);
-  // A frame header announcing more than the cap is refused before anything is allocated.
-  int sv[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  unsigned char h[16] = {3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0};  // 4 GiB
-  ASSERT_EQ(write(sv[0], h, sizeof h), ssize_t(sizeof h));
-  wk::FrameType type;
-  std::string payload;
-  EXPECT_EQ(wk::read_frame(sv[1], &type, &payload, kjit::monotonic_ms() + 1000),
-            wk::ReadResult::TooLarge);
-  // A truncated frame is an error, not a hang.
-  unsigned char h2[16] = {3, 0, 0, 0, 0, 0, 0, 0, 100, 0, 0, 0, 0, 0, 0, 0};
-  ASSERT_EQ(write(sv[0], h2, sizeof h2), ssize_t(sizeof h2));
-  ASSERT_EQ(write(sv[0], "abc", 3), 3);
-  close(sv[0]);
-  EXPECT_EQ(wk::read_frame(sv[1], &type, &payload, kjit::monotonic_ms() + 1000),
-            wk::ReadResult::Error);
-  close(sv[1]);
 }
 
 }  // namespace

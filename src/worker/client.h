@@ -1,4 +1,6 @@
-// The client side of the compile worker (src/worker/): NVRTC out of the caller's process.
+// The client side of the compile worker (the server is main.cpp beside it): NVRTC out of
+// the caller's process. Library code below compile/, which calls it: it includes nothing
+// of compile/ (tools/check_layers.py).
 //
 // A worker is one long-lived process per user, kjit version, protocol version and
 // toolchain, shared by every process that uses the same cache directory. It listens on a
@@ -27,7 +29,7 @@
 #include <optional>
 #include <string>
 
-#include "compile/worker_protocol.h"
+#include "worker/protocol.h"
 
 namespace kjit {
 
@@ -112,14 +114,5 @@ std::optional<worker::WorkerStatus> worker_status_for(Cache* cache, std::string*
 
 // The worker executable ($KJIT_WORKER, else beside the library); "" when not found.
 std::string worker_executable(std::string* why);
-
-// True when the peer of a connected Unix socket runs as `uid` (SO_PEERCRED); false, with
-// the peer's uid in *peer_uid, otherwise or when it cannot be told.
-bool peer_is_user(int fd, unsigned uid, long* peer_uid);
-
-// Sets up a sockaddr_un for `directory`/`file` in *addr (using /proc/self/fd/<dir_fd>/file
-// when the full path does not fit sun_path). Returns the address length, 0 on failure.
-size_t socket_address(const std::string& directory, int dir_fd, const std::string& file,
-                      void* addr /* sockaddr_un* */);
 
 }  // namespace kjit
