@@ -249,7 +249,9 @@ Config choose(const Problem& p, int cc, bool tma_available, const Options& o) {
     c.pingpong = o.schedule == KJIT_GROUPED_SCHEDULE_PINGPONG ||
                  (o.schedule == KJIT_GROUPED_SCHEDULE_AUTO && !decode && o.tile_n != 256);
     c.tile_n = c.pingpong ? 128 : o.tile_n ? o.tile_n : (p.n <= 128 ? 128 : 256);
-    c.stages = o.stages ? o.stages : (c.tile_n == 256 ? 4 : 6);
+    // fp8 pingpong: 5 stages (H200, torch._scaled_grouped_mm shapes: 2-6% faster than 6).
+    const int narrow = p.in == DType::E4m3 && c.pingpong ? 5 : 6;
+    c.stages = o.stages ? o.stages : (c.tile_n == 256 ? 4 : narrow);
   } else {
     c.path = Path::Simt;
     c.target = "sm_" + std::to_string(cc);
