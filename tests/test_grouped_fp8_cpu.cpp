@@ -163,9 +163,13 @@ TEST(GroupedFp8Check, TypesAndScaleForms) {
   EXPECT_EQ(check(d), KJIT_ERROR_UNSUPPORTED);
   EXPECT_TRUE(says("scale_mode")) << kjit_last_error();
   d = fp8_desc();
-  d.scale_mode = 2;
+  d.scale_mode = 3;
   EXPECT_EQ(check(d), KJIT_ERROR_INVALID_ARGUMENT);
-  EXPECT_TRUE(says("scale_mode is 2")) << kjit_last_error();
+  EXPECT_TRUE(says("scale_mode is 3")) << kjit_last_error();
+  d.scale_mode = KJIT_GROUPED_SCALE_BLOCK128;
+  EXPECT_EQ(check(d), KJIT_OK) << kjit_last_error();
+  d.a_type = KJIT_GEMM_BF16;  // block scales with bf16
+  EXPECT_EQ(check(d), KJIT_ERROR_UNSUPPORTED);
   d = fp8_desc();
   d.reserved1 = 1;
   EXPECT_EQ(check(d), KJIT_ERROR_INVALID_ARGUMENT);
@@ -196,6 +200,14 @@ TEST(GroupedFp8Check, ScalePointersAreCheckedBeforeTheHandle) {
   EXPECT_EQ(run_scaled(none, nullptr, fptr(0x6000)), KJIT_ERROR_INVALID_ARGUMENT);
   EXPECT_TRUE(says("scale_b is given")) << kjit_last_error();
   EXPECT_EQ(run_scaled(none, nullptr, nullptr), KJIT_ERROR_INVALID_HANDLE);
+  kjit_grouped_gemm_desc block = d;
+  block.scale_mode = KJIT_GROUPED_SCALE_BLOCK128;
+  EXPECT_EQ(run_scaled(block, fptr(0x5000), fptr(0x6000)), KJIT_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(run_scaled(block, fptr(0x5000), nullptr), KJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(says("scale_b is NULL but scale_mode is KJIT_GROUPED_SCALE_BLOCK128"))
+      << kjit_last_error();
+  EXPECT_EQ(run_scaled(block, fptr(0x5001), fptr(0x6000)), KJIT_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(says("scale_a is not aligned")) << kjit_last_error();
   // kjit_grouped_gemm_run() has no scales: a scaled desc is refused with a pointer to
   // run_scaled().
   EXPECT_EQ(kjit_grouped_gemm_run(nullptr, &d, ptr(16), ptr(16), offs_ptr(), nullptr,
@@ -267,6 +279,40 @@ TEST(GroupedFp8Choose, TmaForOrderNkPortableOtherwise) {
   }
 }
 
+TEST(GroupedFp8Choose, BlockScalesTakeTheCooperative128Tile) {
+  kjit_grouped_gemm_desc d = fp8_desc();
+  d.scale_mode = KJIT_GROUPED_SCALE_BLOCK128;
+  d.rows = 100000;  // prefill-sized: the pingpong schedule for other forms
+  Options forced;
+  forced.schedule = KJIT_GROUPED_SCHEDULE_PINGPONG;
+  for (const Options& o : {Options(), forced}) {
+    const Config c = choose(problem(d), 90, true, o);
+    EXPECT_EQ(c.path, Path::Tma);
+    EXPECT_FALSE(c.pingpong);
+    EXPECT_EQ(c.tile_n, 128);
+    EXPECT_NE(c.key().find("128x128x128 s6 c1x1 b=nk in=e4m3 scale=block128"), std::string::npos)
+        << c.key();
+    validate(c);
+  }
+  // SwiGLU: the up half of a 64-column gated tile must lie in one 128-column block.
+  d.activation = KJIT_GROUPED_ACT_SWIGLU;
+  d.n = 2 * 192;
+  EXPECT_EQ(choose(problem(d), 90, true, Options()).path, Path::Tma);
+  d.n = 2 * 96;
+  EXPECT_EQ(choose(problem(d), 90, true, Options()).path, Path::Simt);
+  // Autotune candidates of a block-scaled class: only cooperative 128x128 ones.
+  DeviceInfo dev;
+  dev.cc = 90;
+  dev.sm_count = 132;
+  dev.max_shared = 232448;
+  d = fp8_desc();
+  d.scale_mode = KJIT_GROUPED_SCALE_BLOCK128;
+  for (const Config& k : candidates(choose(problem(d), 90, true, Options()), dev)) {
+    EXPECT_FALSE(k.pingpong) << k.key();
+    EXPECT_EQ(k.tile_n, 128) << k.key();
+  }
+}
+
 // ---- rendering and keys -------------------------------------------------------------------------
 
 TEST(GroupedFp8Render, EveryConfigurationClassRendersWithDistinctKeys) {
@@ -326,6 +372,42 @@ TEST(GroupedFp8Render, EveryConfigurationClassRendersWithDistinctKeys) {
   Config glu = tma8(256, 4, false);
   glu.act = Act::Swiglu;
   EXPECT_EQ(b_box(glu).outer, 128u);
+}
+
+TEST(GroupedFp8Render, BlockScaleConfigurations) {
+  std::set<std::string> keys;
+  for (int act = 0; act <= int(Act::Swiglu); ++act) {
+    for (int fam = 0; fam < 3; ++fam) {
+      Config c =
+          fam == 0 ? tma8(128, 6, false) : simt8("sm_80", fam == 1 ? BOrder::KN : BOrder::NK);
+      c.scale = Scale::Block128;
+      c.act = Act(act);
+      c.has_bias = act % 2;
+      const std::string src = render(c);
+      keys.insert(c.key());
+      EXPECT_NE(c.key().find("scale=block128"), std::string::npos);
+      if (c.path == Path::Tma) {
+        EXPECT_NE(src.find("main_acc[4 * j] += acc[4 * j]"), std::string::npos) << c.key();
+        EXPECT_NE(src.find("#define GLU " + std::string(act == 4 ? "1" : "0")), std::string::npos);
+      } else {
+        EXPECT_NE(src.find("__ldg(scale_a + (long long)r * KB + kk / 128)"), std::string::npos);
+        EXPECT_NE(src.find("__ldg(sbg + (long long)(col / 128) * KB + kk / 128)"),
+                  std::string::npos)
+            << c.key();
+        if (act == 4) {
+          EXPECT_NE(src.find("__ldg(sbg + (long long)((NO + col) / 128) * KB + kk / 128)"),
+                    std::string::npos);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(keys.size(), 15u);
+  Config c = tma8(128, 6, true);  // pingpong holds two accumulators: no room for the main one
+  c.scale = Scale::Block128;
+  EXPECT_THROW(render(c), Error);
+  c = tma8(256, 4, false);
+  c.scale = Scale::Block128;
+  EXPECT_THROW(render(c), Error);
 }
 
 TEST(GroupedFp8Render, InvalidConfigurationsAreRefused) {
@@ -431,6 +513,22 @@ TEST_F(GroupedFp8Compile, TmaKernelsBuildForSm90a) {
   Config unscaled = tma8(128, 6, false);
   unscaled.scale = Scale::None;
   build(unscaled, "m64n128k32.f32.e4m3.e4m3");
+}
+
+TEST_F(GroupedFp8Compile, BlockScaleKernelsBuildForSm90aAndSm80) {
+  Config plain = tma8(128, 6, false);
+  plain.scale = Scale::Block128;
+  build(plain, "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3");
+  Config glu = plain;
+  glu.act = Act::Swiglu;
+  glu.has_bias = glu.has_c = true;
+  build(glu, "m64n128k32.f32.e4m3.e4m3");
+  for (BOrder o : {BOrder::KN, BOrder::NK}) {
+    Config s = simt8("sm_80", o);
+    s.scale = Scale::Block128;
+    s.act = o == BOrder::KN ? Act::Swiglu : Act::Relu;
+    build(s, nullptr);
+  }
 }
 
 TEST_F(GroupedFp8Compile, PortableKernelsBuildForSm80) {

@@ -22,9 +22,13 @@
  * scale_b[g, n/2 + j]). On compute capability 9.0 the fp8 kernel is the sm_90a TMA + wgmma
  * kernel for B order KJIT_GROUPED_B_NK (fp8 wgmma reads both operands K-major: a linear
  * layer's weight, torch's layout for fp8 grouped GEMM); B order KN with fp8 runs on the
- * portable kernel (correct, slow), as does fp8 on other devices (sm_80, sm_89). The fp8
- * wgmma accumulates in the tensor core's fp32 accumulator without promotion (torch's
- * use_fast_accum).
+ * portable kernel (correct, slow), as does fp8 on other devices (sm_80, sm_89). With
+ * row-wise scales or none the fp8 wgmma accumulates in the tensor core's fp32 accumulator
+ * without promotion (torch's use_fast_accum). With KJIT_GROUPED_SCALE_BLOCK128 (DeepSeek's
+ * form, see kjit_grouped_scale_mode) each 128-wide K block's product is scaled and promoted
+ * into an fp32 main accumulator; the sm_90a kernel then uses the cooperative 128x128 tile
+ * whatever the options ask (and, with KJIT_GROUPED_ACT_SWIGLU, needs n/2 a multiple of 64;
+ * else the portable kernel runs).
  *
  * `offs` is a DEVICE array of G int32 cumulative row ends (torch._grouped_mm's `offs`):
  * the group sizes are never read on the host, so a call never synchronises. Empty groups
@@ -99,7 +103,13 @@ typedef enum kjit_grouped_scale_mode {
   KJIT_GROUPED_SCALE_NONE = 0,
   /** One fp32 per row of A (`rows`) and one per column of each B_g (G x n, packed):
    *  D = epilogue(scale_a[r] * scale_b[g, n] * (A x B_g)[r, n]); fp8 inputs only. */
-  KJIT_GROUPED_SCALE_ROWWISE = 1
+  KJIT_GROUPED_SCALE_ROWWISE = 1,
+  /** DeepSeek-style block scales: scale_a one fp32 per row and 128-wide K block (rows x
+   *  ceil(k/128), row-major), scale_b one per 128 x 128 block of each B_g (G x ceil(n/128)
+   *  x ceil(k/128), row-major; block (nb, kb) covers B_g's columns [128 nb, 128 nb + 128)
+   *  and rows [128 kb, 128 kb + 128) of K): each K block's partial product is scaled as it
+   *  is added to the fp32 accumulator; fp8 inputs only. */
+  KJIT_GROUPED_SCALE_BLOCK128 = 2
 } kjit_grouped_scale_mode;
 
 /**

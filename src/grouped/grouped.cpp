@@ -112,7 +112,8 @@ Problem check(const kjit_grouped_gemm_desc& d, const void* A, const void* B, con
     bad("activation is " + std::to_string(d.activation) + ", not a kjit_grouped_activation");
   if (d.reserved0 != 0) bad("reserved0 is " + std::to_string(d.reserved0) + ", must be 0");
   if (d.reserved1 != 0) bad("reserved1 is " + std::to_string(d.reserved1) + ", must be 0");
-  if (d.scale_mode != KJIT_GROUPED_SCALE_NONE && d.scale_mode != KJIT_GROUPED_SCALE_ROWWISE)
+  if (d.scale_mode != KJIT_GROUPED_SCALE_NONE && d.scale_mode != KJIT_GROUPED_SCALE_ROWWISE &&
+      d.scale_mode != KJIT_GROUPED_SCALE_BLOCK128)
     bad("scale_mode is " + std::to_string(d.scale_mode) + ", not a kjit_grouped_scale_mode");
   const int32_t a_type =
       resolve_type(d.a_type, KJIT_GEMM_BF16, "a_type", true,
@@ -127,10 +128,12 @@ Problem check(const kjit_grouped_gemm_desc& d, const void* A, const void* B, con
   resolve_type(d.d_type, KJIT_GEMM_BF16, "d_type", false,
                "D (and C and the bias) must be bf16 (KJIT_GEMM_BF16)");
   p.in = a_type == KJIT_GEMM_F8_E4M3 ? DType::E4m3 : DType::Bf16;
-  p.scale = d.scale_mode == KJIT_GROUPED_SCALE_ROWWISE ? Scale::Row : Scale::None;
+  p.scale = d.scale_mode == KJIT_GROUPED_SCALE_ROWWISE    ? Scale::Row
+            : d.scale_mode == KJIT_GROUPED_SCALE_BLOCK128 ? Scale::Block128
+                                                          : Scale::None;
   if (p.scale != Scale::None && p.in != DType::E4m3)
     fail(KJIT_ERROR_UNSUPPORTED,
-         "grouped GEMM: scale_mode is KJIT_GROUPED_SCALE_ROWWISE but the inputs are bf16; "
+         "grouped GEMM: scale_mode asks for scales but the inputs are bf16; "
          "scales are offered with fp8 e4m3 inputs (a_type KJIT_GEMM_F8_E4M3)");
 
   p.groups = d.groups;
@@ -171,7 +174,7 @@ Problem check(const kjit_grouped_gemm_desc& d, const void* A, const void* B, con
     p.d = const_cast<unsigned char*>(stand_in);
     p.c = d.beta != 0.0 ? stand_in : nullptr;
     p.bias = bias ? stand_in : nullptr;
-    if (p.scale == Scale::Row) p.scale_a = p.scale_b = reinterpret_cast<const float*>(stand_in);
+    if (p.scale != Scale::None) p.scale_a = p.scale_b = reinterpret_cast<const float*>(stand_in);
     return p;
   }
   if (p.rows > 0) {
@@ -192,18 +195,23 @@ Problem check(const kjit_grouped_gemm_desc& d, const void* A, const void* B, con
       if (scales.a) bad("scale_a is given but scale_mode is KJIT_GROUPED_SCALE_NONE");
       if (scales.b) bad("scale_b is given but scale_mode is KJIT_GROUPED_SCALE_NONE");
     } else {
+      const bool row = p.scale == Scale::Row;
+      const std::string mode = row ? "KJIT_GROUPED_SCALE_ROWWISE" : "KJIT_GROUPED_SCALE_BLOCK128";
       if (p.rows > 0 && !scales.a)
-        bad("scale_a is NULL but scale_mode is KJIT_GROUPED_SCALE_ROWWISE (rows fp32 row "
-            "scales; kjit_grouped_gemm_run_scaled() takes them)");
+        bad("scale_a is NULL but scale_mode is " + mode +
+            (row ? " (rows fp32 row scales" : " (rows x ceil(k/128) fp32 block scales") +
+            "; kjit_grouped_gemm_run_scaled() takes them)");
       if (p.rows > 0 && !scales.b)
-        bad("scale_b is NULL but scale_mode is KJIT_GROUPED_SCALE_ROWWISE (G x n fp32 column "
-            "scales; kjit_grouped_gemm_run_scaled() takes them)");
+        bad("scale_b is NULL but scale_mode is " + mode +
+            (row ? " (G x n fp32 column scales"
+                 : " (G x ceil(n/128) x ceil(k/128) fp32 block scales") +
+            "; kjit_grouped_gemm_run_scaled() takes them)");
       if (!aligned(scales.a, 4)) bad("scale_a is not aligned to 4 bytes (fp32)");
       if (!aligned(scales.b, 4)) bad("scale_b is not aligned to 4 bytes (fp32)");
     }
     p.scale_a = scales.a;
     p.scale_b = scales.b;
-  } else if (p.scale == Scale::Row) {
+  } else if (p.scale != Scale::None) {
     // Not looked at (kjit_grouped_gemm_check(), plan keys): stand-ins for the configuration.
     alignas(256) static const float scale_stand_in[1] = {0};
     p.scale_a = p.scale_b = scale_stand_in;
@@ -224,6 +232,9 @@ bool tma_eligible(const Problem& p) {
   // fp8: 16-byte rows are 16 elements, and the fp8 wgmma reads B K-major (order NK) only.
   const long long e = p.in == DType::E4m3 ? 16 : 8;
   if (p.in == DType::E4m3 && p.b_order != BOrder::NK) return false;
+  // Block scales with SwiGLU: the up half of a 64-column gated tile must lie in one
+  // 128-column scale block.
+  if (p.scale == Scale::Block128 && p.act == Act::Swiglu && (p.n / 2) % 64 != 0) return false;
   return aligned(p.a, 16) && aligned(p.b, 16) && p.lda % e == 0 && p.ldb % e == 0 &&
          p.stride_b % e == 0;
 }
@@ -252,6 +263,13 @@ Config choose(const Problem& p, int cc, bool tma_available, const Options& o) {
     // fp8 pingpong: 5 stages (H200, torch._scaled_grouped_mm shapes: 2-6% faster than 6).
     const int narrow = p.in == DType::E4m3 && c.pingpong ? 5 : 6;
     c.stages = o.stages ? o.stages : (c.tile_n == 256 ? 4 : narrow);
+    if (p.scale == Scale::Block128) {
+      // The main accumulator beside the wgmma one: one 64x128 half per consumer, the
+      // cooperative 128x128 tile whatever the options ask.
+      c.pingpong = false;
+      c.tile_n = 128;
+      c.stages = o.stages ? o.stages : 6;
+    }
   } else {
     c.path = Path::Simt;
     c.target = "sm_" + std::to_string(cc);
@@ -435,7 +453,7 @@ void GroupedGemm::launch(const Problem& p, const Config& c, Kernel& k, void* str
                     &ldb, &stride_b, &ldc,   &ldd,  &stride_bias, &groups, &rows,
                     &n,   &kk,       &alpha, &beta, &scale_a,     &scale_b};
   // The scale pointers only for a scaled configuration (params()).
-  const size_t kCommon = sizeof(common) / sizeof(common[0]) - (c.scale == Scale::Row ? 0 : 2);
+  const size_t kCommon = sizeof(common) / sizeof(common[0]) - (c.scale != Scale::None ? 0 : 2);
 
   if (c.path == Path::Simt) {
     k.launch(cfg, common, kCommon);

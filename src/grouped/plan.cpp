@@ -81,6 +81,7 @@ std::string PlanKey::text() const {
   };
   s += " " + type(a_type) + "/" + type(b_type) + "/" + type(d_type);
   if (scale == int(Scale::Row)) s += " scale=row";
+  if (scale == int(Scale::Block128)) s += " scale=block128";
   s += b_order == int(BOrder::KN) ? " b=kn" : " b=nk";
   s += " epi=alpha";
   if (has_c) s += "+beta";
@@ -219,7 +220,9 @@ std::optional<PersistedPlan> decode_plan(const std::string& value, const PlanKey
     // The value holds the tunable fields; the input type, scale form and B order (which
     // decide what is valid: the fp8 tile) are the key's.
     p.config.in = key.a_type == KJIT_GEMM_F8_E4M3 ? DType::E4m3 : DType::Bf16;
-    p.config.scale = key.scale == int(Scale::Row) ? Scale::Row : Scale::None;
+    p.config.scale = key.scale == int(Scale::Row)        ? Scale::Row
+                     : key.scale == int(Scale::Block128) ? Scale::Block128
+                                                         : Scale::None;
     p.config.b_order = key.b_order == int(BOrder::NK) ? BOrder::NK : BOrder::KN;
     validate(p.config);
     return p;

@@ -182,7 +182,7 @@ std::string params_common(const Config& c) {
   std::string s = "const " + t + "* __restrict__ A, const " + t +
                   "* __restrict__ B, const int* __restrict__ offs,\n";
   s += kParamsRest;
-  if (c.scale == Scale::Row)
+  if (c.scale != Scale::None)
     s += ",\n    const float* __restrict__ scale_a, const float* __restrict__ scale_b";
   return s;
 }
@@ -289,6 +289,30 @@ std::string simt_source(const Config& c) {
     }
     const std::string bg = "const bf16_t* Bg", bg8 = "const unsigned char* Bg";
     s.replace(s.find(bg), bg.size(), bg8);
+  }
+  if (c.scale == Scale::Block128) {
+    // Block scales: each operand element times its block's scale as it is loaded (a K
+    // step of 16 lies in one 128-wide block).
+    const auto sub = [&](const std::string& from, const std::string& to) {
+      const size_t at = s.find(from);
+      if (at != std::string::npos) s.replace(at, from.size(), to);
+    };
+    sub("f82f(A[(long long)r * lda + kk])",
+        "f82f(A[(long long)r * lda + kk]) * __ldg(scale_a + (long long)r * KB + kk / 128)");
+    const bool kn = c.b_order == BOrder::KN;
+    sub(kn ? "f82f(Bg[(long long)kk * ldb + col])" : "f82f(Bg[(long long)col * ldb + kk])",
+        std::string(kn ? "f82f(Bg[(long long)kk * ldb + col])"
+                       : "f82f(Bg[(long long)col * ldb + kk])") +
+            " * __ldg(sbg + (long long)(col / 128) * KB + kk / 128)");
+    sub(kn ? "f82f(Bg[(long long)kk * ldb + NO + col])"
+           : "f82f(Bg[(long long)(NO + col) * ldb + kk])",
+        std::string(kn ? "f82f(Bg[(long long)kk * ldb + NO + col])"
+                       : "f82f(Bg[(long long)(NO + col) * ldb + kk])") +
+            " * __ldg(sbg + (long long)((NO + col) / 128) * KB + kk / 128)");
+    sub("    const unsigned char* Bg = B + (long long)tile.g * stride_b;\n",
+        "    const unsigned char* Bg = B + (long long)tile.g * stride_b;\n"
+        "    const int KB = (K + 127) / 128;\n"
+        "    const float* sbg = scale_b + (long long)tile.g * ((N + 127) / 128) * KB;\n");
   }
   return s;
 }
@@ -410,6 +434,55 @@ size_t b_stage_bytes(const Config& c) {
 // One consumer's main loop over the k-blocks of a tile, issuing the wgmma of its first
 // `halves` 64-row halves (0: none, the stages are only waited for and released).
 // Each wgmma takes 32 bytes of K per row (16 bf16 or 32 e4m3): `kstep` elements.
+// Block scales (cooperative, one 64-row half, B order NK, fp8): each 128-wide K block's
+// wgmma product (a fresh accumulator per block) is promoted into the fp32 main accumulator
+// times its row's A scale and its 128-column block's B scale (the gated tile's up half has
+// a block of its own), then the main accumulator is the epilogue's input.
+std::string consumer_loop_block() {
+  return R"(        float main_acc[ACC];
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) main_acc[i] = 0.0f;
+        const int KB = (K + 127) / 128, NB = (N + 127) / 128;
+        const int rb = tile.row0 + cw * 64 + warp * 16 + (lane >> 2);
+        const float* sa0p = scale_a + (long long)min(rb, tile.row_end - 1) * KB;
+        const float* sa1p = scale_a + (long long)min(rb + 8, tile.row_end - 1) * KB;
+        const float* sb0p = scale_b + ((long long)tile.g * NB + tile.n0 / 128) * KB;
+        const float* sb1p =
+            GLU ? scale_b + ((long long)tile.g * NB + (NO + tile.n0) / 128) * KB : sb0p;
+        for (int kb = 0; kb < k_blocks; ++kb) {
+          mbar_wait(full + 8 * stage, phase);
+          wgmma_fence();
+          const u32 a_base = sA + stage * A_STAGE + cw * (64 * 128);
+          const u32 b_base = sB + stage * B_STAGE;
+#pragma unroll
+          for (int kk = 0; kk < TILE_K / 32; ++kk) {
+            wgmma_tile(acc, smem_desc(a_base + kk * 32, 16, 1024),
+                       smem_desc(b_base + kk * 32, 16, 1024), kk != 0);
+          }
+          wgmma_commit();
+          const float a0 = __ldg(sa0p + kb), a1 = __ldg(sa1p + kb);
+          const float b0 = __ldg(sb0p + kb), b1 = __ldg(sb1p + kb);
+          wgmma_wait0();
+          mbar_arrive(empty + 8 * stage);
+          const float s00 = a0 * b0, s10 = a1 * b0, s01 = a0 * b1, s11 = a1 * b1;
+#pragma unroll
+          for (int j = 0; j < ACC / 4; ++j) {
+            const bool hi = j >= OUT_N / 8;  // the gated tile's up half
+            main_acc[4 * j] += acc[4 * j] * (hi ? s01 : s00);
+            main_acc[4 * j + 1] += acc[4 * j + 1] * (hi ? s01 : s00);
+            main_acc[4 * j + 2] += acc[4 * j + 2] * (hi ? s11 : s10);
+            main_acc[4 * j + 3] += acc[4 * j + 3] * (hi ? s11 : s10);
+          }
+          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) acc[i] = main_acc[i];
+)";
+}
+
 std::string consumer_loop(bool kn, int halves, int kstep) {
   if (halves == 0) {
     return R"(        for (int kb = 0; kb < k_blocks; ++kb) {
@@ -510,8 +583,9 @@ void tma_consumer_source(const Config& c, std::string& s) {
     s += consumer_loop(kn, 2, fp8(c) ? 32 : 16);
   } else {
     s += "      if (cw == 0 || tile.row0 + 64 < tile.row_end) {\n" +
-         consumer_loop(kn, 1, fp8(c) ? 32 : 16) + "      } else {\n" + consumer_loop(kn, 0, 0) +
-         "      }\n";
+         (c.scale == Scale::Block128 ? consumer_loop_block()
+                                     : consumer_loop(kn, 1, fp8(c) ? 32 : 16)) +
+         "      } else {\n" + consumer_loop(kn, 0, 0) + "      }\n";
   }
   s += R"(
       if (PINGPONG) {
@@ -557,6 +631,7 @@ std::string tma_source(const Config& c) {
        "\n#define A_STAGE " + num(long(a_stage_bytes(c))) + "u\n#define B_STAGE " +
        num(long(b_stage_bytes(c))) + "u\n#define ACC " + num(c.tile_n / 2) + "\n#define PINGPONG " +
        (c.pingpong ? "1" : "0") + "\n#define OUT_N " + num(out_tile_n(c)) + "\n";
+  if (c.scale == Scale::Block128) s += std::string("#define GLU ") + (glu ? "1" : "0") + "\n";
   s += kCommon;
   s += kHopper;
   s += epilogue_source(c);
@@ -648,6 +723,7 @@ std::string Config::key() const {
                   (b_order == BOrder::KN ? " b=kn" : " b=nk");
   if (in == DType::E4m3) k += " in=e4m3";
   if (scale == Scale::Row) k += " scale=row";
+  if (scale == Scale::Block128) k += " scale=block128";
   k += " epi=alpha";
   if (has_c) k += "+beta";
   if (has_bias) k += "+bias";
@@ -662,7 +738,10 @@ void validate(const Config& c) {
   if (c.cluster_m != 1 || c.cluster_n != 1) bad("only a 1x1 cluster is implemented");
   if (int(c.act) < 0 || int(c.act) > 4) bad("unknown activation");
   if (c.in != DType::Bf16 && c.in != DType::E4m3) bad("unknown input type");
-  if (c.scale != Scale::None && c.scale != Scale::Row) bad("unknown scale form");
+  if (c.scale != Scale::None && c.scale != Scale::Row && c.scale != Scale::Block128)
+    bad("unknown scale form");
+  if (c.scale == Scale::Block128 && c.path == Path::Tma && (c.pingpong || c.tile_n != 128))
+    bad("block scales are offered with the cooperative 128x128x128 tile");
   if (c.scale != Scale::None && c.in != DType::E4m3) bad("scales are offered with fp8 inputs");
   if (c.path == Path::Tma) {
     if (c.target != "sm_90a") bad("the TMA kernel is for target sm_90a only");
@@ -726,7 +805,7 @@ std::vector<Param> params(const Config& c) {
   for (const char* name : {"lda", "ldb", "stride_b", "ldc", "ldd", "stride_bias"})
     p.push_back({name, 8, 8});
   for (const char* name : {"G", "rows", "N", "K", "alpha", "beta"}) p.push_back({name, 4, 4});
-  if (c.scale == Scale::Row)
+  if (c.scale != Scale::None)
     for (const char* name : {"scale_a", "scale_b"}) p.push_back({name, 8, 8});
   return p;
 }

@@ -30,9 +30,12 @@ enum class BOrder { KN = 0, NK = 1 };  // as kjit_grouped_b_order
 enum class Act { None = 0, Relu = 1, Gelu = 2, Silu = 3, Swiglu = 4 };
 // Input data type of A and B (D is bf16 either way, the accumulator fp32).
 enum class DType { Bf16 = 0, E4m3 = 1 };
-// Scales applied in the epilogue (kjit_grouped_scale_mode). Row: D = epilogue(scale_a[r] *
-// scale_b[g, n] * (A B_g)[r, n]), one fp32 per row of A and per column of each B_g.
-enum class Scale { None = 0, Row = 1 };
+// Scales (kjit_grouped_scale_mode). Row: D = epilogue(scale_a[r] * scale_b[g, n] *
+// (A B_g)[r, n]), one fp32 per row of A and per column of each B_g, applied in the epilogue.
+// Block128 (DeepSeek's form): scale_a[r, kb] per row and 128-wide K block (rows x KB, KB =
+// ceil(K / 128)), scale_b[g, nb, kb] per 128 x 128 block of each B_g (G x NB x KB), applied
+// to each K block's partial product as it is promoted into an fp32 main accumulator.
+enum class Scale { None = 0, Row = 1, Block128 = 2 };
 
 struct Config {
   Path path = Path::Simt;
