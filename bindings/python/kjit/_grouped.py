@@ -129,13 +129,27 @@ def _desc(a: Any, b: Any, out: Any, c: Any, bias: Any, alpha: float, beta: float
 
 
 def _scales(s: Any, scale_a: Any, scale_b: Any):
-    """Row-wise scales (scale_a (rows,) and scale_b (G, N), float32): sets s.scale_mode and
-    returns their pointers; (0, 0) and no scales when both are None."""
+    """Row-wise scales (scale_a (rows,) and scale_b (G, N), float32) or block scales
+    (scale_a (rows, ceil(K/128)) and scale_b (G, ceil(N/128), ceil(K/128)), float32, packed):
+    sets s.scale_mode and returns their pointers; (0, 0) and no scales when both are None."""
     if scale_a is None and scale_b is None:
         return 0, 0
     if scale_a is None or scale_b is None:
-        raise InvalidArgument(None, "scale_a and scale_b come together (row-wise scales)")
+        raise InvalidArgument(None, "scale_a and scale_b come together")
     sa, sb = array_info(scale_a), array_info(scale_b)
+    if len(sb.shape) == 3:
+        kb, nb = (s.k + 127) // 128, (s.n + 127) // 128
+        if sa.dtype != "float32" or tuple(sa.shape) != (s.rows, kb) or (
+                sa.strides[1] != 1 or (s.rows > 1 and sa.strides[0] != kb)):
+            raise InvalidArgument(None, "block scale_a must be a packed (%d, %d) float32 array"
+                                  % (s.rows, kb))
+        if sb.dtype != "float32" or tuple(sb.shape) != (s.groups, nb, kb) or (
+                sb.strides[2] != 1 or sb.strides[1] != kb or
+                (s.groups > 1 and sb.strides[0] != nb * kb)):
+            raise InvalidArgument(None, "block scale_b must be a packed (%d, %d, %d) float32 "
+                                  "array" % (s.groups, nb, kb))
+        s.scale_mode = 2  # KJIT_GROUPED_SCALE_BLOCK128
+        return sa.ptr, sb.ptr
     if sa.dtype != "float32" or tuple(sa.shape) not in ((s.rows,), (s.rows, 1)) or (
             s.rows > 1 and sa.strides[0] != 1):
         raise InvalidArgument(None, "scale_a must be a contiguous float32 array of %d rows"
@@ -232,7 +246,10 @@ class GroupedGemm(Handle):
         c and out (rows, N); all bfloat16 except offs. a and b may instead both be
         float8_e4m3fn (out, c and bias stay bfloat16), with row-wise scales scale_a
         (rows,) and scale_b (G, N) float32 (torch._scaled_grouped_mm's form): out =
-        act(alpha * scale_a[r] * scale_b[g] * (a @ b[g]) + ...). ``activation="swiglu"``:
+        act(alpha * scale_a[r] * scale_b[g] * (a @ b[g]) + ...), or DeepSeek-style block
+        scales, scale_a (rows, ceil(K/128)) and scale_b (G, ceil(N/128), ceil(K/128)), each
+        128-wide K block's product scaled by its row's and its 128 x 128 block's scale.
+        ``activation="swiglu"``:
         out = silu(h[:, :N/2]) * h[:, N/2:] + beta * c with h = alpha * a @ b[g] + bias[g],
         out and c (rows, N/2). `out` None allocates it with
         PyTorch (for PyTorch inputs). Asynchronous on `stream` (None = the legacy default

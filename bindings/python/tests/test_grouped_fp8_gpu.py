@@ -79,6 +79,29 @@ class GroupedFp8Test(unittest.TestCase):
         self.assertLess(rel(k, ref), 1e-2)
         self.assertLess(rel(k, t.double()), 2e-2)
 
+    def test_block_scales_against_float64(self):
+        sizes, n, k = [0, 1, 130, 77, 300], 200, 400
+        a, w, _, _, offs = self.data(sizes, n, k)
+        kb, nb = (k + 127) // 128, (n + 127) // 128
+        sa = torch.rand(a.shape[0], kb, device="cuda", generator=self.gen) + 0.5
+        sb = (torch.rand(len(sizes), nb, kb, device="cuda", generator=self.gen) + 0.5) / 16
+        out = self.gg(a, w.transpose(-2, -1), offs, scale_a=sa, scale_b=sb)
+        # float64: each K block's product times its scales.
+        sa_full = sa.double().repeat_interleave(128, dim=1)[:, :k]  # (rows, k)
+        sb_full = sb.double().repeat_interleave(128, dim=1)[:, :n].repeat_interleave(
+            128, dim=2)[:, :, :k]  # (G, n, k)
+        ref = torch.zeros(a.shape[0], n, dtype=torch.float64, device="cuda")
+        start = 0
+        for g, end in enumerate(offs.tolist()):
+            if end > start:
+                ref[start:end] = torch.einsum("rk,nk->rn",
+                                              a[start:end].double() * sa_full[start:end],
+                                              w[g].double() * sb_full[g])
+            start = end
+        self.assertLess(rel(out, ref), 1e-2)
+        with self.assertRaises(kjit.InvalidArgument):  # scale_b of the wrong block count
+            self.gg(a, w.transpose(-2, -1), offs, scale_a=sa, scale_b=sb[:, :1])
+
     def test_scales_are_checked(self):
         a, w, sa, sb, offs = self.data([16, 16], 128, 128)
         with self.assertRaises(kjit.InvalidArgument):

@@ -316,6 +316,8 @@ pub const KJIT_GROUPED_SCHEDULE_PINGPONG: i32 = 2;
 pub const KJIT_GROUPED_SCALE_NONE: i32 = 0;
 /// One fp32 per row of A and per column of each B_g; fp8 e4m3 inputs only. @since 0.3
 pub const KJIT_GROUPED_SCALE_ROWWISE: i32 = 1;
+/// Per row and 128-wide K block (A), per 128 x 128 block (B); fp8 inputs only. @since 0.3
+pub const KJIT_GROUPED_SCALE_BLOCK128: i32 = 2;
 
 /// `kjit_grouped_gemm_desc` (grouped_gemm.h).
 #[repr(C)]
