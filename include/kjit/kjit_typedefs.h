@@ -220,6 +220,13 @@ typedef kjit_status (*PFN_kjit_grouped_gemm_run)(kjit_grouped_gemm* gg,
                                                  const void* A, const void* B,
                                                  const int32_t* offs, const void* C, void* D,
                                                  const void* bias, void* stream);
+typedef kjit_status (*PFN_kjit_grouped_gemm_run_scaled)(kjit_grouped_gemm* gg,
+                                                        const kjit_grouped_gemm_desc* desc,
+                                                        const void* A, const void* B,
+                                                        const int32_t* offs, const void* C,
+                                                        void* D, const void* bias,
+                                                        const float* scale_a,
+                                                        const float* scale_b, void* stream);
 typedef kjit_status (*PFN_kjit_grouped_gemm_prepare)(kjit_grouped_gemm* gg,
                                                      const kjit_grouped_gemm_desc* desc,
                                                      int with_bias);

@@ -141,6 +141,7 @@ const SCALARS = {
   int32_t: ['Int32', 'Cint'],
   uint32_t: ['UInt32', 'Cuint'],
   double: ['Cdouble', 'Float64'],
+  float: ['Cfloat', 'Float32'],
   kjit_status: ['Cint', 'Int32'],
 };
 const FN_POINTERS = new Set(['kjit_log_fn', 'kjit_cache_list_fn']);

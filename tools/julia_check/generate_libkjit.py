@@ -56,7 +56,7 @@ for f in files:
         structs.append((f, m.group(3), fields))
 
 scalar = {"void": "Cvoid", "int": "Cint", "unsigned": "Cuint", "size_t": "Csize_t", "int64_t": "Int64",
-          "uint64_t": "UInt64", "uint32_t": "UInt32", "int32_t": "Int32", "double": "Cdouble",
+          "uint64_t": "UInt64", "uint32_t": "UInt32", "int32_t": "Int32", "double": "Cdouble", "float": "Cfloat",
           "kjit_status": "Cint", "char": "Cchar"}
 handles = {"kjit_cache", "kjit_options", "kjit_compiler", "kjit_binary", "kjit_future", "kjit_kernel", "kjit_gemm",
            "kjit_grouped_gemm",

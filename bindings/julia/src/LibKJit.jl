@@ -248,6 +248,8 @@ struct kjit_grouped_gemm_desc
     stride_bias::Int64
     alpha::Cdouble
     beta::Cdouble
+    scale_mode::Int32
+    reserved1::Int32
 end
 
 "C struct `kjit_grouped_gemm_options` (grouped_gemm.h)."
@@ -935,6 +937,12 @@ kjit_grouped_gemm_run(gg, desc, A, B, offs, C, D, bias, stream) =
     @gcsafe ccall((:kjit_grouped_gemm_run, libkjit), Cint,
           (Ptr{Cvoid}, Ptr{kjit_grouped_gemm_desc}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Int32}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}),
           gg, desc, A, B, offs, C, D, bias, stream)
+
+"`kjit_status kjit_grouped_gemm_run_scaled(kjit_grouped_gemm* gg, const kjit_grouped_gemm_desc* desc, const void* A, const void* B, const int32_t* offs, const void* C, void* D, const void* bias, const float* scale_a, const float* scale_b, void* stream)`"
+kjit_grouped_gemm_run_scaled(gg, desc, A, B, offs, C, D, bias, scale_a, scale_b, stream) =
+    @gcsafe ccall((:kjit_grouped_gemm_run_scaled, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{kjit_grouped_gemm_desc}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Int32}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cfloat}, Ptr{Cfloat}, Ptr{Cvoid}),
+          gg, desc, A, B, offs, C, D, bias, scale_a, scale_b, stream)
 
 "`kjit_status kjit_grouped_gemm_prepare(kjit_grouped_gemm* gg, const kjit_grouped_gemm_desc* desc, int with_bias)`"
 kjit_grouped_gemm_prepare(gg, desc, with_bias) =

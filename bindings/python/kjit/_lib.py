@@ -229,6 +229,8 @@ class GroupedGemmDescStruct(ctypes.Structure):
         ("stride_bias", c_int64),
         ("alpha", c_double),
         ("beta", c_double),
+        ("scale_mode", ctypes.c_int32),  # 0.3
+        ("reserved1", ctypes.c_int32),  # 0.3
     ]
 
 
@@ -403,6 +405,8 @@ PROTOTYPES = {
                                       _p]),
     "kjit_grouped_gemm_run": (_st, [_p, POINTER(GroupedGemmDescStruct), _p, _p, _p, _p, _p,
                                     _p, _p]),
+    "kjit_grouped_gemm_run_scaled": (_st, [_p, POINTER(GroupedGemmDescStruct), _p, _p, _p, _p,
+                                           _p, _p, _p, _p, _p]),
     "kjit_grouped_gemm_prepare": (_st, [_p, POINTER(GroupedGemmDescStruct), c_int]),
     "kjit_grouped_gemm_plan_key": (_st, [_p, POINTER(GroupedGemmDescStruct), _p, _p, _p, _p,
                                          _p, ctypes.c_char_p, c_size_t,
