@@ -18,12 +18,12 @@
 #include <vector>
 
 #include "compile/compiler.h"
-#include "compile/options.h"
 #include "key/include_scan.h"
 #include "key/key.h"
 #include "key/key_memo.h"
 #include "key/toolkit.h"
 #include "kjit/kjit.h"
+#include "nvrtc/options.h"
 #include "store/cache.h"
 #include "support/test_support.h"
 #include "util/text_equal.h"

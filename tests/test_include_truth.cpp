@@ -23,11 +23,11 @@
 #include <thread>
 
 #include "compile/compiler.h"
-#include "compile/nvrtc_program.h"
 #include "key/file_audit.h"
 #include "key/include_scan.h"
 #include "key/key.h"
 #include "key/toolchain.h"
+#include "nvrtc/nvrtc_program.h"
 #include "support/test_support.h"
 #include "util/fs.h"
 #include "util/utf8.h"

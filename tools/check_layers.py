@@ -6,18 +6,17 @@ the top down; a dependency points down, never up or sideways:
 
   api      the extern "C" shims
   cli      the kjit tool: the public API only (and the built-in header texts it lists)
-  worker   the compile worker executable (the server: every file of src/worker/ but ...)
+  grouped  grouped GEMM: kernels rendered, compiled and launched through kernel handles
   kernel   kernel handles: compile-or-hit, load, launch
+  compile  the compiler: a request's key, its hit or its compile, here or in the worker
+  worker   the compile worker: its client, protocol and server (the kjit-worker program)
+  nvrtc    one NVRTC compile of a request: options normalised, precompiled headers, the
+           program, the audited run (what this process and the worker both run)
   blas     cuBLASLt GEMM and its plan cache
   link     nvJitLink and the link step
-  compile  runs NVRTC, in this process or in the worker
-  worker client  the worker's client and protocol (src/worker/client.*, protocol.*): one
-           room with the server in the tree, below compile in the layers, so that compile
-           calls it and it knows nothing of compile
   key      what a cache key covers
   store    the cache's tiers, entries, flights and facts
-  nvrtc    NVRTC through dlopen
-  cuda     the CUDA driver through dlopen
+  cuda     the CUDA libraries through dlopen: the driver and NVRTC
   util     hashing, logging, files, loaders
 
 Usage: check_layers.py [--root DIR]   (DIR holds src/; default: the repository)
@@ -27,34 +26,31 @@ import os
 import re
 import sys
 
-BELOW_COMPILE = {"key", "store", "nvrtc", "cuda", "util", "worker client"}
+BELOW_WORKER = {"nvrtc", "key", "store", "cuda", "util"}
+BELOW_COMPILE = {"worker"} | BELOW_WORKER
 ALLOWED = {
-    "api": {"kernel", "blas", "link", "compile", "grouped"} | BELOW_COMPILE,
+    "api": {"grouped", "kernel", "blas", "link", "compile"} | BELOW_COMPILE,
     "cli": set(),
-    "worker": {"compile"} | BELOW_COMPILE,
-    "kernel": {"compile"} | BELOW_COMPILE,
     "grouped": {"kernel", "compile"} | BELOW_COMPILE,
+    "kernel": {"compile"} | BELOW_COMPILE,
+    "compile": set(BELOW_COMPILE),
+    "worker": set(BELOW_WORKER),
+    "nvrtc": {"key", "store", "cuda", "util"},
     "blas": {"store", "cuda", "util"},
     "link": {"store", "cuda", "util"},
-    "compile": set(BELOW_COMPILE),
-    "worker client": {"key", "store", "util"},
-    "key": {"store", "nvrtc", "util"},
+    "key": {"store", "cuda", "util"},
     "store": {"util"},
-    "nvrtc": {"util"},
     "cuda": {"util"},
     "util": set(),
 }
-# Single files a room may include beyond its rooms.
 ALLOWED_FILES = {"cli": {"key/builtin_std.h"}}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # Files that are a layer of their own inside a folder: path without extension -> layer.
-FILE_ROOMS = {"worker/client": "worker client", "worker/protocol": "worker client"}
 
 
 def room_of(path):
-    """The layer of a path relative to src/ ("worker/client.h" -> "worker client")."""
-    stem = os.path.splitext(path)[0]
-    return FILE_ROOMS.get(stem, path.split("/", 1)[0])
+    """The layer of a path relative to src/: its folder ("worker/client.h" -> "worker")."""
+    return path.split("/", 1)[0]
 
 
 def problems(root):

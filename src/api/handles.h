@@ -11,11 +11,11 @@
 #include "blas/gemm.h"
 #include "compile/async.h"
 #include "compile/compiler.h"
-#include "compile/options.h"
 #include "grouped/grouped.h"
 #include "kernel/kernel.h"
 #include "kjit/kjit.h"
 #include "link/linker.h"
+#include "nvrtc/options.h"
 #include "store/cache.h"
 #include "util/error.h"
 

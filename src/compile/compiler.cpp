@@ -11,8 +11,6 @@
 #include <set>
 #include <thread>
 
-#include "compile/nvrtc_program.h"
-#include "compile/pch.h"
 #include "compile/thread_pool.h"
 #include "key/builtin_std.h"
 #include "key/dep_manifest.h"
@@ -21,6 +19,8 @@
 #include "key/key.h"
 #include "key/toolchain.h"
 #include "key/toolkit.h"
+#include "nvrtc/nvrtc_program.h"
+#include "nvrtc/pch.h"
 #include "store/code_facts.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -74,32 +74,6 @@ void validate_request(const std::string& source, const CompileOptions& opts) {
   }
 }
 
-// Why a compile with the caller's own PCH options cannot be vouched for ("" = it can):
-// NVRTC never checks a PCH's inputs, and kjit does not know those of the caller's PCHs. A
-// compile that says it created one, or says nothing of PCHs, read the headers themselves.
-std::string user_pch_doubt(const std::vector<std::string>& options, const std::string& log) {
-  bool pch = false, quiet = false;
-  for (const std::string& o : options) {
-    for (const char* p : {"-pch", "--pch", "-use-pch", "--use-pch"}) {
-      if (o == p || o.rfind(std::string(p) + "=", 0) == 0) pch = true;
-    }
-    for (const char* p :
-         {"-pch-messages=false", "--pch-messages=false", "-pch-messages=0", "--pch-messages=0"}) {
-      if (o == p) quiet = true;
-    }
-  }
-  if (!pch) return "";
-  if (quiet) {
-    return "the options ask NVRTC for precompiled headers and silence its PCH messages: "
-           "whether one was used, and what it was made from, cannot be known";
-  }
-  if (log.find("\": using precompiled header file \"") != std::string::npos) {
-    return "NVRTC used a precompiled header of the caller's own (-pch options), whose inputs "
-           "cannot be checked (kjit's automatic PCHs are)";
-  }
-  return "";
-}
-
 // The built-in standard header NVRTC could not open in a failed compile (its log's
 // "cannot open source file" line), or "" when it names no built-in, or one in `tried`.
 std::string unopened_builtin(const std::string& log, const std::vector<std::string>& tried) {
@@ -132,36 +106,6 @@ Compiler::Compiler(Cache* cache, unsigned threads)
       threads_(threads ? threads : std::max(1u, std::thread::hardware_concurrency())),
       mode_(int(compile_mode_from_env())),
       limits_(worker_limits_from_env()) {}
-
-Outcome compile_audited(const std::string& source, const CompileOptions& opts,
-                        const NormalisedOptions& norm, const std::string& key,
-                        const std::string& toolchain, const CancelFlag& cancel, bool use_pch,
-                        AuditRecord* audit) {
-  audit->available = FileAudit::available();
-  PchTicket pch = use_pch ? pch_begin(source, norm.nvrtc, opts.name, opts.headers) : PchTicket();
-  auto audited = [&](PchTicket* ticket) {
-    FileAudit files;
-    Outcome out = run_nvrtc(source, opts, norm, key, toolchain, cancel, ticket);
-    audit->whole = files.whole();
-    audit->opened = files.opened();
-    for (OpenedFile& f : audit->opened) {
-      f.nvrtc_private = nvrtc_private(f.path) || nvrtc_private(resolve_path(f.path));
-    }
-    return out;
-  };
-  Outcome o = audited(&pch);
-  if (!pch.settle(audit)) {
-    // NVRTC used a PCH other than the one kjit made and checked (another compile made one
-    // in its directory): its code may be old. Compiled again without.
-    log_info("NVRTC used a precompiled header whose inputs are not known; compiling '" + opts.name +
-             "' again without precompiled headers");
-    o = audited(nullptr);
-    o.pch = int(PchOutcome::Failed);
-  }
-  audit->doubt = user_pch_doubt(norm.key, o.entry ? o.entry->log : "");
-  if (o.entry) std::const_pointer_cast<Entry>(o.entry)->pch = o.pch;
-  return o;
-}
 
 std::optional<Outcome> Compiler::compile_in_worker_process(const std::string& source,
                                                            const CompileOptions& opts,

@@ -9,11 +9,11 @@
 #include <string>
 #include <string_view>
 
-#include "compile/options.h"
 #include "key/dep_manifest.h"
 #include "key/file_audit.h"
 #include "key/include_scan.h"
 #include "key/key_memo.h"
+#include "nvrtc/options.h"
 #include "store/cache.h"
 #include "store/outcome.h"
 #include "worker/client.h"
@@ -142,16 +142,6 @@ class Compiler {
   std::atomic<int> mode_;
   WorkerLimits limits_;
 };
-
-// One audited NVRTC run, as the compiler does it in this process and the compile worker
-// does it in its own: precompiled headers when `use_pch`, the opens of libnvrtc recorded in
-// *audit, with the inputs of a PCH the compile used (pch.h) and a doubt when a PCH was used
-// whose inputs are not known. Callers check the record with the scan of the request (fail
-// closed).
-Outcome compile_audited(const std::string& source, const CompileOptions& opts,
-                        const NormalisedOptions& norm, const std::string& key,
-                        const std::string& toolchain, const CancelFlag& cancel, bool use_pch,
-                        AuditRecord* audit);
 
 // Checks that source is non-empty valid UTF-8; throws KJIT_ERROR_INVALID_SOURCE.
 void validate_source(const std::string& source);

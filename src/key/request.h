@@ -1,5 +1,5 @@
 // A compile request's options as the caller gave them (what the public kjit_options
-// builder holds), and as normalising made them concrete (compile/options.h: normalise).
+// builder holds), and as normalising made them concrete (nvrtc/options.h: normalise).
 // Everything that affects a compile's output is here, the source aside, so the key is
 // computed from these two (key.h).
 #pragma once

@@ -8,7 +8,7 @@
 #include <regex>
 #include <vector>
 
-#include "nvrtc/nvrtc_lib.h"
+#include "cuda/nvrtc_lib.h"
 #include "store/facts.h"
 #include "util/error.h"
 #include "util/fs.h"

@@ -29,12 +29,12 @@
 #include <optional>
 #include <string>
 
+#include "util/cancel.h"
 #include "worker/protocol.h"
 
 namespace kjit {
 
 class Cache;
-using CancelFlag = std::shared_ptr<std::atomic<bool>>;
 
 enum class CompileMode { Auto = 0, Worker = 1, InProcess = 2 };
 

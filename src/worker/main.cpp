@@ -42,11 +42,11 @@
 #include <thread>
 #include <vector>
 
-#include "compile/compiler.h"
-#include "compile/pch.h"
 #include "key/file_audit.h"
 #include "key/toolchain.h"
 #include "kjit/common.h"
+#include "nvrtc/nvrtc_program.h"
+#include "nvrtc/pch.h"
 #include "store/disk_store.h"
 #include "util/error.h"
 #include "util/fs.h"

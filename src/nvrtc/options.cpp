@@ -1,17 +1,17 @@
-#include "compile/options.h"
+#include "nvrtc/options.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
 
-#include "compile/device_target.h"
 #include "cuda/device.h"
 #include "key/builtin_std.h"
 #include "key/include_scan.h"
 #include "key/toolchain.h"
 #include "key/toolkit.h"
 #include "kjit/compile.h"
+#include "nvrtc/device_target.h"
 #include "store/cache.h"
 #include "util/error.h"
 #include "util/text.h"

@@ -1,4 +1,4 @@
-#include "compile/name_map.h"
+#include "nvrtc/name_map.h"
 
 #include <algorithm>
 #include <cctype>
