@@ -779,4 +779,39 @@ TEST_F(Worker, RelativeIncludesResolveInTheClientsDirectory) {
   EXPECT_EQ(st.stores, 1u);
 }
 
+// A header rewritten while the worker starts, before NVRTC can read it: its bytes then are
+// what NVRTC reads, and the compile is stored. The request's start time, which vouches for
+// the files NVRTC reads (a file changed within kStampLagNs of it may have changed while
+// NVRTC read it), is taken once a worker answers, not before the worker is started: the
+// wait for it overlaps the worker's start instead of preceding it.
+TEST_F(Worker, HeaderRewrittenWhileTheWorkerStartsIsReadAndStored) {
+  const std::string script = tmp_.path() + "/slow-start-worker.sh";
+  kjit::test::write_file(
+      script, std::string("#!/bin/sh\nsleep 0.6\nexec '") + KJIT_TEST_WORKER + "' \"$@\"\n");
+  ASSERT_EQ(chmod(script.c_str(), 0700), 0);
+  setenv("KJIT_WORKER", script.c_str(), 1);
+  TempDir dir, inc;
+  const std::string header = inc.path() + "/v.h";
+  kjit::test::write_file(header, "#error not rewritten yet\n");
+  auto cache = open_cache(dir.path());
+  kjit::Compiler compiler(cache.get(), 1);
+  compiler.set_mode(CompileMode::Worker);
+  CompileOptions o = sm90("rewritten.cu");
+  o.outputs = KJIT_OUTPUT_PTX;
+  o.raw = {"-I" + inc.path()};
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    kjit::test::write_file(header, "#define V 4321\n");
+  });
+  const Outcome r =
+      compiler.compile("#include \"v.h\"\nextern \"C\" __global__ void k(int* p) { *p = V; }\n", o);
+  writer.join();
+  ASSERT_EQ(r.status, KJIT_OK) << r.message;
+  EXPECT_NE(r.entry->ptx.find("4321"), std::string::npos);
+  EXPECT_TRUE(r.stored) << r.not_stored;
+  const kjit::CacheStats st = cache->stats();
+  EXPECT_EQ(st.not_stored, 0u);
+  EXPECT_EQ(st.stores, 1u);
+}
+
 }  // namespace
