@@ -107,12 +107,10 @@ Compiler::Compiler(Cache* cache, unsigned threads)
       mode_(int(compile_mode_from_env())),
       limits_(worker_limits_from_env()) {}
 
-std::optional<Outcome> Compiler::compile_in_worker_process(const std::string& source,
-                                                           const CompileOptions& opts,
-                                                           const NormalisedOptions& norm,
-                                                           const std::string& key, bool use_pch,
-                                                           const CancelFlag& cancel, CompileMode m,
-                                                           AuditRecord* audit) {
+std::optional<Outcome> Compiler::compile_in_worker_process(
+    const std::string& source, const CompileOptions& opts, const NormalisedOptions& norm,
+    const std::string& key, bool use_pch, const CancelFlag& cancel, CompileMode m,
+    AuditRecord* audit, const std::function<void()>& before_nvrtc) {
   const std::string& tool = toolchain();
   std::string why;
   WorkerAddress addr = worker_address(cache_, tool, &why);
@@ -143,7 +141,7 @@ std::optional<Outcome> Compiler::compile_in_worker_process(const std::string& so
     q.time_limit_ms = limits_.time_limit_ms;
     q.memory_limit_bytes = limits_.memory_limit_bytes;
     WorkerSlot slot;  // one of the address's workers, held for this compile
-    a = compile_in_worker(take_worker(addr, cancel, &slot), tool, q, cancel);
+    a = compile_in_worker(take_worker(addr, cancel, &slot), tool, q, cancel, before_nvrtc);
     why = a.message;
   }
   if (a.kind == WorkerAnswer::Kind::Failed) {
@@ -426,14 +424,21 @@ Outcome Compiler::compile_scanned(const std::string& source, const CompileOption
     // A file whose stamp is not kStampLagNs before `started` is not vouched for (a change
     // during the compile may be stamped that far back; key/inputs.h). Started at least that
     // long after the request arrived, so that the files written before it are vouched for:
-    // a compile that got here sooner (a small program) waits the rest.
-    const int64_t started = realtime_ns_from(arrived + kStampLagNs);
+    // a compile that got there sooner (a small program) waits the rest. `started` is read
+    // when NVRTC can next start: once a worker answers (the wait overlaps a worker's
+    // start) or before NVRTC runs in this process; the first reading stands (an earlier
+    // start only vouches for fewer files).
+    int64_t started = 0;
+    const std::function<void()> at_start = [&] {
+      if (!started) started = realtime_ns_from(arrived + kStampLagNs);
+    };
     const std::string cwd = current_directory();
     AuditRecord audit;
     // The request's base stands for the key until NVRTC's reads give it (the worker
     // remembers crashes under it).
-    Outcome o = run_compile(source, given, given_norm, base, use_pch, cancel, &audit);
-    if (!o.entry) return o;  // no compile happened (cancelled, the worker failed...)
+    Outcome o = run_compile(source, given, given_norm, base, use_pch, cancel, &audit, at_start);
+    if (!o.entry) return o;           // no compile happened (cancelled, the worker failed...)
+    if (!started) started = arrived;  // never read: the earliest NVRTC could have started
     DepRecord record;
     std::string why;
     if (!audit.available) {
@@ -493,17 +498,22 @@ Outcome Compiler::compile_scanned(const std::string& source, const CompileOption
 
 Outcome Compiler::run_compile(const std::string& source, const CompileOptions& opts,
                               const NormalisedOptions& norm, const std::string& key, bool use_pch,
-                              const CancelFlag& cancel, AuditRecord* audit) {
+                              const CancelFlag& cancel, AuditRecord* audit,
+                              const std::function<void()>& before_nvrtc) {
   const CompileMode m = mode();
   Outcome o;
   bool done = false;
   if (m != CompileMode::InProcess) {
-    if (auto w = compile_in_worker_process(source, opts, norm, key, use_pch, cancel, m, audit)) {
+    if (auto w = compile_in_worker_process(source, opts, norm, key, use_pch, cancel, m, audit,
+                                           before_nvrtc)) {
       o = std::move(*w);
       done = true;
     }
   }
-  if (!done) o = compile_audited(source, opts, norm, key, toolchain(), cancel, use_pch, audit);
+  if (!done) {
+    if (before_nvrtc) before_nvrtc();
+    o = compile_audited(source, opts, norm, key, toolchain(), cancel, use_pch, audit);
+  }
   add_failure_note(norm, &o);
   // What ptxas says costs performance (wgmma serialised by a call, such as a device
   // assert's) is worth a line in the log of the compile that produced it.

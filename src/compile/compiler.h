@@ -96,18 +96,21 @@ class Compiler {
 
   // Runs the compile in the worker. nullopt when the worker cannot be used and `mode` lets
   // the compile run in this process instead. *audit receives the worker's audit.
-  std::optional<Outcome> compile_in_worker_process(const std::string& source,
-                                                   const CompileOptions& opts,
-                                                   const NormalisedOptions& norm,
-                                                   const std::string& key, bool use_pch,
-                                                   const CancelFlag& cancel, CompileMode mode,
-                                                   AuditRecord* audit);
+  // `before_nvrtc` as for run_compile().
+  std::optional<Outcome> compile_in_worker_process(
+      const std::string& source, const CompileOptions& opts, const NormalisedOptions& norm,
+      const std::string& key, bool use_pch, const CancelFlag& cancel, CompileMode mode,
+      AuditRecord* audit, const std::function<void()>& before_nvrtc);
 
   // One audited NVRTC run where the compile mode says: in the worker, else (auto mode when
-  // it cannot be used, or in-process mode) in this process.
+  // it cannot be used, or in-process mode) in this process. `before_nvrtc` (may be empty)
+  // is called before NVRTC can start: once the worker answers (so that a wait there
+  // overlaps the worker's start), or before an NVRTC run in this process; at least once
+  // before any NVRTC run, perhaps twice (a worker that cannot be used, then this process).
   Outcome run_compile(const std::string& source, const CompileOptions& opts,
                       const NormalisedOptions& norm, const std::string& key, bool use_pch,
-                      const CancelFlag& cancel, AuditRecord* audit);
+                      const CancelFlag& cancel, AuditRecord* audit,
+                      const std::function<void()>& before_nvrtc = {});
 
   // compile_request() for a program that can read files: its key comes from what NVRTC
   // read (dep_manifest.h).

@@ -611,7 +611,8 @@ WorkerAddress take_worker(const WorkerAddress& addr, const CancelFlag& cancel, W
 }
 
 WorkerAnswer compile_in_worker(const WorkerAddress& addr, const std::string& toolchain,
-                               const worker::CompileRequest& request, const CancelFlag& cancel) {
+                               const worker::CompileRequest& request, const CancelFlag& cancel,
+                               const std::function<void()>& before_send) {
   WorkerAnswer a;
   {
     CrashMemory& m = crash_memory();
@@ -645,6 +646,7 @@ WorkerAnswer compile_in_worker(const WorkerAddress& addr, const std::string& too
       a.message = c.detail;
       return a;
     }
+    if (attempt == 0 && before_send) before_send();
     const double deadline =
         request.time_limit_ms ? monotonic_ms() + double(request.time_limit_ms) + 60000 : -1;
     if (!worker::write_frame(c.fd.get(), FrameType::Compile, payload)) continue;

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -99,9 +100,12 @@ WorkerAddress take_worker(const WorkerAddress& addr, const CancelFlag& cancel, W
 
 // Runs one compile in the worker for `addr`, starting it when none answers. A worker that
 // dies mid-compile without a crash report (killed, or another request crashed it) is
-// replaced and the compile tried once more.
+// replaced and the compile tried once more. `before_send` (may be empty) is called once,
+// when a worker answers and before the request is sent: what must precede NVRTC's start
+// (compile_scanned's start time) waits there, while the worker starts, not before.
 WorkerAnswer compile_in_worker(const WorkerAddress& addr, const std::string& toolchain,
-                               const worker::CompileRequest& request, const CancelFlag& cancel);
+                               const worker::CompileRequest& request, const CancelFlag& cancel,
+                               const std::function<void()>& before_send = {});
 
 // The running worker's state, without starting one. nullopt when none answers (*why says).
 std::optional<worker::WorkerStatus> query_worker(const WorkerAddress& addr,

@@ -48,6 +48,8 @@
 #include "nvrtc/nvrtc_program.h"
 #include "nvrtc/pch.h"
 #include "store/disk_store.h"
+#include "store/fact_files.h"
+#include "store/facts.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -604,7 +606,16 @@ void start_compiler(Server& s, int ready_fd) {
   go_to_background(ready_fd);  // before NVRTC is loaded
   std::snprintf(g_crashes_name, sizeof g_crashes_name, "%s.crashes", s.name.c_str());
   try {
-    s.toolchain = kjit::toolchain_id(nullptr);
+    // NVRTC's identity as recorded in the cache directory for the library file this worker
+    // loads (named by the file's identity, toolchain.h), as every process of the cache reads
+    // it: the client that starts a worker has recorded it, so the worker need not probe
+    // NVRTC with a compile of its own (tens of milliseconds before the first compile could
+    // start). Without a record for this file NVRTC is probed. Read only: the worker writes
+    // no facts.
+    const kjit::FactFiles files(s.dir, /*read_only=*/true);
+    kjit::Facts facts([&files] { return &files; }, [] { return nullptr; },
+                      [](const std::exception&, const char*) {});
+    s.toolchain = kjit::toolchain_id(&facts);
   } catch (const std::exception& e) {
     fail_start(ready_fd, std::string("NVRTC is not usable: ") + e.what());
   }

@@ -21,7 +21,9 @@
 #include "compile/compiler.h"
 #include "key/toolchain.h"
 #include "kjit/kjit.h"
+#include "nvrtc/nvrtc_lib.h"
 #include "store/cache.h"
+#include "store/fact_files.h"
 #include "support/test_support.h"
 #include "util/fs.h"
 #include "util/socket.h"
@@ -571,6 +573,41 @@ TEST_F(Worker, LongCacheDirectoryPath) {
   EXPECT_NE(worker_pid(cache.get()), 0);
 }
 
+// A worker started for a cache directory takes NVRTC's identity from the directory's record
+// for the library file it loads, as every process of the cache does, rather than probing
+// NVRTC with a compile of its own before it can listen: a record that names another build
+// is what the started worker then says in its hello (and the client refuses it).
+TEST_F(Worker, TakesNvrtcIdentityFromTheCacheDirectorysRecord) {
+  TempDir dir;
+  auto cache = open_cache(dir.path());
+  const std::string lib = kjit::nvrtc_library_as_named();
+  ASSERT_FALSE(lib.empty());
+  const kjit::ToolchainFacts& real = kjit::toolchain_facts(kjit::facts_of(cache.get()));
+  const std::string other = "nvrtc 99.9.12345 CL-1";
+  ASSERT_NE(real.id, other);
+  // The record as key/toolchain.cpp writes it (named by the library file's identity).
+  std::string record = "kjit-toolchain-2\n" + other + "\n" + real.version + "\n";
+  for (int arch : real.archs) record += std::to_string(arch) + " ";
+  kjit::FactFiles(dir.path()).write("toolchain-3:" + kjit::file_identity(lib), record);
+  kjit::Compiler compiler(cache.get(), 1);
+  compiler.set_mode(CompileMode::Worker);
+  const Outcome o = compiler.compile(kjit::test::kSaxpySource, sm90());
+  EXPECT_EQ(o.status, KJIT_ERROR_UNSUPPORTED) << o.message;
+  EXPECT_NE(o.message.find(other), std::string::npos) << o.message;
+  // With the directory's record as this process wrote it, the worker serves.
+  TempDir good;
+  auto cache2 = open_cache(good.path());
+  kjit::FactFiles(good.path())
+      .write("toolchain-3:" + kjit::file_identity(lib), "kjit-toolchain-2\n" + real.id + "\n" +
+                                                            real.version + "\n" +
+                                                            record.substr(record.rfind('\n') + 1));
+  kjit::Compiler compiler2(cache2.get(), 1);
+  compiler2.set_mode(CompileMode::Worker);
+  const Outcome g = compiler2.compile(kjit::test::kSaxpySource, sm90());
+  EXPECT_EQ(g.status, KJIT_OK) << g.message;
+  EXPECT_NE(worker_pid(cache2.get()), 0);
+}
+
 TEST_F(Worker, ModesWhenTheWorkerCannotStart) {
   setenv("KJIT_WORKER", (tmp_.path() + "/no-such-worker").c_str(), 1);
   TempDir dir;
@@ -737,6 +774,41 @@ TEST_F(Worker, RelativeIncludesResolveInTheClientsDirectory) {
   ASSERT_EQ(chdir(old), 0);
   ASSERT_EQ(r.status, KJIT_OK) << r.message;
   EXPECT_NE(r.entry->ptx.find("321"), std::string::npos);
+  const kjit::CacheStats st = cache->stats();
+  EXPECT_EQ(st.not_stored, 0u);
+  EXPECT_EQ(st.stores, 1u);
+}
+
+// A header rewritten while the worker starts, before NVRTC can read it: its bytes then are
+// what NVRTC reads, and the compile is stored. The request's start time, which vouches for
+// the files NVRTC reads (a file changed within kStampLagNs of it may have changed while
+// NVRTC read it), is taken once a worker answers, not before the worker is started: the
+// wait for it overlaps the worker's start instead of preceding it.
+TEST_F(Worker, HeaderRewrittenWhileTheWorkerStartsIsReadAndStored) {
+  const std::string script = tmp_.path() + "/slow-start-worker.sh";
+  kjit::test::write_file(
+      script, std::string("#!/bin/sh\nsleep 0.6\nexec '") + KJIT_TEST_WORKER + "' \"$@\"\n");
+  ASSERT_EQ(chmod(script.c_str(), 0700), 0);
+  setenv("KJIT_WORKER", script.c_str(), 1);
+  TempDir dir, inc;
+  const std::string header = inc.path() + "/v.h";
+  kjit::test::write_file(header, "#error not rewritten yet\n");
+  auto cache = open_cache(dir.path());
+  kjit::Compiler compiler(cache.get(), 1);
+  compiler.set_mode(CompileMode::Worker);
+  CompileOptions o = sm90("rewritten.cu");
+  o.outputs = KJIT_OUTPUT_PTX;
+  o.raw = {"-I" + inc.path()};
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    kjit::test::write_file(header, "#define V 4321\n");
+  });
+  const Outcome r =
+      compiler.compile("#include \"v.h\"\nextern \"C\" __global__ void k(int* p) { *p = V; }\n", o);
+  writer.join();
+  ASSERT_EQ(r.status, KJIT_OK) << r.message;
+  EXPECT_NE(r.entry->ptx.find("4321"), std::string::npos);
+  EXPECT_TRUE(r.stored) << r.not_stored;
   const kjit::CacheStats st = cache->stats();
   EXPECT_EQ(st.not_stored, 0u);
   EXPECT_EQ(st.stores, 1u);
