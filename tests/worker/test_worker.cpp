@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "compile/compiler.h"
+#include "cuda/nvrtc_lib.h"
 #include "key/toolchain.h"
 #include "kjit/kjit.h"
-#include "nvrtc/nvrtc_lib.h"
 #include "store/cache.h"
 #include "store/fact_files.h"
 #include "support/test_support.h"
