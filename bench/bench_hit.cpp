@@ -30,6 +30,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_common.h"
@@ -258,15 +259,21 @@ void write(const std::string& path, const std::string& text) {
 }
 
 // Median in-process hit time over `n` calls, after one compile.
-double hit_us(kjit_compiler* c, const std::string& src, kjit_options* o, int n) {
+// Median time of n memory hits of `src` (through kjit_compile), or of `obj` when given
+// (a source object of the same text, through kjit_compile_source).
+double hit_us(kjit_compiler* c, const std::string& src, kjit_options* o, int n,
+              const kjit_source* obj = nullptr) {
+  auto compile = [&](kjit_binary** b) {
+    return obj ? kjit_compile_source(c, obj, o, b) : kjit_compile(c, src.c_str(), o, b);
+  };
   kjit_binary* b = nullptr;
-  check(kjit_compile(c, src.c_str(), o, &b), "compile");
+  check(compile(&b), "compile");
   kjit_binary_destroy(b);
   std::vector<double> t;
   t.reserve(size_t(n));
   for (int i = 0; i < n; ++i) {
     const double t0 = now_us();
-    check(kjit_compile(c, src.c_str(), o, &b), "hit");
+    check(compile(&b), "hit");
     t.push_back(now_us() - t0);
     if (kjit_binary_tier(b) != KJIT_TIER_MEMORY) {
       std::fprintf(stderr, "bench_hit: expected a memory hit\n");
@@ -275,6 +282,20 @@ double hit_us(kjit_compiler* c, const std::string& src, kjit_options* o, int n) 
     kjit_binary_destroy(b);
   }
   return median(t);
+}
+
+// The text's and its source object's hits in alternating rounds: {text, object} medians.
+std::pair<double, double> hit_text_and_object_us(kjit_compiler* c, const std::string& src,
+                                                 kjit_options* o, int n) {
+  kjit_source* obj = nullptr;
+  check(kjit_source_create(src.data(), src.size(), &obj), "source object");
+  std::vector<double> text, object;
+  for (int round = 0; round < 6; ++round) {
+    text.push_back(hit_us(c, src, o, n / 6));
+    object.push_back(hit_us(c, src, o, n / 6, obj));
+  }
+  kjit_source_destroy(obj);
+  return {median(text), median(object)};
 }
 
 std::string ptx_of(kjit_compiler* c, const std::string& src, kjit_options* o) {
@@ -439,10 +460,15 @@ int main(int argc, char** argv) {
     for (int i = 0; big_src.size() < 65536 - 64; ++i) {
       big_src += "// padding line " + std::to_string(i) + " of a large generated kernel\n";
     }
+    const auto [big_text, big_object] = hit_text_and_object_us(c, big_src, o, n / 5);
     std::printf(
         "| in-process hit, %zu B source, no includes (us) | saxpy + comments | %.2f | "
         "target <= 1 us |\n",
-        big_src.size(), hit_us(c, big_src, o, n / 10));
+        big_src.size(), big_text);
+    std::printf(
+        "| the same, a source object (kjit_compile_source; rounds alternated with the "
+        "row above) (us) | saxpy + comments | %.2f | target <= 1 us |\n",
+        big_object);
     // Its floor through this API: the caller's bytes, whose length is not given, may have
     // changed since the last call, so every one is read: strlen alone, and memcmp against
     // a copy (what recognising the source by its bytes costs at least).
@@ -483,10 +509,14 @@ int main(int argc, char** argv) {
     // Headers last changed before the racy window (kRacySeconds), as most are.
     sleep(3);
     kjit_options* o = options_for(0, inc);
-    const double us = hit_us(c, src, o, n);
+    const auto [us, object_us] = hit_text_and_object_us(c, src, o, n);
     std::printf(
         "| in-process hit, %d user headers via -I (us) | saxpy | %.2f | target <= %.1f us |\n",
         headers, us, 1.0 + 0.5 * headers);
+    std::printf(
+        "| the same, a source object (rounds alternated with the row above) (us) | saxpy | "
+        "%.2f | target <= %.1f us |\n",
+        object_us, 1.0 + 0.5 * headers);
     // The stat() calls such a hit makes (the working directory, whose listing vouches for
     // the headers' absence there, and each header in the -I directory), alone.
     {

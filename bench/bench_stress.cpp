@@ -54,7 +54,7 @@ kjit::Entry entry_of(const std::string& tag, size_t size) {
   return e;
 }
 
-size_t size_of(const std::string& tag) { return 512 + std::hash<std::string>()(tag) % (32 << 10); }
+size_t payload_size(const std::string& tag) { return 512 + std::hash<std::string>()(tag) % (32 << 10); }
 
 std::string kernel(int k) {
   return "extern \"C\" __global__ void stress_" + std::to_string(k) + "(int* p) { p[threadIdx.x] = " +
@@ -127,7 +127,7 @@ int worker(const std::string& dir, int threads, int ops, uint64_t max_bytes, int
             if (st == KJIT_OK) {
               size_t n = 0;
               const void* p = kjit_binary_data(bin, KJIT_OUTPUT_PTX, &n);
-              if (!p || std::string(static_cast<const char*>(p), n) != entry_of(tag, size_of(tag)).ptx) {
+              if (!p || std::string(static_cast<const char*>(p), n) != entry_of(tag, payload_size(tag)).ptx) {
                 ++c.wrong;
                 fail("wrong bytes for " + tag);
               }
@@ -137,7 +137,7 @@ int worker(const std::string& dir, int threads, int ops, uint64_t max_bytes, int
             kjit_binary_destroy(bin);
             if (op == kHit && st == KJIT_ERROR_NOT_FOUND) {  // evicted: put it back
               try {
-                cache->cache->insert(entry_of(tag, size_of(tag)));
+                cache->cache->insert(entry_of(tag, payload_size(tag)));
               } catch (const std::exception& e) {
                 fail(std::string("re-insert: ") + e.what());
               }
@@ -160,7 +160,7 @@ int worker(const std::string& dir, int threads, int ops, uint64_t max_bytes, int
           case kInsert: {
             const std::string tag = "pool" + std::to_string(rng() % 4000);
             try {
-              cache->cache->insert(entry_of(tag, size_of(tag)));
+              cache->cache->insert(entry_of(tag, payload_size(tag)));
             } catch (const std::exception& e) {
               fail(std::string("insert: ") + e.what());
             }
@@ -264,7 +264,7 @@ int main(int argc, char** argv) {
     if (kjit_cache_open(&o, &c) != KJIT_OK) return 1;
     for (int i = 0; i < 48; ++i) {
       const std::string tag = "hot" + std::to_string(i);
-      c->cache->insert(entry_of(tag, size_of(tag)));
+      c->cache->insert(entry_of(tag, payload_size(tag)));
     }
     kjit_cache_close(c);
   }

@@ -7,12 +7,14 @@
 // Sentinel question or the slot map), then what each tier met (redirections, failovers).
 // Usage: bench_topology [rounds=200]; BENCH_PER_SIZE=n entries of each size (6);
 // BENCH_ONE_MASTER=1 takes only entries that the cluster's first master holds.
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -45,6 +47,13 @@ kjit::Entry entry(size_t cubin_bytes, int seed) {
   e.ptx = "// ptx";
   e.kernels = {"bench"};
   return e;
+}
+
+// Minor page faults of this process so far.
+long minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
 }
 
 double pct(std::vector<double> v, double p) {
@@ -118,14 +127,20 @@ int main(int argc, char** argv) {
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
 
-  std::vector<double> warm[3][2], cold[3][2];
+  std::vector<double> warm[3][2], cold[3][2], faults[3][2];
+  // The cluster's warm hits by the master that answered (as created: cluster.owner()).
+  std::map<int, std::vector<double>> by_master[2];
   for (int r = 0; r < rounds; ++r) {
     for (int t = 0; t < 3; ++t) {
       for (int s = 0; s < 2; ++s) {
         const kjit::Entry& e = entries[s][size_t(r % kPerSize)];
+        const long faults0 = minor_faults();
         double t0 = kjit::monotonic_ms();
         const auto got = tiers[size_t(t)]->get(e.key);
         warm[t][s].push_back(kjit::monotonic_ms() - t0);
+        faults[t][s].push_back(double(minor_faults() - faults0));
+        if (t == 2)
+          by_master[s][cluster.owner(kjit::cluster_slot(e.key))].push_back(warm[t][s].back());
         if (!got || got->cubin.size() != e.cubin.size()) {
           std::fprintf(stderr, "%s: miss\n", topos[t].name);
           return 1;
@@ -154,6 +169,21 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("(%d interleaved rounds; entries of %d per size)\n", rounds, kPerSize);
+  for (int s = 0; s < 2; ++s) {
+    std::printf("%s, page faults of the bench process per warm hit (median / p90):", sizes[s].name);
+    for (int t = 0; t < 3; ++t) {
+      std::printf(" %s %.0f / %.0f;", topos[t].name, pct(faults[t][s], 0.5),
+                  pct(faults[t][s], 0.9));
+    }
+    std::printf("\n");
+  }
+  for (int s = 0; s < 2; ++s) {
+    std::printf("Cluster, %s, warm hit median by master:", sizes[s].name);
+    for (auto& [master, t] : by_master[s]) {
+      std::printf(" master %d %.3f ms (%zu hits);", master, pct(t, 0.5), t.size());
+    }
+    std::printf("\n");
+  }
   // What each warm tier met: a redirection or a slot map reload would be an extra round
   // trip on the hit path.
   for (int t = 0; t < 3; ++t) {

@@ -4,9 +4,9 @@
 #include <cstdint>
 
 #include "compile/compiler.h"
-#include "compile/options.h"
 #include "fuzz_input.h"
 #include "kjit/kjit.h"
+#include "nvrtc/options.h"
 #include "util/error.h"
 #include "util/sha256.h"
 

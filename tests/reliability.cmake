@@ -1,5 +1,5 @@
-# Reliability checks beyond the GoogleTest programs (test_reliability and test_crash are
-# picked up like every tests/test_*.cpp):
+# Reliability checks beyond the GoogleTest programs (test_reliability, from
+# tests/reliability/, and test_crash are picked up like every test program):
 #  - reliability_sanitizers: tools/sanitize.sh builds build-asan and build-tsan at the
 #    repository root with clang and runs the CPU suites under ASan+UBSan and the
 #    concurrency tests under TSan;

@@ -132,13 +132,14 @@ TEST(BuiltinStd, EveryHeaderCompilesAlone) {
     const char* std;
     const char* header;
   };
+  // Each header under both targets and both standards, in two of the four pairs (a Latin
+  // square: every pair is still taken by half of the headers), in half the time of all four.
   std::vector<Case> cases;
-  for (const char* target : {"sm_80", "sm_90"}) {
-    for (const char* std : {"-std=c++17", "-std=c++20"}) {
-      for (const kjit::BuiltinHeader& h : kjit::builtin_std_texts()) {
-        cases.push_back({target, std, h.name});
-      }
-    }
+  size_t nth = 0;
+  for (const kjit::BuiltinHeader& h : kjit::builtin_std_texts()) {
+    const bool odd = (nth++ % 2) != 0;
+    cases.push_back({"sm_80", odd ? "-std=c++20" : "-std=c++17", h.name});
+    cases.push_back({"sm_90", odd ? "-std=c++17" : "-std=c++20", h.name});
   }
   std::vector<std::string> failures(cases.size());
   std::atomic<size_t> next{0};

@@ -1,4 +1,4 @@
-// The record of a device's architecture (cuda/device_record, compile/device_target): what
+// The record of a device's architecture (cuda/device_record, nvrtc/device_target): what
 // the machine's fingerprint covers, and when the cache's record answers instead of the CUDA
 // driver. The machine is an invented tree (proc/driver/nvidia, dev) under a temporary
 // directory, so these run without a GPU; where a driver exists, its answer is compared too.
@@ -10,9 +10,9 @@
 #include <set>
 #include <string>
 
-#include "compile/device_target.h"
 #include "cuda/device.h"
 #include "cuda/device_record.h"
+#include "nvrtc/device_target.h"
 #include "store/cache.h"
 #include "support/test_support.h"
 #include "util/error.h"

@@ -12,10 +12,10 @@
 
 #include "api/handles.h"
 #include "compile/compiler.h"
-#include "compile/options.h"
 #include "grouped/grouped.h"
 #include "grouped/render.h"
 #include "kjit/kjit.h"
+#include "nvrtc/options.h"
 #include "support/test_support.h"
 
 using namespace kjit;

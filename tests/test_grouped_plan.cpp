@@ -13,11 +13,11 @@
 
 #include "api/handles.h"
 #include "compile/compiler.h"
-#include "compile/options.h"
 #include "grouped/check.h"
 #include "grouped/grouped.h"
 #include "grouped/plan.h"
 #include "kjit/kjit.h"
+#include "nvrtc/options.h"
 #include "store/cache.h"
 #include "support/test_support.h"
 

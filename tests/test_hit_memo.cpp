@@ -18,12 +18,12 @@
 #include <vector>
 
 #include "compile/compiler.h"
-#include "compile/options.h"
 #include "key/include_scan.h"
 #include "key/key.h"
 #include "key/key_memo.h"
 #include "key/toolkit.h"
 #include "kjit/kjit.h"
+#include "nvrtc/options.h"
 #include "store/cache.h"
 #include "support/test_support.h"
 #include "util/text_equal.h"
@@ -427,7 +427,7 @@ std::string fingerprint_in_child(const std::string& cache_dir, const std::string
     kjit::CacheConfig cfg;
     cfg.directory = cache_dir;
     kjit::Cache cache(cfg);
-    const std::string fp = kjit::find_toolkit(root, &cache).fingerprint;
+    const std::string fp = kjit::find_toolkit(root, &cache.facts()).fingerprint;
     if (write(fds[1], fp.data(), fp.size()) != ssize_t(fp.size())) _exit(2);
     _exit(0);
   }

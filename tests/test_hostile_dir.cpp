@@ -23,7 +23,6 @@
 #include <thread>
 #include <vector>
 
-#include "compile/worker_client.h"
 #include "key/toolkit.h"
 #include "store/cache.h"
 #include "store/counter_log.h"
@@ -35,6 +34,7 @@
 #include "util/fs.h"
 #include "util/sha256.h"
 #include "util/wire.h"
+#include "worker/client.h"
 
 // KJIT_HOSTILE_BEFORE_FIX: built against the code before the fix (to show that these tests
 // fail there), which has no cap constants and reports nothing from an append; its hook is
@@ -650,8 +650,8 @@ kjit::WorkerAnswer ask_worker(kjit::Cache* cache) {
   kjit::worker::CompileRequest q;
   q.key = key_of("worker");
   q.source = "extern \"C\" __global__ void k() {}";
-  q.program_name = "k.cu";
-  q.target = "sm_90";
+  q.options.name = "k.cu";
+  q.norm.target = "sm_90";
   return kjit::compile_in_worker(addr, "test-toolchain", q, nullptr);
 }
 

@@ -1,5 +1,5 @@
 // NVRTC is opened on the first compile, not when kjit is loaded: a process that only gets
-// hits from the cache never maps libnvrtc (nvrtc/nvrtc_lib.h). The facts kjit needs
+// hits from the cache never maps libnvrtc (cuda/nvrtc_lib.h). The facts kjit needs
 // from it on the way to a hit (its identity and architectures) come from the cache's fact
 // files, recorded by the process that compiled; its file is found without opening it, in
 // the loader's cache too (util/dl.h).
@@ -14,8 +14,8 @@
 #include <tuple>
 #include <vector>
 
+#include "cuda/nvrtc_lib.h"
 #include "kjit/kjit.h"
-#include "nvrtc/nvrtc_lib.h"
 #include "support/test_support.h"
 #include "util/dl.h"
 

@@ -6,9 +6,9 @@
 
 #include <string>
 
-#include "compile/options.h"
 #include "key/toolchain.h"
 #include "key/toolkit.h"
+#include "nvrtc/options.h"
 #include "util/error.h"
 
 namespace {

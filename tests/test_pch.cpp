@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "compile/compiler.h"
-#include "compile/pch.h"
 #include "kjit/kjit.h"
+#include "nvrtc/pch.h"
 #include "store/cache.h"
 #include "store/index_db.h"
 #include "support/db.h"

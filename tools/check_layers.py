@@ -6,15 +6,17 @@ the top down; a dependency points down, never up or sideways:
 
   api      the extern "C" shims
   cli      the kjit tool: the public API only (and the built-in header texts it lists)
-  worker   the compile worker executable
+  grouped  grouped GEMM: kernels rendered, compiled and launched through kernel handles
   kernel   kernel handles: compile-or-hit, load, launch
+  compile  the compiler: a request's key, its hit or its compile, here or in the worker
+  worker   the compile worker: its client, protocol and server (the kjit-worker program)
+  nvrtc    one NVRTC compile of a request: options normalised, precompiled headers, the
+           program, the audited run (what this process and the worker both run)
   blas     cuBLASLt GEMM and its plan cache
   link     nvJitLink and the link step
-  compile  runs NVRTC, in this process or in the worker
   key      what a cache key covers
   store    the cache's tiers, entries, flights and facts
-  nvrtc    NVRTC through dlopen
-  cuda     the CUDA driver through dlopen
+  cuda     the CUDA libraries through dlopen: the driver and NVRTC
   util     hashing, logging, files, loaders
 
 Usage: check_layers.py [--root DIR]   (DIR holds src/; default: the repository)
@@ -24,25 +26,31 @@ import os
 import re
 import sys
 
-BELOW_COMPILE = {"key", "store", "nvrtc", "cuda", "util"}
+BELOW_WORKER = {"nvrtc", "key", "store", "cuda", "util"}
+BELOW_COMPILE = {"worker"} | BELOW_WORKER
 ALLOWED = {
-    "api": {"kernel", "blas", "link", "compile", "grouped"} | BELOW_COMPILE,
+    "api": {"grouped", "kernel", "blas", "link", "compile"} | BELOW_COMPILE,
     "cli": set(),
-    "worker": {"compile"} | BELOW_COMPILE,
-    "kernel": {"compile"} | BELOW_COMPILE,
     "grouped": {"kernel", "compile"} | BELOW_COMPILE,
+    "kernel": {"compile"} | BELOW_COMPILE,
+    "compile": set(BELOW_COMPILE),
+    "worker": set(BELOW_WORKER),
+    "nvrtc": {"key", "store", "cuda", "util"},
     "blas": {"store", "cuda", "util"},
     "link": {"store", "cuda", "util"},
-    "compile": set(BELOW_COMPILE),
-    "key": {"store", "nvrtc", "util"},
+    "key": {"store", "cuda", "util"},
     "store": {"util"},
-    "nvrtc": {"util"},
     "cuda": {"util"},
     "util": set(),
 }
-# Single files a room may include beyond its rooms.
 ALLOWED_FILES = {"cli": {"key/builtin_std.h"}}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# Files that are a layer of their own inside a folder: path without extension -> layer.
+
+
+def room_of(path):
+    """The layer of a path relative to src/: its folder ("worker/client.h" -> "worker")."""
+    return path.split("/", 1)[0]
 
 
 def problems(root):
@@ -60,16 +68,19 @@ def problems(root):
                 if not name.endswith((".c", ".cpp", ".h")):
                     continue
                 path = os.path.join(dirpath, name)
+                layer = room_of(os.path.relpath(path, src))
                 with open(path, encoding="utf-8", errors="replace") as f:
                     text = f.read()
                 for inc in INCLUDE.findall(text):
-                    target = inc.split("/", 1)[0] if "/" in inc else None
-                    if target is None or target in ("kjit", room):
+                    if "/" not in inc or inc.startswith("kjit/"):
                         continue
-                    if target in ALLOWED[room] or inc in ALLOWED_FILES.get(room, ()):
+                    target = room_of(inc)
+                    if target == layer:
+                        continue
+                    if target in ALLOWED[layer] or inc in ALLOWED_FILES.get(layer, ()):
                         continue
                     rel = os.path.relpath(path, root)
-                    out.append('%s includes "%s": %s may not depend on %s' % (rel, inc, room, target))
+                    out.append('%s includes "%s": %s may not depend on %s' % (rel, inc, layer, target))
     return out
 
 

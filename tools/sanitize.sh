@@ -8,12 +8,12 @@
 #   tools/sanitize.sh tsan       only TSan
 #
 # What runs where (to fit CI's time budget on 2 cores):
-#   ASan+UBSan: every CPU suite: test_compile, test_cache, test_multiprocess,
+#   ASan+UBSan: every CPU suite: test_compile, test_store, test_util, test_multiprocess,
 #               test_reliability, test_crash (30 kill cycles; the plain build runs 100),
 #               test_kernel_cpu, test_remote, test_gemm_cpu, test_abi.
 #   TSan:       the suites whose point is concurrency: test_multiprocess, the stampede and
 #               fork tests of test_reliability, test_compile's threaded and async tests,
-#               test_cache and test_crash (10 cycles).
+#               test_store and test_crash (10 cycles).
 # NVRTC is a closed, uninstrumented library: tools/lsan.supp and tools/tsan.supp name it
 # (and only it) so that what it keeps or does inside is not reported as ours.
 set -euo pipefail
@@ -22,14 +22,15 @@ which=${1:-all}
 jobs=$(nproc)
 root=$PWD
 
-asan_tests=(test_compile test_cache test_multiprocess test_reliability test_crash
+asan_tests=(test_compile test_store test_util test_multiprocess test_reliability test_crash
             test_kernel_cpu test_remote test_gemm_cpu test_abi)
-tsan_tests=(test_multiprocess test_reliability test_compile test_cache test_crash)
+tsan_tests=(test_multiprocess test_reliability test_compile test_store test_crash)
 
-# Only suites that exist in this checkout (others are added by their owners).
+# Only suites that exist in this checkout (others are added by their owners): a program is
+# tests/test_<name>.cpp, or the files of tests/<name>/.
 present() {
   local out=() t
-  for t in "$@"; do [[ -f tests/$t.cpp ]] && out+=("$t"); done
+  for t in "$@"; do [[ -f tests/$t.cpp || -d tests/${t#test_} ]] && out+=("$t"); done
   echo "${out[@]}"
 }
 

@@ -133,6 +133,7 @@ typedef struct kjit_future kjit_future;     /**< pending async compile (compile.
 typedef struct kjit_kernel kjit_kernel;     /**< loaded, launchable kernel (kernel.h) */
 typedef struct kjit_gemm kjit_gemm;         /**< cuBLASLt GEMM with plan cache (gemm.h) */
 typedef struct kjit_linker kjit_linker;     /**< nvJitLink link step (link.h) */
+typedef struct kjit_source kjit_source;     /**< immutable source, hashed once (compile.h) */
 
 #ifdef __cplusplus
 }

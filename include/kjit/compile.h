@@ -189,6 +189,42 @@ KJIT_EXPORT void kjit_compiler_destroy(kjit_compiler* compiler);
 KJIT_EXPORT kjit_status kjit_compile(kjit_compiler* compiler, const char* source,
                                      const kjit_options* opts, kjit_binary** out);
 
+/** kjit_source_create()'s `size` for a NUL-terminated text. */
+#define KJIT_SOURCE_NUL_TERMINATED ((size_t)-1)
+
+/**
+ * Make a source object: a copy of `text` (`size` bytes, or up to its NUL with
+ * KJIT_SOURCE_NUL_TERMINATED) that kjit checks once (not empty, valid UTF-8, no NUL byte)
+ * and never reads for a repeated request again. kjit_compile_source() of a source object
+ * and options seen before finds the cache key by the object, where kjit_compile() must read
+ * every byte of the source on every call (the caller may have changed them); for large
+ * sources compiled again and again, this is the cheaper hit. Include files are checked as
+ * with kjit_compile(): a header edited since is a miss.
+ * Ownership: the caller destroys *out with kjit_source_destroy(); `text` is not kept.
+ * Thread-safety: any thread; a source object may be used by any number of threads and
+ * compilers at once (it is never modified).
+ * Returns KJIT_OK; KJIT_ERROR_INVALID_ARGUMENT (out or text NULL); KJIT_ERROR_INVALID_SOURCE
+ * (empty, not valid UTF-8, or a NUL byte within `size`); KJIT_ERROR_OUT_OF_MEMORY. *out is
+ * written only on success.
+ * @since 0.3
+ */
+KJIT_EXPORT kjit_status kjit_source_create(const char* text, size_t size, kjit_source** out);
+
+/** Destroy a source object. NULL is a no-op. Must not race with calls that use it; binaries
+ *  compiled from it stay valid. @since 0.3 */
+KJIT_EXPORT void kjit_source_destroy(kjit_source* source);
+
+/**
+ * kjit_compile() of a source object: the same results, statuses and thread-safety; a
+ * request (source object and options) seen before by this compiler is looked up without
+ * reading the source's bytes.
+ * Returns as kjit_compile(); KJIT_ERROR_INVALID_HANDLE also for a source that is not a live
+ * kjit_source.
+ * @since 0.3
+ */
+KJIT_EXPORT kjit_status kjit_compile_source(kjit_compiler* compiler, const kjit_source* source,
+                                            const kjit_options* opts, kjit_binary** out);
+
 /**
  * Start compiling on the compiler's worker pool; returns at once with a future.
  * The source and options are copied. Validation errors of the arguments themselves are

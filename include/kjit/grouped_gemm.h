@@ -10,6 +10,26 @@
  * memory (G, N, K), the order of a linear layer's weight, torch's `w.transpose(-2, -1)`
  * view). D (and C) are `rows` x N, row-major. bf16 data, fp32 accumulation, bf16 out.
  *
+ * fp8 (@since 0.3). A and B may be fp8 e4m3 (a_type = b_type = KJIT_GEMM_F8_E4M3; the OCP
+ * "e4m3fn" form, torch.float8_e4m3fn), with fp32 accumulation and bf16 D (C and bias stay
+ * bf16). With desc->scale_mode = KJIT_GROUPED_SCALE_ROWWISE (the form of
+ * torch._scaled_grouped_mm) the scales come to kjit_grouped_gemm_run_scaled(): scale_a, one
+ * fp32 per row of A (`rows` floats), and scale_b, one fp32 per column of each B_g (G x n
+ * floats, row g at scale_b + g * n), applied in the epilogue:
+ *     D[r, :] = epilogue(scale_a[r] * scale_b[g, :] * (A x B_g)[r, :])
+ * (the epilogue's alpha, beta * C, bias and activation as for bf16; with
+ * KJIT_GROUPED_ACT_SWIGLU the gate column j is scaled by scale_b[g, j], the up column by
+ * scale_b[g, n/2 + j]). On compute capability 9.0 the fp8 kernel is the sm_90a TMA + wgmma
+ * kernel for B order KJIT_GROUPED_B_NK (fp8 wgmma reads both operands K-major: a linear
+ * layer's weight, torch's layout for fp8 grouped GEMM); B order KN with fp8 runs on the
+ * portable kernel (correct, slow), as does fp8 on other devices (sm_80, sm_89). With
+ * row-wise scales or none the fp8 wgmma accumulates in the tensor core's fp32 accumulator
+ * without promotion (torch's use_fast_accum). With KJIT_GROUPED_SCALE_BLOCK128 (DeepSeek's
+ * form, see kjit_grouped_scale_mode) each 128-wide K block's product is scaled and promoted
+ * into an fp32 main accumulator; the sm_90a kernel then uses the cooperative 128x128 tile
+ * whatever the options ask (and, with KJIT_GROUPED_ACT_SWIGLU, needs n/2 a multiple of 64;
+ * else the portable kernel runs).
+ *
  * `offs` is a DEVICE array of G int32 cumulative row ends (torch._grouped_mm's `offs`):
  * the group sizes are never read on the host, so a call never synchronises. Empty groups
  * (offs[g] == offs[g-1]) are fine. Rows past offs[G-1] are not written. Offsets that
@@ -77,6 +97,21 @@ typedef enum kjit_grouped_activation {
   KJIT_GROUPED_ACT_SWIGLU = 4
 } kjit_grouped_activation;
 
+/** Scales of fp8 inputs (kjit_grouped_gemm_desc.scale_mode). @since 0.3 */
+typedef enum kjit_grouped_scale_mode {
+  /** No scales: D = epilogue(A x B_g); scale_a and scale_b must be NULL. */
+  KJIT_GROUPED_SCALE_NONE = 0,
+  /** One fp32 per row of A (`rows`) and one per column of each B_g (G x n, packed):
+   *  D = epilogue(scale_a[r] * scale_b[g, n] * (A x B_g)[r, n]); fp8 inputs only. */
+  KJIT_GROUPED_SCALE_ROWWISE = 1,
+  /** DeepSeek-style block scales: scale_a one fp32 per row and 128-wide K block (rows x
+   *  ceil(k/128), row-major), scale_b one per 128 x 128 block of each B_g (G x ceil(n/128)
+   *  x ceil(k/128), row-major; block (nb, kb) covers B_g's columns [128 nb, 128 nb + 128)
+   *  and rows [128 kb, 128 kb + 128) of K): each K block's partial product is scaled as it
+   *  is added to the fp32 accumulator; fp8 inputs only. */
+  KJIT_GROUPED_SCALE_BLOCK128 = 2
+} kjit_grouped_scale_mode;
+
 /**
  * One grouped GEMM problem. Initialise with KJIT_GROUPED_GEMM_DESC_INIT or
  * kjit_grouped_gemm_desc_init(), then set groups, rows, n, k and b_order. New fields are only
@@ -95,12 +130,14 @@ typedef struct kjit_grouped_gemm_desc {
   int32_t groups;       /**< G >= 1: matrices in B, entries in offs */
   int64_t rows;         /**< rows of A, C and D, >= 0 and < 2^31 (0: nothing to do) */
   int64_t n, k;         /**< each >= 1 and < 2^31 */
-  int32_t a_type;       /**< kjit_gemm_dtype (gemm.h): KJIT_GEMM_BF16 or DEFAULT (= bf16) */
-  int32_t b_type;       /**< DEFAULT = a_type; must equal it */
-  int32_t d_type;       /**< DEFAULT = a_type; must equal it (also C's type) */
-  int32_t b_order;      /**< kjit_grouped_b_order */
-  int32_t activation;   /**< kjit_grouped_activation */
-  int32_t reserved0;    /**< must be 0 */
+  /** kjit_gemm_dtype (gemm.h): KJIT_GEMM_BF16, KJIT_GEMM_F8_E4M3 (@since 0.3) or DEFAULT
+   *  (= bf16) */
+  int32_t a_type;
+  int32_t b_type;     /**< DEFAULT = a_type; must equal it */
+  int32_t d_type;     /**< DEFAULT = bf16; must be bf16 (also C's and the bias's type) */
+  int32_t b_order;    /**< kjit_grouped_b_order */
+  int32_t activation; /**< kjit_grouped_activation */
+  int32_t reserved0;  /**< must be 0 */
   /** Leading dimensions, 0 = packed: lda >= k; ldb >= n (KN) or >= k (NK); ldc, ldd >= n
    *  (>= n/2 with KJIT_GROUPED_ACT_SWIGLU). */
   int64_t lda, ldb, ldc, ldd;
@@ -110,12 +147,16 @@ typedef struct kjit_grouped_gemm_desc {
   int64_t stride_bias;
   double alpha; /**< host scalar, applied in fp32 */
   double beta;  /**< host scalar; when 0, C is not read and may be NULL */
+  /** How fp8 inputs are scaled: a kjit_grouped_scale_mode; KJIT_GROUPED_SCALE_NONE with
+   *  bf16. @since 0.3 */
+  int32_t scale_mode;
+  int32_t reserved1; /**< must be 0. @since 0.3 */
 } kjit_grouped_gemm_desc;
 
 #define KJIT_GROUPED_GEMM_DESC_INIT                                                                \
   {                                                                                                \
     sizeof(kjit_grouped_gemm_desc), 0, 0, 0, 0, 0, 0, 0, KJIT_GROUPED_B_KN, KJIT_GROUPED_ACT_NONE, \
-        0, 0, 0, 0, 0, 0, 0, 1.0, 0.0                                                              \
+        0, 0, 0, 0, 0, 0, 0, 1.0, 0.0, KJIT_GROUPED_SCALE_NONE, 0                                  \
   }
 
 /**
@@ -204,11 +245,15 @@ KJIT_EXPORT void kjit_grouped_gemm_destroy(kjit_grouped_gemm* gg);
  * Check a problem and its pointers without a GPU: everything kjit_grouped_gemm_run() checks
  * before it launches. Pointers are compared with NULL and checked for alignment, never
  * dereferenced (offs's contents are not checked: they live on the device). Thread-safe.
+ * The scale pointers of KJIT_GROUPED_SCALE_ROWWISE are not arguments here: the same checks
+ * with them are those of kjit_grouped_gemm_run_scaled(), which makes them before it looks at
+ * its handle (so a NULL handle gives its refusals without a GPU).
  * Returns KJIT_OK; KJIT_ERROR_INVALID_ARGUMENT naming the field or pointer (desc NULL,
  * unknown enum value, groups < 1, sizes out of range, leading dimension or stride too
  * small, a required pointer NULL (A, B, offs, D when rows > 0; C when beta != 0), a pointer
- * not aligned to its element size, reserved0 not 0); KJIT_ERROR_UNSUPPORTED naming what (a
- * data type other than bf16, a desc from a newer kjit).
+ * not aligned to its element size, reserved0 or reserved1 not 0); KJIT_ERROR_UNSUPPORTED
+ * naming what (a data type other than bf16 and fp8 e4m3, b_type other than a_type, d_type
+ * other than bf16, scales with bf16 inputs, a desc from a newer kjit).
  */
 KJIT_EXPORT kjit_status kjit_grouped_gemm_check(const kjit_grouped_gemm_desc* desc, const void* A,
                                                 const void* B, const int32_t* offs, const void* C,
@@ -228,6 +273,26 @@ KJIT_EXPORT kjit_status kjit_grouped_gemm_run(kjit_grouped_gemm* gg,
                                               const kjit_grouped_gemm_desc* desc, const void* A,
                                               const void* B, const int32_t* offs, const void* C,
                                               void* D, const void* bias, void* stream);
+
+/**
+ * kjit_grouped_gemm_run() with the scales of desc->scale_mode (see "fp8" above): with
+ * KJIT_GROUPED_SCALE_ROWWISE, scale_a (`rows` fp32) and scale_b (G x n fp32, packed) are
+ * device pointers, 4-byte aligned, not NULL when rows > 0; with KJIT_GROUPED_SCALE_NONE
+ * both must be NULL. kjit_grouped_gemm_run() is this call with NULL scales.
+ * The arguments are checked before the handle: a problem or a scale pointer at fault gives
+ * its status even with gg NULL (then, with good arguments, KJIT_ERROR_INVALID_HANDLE).
+ * Thread-safety: as kjit_grouped_gemm_run().
+ * Returns KJIT_OK; the statuses of kjit_grouped_gemm_check(); KJIT_ERROR_INVALID_ARGUMENT
+ * naming scale_a or scale_b (NULL where needed, given where not, not aligned to 4 bytes);
+ * KJIT_ERROR_INVALID_HANDLE; KJIT_ERROR_COMPILE; KJIT_ERROR_CUDA, KJIT_ERROR_CUDA_STICKY.
+ * @since 0.3
+ */
+KJIT_EXPORT kjit_status kjit_grouped_gemm_run_scaled(kjit_grouped_gemm* gg,
+                                                     const kjit_grouped_gemm_desc* desc,
+                                                     const void* A, const void* B,
+                                                     const int32_t* offs, const void* C, void* D,
+                                                     const void* bias, const float* scale_a,
+                                                     const float* scale_b, void* stream);
 
 /**
  * Compile (or hit) and load the kernel that kjit_grouped_gemm_run() would use for `desc`

@@ -51,6 +51,11 @@ typedef kjit_status (*PFN_kjit_compiler_create)(kjit_cache* cache, unsigned thre
 typedef void (*PFN_kjit_compiler_destroy)(kjit_compiler* compiler);
 typedef kjit_status (*PFN_kjit_compile)(kjit_compiler* compiler, const char* source,
                                         const kjit_options* opts, kjit_binary** out);
+typedef kjit_status (*PFN_kjit_source_create)(const char* text, size_t size, kjit_source** out);
+typedef void (*PFN_kjit_source_destroy)(kjit_source* source);
+typedef kjit_status (*PFN_kjit_compile_source)(kjit_compiler* compiler,
+                                               const kjit_source* source,
+                                               const kjit_options* opts, kjit_binary** out);
 typedef kjit_status (*PFN_kjit_compile_async)(kjit_compiler* compiler, const char* source,
                                               const kjit_options* opts, kjit_future** out);
 typedef kjit_status (*PFN_kjit_future_wait)(kjit_future* future, int64_t timeout_ms,
@@ -215,6 +220,13 @@ typedef kjit_status (*PFN_kjit_grouped_gemm_run)(kjit_grouped_gemm* gg,
                                                  const void* A, const void* B,
                                                  const int32_t* offs, const void* C, void* D,
                                                  const void* bias, void* stream);
+typedef kjit_status (*PFN_kjit_grouped_gemm_run_scaled)(kjit_grouped_gemm* gg,
+                                                        const kjit_grouped_gemm_desc* desc,
+                                                        const void* A, const void* B,
+                                                        const int32_t* offs, const void* C,
+                                                        void* D, const void* bias,
+                                                        const float* scale_a,
+                                                        const float* scale_b, void* stream);
 typedef kjit_status (*PFN_kjit_grouped_gemm_prepare)(kjit_grouped_gemm* gg,
                                                      const kjit_grouped_gemm_desc* desc,
                                                      int with_bias);

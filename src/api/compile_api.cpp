@@ -165,6 +165,35 @@ KJIT_EXPORT kjit_status kjit_compile(kjit_compiler* compiler, const char* source
   });
 }
 
+KJIT_EXPORT kjit_status kjit_source_create(const char* text, size_t size, kjit_source** out) {
+  return guard([&] {
+    if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_source_create: out is NULL");
+    if (!text) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_source_create: text is NULL");
+    const size_t n = size == KJIT_SOURCE_NUL_TERMINATED ? std::strlen(text) : size;
+    *out = new kjit_source(std::string(text, n));
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT void kjit_source_destroy(kjit_source* source) {
+  if (ok(source)) delete source;
+}
+
+KJIT_EXPORT kjit_status kjit_compile_source(kjit_compiler* compiler, const kjit_source* source,
+                                            const kjit_options* opts, kjit_binary** out) {
+  return guard([&] {
+    if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_compile_source: out is NULL");
+    *out = nullptr;
+    if (!ok(compiler))
+      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compile_source: invalid compiler handle");
+    if (!ok(source))
+      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compile_source: invalid source handle");
+    if (opts && !ok(opts))
+      return error(KJIT_ERROR_INVALID_HANDLE, "kjit_compile_source: invalid options handle");
+    return deliver(compiler->compiler->compile(source->source, options_or_default(opts)), out);
+  });
+}
+
 KJIT_EXPORT kjit_status kjit_compile_async(kjit_compiler* compiler, const char* source,
                                            const kjit_options* opts, kjit_future** out) {
   return guard([&] {

@@ -71,7 +71,31 @@ KJIT_EXPORT kjit_status kjit_grouped_gemm_run(kjit_grouped_gemm* gg,
     if (kjit_status s = read_in(desc, &d, "kjit_grouped_gemm_run: desc")) return s;
     if (!ok(gg))
       return error(KJIT_ERROR_INVALID_HANDLE, "kjit_grouped_gemm_run: invalid grouped GEMM handle");
-    gg->gg->run(grouped::check(d, A, B, offs, C, D, bias), stream);
+    grouped::Scales none;
+    none.check = true;  // a desc asking for scales is refused: they come to run_scaled()
+    gg->gg->run(grouped::check(d, A, B, offs, C, D, bias, true, none), stream);
+    return KJIT_OK;
+  });
+}
+
+KJIT_EXPORT kjit_status kjit_grouped_gemm_run_scaled(kjit_grouped_gemm* gg,
+                                                     const kjit_grouped_gemm_desc* desc,
+                                                     const void* A, const void* B,
+                                                     const int32_t* offs, const void* C, void* D,
+                                                     const void* bias, const float* scale_a,
+                                                     const float* scale_b, void* stream) {
+  return guard([&] {
+    kjit_grouped_gemm_desc d;
+    if (kjit_status s = read_in(desc, &d, "kjit_grouped_gemm_run_scaled: desc")) return s;
+    grouped::Scales scales;
+    scales.check = true;
+    scales.a = scale_a;
+    scales.b = scale_b;
+    const grouped::Problem p = grouped::check(d, A, B, offs, C, D, bias, true, scales);
+    if (!ok(gg))
+      return error(KJIT_ERROR_INVALID_HANDLE,
+                   "kjit_grouped_gemm_run_scaled: invalid grouped GEMM handle");
+    gg->gg->run(p, stream);
     return KJIT_OK;
   });
 }

@@ -11,11 +11,11 @@
 #include "blas/gemm.h"
 #include "compile/async.h"
 #include "compile/compiler.h"
-#include "compile/options.h"
 #include "grouped/grouped.h"
 #include "kernel/kernel.h"
 #include "kjit/kjit.h"
 #include "link/linker.h"
+#include "nvrtc/options.h"
 #include "store/cache.h"
 #include "util/error.h"
 
@@ -31,6 +31,7 @@ enum Magic : uint32_t {
   kGemmMagic = 0x4b4a4745,      // KJGE
   kLinkerMagic = 0x4b4a4c49,    // KJLI
   kGroupedMagic = 0x4b4a4752,   // KJGR
+  kSourceMagic = 0x4b4a534f,    // KJSO
   kDeadMagic = 0xdeadbeef
 };
 
@@ -49,6 +50,11 @@ struct kjit_cache : kjit::api::Handle<kjit::api::kCacheMagic> {
 
 struct kjit_options : kjit::api::Handle<kjit::api::kOptionsMagic> {
   kjit::CompileOptions opts;
+};
+
+struct kjit_source : kjit::api::Handle<kjit::api::kSourceMagic> {
+  explicit kjit_source(std::string text) : source(std::move(text)) {}
+  kjit::SourceObject source;
 };
 
 struct kjit_compiler : kjit::api::Handle<kjit::api::kCompilerMagic> {

@@ -5,11 +5,11 @@
 
 #include "api/handles.h"
 #include "api/versioned.h"
-#include "compile/device_target.h"
 #include "cuda/context.h"
 #include "cuda/device.h"
 #include "kernel/kernel.h"
 #include "kjit/kernel.h"
+#include "nvrtc/device_target.h"
 
 using kjit::api::error;
 using kjit::api::guard;

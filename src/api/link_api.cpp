@@ -17,7 +17,7 @@ kjit_status bad_linker(const char* fn) {
 }
 
 // A binary for a success, or for a failure nvJitLink reported (it holds the log).
-kjit_status deliver(const Outcome& o, kjit_binary** out) {
+kjit_status deliver_link(const Outcome& o, kjit_binary** out) {
   if (o.entry) {
     auto* b = new kjit_binary();
     b->status = o.status;
@@ -129,7 +129,7 @@ KJIT_EXPORT kjit_status kjit_link(kjit_linker* linker, kjit_binary** out) {
     if (!out) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_link: out is NULL");
     *out = nullptr;
     if (!ok(linker)) return bad_linker("kjit_link");
-    return deliver(link::link(linker->cache, linker->request), out);
+    return deliver_link(link::link(linker->cache, linker->request), out);
   });
 }
 
@@ -137,8 +137,8 @@ KJIT_EXPORT kjit_status kjit_linker_key(kjit_linker* linker, char out_hex[65]) {
   return guard([&] {
     if (!ok(linker)) return bad_linker("kjit_linker_key");
     if (!out_hex) return error(KJIT_ERROR_INVALID_ARGUMENT, "kjit_linker_key: out_hex is NULL");
-    const std::string key =
-        link::link_key(link::resolve(linker->request), link::nvjitlink_identity(linker->cache));
+    const std::string key = link::link_key(link::resolve(linker->request),
+                                           link::nvjitlink_identity(facts_of(linker->cache)));
     std::memcpy(out_hex, key.c_str(), 65);
     return KJIT_OK;
   });

@@ -11,8 +11,6 @@
 #include <set>
 #include <thread>
 
-#include "compile/nvrtc_program.h"
-#include "compile/pch.h"
 #include "compile/thread_pool.h"
 #include "key/builtin_std.h"
 #include "key/dep_manifest.h"
@@ -21,6 +19,8 @@
 #include "key/key.h"
 #include "key/toolchain.h"
 #include "key/toolkit.h"
+#include "nvrtc/nvrtc_program.h"
+#include "nvrtc/pch.h"
 #include "store/code_facts.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -74,32 +74,6 @@ void validate_request(const std::string& source, const CompileOptions& opts) {
   }
 }
 
-// Why a compile with the caller's own PCH options cannot be vouched for ("" = it can):
-// NVRTC never checks a PCH's inputs, and kjit does not know those of the caller's PCHs. A
-// compile that says it created one, or says nothing of PCHs, read the headers themselves.
-std::string user_pch_doubt(const std::vector<std::string>& options, const std::string& log) {
-  bool pch = false, quiet = false;
-  for (const std::string& o : options) {
-    for (const char* p : {"-pch", "--pch", "-use-pch", "--use-pch"}) {
-      if (o == p || o.rfind(std::string(p) + "=", 0) == 0) pch = true;
-    }
-    for (const char* p :
-         {"-pch-messages=false", "--pch-messages=false", "-pch-messages=0", "--pch-messages=0"}) {
-      if (o == p) quiet = true;
-    }
-  }
-  if (!pch) return "";
-  if (quiet) {
-    return "the options ask NVRTC for precompiled headers and silence its PCH messages: "
-           "whether one was used, and what it was made from, cannot be known";
-  }
-  if (log.find("\": using precompiled header file \"") != std::string::npos) {
-    return "NVRTC used a precompiled header of the caller's own (-pch options), whose inputs "
-           "cannot be checked (kjit's automatic PCHs are)";
-  }
-  return "";
-}
-
 // The built-in standard header NVRTC could not open in a failed compile (its log's
 // "cannot open source file" line), or "" when it names no built-in, or one in `tried`.
 std::string unopened_builtin(const std::string& log, const std::vector<std::string>& tried) {
@@ -121,48 +95,22 @@ void validate_source(const std::string& source) {
   validate_text(source, KJIT_ERROR_INVALID_SOURCE, "source");
 }
 
+SourceObject::SourceObject(std::string text) : text_(std::move(text)) {
+  validate_source(text_);
+  static std::atomic<uint64_t> next{1};
+  id_ = next.fetch_add(1, std::memory_order_relaxed);
+}
+
 Compiler::Compiler(Cache* cache, unsigned threads)
     : cache_(cache),
       threads_(threads ? threads : std::max(1u, std::thread::hardware_concurrency())),
       mode_(int(compile_mode_from_env())),
       limits_(worker_limits_from_env()) {}
 
-Outcome compile_audited(const std::string& source, const CompileOptions& opts,
-                        const NormalisedOptions& norm, const std::string& key,
-                        const std::string& toolchain, const CancelFlag& cancel, bool use_pch,
-                        AuditRecord* audit) {
-  audit->available = FileAudit::available();
-  PchTicket pch = use_pch ? pch_begin(source, norm.nvrtc, opts.name, opts.headers) : PchTicket();
-  auto audited = [&](PchTicket* ticket) {
-    FileAudit files;
-    Outcome out = run_nvrtc(source, opts, norm, key, toolchain, cancel, ticket);
-    audit->whole = files.whole();
-    audit->opened = files.opened();
-    for (OpenedFile& f : audit->opened) {
-      f.nvrtc_private = nvrtc_private(f.path) || nvrtc_private(resolve_path(f.path));
-    }
-    return out;
-  };
-  Outcome o = audited(&pch);
-  if (!pch.settle(audit)) {
-    // NVRTC used a PCH other than the one kjit made and checked (another compile made one
-    // in its directory): its code may be old. Compiled again without.
-    log_info("NVRTC used a precompiled header whose inputs are not known; compiling '" + opts.name +
-             "' again without precompiled headers");
-    o = audited(nullptr);
-    o.pch = int(PchOutcome::Failed);
-  }
-  audit->doubt = user_pch_doubt(norm.key, o.entry ? o.entry->log : "");
-  if (o.entry) std::const_pointer_cast<Entry>(o.entry)->pch = o.pch;
-  return o;
-}
-
-std::optional<Outcome> Compiler::compile_in_worker_process(const std::string& source,
-                                                           const CompileOptions& opts,
-                                                           const NormalisedOptions& norm,
-                                                           const std::string& key, bool use_pch,
-                                                           const CancelFlag& cancel, CompileMode m,
-                                                           AuditRecord* audit) {
+std::optional<Outcome> Compiler::compile_in_worker_process(
+    const std::string& source, const CompileOptions& opts, const NormalisedOptions& norm,
+    const std::string& key, bool use_pch, const CancelFlag& cancel, CompileMode m,
+    AuditRecord* audit, const std::function<void()>& before_nvrtc) {
   const std::string& tool = toolchain();
   std::string why;
   WorkerAddress addr = worker_address(cache_, tool, &why);
@@ -187,18 +135,13 @@ std::optional<Outcome> Compiler::compile_in_worker_process(const std::string& so
     q.cwd = cwd;
     q.key = key;
     q.source = source;
-    q.program_name = opts.name;
-    q.headers = opts.headers;
-    q.name_expressions = opts.name_expressions;
-    q.target = norm.target;
-    q.outputs = norm.outputs;
-    q.nvrtc = norm.nvrtc;
-    q.key_options = norm.key;
+    q.options = opts;
+    q.norm = norm;
     q.use_pch = use_pch;
     q.time_limit_ms = limits_.time_limit_ms;
     q.memory_limit_bytes = limits_.memory_limit_bytes;
     WorkerSlot slot;  // one of the address's workers, held for this compile
-    a = compile_in_worker(take_worker(addr, cancel, &slot), tool, q, cancel);
+    a = compile_in_worker(take_worker(addr, cancel, &slot), tool, q, cancel, before_nvrtc);
     why = a.message;
   }
   if (a.kind == WorkerAnswer::Kind::Failed) {
@@ -306,6 +249,17 @@ Outcome Compiler::compile(std::string_view source, const CompileOptions& opts,
     if (auto o = remembered_hit(remembered)) return std::move(*o);
   }
   return compile_request(source, opts, cancel);
+}
+
+Outcome Compiler::compile(const SourceObject& source, const CompileOptions& opts,
+                          const CancelFlag& cancel) {
+  std::string remembered;
+  if (cache_ && memo_.find_object(source.id(), opts, &remembered)) {
+    if (auto o = remembered_hit(remembered)) return std::move(*o);
+  }
+  Outcome o = compile(std::string_view(source.text()), opts, cancel);
+  if (cache_ && o.status == KJIT_OK) memo_.remember_object(source.id(), source.text(), opts);
+  return o;
 }
 
 std::optional<Outcome> Compiler::manifest_hit(const std::string& base, const std::string& cwd_tag,
@@ -469,14 +423,21 @@ Outcome Compiler::compile_scanned(const std::string& source, const CompileOption
     // A file whose stamp is not kStampLagNs before `started` is not vouched for (a change
     // during the compile may be stamped that far back; key/inputs.h). Started at least that
     // long after the request arrived, so that the files written before it are vouched for:
-    // a compile that got here sooner (a small program) waits the rest.
-    const int64_t started = realtime_ns_from(arrived + kStampLagNs);
+    // a compile that got there sooner (a small program) waits the rest. `started` is read
+    // when NVRTC can next start: once a worker answers (the wait overlaps a worker's
+    // start) or before NVRTC runs in this process; the first reading stands (an earlier
+    // start only vouches for fewer files).
+    int64_t started = 0;
+    const std::function<void()> at_start = [&] {
+      if (!started) started = realtime_ns_from(arrived + kStampLagNs);
+    };
     const std::string cwd = current_directory();
     AuditRecord audit;
     // The request's base stands for the key until NVRTC's reads give it (the worker
     // remembers crashes under it).
-    Outcome o = run_compile(source, given, given_norm, base, use_pch, cancel, &audit);
-    if (!o.entry) return o;  // no compile happened (cancelled, the worker failed...)
+    Outcome o = run_compile(source, given, given_norm, base, use_pch, cancel, &audit, at_start);
+    if (!o.entry) return o;           // no compile happened (cancelled, the worker failed...)
+    if (!started) started = arrived;  // never read: the earliest NVRTC could have started
     DepRecord record;
     std::string why;
     if (!audit.available) {
@@ -536,17 +497,22 @@ Outcome Compiler::compile_scanned(const std::string& source, const CompileOption
 
 Outcome Compiler::run_compile(const std::string& source, const CompileOptions& opts,
                               const NormalisedOptions& norm, const std::string& key, bool use_pch,
-                              const CancelFlag& cancel, AuditRecord* audit) {
+                              const CancelFlag& cancel, AuditRecord* audit,
+                              const std::function<void()>& before_nvrtc) {
   const CompileMode m = mode();
   Outcome o;
   bool done = false;
   if (m != CompileMode::InProcess) {
-    if (auto w = compile_in_worker_process(source, opts, norm, key, use_pch, cancel, m, audit)) {
+    if (auto w = compile_in_worker_process(source, opts, norm, key, use_pch, cancel, m, audit,
+                                           before_nvrtc)) {
       o = std::move(*w);
       done = true;
     }
   }
-  if (!done) o = compile_audited(source, opts, norm, key, toolchain(), cancel, use_pch, audit);
+  if (!done) {
+    if (before_nvrtc) before_nvrtc();
+    o = compile_audited(source, opts, norm, key, toolchain(), cancel, use_pch, audit);
+  }
   add_failure_note(norm, &o);
   // What ptxas says costs performance (wgmma serialised by a call, such as a device
   // assert's) is worth a line in the log of the compile that produced it.
@@ -561,7 +527,7 @@ Outcome Compiler::run_compile(const std::string& source, const CompileOptions& o
 }
 
 const std::string& Compiler::toolchain() {
-  std::call_once(toolchain_once_, [this] { toolchain_ = toolchain_id(cache_); });
+  std::call_once(toolchain_once_, [this] { toolchain_ = toolchain_id(facts_of(cache_)); });
   return toolchain_;
 }
 

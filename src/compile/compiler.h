@@ -9,18 +9,33 @@
 #include <string>
 #include <string_view>
 
-#include "compile/options.h"
-#include "compile/worker_client.h"
 #include "key/dep_manifest.h"
 #include "key/file_audit.h"
 #include "key/include_scan.h"
 #include "key/key_memo.h"
+#include "nvrtc/options.h"
 #include "store/cache.h"
 #include "store/outcome.h"
+#include "worker/client.h"
 
 namespace kjit {
 
 class ThreadPool;
+
+// A source handed over once and never changed (the C API's kjit_source): checked when it is
+// made and numbered uniquely in the process, so that the compiler's memo files its keys
+// under the number and a repeated request reads none of its bytes.
+class SourceObject {
+ public:
+  // Throws kjit::Error (KJIT_ERROR_INVALID_SOURCE) as validate_source() does.
+  explicit SourceObject(std::string text);
+  const std::string& text() const { return text_; }
+  uint64_t id() const { return id_; }
+
+ private:
+  std::string text_;
+  uint64_t id_;
+};
 
 class Compiler {
  public:
@@ -36,6 +51,9 @@ class Compiler {
   // The same for a NUL-terminated source (the C API's): a repeated large source is
   // compared with the remembered one in the pass that finds its end.
   Outcome compile(const char* source, const CompileOptions& opts,
+                  const CancelFlag& cancel = nullptr);
+  // The same for a source object: a request seen before is found by the object's number.
+  Outcome compile(const SourceObject& source, const CompileOptions& opts,
                   const CancelFlag& cancel = nullptr);
 
   // The cache key of (source, opts), as compile() gives it. For a program that can read
@@ -56,7 +74,7 @@ class Compiler {
 
   Cache* cache() const { return cache_; }
 
-  // Where NVRTC runs (worker_client.h). Starts as $KJIT_COMPILE_MODE says.
+  // Where NVRTC runs (worker/client.h). Starts as $KJIT_COMPILE_MODE says.
   void set_mode(CompileMode m) { mode_.store(int(m), std::memory_order_relaxed); }
   CompileMode mode() const { return CompileMode(mode_.load(std::memory_order_relaxed)); }
 
@@ -78,18 +96,21 @@ class Compiler {
 
   // Runs the compile in the worker. nullopt when the worker cannot be used and `mode` lets
   // the compile run in this process instead. *audit receives the worker's audit.
-  std::optional<Outcome> compile_in_worker_process(const std::string& source,
-                                                   const CompileOptions& opts,
-                                                   const NormalisedOptions& norm,
-                                                   const std::string& key, bool use_pch,
-                                                   const CancelFlag& cancel, CompileMode mode,
-                                                   AuditRecord* audit);
+  // `before_nvrtc` as for run_compile().
+  std::optional<Outcome> compile_in_worker_process(
+      const std::string& source, const CompileOptions& opts, const NormalisedOptions& norm,
+      const std::string& key, bool use_pch, const CancelFlag& cancel, CompileMode mode,
+      AuditRecord* audit, const std::function<void()>& before_nvrtc);
 
   // One audited NVRTC run where the compile mode says: in the worker, else (auto mode when
-  // it cannot be used, or in-process mode) in this process.
+  // it cannot be used, or in-process mode) in this process. `before_nvrtc` (may be empty)
+  // is called before NVRTC can start: once the worker answers (so that a wait there
+  // overlaps the worker's start), or before an NVRTC run in this process; at least once
+  // before any NVRTC run, perhaps twice (a worker that cannot be used, then this process).
   Outcome run_compile(const std::string& source, const CompileOptions& opts,
                       const NormalisedOptions& norm, const std::string& key, bool use_pch,
-                      const CancelFlag& cancel, AuditRecord* audit);
+                      const CancelFlag& cancel, AuditRecord* audit,
+                      const std::function<void()>& before_nvrtc = {});
 
   // compile_request() for a program that can read files: its key comes from what NVRTC
   // read (dep_manifest.h).
@@ -124,16 +145,6 @@ class Compiler {
   std::atomic<int> mode_;
   WorkerLimits limits_;
 };
-
-// One audited NVRTC run, as the compiler does it in this process and the compile worker
-// does it in its own: precompiled headers when `use_pch`, the opens of libnvrtc recorded in
-// *audit, with the inputs of a PCH the compile used (pch.h) and a doubt when a PCH was used
-// whose inputs are not known. Callers check the record with the scan of the request (fail
-// closed).
-Outcome compile_audited(const std::string& source, const CompileOptions& opts,
-                        const NormalisedOptions& norm, const std::string& key,
-                        const std::string& toolchain, const CancelFlag& cancel, bool use_pch,
-                        AuditRecord* audit);
 
 // Checks that source is non-empty valid UTF-8; throws KJIT_ERROR_INVALID_SOURCE.
 void validate_source(const std::string& source);

@@ -3,7 +3,7 @@
 // kernel driver's version, the GPUs it lists, the device nodes, and the environment that
 // orders and filters devices. Equal fingerprints mean the driver would enumerate the same
 // devices in the same order, so an architecture recorded for one (a fact in the cache,
-// compile/device_target) answers for the other; any change gives another fingerprint and the
+// nvrtc/device_target) answers for the other; any change gives another fingerprint and the
 // driver is asked again.
 #pragma once
 

@@ -32,12 +32,33 @@ bool aligned(const void* p, uintptr_t a) {
   return (reinterpret_cast<uintptr_t>(p) % a) == 0;
 }
 
-void check_type(int32_t t, const char* field) {
-  if (t == KJIT_GEMM_DTYPE_DEFAULT || t == KJIT_GEMM_BF16) return;
+const char* type_name(int32_t t) {
+  switch (t) {
+    case KJIT_GEMM_F32:
+      return "f32";
+    case KJIT_GEMM_F16:
+      return "f16";
+    case KJIT_GEMM_BF16:
+      return "bf16";
+    case KJIT_GEMM_F8_E4M3:
+      return "fp8 e4m3";
+    case KJIT_GEMM_F8_E5M2:
+      return "fp8 e5m2";
+    case KJIT_GEMM_F64:
+      return "f64";
+  }
+  return "?";
+}
+
+// A type field with DEFAULT resolved to `def`: one of `offered` (else UNSUPPORTED naming it).
+int32_t resolve_type(int32_t t, int32_t def, const char* field, bool fp8_offered,
+                     const char* offered) {
   if (t < 0 || t > KJIT_GEMM_F64)
     bad(std::string(field) + " is " + std::to_string(t) + ", not a kjit_gemm_dtype");
-  fail(KJIT_ERROR_UNSUPPORTED, std::string("grouped GEMM: ") + field + " is " + std::to_string(t) +
-                                   "; only bf16 (KJIT_GEMM_BF16) is offered");
+  if (t == KJIT_GEMM_DTYPE_DEFAULT) t = def;
+  if (t == KJIT_GEMM_BF16 || (fp8_offered && t == KJIT_GEMM_F8_E4M3)) return t;
+  fail(KJIT_ERROR_UNSUPPORTED,
+       std::string("grouped GEMM: ") + field + " is " + type_name(t) + "; " + offered);
 }
 
 void check_ld(long long ld, long long least, const char* field) {
@@ -78,7 +99,7 @@ Options options_from(const kjit_grouped_gemm_options* o) {
 }
 
 Problem check(const kjit_grouped_gemm_desc& d, const void* A, const void* B, const int32_t* offs,
-              const void* C, const void* D, const void* bias, bool pointers) {
+              const void* C, const void* D, const void* bias, bool pointers, const Scales& scales) {
   Problem p;
   if (d.groups < 1) bad("groups is " + std::to_string(d.groups) + ", must be >= 1");
   if (d.rows < 0 || d.rows > kMaxDim)
@@ -90,9 +111,30 @@ Problem check(const kjit_grouped_gemm_desc& d, const void* A, const void* B, con
   if (d.activation < KJIT_GROUPED_ACT_NONE || d.activation > KJIT_GROUPED_ACT_SWIGLU)
     bad("activation is " + std::to_string(d.activation) + ", not a kjit_grouped_activation");
   if (d.reserved0 != 0) bad("reserved0 is " + std::to_string(d.reserved0) + ", must be 0");
-  check_type(d.a_type, "a_type");
-  check_type(d.b_type, "b_type");
-  check_type(d.d_type, "d_type");
+  if (d.reserved1 != 0) bad("reserved1 is " + std::to_string(d.reserved1) + ", must be 0");
+  if (d.scale_mode != KJIT_GROUPED_SCALE_NONE && d.scale_mode != KJIT_GROUPED_SCALE_ROWWISE &&
+      d.scale_mode != KJIT_GROUPED_SCALE_BLOCK128)
+    bad("scale_mode is " + std::to_string(d.scale_mode) + ", not a kjit_grouped_scale_mode");
+  const int32_t a_type =
+      resolve_type(d.a_type, KJIT_GEMM_BF16, "a_type", true,
+                   "A and B may be bf16 (KJIT_GEMM_BF16) or fp8 e4m3 (KJIT_GEMM_F8_E4M3)");
+  const int32_t b_type =
+      resolve_type(d.b_type, a_type, "b_type", true,
+                   "A and B may be bf16 (KJIT_GEMM_BF16) or fp8 e4m3 (KJIT_GEMM_F8_E4M3)");
+  if (b_type != a_type)
+    fail(KJIT_ERROR_UNSUPPORTED, std::string("grouped GEMM: b_type is ") + type_name(b_type) +
+                                     " but a_type is " + type_name(a_type) +
+                                     "; A and B must have one type");
+  resolve_type(d.d_type, KJIT_GEMM_BF16, "d_type", false,
+               "D (and C and the bias) must be bf16 (KJIT_GEMM_BF16)");
+  p.in = a_type == KJIT_GEMM_F8_E4M3 ? DType::E4m3 : DType::Bf16;
+  p.scale = d.scale_mode == KJIT_GROUPED_SCALE_ROWWISE    ? Scale::Row
+            : d.scale_mode == KJIT_GROUPED_SCALE_BLOCK128 ? Scale::Block128
+                                                          : Scale::None;
+  if (p.scale != Scale::None && p.in != DType::E4m3)
+    fail(KJIT_ERROR_UNSUPPORTED,
+         "grouped GEMM: scale_mode asks for scales but the inputs are bf16; "
+         "scales are offered with fp8 e4m3 inputs (a_type KJIT_GEMM_F8_E4M3)");
 
   p.groups = d.groups;
   p.rows = int(d.rows);
@@ -132,6 +174,7 @@ Problem check(const kjit_grouped_gemm_desc& d, const void* A, const void* B, con
     p.d = const_cast<unsigned char*>(stand_in);
     p.c = d.beta != 0.0 ? stand_in : nullptr;
     p.bias = bias ? stand_in : nullptr;
+    if (p.scale != Scale::None) p.scale_a = p.scale_b = reinterpret_cast<const float*>(stand_in);
     return p;
   }
   if (p.rows > 0) {
@@ -141,12 +184,38 @@ Problem check(const kjit_grouped_gemm_desc& d, const void* A, const void* B, con
     if (!D) bad("D is NULL");
     if (d.beta != 0.0 && !C) bad("C is NULL but beta is not 0");
   }
-  if (!aligned(A, 2)) bad("A is not aligned to 2 bytes (bf16)");
-  if (!aligned(B, 2)) bad("B is not aligned to 2 bytes (bf16)");
+  if (p.in == DType::Bf16 && !aligned(A, 2)) bad("A is not aligned to 2 bytes (bf16)");
+  if (p.in == DType::Bf16 && !aligned(B, 2)) bad("B is not aligned to 2 bytes (bf16)");
   if (!aligned(C, 2)) bad("C is not aligned to 2 bytes (bf16)");
   if (!aligned(D, 2)) bad("D is not aligned to 2 bytes (bf16)");
   if (!aligned(bias, 2)) bad("bias is not aligned to 2 bytes (bf16)");
   if (!aligned(offs, 4)) bad("offs is not aligned to 4 bytes (int32)");
+  if (scales.check) {
+    if (p.scale == Scale::None) {
+      if (scales.a) bad("scale_a is given but scale_mode is KJIT_GROUPED_SCALE_NONE");
+      if (scales.b) bad("scale_b is given but scale_mode is KJIT_GROUPED_SCALE_NONE");
+    } else {
+      const bool row = p.scale == Scale::Row;
+      const std::string mode = row ? "KJIT_GROUPED_SCALE_ROWWISE" : "KJIT_GROUPED_SCALE_BLOCK128";
+      if (p.rows > 0 && !scales.a)
+        bad("scale_a is NULL but scale_mode is " + mode +
+            (row ? " (rows fp32 row scales" : " (rows x ceil(k/128) fp32 block scales") +
+            "; kjit_grouped_gemm_run_scaled() takes them)");
+      if (p.rows > 0 && !scales.b)
+        bad("scale_b is NULL but scale_mode is " + mode +
+            (row ? " (G x n fp32 column scales"
+                 : " (G x ceil(n/128) x ceil(k/128) fp32 block scales") +
+            "; kjit_grouped_gemm_run_scaled() takes them)");
+      if (!aligned(scales.a, 4)) bad("scale_a is not aligned to 4 bytes (fp32)");
+      if (!aligned(scales.b, 4)) bad("scale_b is not aligned to 4 bytes (fp32)");
+    }
+    p.scale_a = scales.a;
+    p.scale_b = scales.b;
+  } else if (p.scale != Scale::None) {
+    // Not looked at (kjit_grouped_gemm_check(), plan keys): stand-ins for the configuration.
+    alignas(256) static const float scale_stand_in[1] = {0};
+    p.scale_a = p.scale_b = scale_stand_in;
+  }
   p.a = A;
   p.b = B;
   p.offs = offs;
@@ -160,8 +229,14 @@ bool tma_eligible(const Problem& p) {
   // SwiGLU with B order KN copies the up half from column n/2 on: its start must be 16-byte
   // aligned in the row too (a copy from an unaligned column traps on the device).
   if (p.act == Act::Swiglu && p.b_order == BOrder::KN && (p.n / 2) % 8 != 0) return false;
-  return aligned(p.a, 16) && aligned(p.b, 16) && p.lda % 8 == 0 && p.ldb % 8 == 0 &&
-         p.stride_b % 8 == 0;
+  // fp8: 16-byte rows are 16 elements, and the fp8 wgmma reads B K-major (order NK) only.
+  const long long e = p.in == DType::E4m3 ? 16 : 8;
+  if (p.in == DType::E4m3 && p.b_order != BOrder::NK) return false;
+  // Block scales with SwiGLU: the up half of a 64-column gated tile must lie in one
+  // 128-column scale block.
+  if (p.scale == Scale::Block128 && p.act == Act::Swiglu && (p.n / 2) % 64 != 0) return false;
+  return aligned(p.a, 16) && aligned(p.b, 16) && p.lda % e == 0 && p.ldb % e == 0 &&
+         p.stride_b % e == 0;
 }
 
 Config choose(const Problem& p, int cc, bool tma_available, const Options& o) {
@@ -170,11 +245,13 @@ Config choose(const Problem& p, int cc, bool tma_available, const Options& o) {
   c.has_c = p.c != nullptr;
   c.has_bias = p.bias != nullptr;
   c.act = p.act;
+  c.in = p.in;
+  c.scale = p.scale;
   if (cc == 90 && tma_available && !o.portable_only && tma_eligible(p)) {
     c.path = Path::Tma;
     c.target = "sm_90a";
     c.tile_m = 128;
-    c.tile_k = 64;
+    c.tile_k = p.in == DType::E4m3 ? 128 : 64;  // 128 bytes of K per row either way
     // Pingpong for prefill-like problems (its epilogue overlaps the other consumer's main
     // loop: 1.03-1.28x torch._grouped_mm on H200 where cooperative 128x256 gave 0.87-1.12x);
     // cooperative 128x256 when groups average fewer than 64 rows (decode: memory-bound, the
@@ -183,7 +260,16 @@ Config choose(const Problem& p, int cc, bool tma_available, const Options& o) {
     c.pingpong = o.schedule == KJIT_GROUPED_SCHEDULE_PINGPONG ||
                  (o.schedule == KJIT_GROUPED_SCHEDULE_AUTO && !decode && o.tile_n != 256);
     c.tile_n = c.pingpong ? 128 : o.tile_n ? o.tile_n : (p.n <= 128 ? 128 : 256);
-    c.stages = o.stages ? o.stages : (c.tile_n == 256 ? 4 : 6);
+    // fp8 pingpong: 5 stages (H200, torch._scaled_grouped_mm shapes: 2-6% faster than 6).
+    const int narrow = p.in == DType::E4m3 && c.pingpong ? 5 : 6;
+    c.stages = o.stages ? o.stages : (c.tile_n == 256 ? 4 : narrow);
+    if (p.scale == Scale::Block128) {
+      // The main accumulator beside the wgmma one: one 64x128 half per consumer, the
+      // cooperative 128x128 tile whatever the options ask.
+      c.pingpong = false;
+      c.tile_n = 128;
+      c.stages = o.stages ? o.stages : 6;
+    }
   } else {
     c.path = Path::Simt;
     c.target = "sm_" + std::to_string(cc);
@@ -361,24 +447,32 @@ void GroupedGemm::launch(const Problem& p, const Config& c, Kernel& k, void* str
             stride_bias = p.stride_bias;
   int groups = p.groups, rows = p.rows, n = p.n, kk = p.k;
   float alpha = p.alpha, beta = p.beta;
-  void* common[] = {&a,   &b,   &offs,        &d,      &cptr, &bias, &lda, &ldb,   &stride_b,
-                    &ldc, &ldd, &stride_bias, &groups, &rows, &n,    &kk,  &alpha, &beta};
-  constexpr size_t kCommon = sizeof(common) / sizeof(common[0]);
+  const float* scale_a = p.scale_a;
+  const float* scale_b = p.scale_b;
+  void* common[] = {&a,   &b,        &offs,  &d,    &cptr,        &bias,   &lda,
+                    &ldb, &stride_b, &ldc,   &ldd,  &stride_bias, &groups, &rows,
+                    &n,   &kk,       &alpha, &beta, &scale_a,     &scale_b};
+  // The scale pointers only for a scaled configuration (params()).
+  const size_t kCommon = sizeof(common) / sizeof(common[0]) - (c.scale != Scale::None ? 0 : 2);
 
   if (c.path == Path::Simt) {
     k.launch(cfg, common, kCommon);
     return;
   }
+  const bool e4m3 = c.in == DType::E4m3;
+  const CUtensorMapDataType ttype =
+      e4m3 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const cuuint64_t esize = e4m3 ? 1 : 2;
   const cuda::Driver& drv = cuda::driver();
   CUtensorMap map_a, map_b;
   const cuuint32_t ones[3] = {1, 1, 1};
   {
     const cuuint64_t dims[2] = {cuuint64_t(p.k), cuuint64_t(p.rows)};
-    const cuuint64_t strides[1] = {cuuint64_t(p.lda) * 2};
-    const cuuint32_t box[2] = {64, cuuint32_t(c.tile_m)};
+    const cuuint64_t strides[1] = {cuuint64_t(p.lda) * esize};
+    const cuuint32_t box[2] = {cuuint32_t(c.tile_k), cuuint32_t(c.tile_m)};
     cuda::check(drv.cuTensorMapEncodeTiled(
-                    &map_a, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(p.a), dims,
-                    strides, box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                    &map_a, ttype, 2, const_cast<void*>(p.a), dims, strides, box, ones,
+                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
                 "cuTensorMapEncodeTiled (grouped GEMM, A)");
   }
@@ -386,16 +480,16 @@ void GroupedGemm::launch(const Problem& p, const Config& c, Kernel& k, void* str
     const bool kn = p.b_order == BOrder::KN;
     const cuuint64_t dims[3] = {cuuint64_t(kn ? p.n : p.k), cuuint64_t(kn ? p.k : p.n),
                                 cuuint64_t(p.groups)};
-    const cuuint64_t strides[2] = {cuuint64_t(p.ldb) * 2, cuuint64_t(p.stride_b) * 2};
+    const cuuint64_t strides[2] = {cuuint64_t(p.ldb) * esize, cuuint64_t(p.stride_b) * esize};
     const Box bb = b_box(c);
     const cuuint32_t box[3] = {bb.inner, bb.outer, 1};
     cuda::check(drv.cuTensorMapEncodeTiled(
-                    &map_b, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(p.b), dims,
-                    strides, box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                    &map_b, ttype, 3, const_cast<void*>(p.b), dims, strides, box, ones,
+                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
                 "cuTensorMapEncodeTiled (grouped GEMM, B)");
   }
-  void* args[2 + kCommon];
+  void* args[2 + sizeof(common) / sizeof(common[0])];
   args[0] = &map_a;
   args[1] = &map_b;
   for (size_t i = 0; i < kCommon; ++i) args[2 + i] = common[i];

@@ -54,15 +54,29 @@ struct Problem {
   const void* c = nullptr;
   void* d = nullptr;
   const void* bias = nullptr;
+  DType in = DType::Bf16;  // A's and B's type
+  Scale scale = Scale::None;
+  const float* scale_a = nullptr;  // rows fp32 (Scale::Row)
+  const float* scale_b = nullptr;  // G x n fp32 (Scale::Row)
+};
+
+// The scale pointers of a call, and whether they are checked (kjit_grouped_gemm_run_scaled)
+// or not looked at (kjit_grouped_gemm_check, plan keys: stand-ins when the desc asks for
+// scales).
+struct Scales {
+  bool check = false;
+  const float* a = nullptr;
+  const float* b = nullptr;
 };
 
 // Checks `desc` (a full-size copy) and the pointers without a GPU and fills in the
 // defaults. With `pointers` false the pointers are not looked at (kjit_grouped_gemm_prepare)
 // and are taken as 256-byte aligned, C as given when beta != 0, bias as given when `bias` is
-// not NULL. Throws KJIT_ERROR_INVALID_ARGUMENT or
-// KJIT_ERROR_UNSUPPORTED naming the field.
+// not NULL, the scales as given when the desc asks for them. Throws
+// KJIT_ERROR_INVALID_ARGUMENT or KJIT_ERROR_UNSUPPORTED naming the field.
 Problem check(const kjit_grouped_gemm_desc& desc, const void* A, const void* B, const int32_t* offs,
-              const void* C, const void* D, const void* bias, bool pointers = true);
+              const void* C, const void* D, const void* bias, bool pointers = true,
+              const Scales& scales = Scales());
 
 // Whether the TMA kernel can take `p`: 16-byte aligned A and B and 16-byte multiples as
 // their row and matrix strides (TMA's rules); with SwiGLU and B order KN, n/2 a multiple of

@@ -15,9 +15,14 @@ namespace {
 constexpr const char* kMagic = "kjit-grouped-plan";
 
 // The key's fields in a fixed order: what the persisted key hashes and the value repeats.
+// The scale form is appended only when there is one, so that the keys of unscaled classes
+// (and the plans persisted under them) stay as they were before scales existed.
 std::vector<int64_t> fields(const PlanKey& k) {
-  return {k.groups,  k.n,     k.k,        k.rows_bucket, k.a_type,       k.b_type, k.d_type,
-          k.b_order, k.has_c, k.has_bias, k.act,         k.tma_eligible, k.cc,     k.sm_count};
+  std::vector<int64_t> f = {k.groups, k.n,       k.k,     k.rows_bucket, k.a_type, k.b_type,
+                            k.d_type, k.b_order, k.has_c, k.has_bias,    k.act,    k.tma_eligible,
+                            k.cc,     k.sm_count};
+  if (k.scale) f.push_back(k.scale);
+  return f;
 }
 
 void put_config(WireWriter& w, const Config& c) {
@@ -70,9 +75,13 @@ std::string PlanKey::text() const {
                   " N=" + std::to_string(n) + " rows/G~";
   s += rows_bucket == 0 ? std::string("0") : "2^" + std::to_string(rows_bucket - 1);
   const auto type = [](int t) {
-    return t == KJIT_GEMM_BF16 ? std::string("bf16") : "type" + std::to_string(t);
+    return t == KJIT_GEMM_BF16      ? std::string("bf16")
+           : t == KJIT_GEMM_F8_E4M3 ? std::string("e4m3")
+                                    : "type" + std::to_string(t);
   };
   s += " " + type(a_type) + "/" + type(b_type) + "/" + type(d_type);
+  if (scale == int(Scale::Row)) s += " scale=row";
+  if (scale == int(Scale::Block128)) s += " scale=block128";
   s += b_order == int(BOrder::KN) ? " b=kn" : " b=nk";
   s += " epi=alpha";
   if (has_c) s += "+beta";
@@ -100,7 +109,9 @@ PlanKey make_key(const Problem& p, const DeviceInfo& dev) {
   k.n = p.n;
   k.k = p.k;
   k.rows_bucket = bucket_of(p.rows, p.groups);
-  k.a_type = k.b_type = k.d_type = KJIT_GEMM_BF16;  // the only type offered (check())
+  k.a_type = k.b_type = p.in == DType::E4m3 ? KJIT_GEMM_F8_E4M3 : KJIT_GEMM_BF16;
+  k.d_type = KJIT_GEMM_BF16;  // the only output type offered (check())
+  k.scale = int(p.scale);
   k.b_order = int(p.b_order);
   k.has_c = p.c != nullptr;
   k.has_bias = p.bias != nullptr;
@@ -206,6 +217,13 @@ std::optional<PersistedPlan> decode_plan(const std::string& value, const PlanKey
     p.heuristic_us = r.f64();
     p.candidates = int(r.u32());
     r.finish();
+    // The value holds the tunable fields; the input type, scale form and B order (which
+    // decide what is valid: the fp8 tile) are the key's.
+    p.config.in = key.a_type == KJIT_GEMM_F8_E4M3 ? DType::E4m3 : DType::Bf16;
+    p.config.scale = key.scale == int(Scale::Row)        ? Scale::Row
+                     : key.scale == int(Scale::Block128) ? Scale::Block128
+                                                         : Scale::None;
+    p.config.b_order = key.b_order == int(BOrder::NK) ? BOrder::NK : BOrder::KN;
     validate(p.config);
     return p;
   } catch (const WireError& e) {

@@ -33,6 +33,7 @@ struct PlanKey {
   int b_order = 0;                         // BOrder
   int has_c = 0, has_bias = 0, act = 0;    // epilogue pieces
   int tma_eligible = 0;                    // alignments and strides allow TMA
+  int scale = 0;                           // Scale
   int cc = 0, sm_count = 0;
 
   bool operator==(const PlanKey& o) const;

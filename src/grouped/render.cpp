@@ -81,6 +81,28 @@ struct Sched {
 };
 )";
 
+// fp8 e4m3 (the OCP "fn" form: no infinities, S.1111.111 is NaN) to float, exactly; for the
+// portable kernel (sm_80 has no fp8 conversion instruction).
+const char* kFp8 = R"(__device__ __forceinline__ float f82f(unsigned char x) {
+  const u32 s = ((u32)x & 0x80u) << 24, e = ((u32)x >> 3) & 0xfu, m = (u32)x & 7u;
+  if (e == 0xfu && m == 7u) return __uint_as_float(s | 0x7fc00000u);
+  if (e == 0u) return __uint_as_float(s | __float_as_uint((float)m * 0.001953125f));
+  return __uint_as_float(s | ((e + 120u) << 23) | (m << 20));
+}
+)";
+
+bool fp8(const Config& c) {
+  return c.in == DType::E4m3;
+}
+
+// The row scale `sa` and the group's column scales `sbg` of output row `row` (scaled
+// configurations only; the epilogue call multiplies the accumulators by them).
+std::string scale_setup(const Config& c, const std::string& ind) {
+  if (c.scale != Scale::Row) return "";
+  return ind + "const float sa = __ldg(scale_a + row);\n" + ind +
+         "const float* sbg = scale_b + (long long)tile.g * N;\n";
+}
+
 // The activation piece applied to the variable `v`.
 std::string act_piece(Act a, const std::string& v) {
   switch (a) {
@@ -134,19 +156,36 @@ std::string epilogue_source(const Config& c) {
 }
 
 // The call of the epilogue for the value `v` (gated: and its up partner `u`) at (row, col).
+// Scaled: the accumulators times the row's and the column's scale first (the scales commute
+// with the K sum); the gated up value's column scale is B's column NO + col.
 std::string epilogue_call(const Config& c, const char* v, const char* u, const char* col) {
+  std::string vs = v, us = u;
+  if (c.scale == Scale::Row) {
+    vs = std::string(v) + " * sa * __ldg(sbg + " + col + ")";
+    us = std::string(u) + " * sa * __ldg(sbg + NO + " + col + ")";
+  }
   if (c.act == Act::Swiglu)
-    return std::string("epilogue_glu(") + v + ", " + u + ", row, " + col +
+    return "epilogue_glu(" + vs + ", " + us + ", row, " + col +
            ", tile.g, C, ldc, bias, stride_bias, alpha, beta, NO)";
-  return std::string("epilogue(") + v + ", row, " + col +
-         ", tile.g, C, ldc, bias, stride_bias, alpha, beta)";
+  return "epilogue(" + vs + ", row, " + col + ", tile.g, C, ldc, bias, stride_bias, alpha, beta)";
 }
 
-const char* kParamsCommon =
-    "const bf16_t* __restrict__ A, const bf16_t* __restrict__ B, const int* __restrict__ offs,\n"
+const char* kParamsRest =
     "    bf16_t* __restrict__ D, const bf16_t* __restrict__ C, const bf16_t* __restrict__ bias,\n"
     "    long long lda, long long ldb, long long stride_b, long long ldc, long long ldd,\n"
     "    long long stride_bias, int G, int rows, int N, int K, float alpha, float beta";
+
+// The parameters both kernels share: A and B of the input type, then kParamsRest, then the
+// scale pointers of a scaled configuration.
+std::string params_common(const Config& c) {
+  const std::string t = fp8(c) ? "unsigned char" : "bf16_t";
+  std::string s = "const " + t + "* __restrict__ A, const " + t +
+                  "* __restrict__ B, const int* __restrict__ offs,\n";
+  s += kParamsRest;
+  if (c.scale != Scale::None)
+    s += ",\n    const float* __restrict__ scale_a, const float* __restrict__ scale_b";
+  return s;
+}
 
 // ---- the portable kernel ------------------------------------------------------------------
 
@@ -156,9 +195,10 @@ std::string simt_source(const Config& c) {
   s += "#define TILE_M " + num(c.tile_m) + "\n#define TILE_N " + num(c.tile_n) +
        "\n#define TILE_K " + num(c.tile_k) + "\n#define OUT_N TILE_N\n";
   s += kCommon;
+  if (fp8(c)) s += kFp8;
   s += epilogue_source(c);
   s += "extern \"C\" __global__ void __launch_bounds__(256) kjit_grouped_gemm(";
-  s += kParamsCommon;
+  s += params_common(c);
   s += ") {\n";
   s += R"(  __shared__ float sA[TILE_K][TILE_M + 4];
   __shared__ float sB[TILE_K][TILE_N + 4];
@@ -226,7 +266,9 @@ std::string simt_source(const Config& c) {
     for (int i = 0; i < 4; ++i) {
       const int row = tile.row0 + ty + 16 * i;
       if (row >= tile.row_end) continue;
-#pragma unroll
+)";
+  s += scale_setup(c, "      ");
+  s += R"(#pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int col = tile.n0 + tx + 16 * j;
         if (col < NO)
@@ -238,6 +280,40 @@ std::string simt_source(const Config& c) {
   }
 }
 )";
+  if (fp8(c)) {
+    // The operand loads convert from e4m3 (the epilogue's bf2f of C and bias stays).
+    for (const char* from : {"bf2f(A[", "bf2f(Bg["}) {
+      const std::string f = from, t = "f82f" + f.substr(4);
+      for (size_t at = s.find(f); at != std::string::npos; at = s.find(f, at + t.size()))
+        s.replace(at, f.size(), t);
+    }
+    const std::string bg = "const bf16_t* Bg", bg8 = "const unsigned char* Bg";
+    s.replace(s.find(bg), bg.size(), bg8);
+  }
+  if (c.scale == Scale::Block128) {
+    // Block scales: each operand element times its block's scale as it is loaded (a K
+    // step of 16 lies in one 128-wide block).
+    const auto sub = [&](const std::string& from, const std::string& to) {
+      const size_t at = s.find(from);
+      if (at != std::string::npos) s.replace(at, from.size(), to);
+    };
+    sub("f82f(A[(long long)r * lda + kk])",
+        "f82f(A[(long long)r * lda + kk]) * __ldg(scale_a + (long long)r * KB + kk / 128)");
+    const bool kn = c.b_order == BOrder::KN;
+    sub(kn ? "f82f(Bg[(long long)kk * ldb + col])" : "f82f(Bg[(long long)col * ldb + kk])",
+        std::string(kn ? "f82f(Bg[(long long)kk * ldb + col])"
+                       : "f82f(Bg[(long long)col * ldb + kk])") +
+            " * __ldg(sbg + (long long)(col / 128) * KB + kk / 128)");
+    sub(kn ? "f82f(Bg[(long long)kk * ldb + NO + col])"
+           : "f82f(Bg[(long long)(NO + col) * ldb + kk])",
+        std::string(kn ? "f82f(Bg[(long long)kk * ldb + NO + col])"
+                       : "f82f(Bg[(long long)(NO + col) * ldb + kk])") +
+            " * __ldg(sbg + (long long)((NO + col) / 128) * KB + kk / 128)");
+    sub("    const unsigned char* Bg = B + (long long)tile.g * stride_b;\n",
+        "    const unsigned char* Bg = B + (long long)tile.g * stride_b;\n"
+        "    const int KB = (K + 127) / 128;\n"
+        "    const float* sbg = scale_b + (long long)tile.g * ((N + 127) / 128) * KB;\n");
+  }
   return s;
 }
 
@@ -323,20 +399,22 @@ __device__ __forceinline__ void store_pair(bf16_t* __restrict__ D, long long ldd
 }
 )";
 
-// wgmma m64nNk16, bf16 x bf16 -> f32, A and B from shared memory; the accumulator is d[0..N/2).
-std::string wgmma_source(int n, bool trans_b) {
+// wgmma m64nNk16, bf16 x bf16 -> f32 (fp8: m64nNk32, e4m3 x e4m3 -> f32, both operands
+// K-major, no transpose operands), A and B from shared memory; the accumulator is d[0..N/2).
+std::string wgmma_source(int n, bool trans_b, bool e4m3) {
   const int regs = n / 2;
   std::string s =
       "__device__ __forceinline__ void wgmma_tile(float* d, u64 da, u64 db, int scale_d) {\n"
       "  asm volatile(\n"
       "      \"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" +
       num(regs + 2) + ", 0;\\n\"\n      \"wgmma.mma_async.sync.aligned.m64n" + num(n) +
-      "k16.f32.bf16.bf16 {";
+      (e4m3 ? "k32.f32.e4m3.e4m3 {" : "k16.f32.bf16.bf16 {");
   for (int i = 0; i < regs; ++i) {
     s += (i ? "," : "") + std::string("%") + num(i);
     if (i % 16 == 15 && i + 1 < regs) s += "\"\n      \"";
   }
-  s += "}, %" + num(regs) + ", %" + num(regs + 1) + ", p, 1, 1, 0, " + (trans_b ? "1" : "0") +
+  s += "}, %" + num(regs) + ", %" + num(regs + 1) + ", p, 1, 1" +
+       (e4m3 ? std::string("") : std::string(", 0, ") + (trans_b ? "1" : "0")) +
        ";\\n}\\n\"\n      : ";
   for (int i = 0; i < regs; ++i) {
     s += (i ? ", " : "") + std::string("\"+f\"(d[") + num(i) + "])";
@@ -347,15 +425,65 @@ std::string wgmma_source(int n, bool trans_b) {
 }
 
 size_t a_stage_bytes(const Config& c) {
-  return size_t(c.tile_m) * c.tile_k * 2;
+  return size_t(c.tile_m) * c.tile_k * in_bytes(c);
 }
 size_t b_stage_bytes(const Config& c) {
-  return size_t(c.tile_n) * c.tile_k * 2;
+  return size_t(c.tile_n) * c.tile_k * in_bytes(c);
 }
 
 // One consumer's main loop over the k-blocks of a tile, issuing the wgmma of its first
 // `halves` 64-row halves (0: none, the stages are only waited for and released).
-std::string consumer_loop(bool kn, int halves) {
+// Each wgmma takes 32 bytes of K per row (16 bf16 or 32 e4m3): `kstep` elements.
+// Block scales (cooperative, one 64-row half, B order NK, fp8): each 128-wide K block's
+// wgmma product (a fresh accumulator per block) is promoted into the fp32 main accumulator
+// times its row's A scale and its 128-column block's B scale (the gated tile's up half has
+// a block of its own), then the main accumulator is the epilogue's input.
+std::string consumer_loop_block() {
+  return R"(        float main_acc[ACC];
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) main_acc[i] = 0.0f;
+        const int KB = (K + 127) / 128, NB = (N + 127) / 128;
+        const int rb = tile.row0 + cw * 64 + warp * 16 + (lane >> 2);
+        const float* sa0p = scale_a + (long long)min(rb, tile.row_end - 1) * KB;
+        const float* sa1p = scale_a + (long long)min(rb + 8, tile.row_end - 1) * KB;
+        const float* sb0p = scale_b + ((long long)tile.g * NB + tile.n0 / 128) * KB;
+        const float* sb1p =
+            GLU ? scale_b + ((long long)tile.g * NB + (NO + tile.n0) / 128) * KB : sb0p;
+        for (int kb = 0; kb < k_blocks; ++kb) {
+          mbar_wait(full + 8 * stage, phase);
+          wgmma_fence();
+          const u32 a_base = sA + stage * A_STAGE + cw * (64 * 128);
+          const u32 b_base = sB + stage * B_STAGE;
+#pragma unroll
+          for (int kk = 0; kk < TILE_K / 32; ++kk) {
+            wgmma_tile(acc, smem_desc(a_base + kk * 32, 16, 1024),
+                       smem_desc(b_base + kk * 32, 16, 1024), kk != 0);
+          }
+          wgmma_commit();
+          const float a0 = __ldg(sa0p + kb), a1 = __ldg(sa1p + kb);
+          const float b0 = __ldg(sb0p + kb), b1 = __ldg(sb1p + kb);
+          wgmma_wait0();
+          mbar_arrive(empty + 8 * stage);
+          const float s00 = a0 * b0, s10 = a1 * b0, s01 = a0 * b1, s11 = a1 * b1;
+#pragma unroll
+          for (int j = 0; j < ACC / 4; ++j) {
+            const bool hi = j >= OUT_N / 8;  // the gated tile's up half
+            main_acc[4 * j] += acc[4 * j] * (hi ? s01 : s00);
+            main_acc[4 * j + 1] += acc[4 * j + 1] * (hi ? s01 : s00);
+            main_acc[4 * j + 2] += acc[4 * j + 2] * (hi ? s11 : s10);
+            main_acc[4 * j + 3] += acc[4 * j + 3] * (hi ? s11 : s10);
+          }
+          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) acc[i] = main_acc[i];
+)";
+}
+
+std::string consumer_loop(bool kn, int halves, int kstep) {
   if (halves == 0) {
     return R"(        for (int kb = 0; kb < k_blocks; ++kb) {
           mbar_wait(full + 8 * stage, phase);
@@ -374,7 +502,8 @@ std::string consumer_loop(bool kn, int halves) {
           const u32 a_base = sA + stage * A_STAGE + (PINGPONG ? 0 : cw * (64 * 128));
           const u32 b_base = sB + stage * B_STAGE;
 #pragma unroll
-          for (int kk = 0; kk < TILE_K / 16; ++kk) {
+          for (int kk = 0; kk < TILE_K / )" +
+                  num(kstep) + R"(; ++kk) {
 )";
   for (int h = 0; h < halves; ++h) {
     s += "            wgmma_tile(acc + " + num(h) + " * ACC, smem_desc(a_base + " + num(h * 8192) +
@@ -451,10 +580,12 @@ void tma_consumer_source(const Config& c, std::string& s) {
       // measured slower there: Mixtral w1/w3 skewed 3.93 ms against 3.68 ms).
 )";
   if (c.pingpong) {
-    s += consumer_loop(kn, 2);
+    s += consumer_loop(kn, 2, fp8(c) ? 32 : 16);
   } else {
-    s += "      if (cw == 0 || tile.row0 + 64 < tile.row_end) {\n" + consumer_loop(kn, 1) +
-         "      } else {\n" + consumer_loop(kn, 0) + "      }\n";
+    s += "      if (cw == 0 || tile.row0 + 64 < tile.row_end) {\n" +
+         (c.scale == Scale::Block128 ? consumer_loop_block()
+                                     : consumer_loop(kn, 1, fp8(c) ? 32 : 16)) +
+         "      } else {\n" + consumer_loop(kn, 0, 0) + "      }\n";
   }
   s += R"(
       if (PINGPONG) {
@@ -472,7 +603,10 @@ void tma_consumer_source(const Config& c, std::string& s) {
             for (int h = 0; h < 2; ++h) {
               const int row = row_base + 8 * h, col = col_base + 8 * j;
               if (row >= tile.row_end) continue;
-              float v0 = acc[hf * ACC + 4 * j + 2 * h], v1 = acc[hf * ACC + 4 * j + 2 * h + 1];
+)";
+  s += scale_setup(c, "              ");
+  s +=
+      R"(              float v0 = acc[hf * ACC + 4 * j + 2 * h], v1 = acc[hf * ACC + 4 * j + 2 * h + 1];
 )";
   s += glu_partners("              ");
   s += "              if (col < NO) v0 = " + epilogue_call(c, "v0", "u0", "col") + ";\n";
@@ -497,13 +631,14 @@ std::string tma_source(const Config& c) {
        "\n#define A_STAGE " + num(long(a_stage_bytes(c))) + "u\n#define B_STAGE " +
        num(long(b_stage_bytes(c))) + "u\n#define ACC " + num(c.tile_n / 2) + "\n#define PINGPONG " +
        (c.pingpong ? "1" : "0") + "\n#define OUT_N " + num(out_tile_n(c)) + "\n";
+  if (c.scale == Scale::Block128) s += std::string("#define GLU ") + (glu ? "1" : "0") + "\n";
   s += kCommon;
   s += kHopper;
   s += epilogue_source(c);
-  s += wgmma_source(c.tile_n, kn);
+  s += wgmma_source(c.tile_n, kn, fp8(c));
   s += "extern \"C\" __global__ void __launch_bounds__(384, 1) kjit_grouped_gemm(\n"
        "    const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b,\n    ";
-  s += kParamsCommon;
+  s += params_common(c);
   s += ") {\n";
   s += R"(  extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = (unsigned char*)(((size_t)smem_raw + 1023) & ~(size_t)1023);
@@ -585,7 +720,11 @@ std::string Config::key() const {
   std::string k = "grouped-v1 " + target + (path == Path::Tma ? " tma " : " simt ") + num(tile_m) +
                   "x" + num(tile_n) + "x" + num(tile_k) + " s" + num(stages) +
                   (pingpong ? " pp" : "") + " c" + num(cluster_m) + "x" + num(cluster_n) +
-                  (b_order == BOrder::KN ? " b=kn" : " b=nk") + " epi=alpha";
+                  (b_order == BOrder::KN ? " b=kn" : " b=nk");
+  if (in == DType::E4m3) k += " in=e4m3";
+  if (scale == Scale::Row) k += " scale=row";
+  if (scale == Scale::Block128) k += " scale=block128";
+  k += " epi=alpha";
   if (has_c) k += "+beta";
   if (has_bias) k += "+bias";
   if (act != Act::None) k += std::string("+") + act_name(act);
@@ -598,10 +737,22 @@ void validate(const Config& c) {
   };
   if (c.cluster_m != 1 || c.cluster_n != 1) bad("only a 1x1 cluster is implemented");
   if (int(c.act) < 0 || int(c.act) > 4) bad("unknown activation");
+  if (c.in != DType::Bf16 && c.in != DType::E4m3) bad("unknown input type");
+  if (c.scale != Scale::None && c.scale != Scale::Row && c.scale != Scale::Block128)
+    bad("unknown scale form");
+  if (c.scale == Scale::Block128 && c.path == Path::Tma && (c.pingpong || c.tile_n != 128))
+    bad("block scales are offered with the cooperative 128x128x128 tile");
+  if (c.scale != Scale::None && c.in != DType::E4m3) bad("scales are offered with fp8 inputs");
   if (c.path == Path::Tma) {
     if (c.target != "sm_90a") bad("the TMA kernel is for target sm_90a only");
-    if (c.tile_m != 128 || c.tile_k != 64 || (c.tile_n != 128 && c.tile_n != 256))
+    if (fp8(c)) {
+      if (c.b_order != BOrder::NK)
+        bad("the fp8 TMA kernel takes B order NK only (fp8 wgmma reads B K-major)");
+      if (c.tile_m != 128 || c.tile_k != 128 || (c.tile_n != 128 && c.tile_n != 256))
+        bad("the fp8 TMA kernel offers tiles 128x128x128 and 128x256x128");
+    } else if (c.tile_m != 128 || c.tile_k != 64 || (c.tile_n != 128 && c.tile_n != 256)) {
       bad("the TMA kernel offers tiles 128x128x64 and 128x256x64");
+    }
     if (c.pingpong && c.tile_n != 128) bad("the pingpong schedule offers the tile 128x128x64");
     if (c.stages < 2 || c.stages > 8) bad("stages must be 2..8");
     if (shared_bytes(c) > kMaxShared)
@@ -637,7 +788,11 @@ int out_tile_n(const Config& c) {
 
 Box b_box(const Config& c) {
   if (c.b_order == BOrder::KN) return {64, 64};
-  return {64, unsigned(out_tile_n(c))};
+  return {unsigned(c.tile_k), unsigned(out_tile_n(c))};
+}
+
+int in_bytes(const Config& c) {
+  return c.in == DType::E4m3 ? 1 : 2;
 }
 
 std::vector<Param> params(const Config& c) {
@@ -650,6 +805,8 @@ std::vector<Param> params(const Config& c) {
   for (const char* name : {"lda", "ldb", "stride_b", "ldc", "ldd", "stride_bias"})
     p.push_back({name, 8, 8});
   for (const char* name : {"G", "rows", "N", "K", "alpha", "beta"}) p.push_back({name, 4, 4});
+  if (c.scale != Scale::None)
+    for (const char* name : {"scale_a", "scale_b"}) p.push_back({name, 8, 8});
   return p;
 }
 

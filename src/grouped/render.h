@@ -28,6 +28,14 @@ enum class BOrder { KN = 0, NK = 1 };  // as kjit_grouped_b_order
 // As kjit_grouped_activation. Swiglu is gated: B's first N/2 columns are the gate, the next
 // N/2 the up projection, and D = silu(gate) * up has N/2 columns.
 enum class Act { None = 0, Relu = 1, Gelu = 2, Silu = 3, Swiglu = 4 };
+// Input data type of A and B (D is bf16 either way, the accumulator fp32).
+enum class DType { Bf16 = 0, E4m3 = 1 };
+// Scales (kjit_grouped_scale_mode). Row: D = epilogue(scale_a[r] * scale_b[g, n] *
+// (A B_g)[r, n]), one fp32 per row of A and per column of each B_g, applied in the epilogue.
+// Block128 (DeepSeek's form): scale_a[r, kb] per row and 128-wide K block (rows x KB, KB =
+// ceil(K / 128)), scale_b[g, nb, kb] per 128 x 128 block of each B_g (G x NB x KB), applied
+// to each K block's partial product as it is promoted into an fp32 main accumulator.
+enum class Scale { None = 0, Row = 1, Block128 = 2 };
 
 struct Config {
   Path path = Path::Simt;
@@ -42,11 +50,17 @@ struct Config {
   bool has_c = false;     // beta * C piece
   bool has_bias = false;  // per-group bias piece
   Act act = Act::None;
+  // fp8 e4m3 inputs: the TMA kernel takes B order NK only (fp8 wgmma reads both operands
+  // K-major) with the tile 128x{128,256}x128 (128 bytes of K per row, as bf16's 64);
+  // the portable kernel takes both orders.
+  DType in = DType::Bf16;
+  Scale scale = Scale::None;
   std::string target;  // "sm_90a" for Tma; the device's "sm_XY" for Simt
 
   bool operator==(const Config& o) const { return key() == o.key(); }
   // The plan key: every field, e.g. "grouped-v1 sm_90a tma 128x256x64 s4 c1x1 b=nk
-  // epi=alpha+bias+silu". Equal keys render equal sources.
+  // epi=alpha+bias+silu" (fp8: "... b=nk in=e4m3 scale=row epi=..."). Equal keys render
+  // equal sources.
   std::string key() const;
 };
 
@@ -65,7 +79,8 @@ int threads(const Config& c);          // threads per block
 size_t shared_bytes(const Config& c);  // dynamic shared memory per block
 
 // The kernel's parameters as (name, size in bytes, alignment), in order. The TMA kernel
-// starts with the two 128-byte tensor maps (A, then B).
+// starts with the two 128-byte tensor maps (A, then B); a scaled configuration ends with
+// the scale_a and scale_b pointers.
 struct Param {
   const char* name;
   size_t size;
@@ -78,11 +93,14 @@ std::vector<Param> params(const Config& c);
 int out_tile_n(const Config& c);
 
 // The box of B's TMA tensor map (dims K, N, G for order NK; N, K, G for KN) along its first
-// two dimensions: {64, 64} for KN (the tile is loaded in 64-column pieces), {64, rows of
-// N per copy} for NK (tile_n, or tile_n / 2 for the two halves of the gated epilogue).
+// two dimensions: {64, 64} for KN (the tile is loaded in 64-column pieces), {tile_k, rows
+// of N per copy} for NK (tile_n, or tile_n / 2 for the two halves of the gated epilogue).
 struct Box {
   unsigned inner, outer;
 };
 Box b_box(const Config& c);
+
+// Bytes per element of A and B: 2 (bf16) or 1 (e4m3).
+int in_bytes(const Config& c);
 
 }  // namespace kjit::grouped

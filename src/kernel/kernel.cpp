@@ -13,6 +13,7 @@
 #include "store/code_facts.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/text.h"
 
 namespace kjit {
 namespace {
@@ -27,17 +28,6 @@ constexpr size_t kParamMemoLimit = 4096;  // layouts kept before the memo starts
 ParamMemo& param_memo() {
   static ParamMemo* m = new ParamMemo;  // never destroyed: kernels may load during exit
   return *m;
-}
-
-bool starts_with(const std::string& s, const char* prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
-
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
 }
 
 bool looks_like_expression(const std::string& name) {
@@ -134,7 +124,7 @@ KernelCreation Kernel::create(Compiler& compiler, const std::string& source,
   if (out.status == KJIT_ERROR_UNSUPPORTED_TARGET) {
     // This NVRTC predates the GPU: compile PTX for the newest architecture it knows below
     // the device's and let the driver JIT it.
-    const ToolchainFacts& nvrtc = toolchain_facts(compiler.cache());
+    const ToolchainFacts& nvrtc = toolchain_facts(facts_of(compiler.cache()));
     int best = 0;
     for (int a = cc; a >= 50 && best == 0; --a) {
       if (arch_supported(nvrtc, a)) best = a;

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "compile/compiler.h"
-#include "compile/options.h"
 #include "cuda/driver.h"
 #include "kernel/module_registry.h"
 #include "kjit/kernel.h"
+#include "nvrtc/options.h"
 #include "store/cache.h"
 
 namespace kjit {

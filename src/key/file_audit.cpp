@@ -19,9 +19,9 @@
 #include <cstring>
 #include <mutex>
 
+#include "cuda/nvrtc_lib.h"
 #include "key/include_scan.h"
 #include "key/toolchain.h"
-#include "nvrtc/nvrtc_lib.h"
 #include "util/error.h"
 #include "util/log.h"
 

@@ -162,4 +162,36 @@ void KeyMemo::remember(std::string_view source, const CompileOptions& opts, cons
   shard.items.emplace(h, std::move(item));
 }
 
+bool KeyMemo::find_object(uint64_t id, const CompileOptions& opts, std::string* key) {
+  std::shared_ptr<const Item> found;
+  {
+    ObjectShard& shard = objects_[id % kShards];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto [it, end] = shard.items.equal_range(id);
+    for (; it != end; ++it) {
+      if (it->second->opts == opts) {
+        found = it->second;
+        break;
+      }
+    }
+  }
+  return found && still_valid(*found, key);
+}
+
+void KeyMemo::remember_object(uint64_t id, std::string_view source, const CompileOptions& opts) {
+  std::shared_ptr<const Item> item = lookup(source, opts);
+  if (!item) return;
+  ObjectShard& shard = objects_[id % kShards];
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto [it, end] = shard.items.equal_range(id);
+  for (; it != end; ++it) {
+    if (it->second->opts == opts) {
+      it->second = std::move(item);  // a newer key for the same request
+      return;
+    }
+  }
+  if (shard.items.size() >= kMaxPerShard) shard.items.clear();
+  shard.items.emplace(id, std::move(item));
+}
+
 }  // namespace kjit

@@ -33,6 +33,14 @@ class KeyMemo {
   void remember(std::string_view source, const CompileOptions& opts, const std::string& key,
                 const IncludeScan& scan);
 
+  // Source objects (a source handed over once, never changed, numbered by the process):
+  // the key remembered for object `id` with `opts`, if what it depends on is unchanged.
+  // No byte of the source is read or hashed. Thread-safe.
+  bool find_object(uint64_t id, const CompileOptions& opts, std::string* key);
+  // Files what remember() holds for (source, opts), if anything, under object `id` too
+  // (the source's bytes are compared once, here). Thread-safe.
+  void remember_object(uint64_t id, std::string_view source, const CompileOptions& opts);
+
  private:
   struct Item {
     std::string text;  // the source, then kTextPadding NUL bytes (util/text_equal.h)
@@ -58,6 +66,13 @@ class KeyMemo {
     std::unordered_multimap<uint64_t, std::shared_ptr<const Item>> items;
   };
   Shard shards_[kShards];
+  // Items under the number of the source object they were asked for by. Numbers are never
+  // reused, so an item of a destroyed object is only memory until its shard starts again.
+  struct ObjectShard {
+    std::mutex mu;
+    std::unordered_multimap<uint64_t, std::shared_ptr<const Item>> items;
+  };
+  ObjectShard objects_[kShards];
 };
 
 }  // namespace kjit

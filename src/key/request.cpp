@@ -4,12 +4,6 @@
 
 namespace kjit {
 
-#if defined(__GLIBCXX__) && defined(__x86_64__)
-// CompileOptions::operator== must compare every field: this fails when one is added, as a
-// reminder to compare it there too.
-static_assert(sizeof(CompileOptions) == 192, "a field was added: compare it in operator==");
-#endif
-
 void CompileOptions::add_header(std::string header_name, std::string contents) {
   for (auto& [n, c] : headers) {
     if (n == header_name) {

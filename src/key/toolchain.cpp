@@ -8,8 +8,8 @@
 #include <regex>
 #include <vector>
 
-#include "nvrtc/nvrtc_lib.h"
-#include "store/cache.h"
+#include "cuda/nvrtc_lib.h"
+#include "store/facts.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -113,18 +113,18 @@ std::mutex g_mu;
 bool g_known = false;
 ToolchainFacts g_facts;
 
-// The facts, read once per process: from `cache` when it holds a record for the library
-// file, else by opening NVRTC and probing it (then recorded in `cache`). The record is named
+// The facts, read once per process: from `store` when it holds a record for the library
+// file, else by opening NVRTC and probing it (then recorded in `store`). The record is named
 // by the file's identity (device, inode, size, times: stat() follows the path's links to the
 // file itself), so the path need not be resolved first.
-const ToolchainFacts& facts(Cache* cache) {
+const ToolchainFacts& facts(Facts* store) {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_known) return g_facts;
   const std::string lib = nvrtc_library_as_named();
   const std::string identity = lib.empty() ? "" : file_identity(lib);
   const std::string memo = "toolchain-3:" + identity;
-  if (cache && !identity.empty()) {
-    if (auto v = cache->facts().get(memo)) {
+  if (store && !identity.empty()) {
+    if (auto v = store->get(memo)) {
       if (decode(*v, &g_facts)) {
         g_known = true;
         return g_facts;
@@ -134,7 +134,7 @@ const ToolchainFacts& facts(Cache* cache) {
   g_facts = probe_toolchain();
   g_known = true;
   log_debug("NVRTC toolchain: " + g_facts.id + " (" + lib + ")");
-  if (cache && !identity.empty()) cache->facts().set(memo, encode(g_facts));
+  if (store && !identity.empty()) store->set(memo, encode(g_facts));
   return g_facts;
 }
 
@@ -156,12 +156,12 @@ std::string toolkit_root() {
   return root;
 }
 
-const ToolchainFacts& toolchain_facts(Cache* cache) {
-  return facts(cache);
+const ToolchainFacts& toolchain_facts(Facts* store) {
+  return facts(store);
 }
 
-std::string toolchain_id(Cache* cache) {
-  return facts(cache).id;
+std::string toolchain_id(Facts* store) {
+  return facts(store).id;
 }
 
 bool arch_supported(const ToolchainFacts& f, int arch) {

@@ -6,7 +6,7 @@
 
 namespace kjit {
 
-class Cache;
+class Facts;  // store/facts.h: the cache's small persistent facts
 
 struct ToolchainFacts {
   std::string id;          // "nvrtc 13.0.88 CL-36424714"
@@ -14,14 +14,14 @@ struct ToolchainFacts {
   std::vector<int> archs;  // nvrtcGetSupportedArchs
 };
 
-// The facts, read once per process. With a cache, they are remembered in its database
+// The facts, read once per process. With `facts` (a cache's), they are remembered there
 // keyed by the library file's identity (path, device, inode, size, times), so later
 // processes neither probe nor open libnvrtc (nvrtc_lib.h); without one (or before any
 // record) NVRTC is opened and probed with a tiny compile. The same facts either way.
-const ToolchainFacts& toolchain_facts(Cache* cache);
+const ToolchainFacts& toolchain_facts(Facts* facts);
 
-// The full identity, e.g. "nvrtc 13.0.88 CL-36424714": toolchain_facts(cache).id.
-std::string toolchain_id(Cache* cache);
+// The full identity, e.g. "nvrtc 13.0.88 CL-36424714": toolchain_facts(facts).id.
+std::string toolchain_id(Facts* facts);
 
 bool arch_supported(const ToolchainFacts& facts, int arch);
 std::string supported_archs_text(const ToolchainFacts& facts);  // "sm_75, sm_80, ..."

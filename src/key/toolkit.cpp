@@ -13,7 +13,7 @@
 
 #include "key/include_scan.h"
 #include "key/toolchain.h"
-#include "store/cache.h"
+#include "store/facts.h"
 #include "util/fs.h"
 #include "util/sha256.h"
 
@@ -256,13 +256,13 @@ bool decode(const std::string& in, Toolkit* t, std::vector<PathStamp>* looked) {
   return pos == in.size();
 }
 
-// The discovery for these candidates: the record kept in `cache` while what it looked at
+// The discovery for these candidates: the record kept in `facts` while what it looked at
 // stats the same, else a new discovery (kept there when nothing it read was changing).
-Toolkit find(const std::string& explicit_root, Cache* cache) {
+Toolkit find(const std::string& explicit_root, Facts* facts) {
   const auto candidates = candidates_for(explicit_root);
   const std::string name = toolkit_record_name(explicit_root);
-  if (cache) {
-    if (auto record = cache->facts().get(name)) {
+  if (facts) {
+    if (auto record = facts->get(name)) {
       Toolkit t;
       std::vector<PathStamp> looked;
       if (decode(*record, &t, &looked) && paths_unchanged(looked)) return t;
@@ -270,7 +270,7 @@ Toolkit find(const std::string& explicit_root, Cache* cache) {
   }
   Looker fs;
   Toolkit t = discover(candidates, fs);
-  if (cache && fs.keepable()) cache->facts().set(name, encode(t, fs.looked()));
+  if (facts && fs.keepable()) facts->set(name, encode(t, fs.looked()));
   return t;
 }
 
@@ -285,19 +285,19 @@ std::string toolkit_record_name(const std::string& explicit_root) {
   return name;
 }
 
-const Toolkit& find_toolkit(const std::string& explicit_root, Cache* cache) {
+const Toolkit& find_toolkit(const std::string& explicit_root, Facts* facts) {
   // The automatic one is asked for on every compile and hit: no lock once it is known.
   if (explicit_root.empty()) {
     static std::once_flag once;
     static Toolkit automatic;
-    std::call_once(once, [cache] { automatic = find("", cache); });
+    std::call_once(once, [facts] { automatic = find("", facts); });
     return automatic;
   }
   static std::mutex mu;
   static std::map<std::string, std::unique_ptr<Toolkit>> memo;
   std::lock_guard<std::mutex> lock(mu);
   auto& slot = memo[explicit_root];
-  if (!slot) slot = std::make_unique<Toolkit>(find(explicit_root, cache));
+  if (!slot) slot = std::make_unique<Toolkit>(find(explicit_root, facts));
   return *slot;
 }
 

@@ -26,15 +26,15 @@ struct Toolkit {
   std::string fingerprint;                // 64 hex digits ("" when none found)
 };
 
-class Cache;
+class Facts;  // store/facts.h
 
 // The toolkit for an explicit root ("" = automatic). Memoised per distinct request for
-// the life of the process. The first discovery in a process reads the record `cache`
-// (may be null) keeps of an earlier one, and uses it while every path that discovery
+// the life of the process. The first discovery in a process reads the record `facts` (a
+// cache's; may be null) keeps of an earlier one, and uses it while every path that discovery
 // looked at stats the same (include_scan.h: paths_unchanged); otherwise it discovers
 // again and keeps the result there when nothing it read had changed within
 // kRacySeconds. Saves a fresh process reading and hashing the toolkit's version files.
-const Toolkit& find_toolkit(const std::string& explicit_root, Cache* cache = nullptr);
+const Toolkit& find_toolkit(const std::string& explicit_root, Facts* facts = nullptr);
 
 // The name of that record in the cache's metadata (it depends on the candidates: the
 // explicit root, or $KJIT_CUDA_HOME, $CUDA_PATH, $CUDA_HOME and libnvrtc's directory).

@@ -13,6 +13,7 @@
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/sha256.h"
+#include "util/text.h"
 #include "util/utf8.h"
 
 namespace kjit::link {
@@ -45,10 +46,6 @@ std::string describe(const Input& in, size_t index) {
   if (in.entry) d += " of a kjit binary";
   if (!in.name.empty()) d += ", '" + in.name + "'";
   return d + ")";
-}
-
-bool starts_with(std::string_view s, std::string_view prefix) {
-  return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
 }
 
 // Each input's target when it is known (kjit binaries): newer than the link target is an
@@ -446,10 +443,10 @@ std::string link_key(const LinkRequest& r, const std::string& identity) {
 
 Outcome link(Cache* cache, const LinkRequest& request) {
   const LinkRequest r = resolve(request);
-  const std::string key = link_key(r, nvjitlink_identity(cache));
+  const std::string key = link_key(r, nvjitlink_identity(facts_of(cache)));
   auto run = [&] {
     Outcome o = run_link(r, key);
-    if (o.status == KJIT_OK) remember_identity(cache);
+    if (o.status == KJIT_OK) remember_identity(facts_of(cache));
     return o;
   };
   if (!cache) return run();

@@ -14,7 +14,7 @@
 #include <optional>
 #include <vector>
 
-#include "store/cache.h"
+#include "store/facts.h"
 #include "util/dl.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -155,18 +155,18 @@ const NvJitLink& nvjitlink() {
   return l.lib;
 }
 
-void remember_identity(Cache* cache) {
+void remember_identity(Facts* facts) {
   const std::string file = library_file();
   const std::string stat_id = file.empty() ? "" : file_identity(file);
-  if (!cache || stat_id.empty() || !nvjitlink_loaded()) return;
+  if (!facts || stat_id.empty() || !nvjitlink_loaded()) return;
   const NvJitLink& lib = nvjitlink();
   char buf[PATH_MAX];
   if (!realpath(file.c_str(), buf) || lib.library != buf) return;
   const std::string memo = "nvjitlink:" + file + ":" + stat_id;
-  if (cache->facts().get(memo) != lib.identity) cache->facts().set(memo, lib.identity);
+  if (facts->get(memo) != lib.identity) facts->set(memo, lib.identity);
 }
 
-std::string nvjitlink_identity(Cache* cache) {
+std::string nvjitlink_identity(Facts* facts) {
   const std::string file = library_file();
   const std::string stat_id = file.empty() ? "" : file_identity(file);
   if (stat_id.empty()) return nvjitlink().identity;
@@ -179,14 +179,14 @@ std::string nvjitlink_identity(Cache* cache) {
     if (it != known.end()) return it->second;
   }
   std::optional<std::string> id;
-  if (cache) id = cache->facts().get(memo);
+  if (facts) id = facts->get(memo);
   if (!id || id->rfind("nvJitLink ", 0) != 0) {
     const NvJitLink& lib = nvjitlink();
     char buf[PATH_MAX];
     // Remembered only when the loaded library is that file.
     if (!realpath(file.c_str(), buf) || lib.library != buf) return lib.identity;
     id = lib.identity;
-    if (cache) cache->facts().set(memo, *id);
+    if (facts) facts->set(memo, *id);
   }
   std::lock_guard<std::mutex> lock(mu);
   if (known.size() < 64) known[memo] = *id;

@@ -14,7 +14,7 @@
 #include <string>
 
 namespace kjit {
-class Cache;
+class Facts;  // store/facts.h
 }
 
 namespace kjit::link {
@@ -52,14 +52,14 @@ struct NvJitLink {
 const NvJitLink& nvjitlink();
 
 // NvJitLink::identity of the library a link would use, without loading it when this process
-// or `cache` (may be null) already knows the identity of that file (by its path and stat()
-// identity, as the NVRTC toolchain id is remembered): a cache hit of a link never pays
+// or `facts` (a cache's; may be null) already know the identity of that file (by its path and
+// stat() identity, as the NVRTC toolchain id is remembered): a cache hit of a link never pays
 // nvJitLink's load (tens of milliseconds). Throws as nvjitlink() when it must load it.
-std::string nvjitlink_identity(Cache* cache);
+std::string nvjitlink_identity(Facts* facts);
 
-// After a link in this process: records the loaded library's identity in `cache` (may be
+// After a link in this process: records the loaded library's identity in `facts` (may be
 // null) for later processes' nvjitlink_identity(), when it is not there yet.
-void remember_identity(Cache* cache);
+void remember_identity(Facts* facts);
 
 // True once nvjitlink() has loaded the library in this process. Never loads it.
 bool nvjitlink_loaded() noexcept;

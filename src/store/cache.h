@@ -309,4 +309,9 @@ class Cache {
   long counters_pid_ = 0;
 };
 
+// The facts of `cache`, or null without one (for key/ and link/, which take only the facts).
+inline Facts* facts_of(Cache* cache) {
+  return cache ? &cache->facts() : nullptr;
+}
+
 }  // namespace kjit

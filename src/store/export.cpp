@@ -14,7 +14,7 @@
 namespace kjit {
 namespace {
 
-constexpr char kMagic[8] = {'K', 'J', 'I', 'T', 'E', 'X', 'P', '\x01'};
+constexpr char kExportMagic[8] = {'K', 'J', 'I', 'T', 'E', 'X', 'P', '\x01'};
 
 class Reader {
  public:
@@ -44,8 +44,8 @@ class Reader {
   size_t pos_ = 0;
 };
 
-constexpr EntryPart kParts[4] = {EntryPart::Metadata, EntryPart::Ptx, EntryPart::Cubin,
-                                 EntryPart::LtoIr};
+constexpr EntryPart kExportParts[4] = {EntryPart::Metadata, EntryPart::Ptx, EntryPart::Cubin,
+                                       EntryPart::LtoIr};
 
 // HMAC-SHA256 of a record under the fleet secret.
 Digest record_signature(const std::string& key, const std::string& rec) {
@@ -98,7 +98,7 @@ std::string encode_record(const Entry& e) {
   for (std::string_view b : bytes) rec.str(b);
   std::string sums;
   for (int i = 0; i < 4; ++i) {
-    const Checksum c = entry_checksum(e.key, kParts[i], bytes[i]);
+    const Checksum c = entry_checksum(e.key, kExportParts[i], bytes[i]);
     sums.append(reinterpret_cast<const char*>(c.data()), c.size());
   }
   rec.str(sums);
@@ -120,7 +120,7 @@ bool decode_record(const std::string& bytes, Entry* out) {
   const std::string* parts[4] = {&meta, &ptx, &cubin, &ltoir};
   for (int i = 0; i < 4; ++i) {
     const std::string_view stored(sums.data() + i * sizeof(Checksum), sizeof(Checksum));
-    if (!checksum_equals(stored, entry_checksum(e.key, kParts[i], *parts[i]))) return false;
+    if (!checksum_equals(stored, entry_checksum(e.key, kExportParts[i], *parts[i]))) return false;
   }
   try {
     e.load_metadata(meta);
@@ -153,7 +153,7 @@ uint64_t write_export(const std::string& path, const std::function<bool(Entry*)>
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) fail(KJIT_ERROR_IO, "cannot create " + tmp + ": " + std::strerror(errno));
   WireWriter head;
-  head.bytes().assign(kMagic, sizeof kMagic);
+  head.bytes().assign(kExportMagic, sizeof kExportMagic);
   head.u64(kCacheFormatVersion);
   bool ok = std::fwrite(head.bytes().data(), 1, head.bytes().size(), f) == head.bytes().size();
   uint64_t count = 0;
@@ -189,7 +189,8 @@ void read_export_bytes(const std::string& bytes, const std::function<void(const 
   Reader r(bytes);
   std::string magic;
   uint64_t version = 0;
-  if (!r.bytes(sizeof kMagic, &magic) || std::memcmp(magic.data(), kMagic, sizeof kMagic) != 0) {
+  if (!r.bytes(sizeof kExportMagic, &magic) ||
+      std::memcmp(magic.data(), kExportMagic, sizeof kExportMagic) != 0) {
     fail(KJIT_ERROR_CACHE_CORRUPT, "not a kjit export file (bad magic)");
   }
   if (!r.u64(&version)) fail(KJIT_ERROR_CACHE_CORRUPT, "export file is truncated");

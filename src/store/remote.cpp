@@ -106,6 +106,9 @@ struct RemoteTier::Connection {
 struct RemoteTier::Connection {};
 #endif
 
+// The reply buffer a data connection keeps between replies (see connect()).
+constexpr size_t kReaderKeepBytes = size_t(4) << 20;
+
 // One server: its breaker and its idle connections.
 struct RemoteTier::Node {
   RemoteAddress addr;
@@ -250,6 +253,11 @@ std::unique_ptr<RemoteTier::Connection> RemoteTier::connect(const RemoteAddress&
   }
   redisSetTimeout(conn->ctx, to_timeval(config_.op_timeout_ms));
   if (!data) return conn;
+  // hiredis frees its reply buffer after each reply with more than maxbuf bytes to spare
+  // (16 KB by default) and grows a new one, doubling, for the next: for a heavy entry that
+  // is megabytes of memory mapped afresh and faulted in on every hit. Keeping up to
+  // kReaderKeepBytes per pooled connection makes a repeated heavy hit reuse its buffer.
+  conn->ctx->reader->maxbuf = kReaderKeepBytes;
   if (endpoints_.db != 0) {
     Reply r;
     r.r = static_cast<redisReply*>(redisCommand(conn->ctx, "SELECT %d", endpoints_.db));

@@ -1,5 +1,5 @@
 // Little-endian fixed-width numbers and length-prefixed strings: the compile worker's
-// messages (compile/worker_protocol.h), the metadata of payload files (store/entry.h) and
+// messages (worker/protocol.h), the metadata of payload files (store/entry.h) and
 // the records of export files (store/export.h).
 // The reader checks every length against what is left before it reads or allocates.
 #pragma once

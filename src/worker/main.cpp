@@ -1,6 +1,6 @@
 // kjit-worker: runs NVRTC for kjit clients of one user, out of their processes.
 //
-// Started by a client (compile/worker_client.cpp) as
+// Started by a client (worker/client.cpp) as
 //   kjit-worker --dir DIR --name NAME --idle SECONDS --ready-fd FD
 // it listens on DIR/NAME.sock (through /proc/self/fd/N/NAME.sock when that path is too
 // long for sun_path), forks into the background, says "OK" on FD once it listens, and
@@ -22,7 +22,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -43,21 +42,23 @@
 #include <thread>
 #include <vector>
 
-#include "compile/compiler.h"
-#include "compile/pch.h"
-#include "compile/worker_client.h"
-#include "compile/worker_protocol.h"
 #include "key/file_audit.h"
-#include "key/include_scan.h"
 #include "key/toolchain.h"
 #include "kjit/common.h"
-#include "store/disk_store.h"
+#include "nvrtc/nvrtc_program.h"
+#include "nvrtc/pch.h"
+#include "store/fact_files.h"
+#include "store/facts.h"
+#include "store/index_db.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/socket.h"
+#include "worker/protocol.h"
 
 namespace {
 
+using kjit::AuditRecord;
 using kjit::CancelFlag;
 using kjit::monotonic_ms;
 using kjit::Outcome;
@@ -274,59 +275,45 @@ class Slot {
   bool held_ = false;
 };
 
-void handle_compile(Server& s, int fd, const wk::CompileRequest& q) {
+// Registers a compile with the watchdog for as long as it lives.
+class Registered {
+ public:
+  Registered(Server& s, std::shared_ptr<Request> r) : s_(s), r_(std::move(r)) {
+    std::lock_guard<std::mutex> lock(s_.mu);
+    s_.active.push_back(r_);
+    s_.in_flight++;
+  }
+  ~Registered() {
+    std::lock_guard<std::mutex> lock(s_.mu);
+    s_.active.erase(std::remove(s_.active.begin(), s_.active.end(), r_), s_.active.end());
+    s_.in_flight--;
+  }
+  Registered(const Registered&) = delete;
+  Registered& operator=(const Registered&) = delete;
+
+ private:
+  Server& s_;
+  std::shared_ptr<Request> r_;
+};
+
+std::shared_ptr<Request> request_for(const Server& s, int fd, const wk::CompileRequest& q) {
   auto r = std::make_shared<Request>();
   r->fd = fd;
   r->time_limit_ms = q.time_limit_ms;
   r->deadline_ms = q.time_limit_ms ? monotonic_ms() + double(q.time_limit_ms) : 0;
   r->memory_limit = q.memory_limit_bytes ? q.memory_limit_bytes : s.default_memory_limit;
-  r->what = "compilation of '" + q.program_name + "' for " + q.target;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    s.active.push_back(r);
-  }
-  s.in_flight++;
-  struct Unregister {
-    Server& s;
-    Request* r;
-    ~Unregister() {
-      std::lock_guard<std::mutex> lock(s.mu);
-      s.active.erase(std::remove_if(s.active.begin(), s.active.end(),
-                                    [this](const auto& p) { return p.get() == r; }),
-                     s.active.end());
-      s.in_flight--;
-    }
-  } unregister{s, r.get()};
+  r->what = "compilation of '" + q.options.name + "' for " + q.norm.target;
+  return r;
+}
 
-  Slot slot(s, *r);
-  if (!slot.held()) return;           // the client left while waiting
-  if (::chdir(q.cwd.c_str()) != 0) {  // this thread's own working directory (CLONE_FS)
-    std::lock_guard<std::mutex> lock(r->write_mu);
-    r->answered = true;
-    wk::write_frame(fd, wk::FrameType::Refused,
-                    "the compile worker cannot enter the working directory " + q.cwd + ": " +
-                        std::strerror(errno));
-    return;
-  }
-  kjit::CompileOptions opts;
-  opts.target = q.target;
-  opts.outputs = q.outputs;
-  opts.name = q.program_name;
-  opts.headers = q.headers;
-  opts.name_expressions = q.name_expressions;
-  kjit::NormalisedOptions norm;
-  norm.target = q.target;
-  norm.real_target = q.target.rfind("sm_", 0) == 0;
-  norm.outputs = q.outputs;
-  norm.nvrtc = q.nvrtc;
-  norm.key = q.key_options;
-  norm.pch = q.use_pch;
-  wk::CompileReply rep;
-  Outcome& o = rep.outcome;
-  t_client_fd = fd;
+// The compile itself, with the options as the client normalised them; failures become
+// outcomes. A crash inside is reported to `fd` by the signal handler.
+Outcome run_compile(const Server& s, Request& r, const wk::CompileRequest& q, AuditRecord* audit) {
+  t_client_fd = r.fd;
+  Outcome o;
   try {
-    o = kjit::compile_audited(q.source, opts, norm, q.key, s.toolchain, r->cancel, q.use_pch,
-                              &rep.audit);
+    o = kjit::compile_audited(q.source, q.options, q.norm, q.key, s.toolchain, r.cancel, q.use_pch,
+                              audit);
   } catch (const kjit::Error& e) {
     o = Outcome{e.status(), e.message(), nullptr, KJIT_TIER_COMPILED};
   } catch (const std::bad_alloc&) {
@@ -338,6 +325,34 @@ void handle_compile(Server& s, int fd, const wk::CompileRequest& q) {
                 KJIT_TIER_COMPILED};
   }
   t_client_fd = -1;
+  return o;
+}
+
+// Counts a finished compile in the worker's status.
+void count(Server& s, const Outcome& o) {
+  s.compiles++;
+  if (o.status != KJIT_OK) s.failures++;
+  if (o.status == KJIT_ERROR_TIMEOUT) s.timeouts++;
+  if (o.pch == int(kjit::PchOutcome::Created)) s.pch_created++;
+  if (o.pch == int(kjit::PchOutcome::Used)) s.pch_used++;
+}
+
+void handle_compile(Server& s, int fd, const wk::CompileRequest& q) {
+  const std::shared_ptr<Request> r = request_for(s, fd, q);
+  const Registered registered(s, r);
+  Slot slot(s, *r);
+  if (!slot.held()) return;           // the client left while waiting
+  if (::chdir(q.cwd.c_str()) != 0) {  // this thread's own working directory (CLONE_FS)
+    std::lock_guard<std::mutex> lock(r->write_mu);
+    r->answered = true;
+    wk::write_frame(fd, wk::FrameType::Refused,
+                    "the compile worker cannot enter the working directory " + q.cwd + ": " +
+                        std::strerror(errno));
+    return;
+  }
+  wk::CompileReply rep;
+  rep.outcome = run_compile(s, *r, q, &rep.audit);
+  Outcome& o = rep.outcome;
   // A heavy compile leaves gigabytes free in the allocator's arenas, counted in this
   // worker's resident memory (and so against KJIT_COMPILE_MEMORY_MB) until returned: the
   // last compile to finish gives them back to the system.
@@ -346,11 +361,7 @@ void handle_compile(Server& s, int fd, const wk::CompileRequest& q) {
   if ((stop == kTimeLimit || stop == kMemoryLimit) && o.status == KJIT_ERROR_CANCELLED) {
     o = stopped_outcome(*r, stop);
   }
-  s.compiles++;
-  if (o.status != KJIT_OK) s.failures++;
-  if (o.status == KJIT_ERROR_TIMEOUT) s.timeouts++;
-  if (o.pch == 1) s.pch_created++;
-  if (o.pch == 2) s.pch_used++;
+  count(s, o);
   if (stop == kClientGone) return;
   std::lock_guard<std::mutex> lock(r->write_mu);
   if (r->answered) return;
@@ -364,6 +375,27 @@ wk::Hello my_hello(const Server& s) {
   h.toolchain = s.toolchain;
   h.pid = ::getpid();
   return h;
+}
+
+wk::WorkerStatus status_of(const Server& s) {
+  wk::WorkerStatus st;
+  st.pid = ::getpid();
+  const double now = monotonic_ms();
+  st.uptime_s = (now - s.started_ms) / 1000.0;
+  st.idle_s = s.in_flight.load() ? 0 : (now - double(s.last_activity_ms.load())) / 1000.0;
+  st.compiles = s.compiles;
+  st.failures = s.failures;
+  st.crashes = s.crashes_before;
+  st.in_flight = s.in_flight;
+  st.pch_created = s.pch_created;
+  st.pch_used = s.pch_used;
+  st.pch_in_use = s.pch_created.load() > 0;
+  st.idle_limit_s = s.idle_s;
+  st.rss_bytes = rss_bytes();
+  st.timeouts = s.timeouts;
+  st.library_version = s.version;
+  st.toolchain = s.toolchain;
+  return st;
 }
 
 void serve(Server& s, int fd) {
@@ -399,24 +431,7 @@ void serve(Server& s, int fd) {
     }
     if (wk::read_frame(fd, &type, &payload, monotonic_ms() + 30000) != wk::ReadResult::Ok) return;
     if (type == wk::FrameType::Status) {
-      wk::WorkerStatus st;
-      st.pid = ::getpid();
-      const double now = monotonic_ms();
-      st.uptime_s = (now - s.started_ms) / 1000.0;
-      st.idle_s = s.in_flight.load() ? 0 : (now - double(s.last_activity_ms.load())) / 1000.0;
-      st.compiles = s.compiles;
-      st.failures = s.failures;
-      st.crashes = s.crashes_before;
-      st.in_flight = s.in_flight;
-      st.pch_created = s.pch_created;
-      st.pch_used = s.pch_used;
-      st.pch_in_use = s.pch_created.load() > 0;
-      st.idle_limit_s = s.idle_s;
-      st.rss_bytes = rss_bytes();
-      st.timeouts = s.timeouts;
-      st.library_version = s.version;
-      st.toolchain = s.toolchain;
-      wk::write_frame(fd, wk::FrameType::StatusReply, wk::encode(st));
+      wk::write_frame(fd, wk::FrameType::StatusReply, wk::encode(status_of(s)));
       return;
     }
     if (type != wk::FrameType::Compile) return;
@@ -474,68 +489,68 @@ int usage() {
   return 2;
 }
 
-}  // namespace
-
-// While the worker lives it keeps the cache database open, without a transaction: a new
-// process is then not the database's first connection, so SQLite maps the existing
-// shared-memory index instead of truncating and rebuilding it, and a closing process is
-// not the last one, so it does not checkpoint (with its fsyncs) on the way out. The log
-// stays bounded by the checkpoint every kWalCheckpointBytes of log of a committing writer,
-// and the worker checkpoints it when it leaves. Nothing is read or written through it.
+// While the worker lives it keeps the cache's index open through the store, without a
+// transaction: a new process is then not the database's first connection, so SQLite maps
+// the existing shared-memory index instead of truncating and rebuilding it, and a closing
+// process is not the last one, so it does not checkpoint (with its fsyncs) on the way out.
+// The log stays bounded by the checkpoint every kWalCheckpointBytes of log of a committing
+// writer, and the worker checkpoints it when it leaves (its connection is then the last to
+// close). Nothing is read or written through it; it is opened as the cache's own handles
+// open it (store/index_db.h), with the journal mode they choose for the directory.
 class DatabaseKeeper {
  public:
-  explicit DatabaseKeeper(std::string path) : path_(std::move(path)) {}
+  explicit DatabaseKeeper(std::string dir)
+      : dir_(std::move(dir)), path_(kjit::join_path(dir_, kjit::IndexDb::kFileName)) {}
   ~DatabaseKeeper() { release(); }
 
   // Opens the database once it exists (a client creates it when storing a result), and
-  // again when the file at the path is another one (moved aside, cleared).
+  // again when the file at the path is another one (moved aside, cleared). A file that
+  // cannot be opened is not tried again until it is replaced.
   void hold() {
+    if (store_ && !store_->replaced()) return;
+    release();
     struct stat st;
     // Only a regular file is opened (SQLite on a FIFO or a device would not come back).
-    const bool exists = ::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-    if (db_ && (!exists || st.st_dev != dev_ || st.st_ino != ino_)) release();
-    if (db_ || !exists) return;
-    dev_ = st.st_dev;
-    ino_ = st.st_ino;
-    if (sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
-                        nullptr) != SQLITE_OK) {
-      release();
-      return;
-    }
-    sqlite3_busy_timeout(db_, 1000);
-    int persist = 1;  // as the cache's own connections do (disk_store.cpp)
-    sqlite3_file_control(db_, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
-    // One read attaches the connection to the shared-memory index; it ends at once.
-    if (sqlite3_exec(db_, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr) !=
-        SQLITE_OK) {
-      release();
+    if (::stat(path_.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+    const std::string identity = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+    if (identity == refused_) return;
+    try {
+      store_ = std::make_unique<kjit::IndexDb>(dir_, /*read_only=*/false,
+                                               kjit::network_fs_type(dir_).empty());
+    } catch (const std::exception& e) {
+      refused_ = identity;
+      kjit::log_debug(std::string("compile worker: not holding the cache index open: ") + e.what());
     }
   }
 
   // Closes it; as the last connection it checkpoints and empties the log.
-  void release() {
-    if (db_) sqlite3_close_v2(db_);
-    db_ = nullptr;
-  }
+  void release() { store_.reset(); }
 
  private:
-  std::string path_;
-  sqlite3* db_ = nullptr;
-  dev_t dev_ = 0;
-  ino_t ino_ = 0;
+  std::string dir_, path_;
+  std::unique_ptr<kjit::IndexDb> store_;
+  std::string refused_;  // device:inode of a file that could not be opened
 };
 
-int main(int argc, char** argv) {
-  Server s;
+struct Startup {
   int ready_fd = -1;
+  int exit_code = -1;  // >= 0: exit with it (usage, --version)
+};
+
+Startup parse_arguments(int argc, char** argv, Server& s) {
+  Startup r;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--version") {
       std::printf("kjit-worker %d.%d.%d (protocol %u)\n", KJIT_VERSION_MAJOR, KJIT_VERSION_MINOR,
                   KJIT_VERSION_PATCH, wk::kProtocolVersion);
-      return 0;
+      r.exit_code = 0;
+      return r;
     }
-    if (i + 1 >= argc) return usage();
+    if (i + 1 >= argc) {
+      r.exit_code = usage();
+      return r;
+    }
     const std::string v = argv[++i];
     if (a == "--dir") {
       s.dir = v;
@@ -544,15 +559,22 @@ int main(int argc, char** argv) {
     } else if (a == "--idle") {
       s.idle_s = std::strtoull(v.c_str(), nullptr, 10);
     } else if (a == "--ready-fd") {
-      ready_fd = std::atoi(v.c_str());
+      r.ready_fd = std::atoi(v.c_str());
     } else {
-      return usage();
+      r.exit_code = usage();
+      return r;
     }
   }
   if (s.dir.empty() || s.name.empty() || s.name.find('/') != std::string::npos ||
       s.name.size() > 200) {
-    return usage();
+    r.exit_code = usage();
   }
+  return r;
+}
+
+// The process's own settings: no descriptors but the ready pipe, no signals for writes to
+// closed sockets or past file size limits, private files.
+void settle_process(int ready_fd) {
   close_other_fds(ready_fd);
   ::signal(SIGPIPE, SIG_IGN);
   // The worker serves many processes: it does not keep the file size limit of the one that
@@ -564,6 +586,9 @@ int main(int argc, char** argv) {
     ::setrlimit(RLIMIT_FSIZE, &fsize);
   }
   ::umask(077);
+}
+
+void set_defaults(Server& s) {
   s.version = std::to_string(KJIT_VERSION_MAJOR) + "." + std::to_string(KJIT_VERSION_MINOR) + "." +
               std::to_string(KJIT_VERSION_PATCH);
   s.started_ms = monotonic_ms();
@@ -571,13 +596,26 @@ int main(int argc, char** argv) {
   s.slots_total = std::max(1u, std::thread::hardware_concurrency());
   const uint64_t phys = uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGESIZE));
   s.default_memory_limit = phys / 4 * 3;
+}
 
+// Into the background, then NVRTC identified and the file audit installed (both after the
+// fork, see go_to_background), and the crashes of earlier workers counted.
+void start_compiler(Server& s, int ready_fd) {
   g_dir_fd = ::open(s.dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (g_dir_fd < 0) fail_start(ready_fd, "cannot open " + s.dir + ": " + std::strerror(errno));
   go_to_background(ready_fd);  // before NVRTC is loaded
   std::snprintf(g_crashes_name, sizeof g_crashes_name, "%s.crashes", s.name.c_str());
   try {
-    s.toolchain = kjit::toolchain_id(nullptr);
+    // NVRTC's identity as recorded in the cache directory for the library file this worker
+    // loads (named by the file's identity, toolchain.h), as every process of the cache reads
+    // it: the client that starts a worker has recorded it, so the worker need not probe
+    // NVRTC with a compile of its own (tens of milliseconds before the first compile could
+    // start). Without a record for this file NVRTC is probed. Read only: the worker writes
+    // no facts.
+    const kjit::FactFiles files(s.dir, /*read_only=*/true);
+    kjit::Facts facts([&files] { return &files; }, [] { return nullptr; },
+                      [](const std::exception&, const char*) {});
+    s.toolchain = kjit::toolchain_id(&facts);
   } catch (const std::exception& e) {
     fail_start(ready_fd, std::string("NVRTC is not usable: ") + e.what());
   }
@@ -586,86 +624,120 @@ int main(int argc, char** argv) {
   if (::fstatat(g_dir_fd, g_crashes_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
     s.crashes_before = uint64_t(st.st_size);
   }
+}
 
+// Binds NAME.sock, taking the place of a socket file no live worker listens on.
+void bind_socket(Server& s, int ready_fd, const sockaddr_un& sa, size_t len) {
+  const auto* addr = reinterpret_cast<const sockaddr*>(&sa);
+  if (::bind(s.listen_fd, addr, socklen_t(len)) == 0) return;
+  if (errno != EADDRINUSE) fail_start(ready_fd, std::string("bind: ") + std::strerror(errno));
+  // A socket file is there: in use by a live worker, or left by a dead one.
+  const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (probe >= 0 && ::connect(probe, addr, socklen_t(len)) == 0) {
+    fail_start(ready_fd, "another worker listens on " + s.dir + "/" + s.name + ".sock");
+  }
+  if (probe >= 0) ::close(probe);
+  ::unlinkat(g_dir_fd, (s.name + ".sock").c_str(), 0);
+  if (::bind(s.listen_fd, addr, socklen_t(len)) != 0) {
+    fail_start(ready_fd, std::string("bind: ") + std::strerror(errno));
+  }
+}
+
+// Listens on DIR/NAME.sock and remembers the socket file's identity (same_socket()).
+void listen_on_socket(Server& s, int ready_fd) {
   s.listen_fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s.listen_fd < 0) fail_start(ready_fd, std::string("socket: ") + std::strerror(errno));
   sockaddr_un sa;
   const size_t len = kjit::socket_address(s.dir, g_dir_fd, s.name + ".sock", &sa);
   if (!len) fail_start(ready_fd, "the socket path is too long");
-  if (::bind(s.listen_fd, reinterpret_cast<sockaddr*>(&sa), socklen_t(len)) != 0) {
-    if (errno != EADDRINUSE) fail_start(ready_fd, std::string("bind: ") + std::strerror(errno));
-    // A socket file is there: in use by a live worker, or left by a dead one.
-    const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (probe >= 0 && ::connect(probe, reinterpret_cast<sockaddr*>(&sa), socklen_t(len)) == 0) {
-      fail_start(ready_fd, "another worker listens on " + s.dir + "/" + s.name + ".sock");
-    }
-    if (probe >= 0) ::close(probe);
-    ::unlinkat(g_dir_fd, (s.name + ".sock").c_str(), 0);
-    if (::bind(s.listen_fd, reinterpret_cast<sockaddr*>(&sa), socklen_t(len)) != 0) {
-      fail_start(ready_fd, std::string("bind: ") + std::strerror(errno));
-    }
-  }
+  bind_socket(s, ready_fd, sa, len);
   if (::listen(s.listen_fd, 128) != 0)
     fail_start(ready_fd, std::string("listen: ") + std::strerror(errno));
+  struct stat st;
   if (::fstatat(g_dir_fd, (s.name + ".sock").c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     fail_start(ready_fd, std::string("stat of the socket: ") + std::strerror(errno));
   }
   s.inode = st.st_ino;
   s.device = st.st_dev;
+}
 
-  if (ready_fd >= 0) {
-    const std::string ok = "OK " + std::to_string(::getpid()) + "\n";
-    ssize_t w = ::write(ready_fd, ok.data(), ok.size());
-    (void)w;
-    ::close(ready_fd);
+void report_ready(int ready_fd) {
+  if (ready_fd < 0) return;
+  const std::string ok = "OK " + std::to_string(::getpid()) + "\n";
+  ssize_t w = ::write(ready_fd, ok.data(), ok.size());
+  (void)w;
+  ::close(ready_fd);
+}
+
+// One connection from the listening socket: served on a thread of its own, or refused
+// (another user, too many clients).
+void accept_one(Server& s) {
+  const int fd = ::accept4(s.listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) return;
+  long peer = -1;
+  if (!kjit::peer_is_user(fd, ::geteuid(), &peer)) {
+    wk::write_frame(fd, wk::FrameType::Refused,
+                    "this compile worker serves user " + std::to_string(::geteuid()) +
+                        " only (the peer is user " + std::to_string(peer) + ")");
+    ::close(fd);
+    return;
   }
-  g_server = &s;
-  install_crash_handlers();
-  std::thread(watchdog, std::ref(s)).detach();
+  if (s.connections.load() >= 512) {
+    wk::write_frame(fd, wk::FrameType::Refused, "the compile worker is busy (512 clients)");
+    ::close(fd);
+    return;
+  }
+  s.connections++;
+  try {
+    std::thread(serve, std::ref(s), fd).detach();
+  } catch (const std::exception&) {
+    s.connections--;
+    ::close(fd);
+  }
+}
 
+// True when the worker should exit now: idle with its socket file removed or replaced (no
+// client can reach it), or idle past its limit while no client is starting a worker (the
+// starter holds `lock_fd`); the socket file is then removed.
+bool time_to_leave(Server& s, int lock_fd) {
+  if (s.connections.load() != 0) return false;
+  if (!same_socket(s)) return true;
+  const double quiet_ms = monotonic_ms() - double(s.last_activity_ms.load());
+  if (quiet_ms <= double(s.idle_s) * 1000.0) return false;
+  if (lock_fd >= 0 && ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) return false;
+  ::close(s.listen_fd);
+  if (same_socket(s)) ::unlinkat(g_dir_fd, (s.name + ".sock").c_str(), 0);
+  return true;
+}
+
+[[noreturn]] void serve_until_idle(Server& s) {
   const int lock_fd = ::openat(g_dir_fd, (s.name + ".lock").c_str(),
                                O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
-  DatabaseKeeper keeper(kjit::join_path(s.dir, kjit::DiskStore::kFileName));
+  DatabaseKeeper keeper(s.dir);
   for (;;) {
     keeper.hold();
     pollfd p{s.listen_fd, POLLIN, 0};
-    const int r = ::poll(&p, 1, 1000);
-    if (r > 0 && (p.revents & POLLIN)) {
-      const int fd = ::accept4(s.listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd >= 0) {
-        long peer = -1;
-        if (!kjit::peer_is_user(fd, ::geteuid(), &peer)) {
-          wk::write_frame(fd, wk::FrameType::Refused,
-                          "this compile worker serves user " + std::to_string(::geteuid()) +
-                              " only (the peer is user " + std::to_string(peer) + ")");
-          ::close(fd);
-        } else if (s.connections.load() >= 512) {
-          wk::write_frame(fd, wk::FrameType::Refused, "the compile worker is busy (512 clients)");
-          ::close(fd);
-        } else {
-          s.connections++;
-          try {
-            std::thread(serve, std::ref(s), fd).detach();
-          } catch (const std::exception&) {
-            s.connections--;
-            ::close(fd);
-          }
-        }
-      }
-    }
-    const bool idle = s.connections.load() == 0;
-    if (idle && !same_socket(s)) {  // replaced or removed: no client can reach us
-      keeper.release();
-      ::_exit(0);
-    }
-    const double quiet_ms = monotonic_ms() - double(s.last_activity_ms.load());
-    if (idle && quiet_ms > double(s.idle_s) * 1000.0) {
-      // Idle: leave, unless a client is starting a worker right now (it holds the lock).
-      if (lock_fd >= 0 && ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) continue;
-      ::close(s.listen_fd);
-      if (same_socket(s)) ::unlinkat(g_dir_fd, (s.name + ".sock").c_str(), 0);
+    if (::poll(&p, 1, 1000) > 0 && (p.revents & POLLIN)) accept_one(s);
+    if (time_to_leave(s, lock_fd)) {
       keeper.release();
       ::_exit(0);
     }
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Server s;
+  const Startup start = parse_arguments(argc, argv, s);
+  if (start.exit_code >= 0) return start.exit_code;
+  settle_process(start.ready_fd);
+  set_defaults(s);
+  start_compiler(s, start.ready_fd);
+  listen_on_socket(s, start.ready_fd);
+  report_ready(start.ready_fd);
+  g_server = &s;
+  install_crash_handlers();
+  std::thread(watchdog, std::ref(s)).detach();
+  serve_until_idle(s);
 }

@@ -42,6 +42,22 @@ class Layers(unittest.TestCase):
         rc, out = self.run_checker({"cli/i.cpp": '#include "key/key.h"\n'})
         self.assertEqual(rc, 1, out)
 
+    def test_the_worker_is_one_room_between_compile_and_nvrtc(self):
+        rc, out = self.run_checker({
+            "compile/c.cpp": '#include "worker/client.h"\n#include "nvrtc/options.h"\n',
+            "worker/client.h": '#include "worker/protocol.h"\n#include "store/outcome.h"\n',
+            "worker/main.cpp": '#include "nvrtc/nvrtc_program.h"\n#include "worker/protocol.h"\n',
+            "nvrtc/options.cpp": '#include "key/request.h"\n#include "cuda/nvrtc_lib.h"\n',
+        })
+        self.assertEqual(rc, 0, out)
+        rc, out = self.run_checker({"worker/main.cpp": '#include "compile/compiler.h"\n'})
+        self.assertEqual(rc, 1, out)
+        self.assertIn('src/worker/main.cpp includes "compile/compiler.h": '
+                      "worker may not depend on compile", out)
+        rc, out = self.run_checker({"nvrtc/pch.cpp": '#include "worker/client.h"\n'})
+        self.assertEqual(rc, 1, out)
+        self.assertIn("nvrtc may not depend on worker", out)
+
     def test_an_unknown_room_fails(self):
         rc, out = self.run_checker({"extra/x.cpp": "int x;\n"})
         self.assertEqual(rc, 1, out)

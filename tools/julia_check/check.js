@@ -141,11 +141,12 @@ const SCALARS = {
   int32_t: ['Int32', 'Cint'],
   uint32_t: ['UInt32', 'Cuint'],
   double: ['Cdouble', 'Float64'],
+  float: ['Cfloat', 'Float32'],
   kjit_status: ['Cint', 'Int32'],
 };
 const FN_POINTERS = new Set(['kjit_log_fn', 'kjit_cache_list_fn']);
 const HANDLES = new Set(['kjit_cache', 'kjit_options', 'kjit_compiler', 'kjit_binary', 'kjit_future',
-  'kjit_kernel', 'kjit_gemm', 'kjit_grouped_gemm', 'kjit_linker']);
+  'kjit_kernel', 'kjit_gemm', 'kjit_grouped_gemm', 'kjit_linker', 'kjit_source']);
 
 // Julia types (without spaces) acceptable for a C type in a ccall (`where` = 'arg' | 'ret') or
 // a struct field ('field').

@@ -56,11 +56,11 @@ for f in files:
         structs.append((f, m.group(3), fields))
 
 scalar = {"void": "Cvoid", "int": "Cint", "unsigned": "Cuint", "size_t": "Csize_t", "int64_t": "Int64",
-          "uint64_t": "UInt64", "uint32_t": "UInt32", "int32_t": "Int32", "double": "Cdouble",
+          "uint64_t": "UInt64", "uint32_t": "UInt32", "int32_t": "Int32", "double": "Cdouble", "float": "Cfloat",
           "kjit_status": "Cint", "char": "Cchar"}
 handles = {"kjit_cache", "kjit_options", "kjit_compiler", "kjit_binary", "kjit_future", "kjit_kernel", "kjit_gemm",
            "kjit_grouped_gemm",
-           "kjit_linker"}
+           "kjit_linker", "kjit_source"}
 structnames = {s[1] for s in structs}
 fnptrs = {"kjit_log_fn", "kjit_cache_list_fn"}
 nullable_str = {("kjit_options_add_define", "value"), ("kjit_linker_add_binary", "name"),

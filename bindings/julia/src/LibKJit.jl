@@ -248,6 +248,8 @@ struct kjit_grouped_gemm_desc
     stride_bias::Int64
     alpha::Cdouble
     beta::Cdouble
+    scale_mode::Int32
+    reserved1::Int32
 end
 
 "C struct `kjit_grouped_gemm_options` (grouped_gemm.h)."
@@ -386,6 +388,21 @@ kjit_compiler_destroy(compiler) =
 kjit_compile(compiler, source, opts, out) =
     @gcsafe ccall((:kjit_compile, libkjit), Cint,
           (Ptr{Cvoid}, Cstring, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+          compiler, source, opts, out)
+
+"`kjit_status kjit_source_create(const char* text, size_t size, kjit_source** out)`"
+kjit_source_create(text, size, out) =
+    ccall((:kjit_source_create, libkjit), Cint,
+          (Cstring, Csize_t, Ptr{Ptr{Cvoid}}),
+          text, size, out)
+
+"`void kjit_source_destroy(kjit_source* source)`"
+kjit_source_destroy(source) = ccall((:kjit_source_destroy, libkjit), Cvoid, (Ptr{Cvoid},), source)
+
+"`kjit_status kjit_compile_source(kjit_compiler* compiler, const kjit_source* source, const kjit_options* opts, kjit_binary** out)`"
+kjit_compile_source(compiler, source, opts, out) =
+    ccall((:kjit_compile_source, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
           compiler, source, opts, out)
 
 "`kjit_status kjit_compile_async(kjit_compiler* compiler, const char* source, const kjit_options* opts, kjit_future** out)`"
@@ -920,6 +937,12 @@ kjit_grouped_gemm_run(gg, desc, A, B, offs, C, D, bias, stream) =
     @gcsafe ccall((:kjit_grouped_gemm_run, libkjit), Cint,
           (Ptr{Cvoid}, Ptr{kjit_grouped_gemm_desc}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Int32}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}),
           gg, desc, A, B, offs, C, D, bias, stream)
+
+"`kjit_status kjit_grouped_gemm_run_scaled(kjit_grouped_gemm* gg, const kjit_grouped_gemm_desc* desc, const void* A, const void* B, const int32_t* offs, const void* C, void* D, const void* bias, const float* scale_a, const float* scale_b, void* stream)`"
+kjit_grouped_gemm_run_scaled(gg, desc, A, B, offs, C, D, bias, scale_a, scale_b, stream) =
+    @gcsafe ccall((:kjit_grouped_gemm_run_scaled, libkjit), Cint,
+          (Ptr{Cvoid}, Ptr{kjit_grouped_gemm_desc}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Int32}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cfloat}, Ptr{Cfloat}, Ptr{Cvoid}),
+          gg, desc, A, B, offs, C, D, bias, scale_a, scale_b, stream)
 
 "`kjit_status kjit_grouped_gemm_prepare(kjit_grouped_gemm* gg, const kjit_grouped_gemm_desc* desc, int with_bias)`"
 kjit_grouped_gemm_prepare(gg, desc, with_bias) =

@@ -863,7 +863,7 @@ static int usual_call(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
   return 1;
 }
 
-/* What a launch returns: None for status 0, else check(status)'s exception. */
+/* What a launch returns: None for status 0, else the exception that _errors.check raises for it. */
 static PyObject *launched(int status) {
   if (status == 0) Py_RETURN_NONE;
   PyObject *st = PyLong_FromLong(status);

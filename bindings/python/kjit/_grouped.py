@@ -11,6 +11,13 @@ The same call as ``torch._grouped_mm(a, b, offs=offs)``::
 
 ``w`` may be a (G, K, N) tensor with contiguous rows or the transposed view of a (G, N, K)
 tensor (``w_nk.transpose(-2, -1)``), the two memory orders torch uses.
+
+fp8 e4m3 (``torch.float8_e4m3fn``) x and w with row-wise scales, as
+``torch._scaled_grouped_mm(x, w, scale_a, scale_b, offs=offs, out_dtype=torch.bfloat16)``::
+
+    out = gg(x8, w8, offs, scale_a=sa, scale_b=sb)  # sa (rows,) fp32, sb (G, N) fp32
+
+(bf16 out; the fast kernel on sm_90 wants w as the transposed view of a (G, N, K) tensor).
 """
 from __future__ import annotations
 
@@ -62,6 +69,9 @@ def _compiler_handle(compiler: Any) -> int:
     return h
 
 
+_INPUT_TYPES = {"bfloat16": 3, "float8_e4m3fn": 4}  # kjit_gemm_dtype
+
+
 def _desc(a: Any, b: Any, out: Any, c: Any, bias: Any, alpha: float, beta: float,
           activation: Any):
     """The kjit_grouped_gemm_desc of a call and its pointers (A, B, C, D, bias)."""
@@ -70,9 +80,12 @@ def _desc(a: Any, b: Any, out: Any, c: Any, bias: Any, alpha: float, beta: float
         raise InvalidArgument(None, "a must be 2-D (rows, K) and b 3-D (G, K, N); got "
                               "%s and %s" % (ai.shape, bi.shape))
     for name, info in (("a", ai), ("b", bi)):
-        if info.dtype != "bfloat16":
-            raise InvalidArgument(None, "%s is %s; only bfloat16 is offered" %
+        if info.dtype not in _INPUT_TYPES:
+            raise InvalidArgument(None, "%s is %s; bfloat16 and float8_e4m3fn are offered" %
                                   (name, info.dtype))
+    if ai.dtype != bi.dtype:
+        raise InvalidArgument(None, "a is %s but b is %s; they must have one type" %
+                              (ai.dtype, bi.dtype))
     rows, k = ai.shape
     g, kb, n = bi.shape
     if kb != k:
@@ -82,6 +95,7 @@ def _desc(a: Any, b: Any, out: Any, c: Any, bias: Any, alpha: float, beta: float
     s = _lib.GroupedGemmDescStruct()
     check(_lib.lib().kjit_grouped_gemm_desc_init_sized(ctypes.byref(s), ctypes.sizeof(s)))
     s.groups, s.rows, s.n, s.k = g, rows, n, k
+    s.a_type = s.b_type = _INPUT_TYPES[ai.dtype]
     s.lda = ai.strides[0] if rows > 1 else k
     if bi.strides[2] == 1:
         s.b_order, s.ldb = GroupedBOrder.KN, bi.strides[1] if k > 1 else n
@@ -112,6 +126,40 @@ def _desc(a: Any, b: Any, out: Any, c: Any, bias: Any, alpha: float, beta: float
         s.stride_bias, pbias = (bb.strides[0] if g > 1 else n), bb.ptr
     s.alpha, s.beta = float(alpha), float(beta)
     return s, ai.ptr, bi.ptr, pc, oi.ptr, pbias
+
+
+def _scales(s: Any, scale_a: Any, scale_b: Any):
+    """Row-wise scales (scale_a (rows,) and scale_b (G, N), float32) or block scales
+    (scale_a (rows, ceil(K/128)) and scale_b (G, ceil(N/128), ceil(K/128)), float32, packed):
+    sets s.scale_mode and returns their pointers; (0, 0) and no scales when both are None."""
+    if scale_a is None and scale_b is None:
+        return 0, 0
+    if scale_a is None or scale_b is None:
+        raise InvalidArgument(None, "scale_a and scale_b come together")
+    sa, sb = array_info(scale_a), array_info(scale_b)
+    if len(sb.shape) == 3:
+        kb, nb = (s.k + 127) // 128, (s.n + 127) // 128
+        if sa.dtype != "float32" or tuple(sa.shape) != (s.rows, kb) or (
+                sa.strides[1] != 1 or (s.rows > 1 and sa.strides[0] != kb)):
+            raise InvalidArgument(None, "block scale_a must be a packed (%d, %d) float32 array"
+                                  % (s.rows, kb))
+        if sb.dtype != "float32" or tuple(sb.shape) != (s.groups, nb, kb) or (
+                sb.strides[2] != 1 or sb.strides[1] != kb or
+                (s.groups > 1 and sb.strides[0] != nb * kb)):
+            raise InvalidArgument(None, "block scale_b must be a packed (%d, %d, %d) float32 "
+                                  "array" % (s.groups, nb, kb))
+        s.scale_mode = 2  # KJIT_GROUPED_SCALE_BLOCK128
+        return sa.ptr, sb.ptr
+    if sa.dtype != "float32" or tuple(sa.shape) not in ((s.rows,), (s.rows, 1)) or (
+            s.rows > 1 and sa.strides[0] != 1):
+        raise InvalidArgument(None, "scale_a must be a contiguous float32 array of %d rows"
+                              % s.rows)
+    if sb.dtype != "float32" or tuple(sb.shape) != (s.groups, s.n) or (
+            sb.strides[1] != 1 or (s.groups > 1 and sb.strides[0] != s.n)):
+        raise InvalidArgument(None, "scale_b must be a packed (%d, %d) float32 array"
+                              % (s.groups, s.n))
+    s.scale_mode = 1  # KJIT_GROUPED_SCALE_ROWWISE
+    return sa.ptr, sb.ptr
 
 
 def _offs(offs: Any, groups: int) -> int:
@@ -190,11 +238,18 @@ class GroupedGemm(Handle):
 
     def __call__(self, a: Any, b: Any, offs: Any, out: Any = None, *, bias: Any = None,
                  c: Any = None, alpha: float = 1.0, beta: float = 0.0,
-                 activation: Any = "none", stream: Any = None) -> Any:
+                 activation: Any = "none", stream: Any = None, scale_a: Any = None,
+                 scale_b: Any = None) -> Any:
         """``out = act(alpha * a @ b[g] + beta * c + bias[g])`` for the rows of each group
         g, as ``torch._grouped_mm(a, b, offs=offs)``: a (rows, K), b (G, K, N) (either
         memory order), offs a device int32 array of G cumulative row ends, bias (G, N),
-        c and out (rows, N); all bfloat16 except offs. ``activation="swiglu"``:
+        c and out (rows, N); all bfloat16 except offs. a and b may instead both be
+        float8_e4m3fn (out, c and bias stay bfloat16), with row-wise scales scale_a
+        (rows,) and scale_b (G, N) float32 (torch._scaled_grouped_mm's form): out =
+        act(alpha * scale_a[r] * scale_b[g] * (a @ b[g]) + ...), or DeepSeek-style block
+        scales, scale_a (rows, ceil(K/128)) and scale_b (G, ceil(N/128), ceil(K/128)), each
+        128-wide K block's product scaled by its row's and its 128 x 128 block's scale.
+        ``activation="swiglu"``:
         out = silu(h[:, :N/2]) * h[:, N/2:] + beta * c with h = alpha * a @ b[g] + bias[g],
         out and c (rows, N/2). `out` None allocates it with
         PyTorch (for PyTorch inputs). Asynchronous on `stream` (None = the legacy default
@@ -207,19 +262,25 @@ class GroupedGemm(Handle):
                                       "tensors")
             glu = _activation(activation) == GroupedActivation.SWIGLU
             out = torch.empty((a.shape[0], b.shape[2] // 2 if glu else b.shape[2]),
-                              dtype=a.dtype, device=a.device)
+                              dtype=torch.bfloat16, device=a.device)
         s, pa, pb, pc, pd, pbias = _desc(a, b, out, c, bias, alpha, beta, activation)
         po = _offs(offs, s.groups)
-        check(_lib.lib().kjit_grouped_gemm_run(h, ctypes.byref(s), pa or None, pb or None,
-                                               po or None, pc or None, pd or None,
-                                               pbias or None, stream_handle(stream) or None))
+        psa, psb = _scales(s, scale_a, scale_b)
+        check(_lib.lib().kjit_grouped_gemm_run_scaled(h, ctypes.byref(s), pa or None,
+                                                      pb or None, po or None, pc or None,
+                                                      pd or None, pbias or None, psa or None,
+                                                      psb or None,
+                                                      stream_handle(stream) or None))
         return out
 
     def plan_key(self, a: Any, b: Any, out: Any, *, bias: Any = None, c: Any = None,
-                 beta: float = 0.0, activation: Any = "none") -> str:
+                 beta: float = 0.0, activation: Any = "none", scaled: bool = False) -> str:
         """The configuration the call with these arrays runs, e.g.
-        ``"grouped-v1 sm_90a tma 128x256x64 s4 c1x1 b=nk epi=alpha"``."""
+        ``"grouped-v1 sm_90a tma 128x256x64 s4 c1x1 b=nk epi=alpha"`` (`scaled`: the call
+        with row-wise scales)."""
         s, pa, pb, pc, pd, pbias = _desc(a, b, out, c, bias, 1.0, beta, activation)
+        if scaled:
+            s.scale_mode = 1
         buf = ctypes.create_string_buffer(256)
         check(_lib.lib().kjit_grouped_gemm_plan_key(self._handle(), ctypes.byref(s),
                                                     pa or None, pb or None, pc or None,

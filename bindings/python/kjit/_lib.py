@@ -229,6 +229,8 @@ class GroupedGemmDescStruct(ctypes.Structure):
         ("stride_bias", c_int64),
         ("alpha", c_double),
         ("beta", c_double),
+        ("scale_mode", ctypes.c_int32),  # 0.3
+        ("reserved1", ctypes.c_int32),  # 0.3
     ]
 
 
@@ -303,6 +305,9 @@ PROTOTYPES = {
     "kjit_compiler_get_compile_mode": (_st, [_p, POINTER(c_int)]),
     "kjit_worker_info_get": (_st, [_p, POINTER(WorkerInfoStruct)]),
     "kjit_compile": (_st, [_p, c_char_p, _p, _pp]),
+    "kjit_source_create": (_st, [c_char_p, c_size_t, _pp]),
+    "kjit_source_destroy": (None, [_p]),
+    "kjit_compile_source": (_st, [_p, _p, _p, _pp]),
     "kjit_compile_async": (_st, [_p, c_char_p, _p, _pp]),
     "kjit_future_wait": (_st, [_p, c_int64, _pp]),
     "kjit_future_ready": (c_int, [_p]),
@@ -400,6 +405,8 @@ PROTOTYPES = {
                                       _p]),
     "kjit_grouped_gemm_run": (_st, [_p, POINTER(GroupedGemmDescStruct), _p, _p, _p, _p, _p,
                                     _p, _p]),
+    "kjit_grouped_gemm_run_scaled": (_st, [_p, POINTER(GroupedGemmDescStruct), _p, _p, _p, _p,
+                                           _p, _p, _p, _p, _p]),
     "kjit_grouped_gemm_prepare": (_st, [_p, POINTER(GroupedGemmDescStruct), c_int]),
     "kjit_grouped_gemm_plan_key": (_st, [_p, POINTER(GroupedGemmDescStruct), _p, _p, _p, _p,
                                          _p, ctypes.c_char_p, c_size_t,

@@ -14,6 +14,18 @@ def bf16(shape, ptr, strides=None):
 
 
 class GroupedCheckTest(unittest.TestCase):
+    def test_fp8_inputs(self):
+        f8 = dict(code=10, bits=8)  # DLPack kDLFloat8_e4m3fn
+        a = FakeDLPack(0x10001, shape=(100, 64), **f8)  # 1-byte elements: any address
+        offs = FakeDLPack(0x20000, shape=(4,), **I32)
+        out = bf16((100, 96), 0x30000)
+        b = FakeDLPack(0x40000, shape=(4, 64, 96), strides=(96 * 64, 1, 64), **f8)
+        kjit.grouped_check(a, b, offs, out, activation="relu")
+        with self.assertRaises(kjit.InvalidArgument):  # A and B of different types
+            kjit.grouped_check(a, bf16((4, 64, 96), 0x40000), offs, out)
+        with self.assertRaises(kjit.InvalidArgument):  # fp8 out
+            kjit.grouped_check(a, b, offs, FakeDLPack(0x30000, shape=(100, 96), **f8))
+
     def test_both_b_orders(self):
         a = bf16((100, 64), 0x10000)
         offs = FakeDLPack(0x20000, shape=(4,), **I32)

@@ -91,12 +91,18 @@ pub struct kjit_linker {
 pub struct kjit_grouped_gemm {
     _private: [u8; 0],
 }
+#[repr(C)]
+pub struct kjit_source {
+    _private: [u8; 0],
+}
 
 // ---- compile.h ---------------------------------------------------------------------------
 
 pub const KJIT_OUTPUT_PTX: c_uint = 1;
 pub const KJIT_OUTPUT_CUBIN: c_uint = 2;
 pub const KJIT_OUTPUT_LTOIR: c_uint = 4;
+/// kjit_source_create()'s size for a NUL-terminated text (since 0.3).
+pub const KJIT_SOURCE_NUL_TERMINATED: usize = usize::MAX;
 
 pub const KJIT_TIER_COMPILED: c_int = 0;
 pub const KJIT_TIER_MEMORY: c_int = 1;
@@ -312,6 +318,12 @@ pub const KJIT_GROUPED_ACT_SWIGLU: i32 = 4;
 pub const KJIT_GROUPED_SCHEDULE_AUTO: i32 = 0;
 pub const KJIT_GROUPED_SCHEDULE_COOPERATIVE: i32 = 1;
 pub const KJIT_GROUPED_SCHEDULE_PINGPONG: i32 = 2;
+/// No scales (fp8 or bf16). @since 0.3
+pub const KJIT_GROUPED_SCALE_NONE: i32 = 0;
+/// One fp32 per row of A and per column of each B_g; fp8 e4m3 inputs only. @since 0.3
+pub const KJIT_GROUPED_SCALE_ROWWISE: i32 = 1;
+/// Per row and 128-wide K block (A), per 128 x 128 block (B); fp8 inputs only. @since 0.3
+pub const KJIT_GROUPED_SCALE_BLOCK128: i32 = 2;
 
 /// `kjit_grouped_gemm_desc` (grouped_gemm.h).
 #[repr(C)]
@@ -336,6 +348,10 @@ pub struct kjit_grouped_gemm_desc {
     pub stride_bias: i64,
     pub alpha: f64,
     pub beta: f64,
+    /// A `KJIT_GROUPED_SCALE_*` value. @since 0.3
+    pub scale_mode: i32,
+    /// Must be 0. @since 0.3
+    pub reserved1: i32,
 }
 
 impl kjit_grouped_gemm_desc {
@@ -360,6 +376,8 @@ impl kjit_grouped_gemm_desc {
         stride_bias: 0,
         alpha: 1.0,
         beta: 0.0,
+        scale_mode: KJIT_GROUPED_SCALE_NONE,
+        reserved1: 0,
     };
 }
 
@@ -542,6 +560,21 @@ extern "C" {
     pub fn kjit_compile(
         compiler: *mut kjit_compiler,
         source: *const c_char,
+        opts: *const kjit_options,
+        out: *mut *mut kjit_binary,
+    ) -> kjit_status;
+    /// Since 0.3.
+    pub fn kjit_source_create(
+        text: *const c_char,
+        size: usize,
+        out: *mut *mut kjit_source,
+    ) -> kjit_status;
+    /// Since 0.3.
+    pub fn kjit_source_destroy(source: *mut kjit_source);
+    /// Since 0.3.
+    pub fn kjit_compile_source(
+        compiler: *mut kjit_compiler,
+        source: *const kjit_source,
         opts: *const kjit_options,
         out: *mut *mut kjit_binary,
     ) -> kjit_status;
@@ -900,6 +933,19 @@ extern "C" {
     ) -> kjit_status;
 
     // grouped_gemm.h (since 0.3)
+    pub fn kjit_grouped_gemm_run_scaled(
+        gg: *mut kjit_grouped_gemm,
+        desc: *const kjit_grouped_gemm_desc,
+        a: *const c_void,
+        b: *const c_void,
+        offs: *const i32,
+        c: *const c_void,
+        d: *mut c_void,
+        bias: *const c_void,
+        scale_a: *const f32,
+        scale_b: *const f32,
+        stream: *mut c_void,
+    ) -> kjit_status;
     pub fn kjit_grouped_gemm_offsets_status(gg: *mut kjit_grouped_gemm) -> kjit_status;
     pub fn kjit_grouped_gemm_compile(
         compiler: *mut kjit_compiler,

@@ -63,7 +63,8 @@ fn rust_layouts() -> BTreeMap<String, Layout> {
         }),
         rust_layout!(kjit_grouped_gemm_desc {
             struct_size, groups, rows, n, k, a_type, b_type, d_type, b_order, activation,
-            reserved0, lda, ldb, ldc, ldd, stride_b, stride_bias, alpha, beta,
+            reserved0, lda, ldb, ldc, ldd, stride_b, stride_bias, alpha, beta, scale_mode,
+            reserved1,
         }),
         rust_layout!(kjit_grouped_gemm_options {
             struct_size, tile_n, stages, portable_only, schedule, check_offsets, autotune,

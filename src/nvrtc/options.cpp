@@ -1,33 +1,24 @@
-#include "compile/options.h"
+#include "nvrtc/options.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
 
-#include "compile/device_target.h"
 #include "cuda/device.h"
 #include "key/builtin_std.h"
 #include "key/include_scan.h"
 #include "key/toolchain.h"
 #include "key/toolkit.h"
 #include "kjit/compile.h"
+#include "nvrtc/device_target.h"
+#include "store/cache.h"
 #include "util/error.h"
+#include "util/text.h"
 #include "util/utf8.h"
 
 namespace kjit {
 namespace {
-
-bool starts_with(const std::string& s, const char* prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
-
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
 
 // Architecture number of a target ("sm_90a" -> 90), -1 if malformed.
 int arch_number(const std::string& target) {
@@ -262,13 +253,13 @@ NormalisedOptions normalise(const CompileOptions& opts, const MachineFacts& mach
 
 MachineFacts machine_facts(const CompileOptions& opts, bool reads_files, Cache* cache) {
   MachineFacts m;
-  m.nvrtc = &toolchain_facts(cache);
+  m.nvrtc = &toolchain_facts(facts_of(cache));
   if (reads_files) {  // only a program that reads files needs the toolkit's place
     m.nvrtc_toolkit_root = toolkit_root();
-    m.automatic = &find_toolkit("", cache);
+    m.automatic = &find_toolkit("", facts_of(cache));
   }
   if (opts.toolkit_headers && !opts.toolkit_root.empty()) {
-    m.named = &find_toolkit(opts.toolkit_root, cache);
+    m.named = &find_toolkit(opts.toolkit_root, facts_of(cache));
   }
   m.device_arch = [cache](int device) { return device_target(cache, device).arch; };
   return m;

@@ -1,4 +1,4 @@
-#include "compile/pch.h"
+#include "nvrtc/pch.h"
 
 #include <nvrtc.h>
 #include <signal.h>
@@ -15,7 +15,7 @@
 #include <set>
 #include <shared_mutex>
 
-#include "nvrtc/nvrtc_lib.h"
+#include "cuda/nvrtc_lib.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/sha256.h"

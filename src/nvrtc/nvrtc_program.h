@@ -3,10 +3,11 @@
 
 #include <string>
 
-#include "compile/compiler.h"
-#include "compile/options.h"
-#include "compile/pch.h"
+#include "key/file_audit.h"
+#include "nvrtc/options.h"
+#include "nvrtc/pch.h"
 #include "store/outcome.h"
+#include "util/cancel.h"
 
 namespace kjit {
 
@@ -21,5 +22,15 @@ void add_failure_note(const NormalisedOptions& norm, Outcome* o);
 Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
                   const NormalisedOptions& norm, const std::string& key,
                   const std::string& toolchain, const CancelFlag& cancel, PchTicket* pch = nullptr);
+
+// One audited NVRTC run, as the compiler does it in this process and the compile worker
+// does it in its own: precompiled headers when `use_pch`, the opens of libnvrtc recorded in
+// *audit, with the inputs of a PCH the compile used (pch.h) and a doubt when a PCH was used
+// whose inputs are not known. Callers check the record with the scan of the request (fail
+// closed).
+Outcome compile_audited(const std::string& source, const CompileOptions& opts,
+                        const NormalisedOptions& norm, const std::string& key,
+                        const std::string& toolchain, const CancelFlag& cancel, bool use_pch,
+                        AuditRecord* audit);
 
 }  // namespace kjit

@@ -1,4 +1,4 @@
-#include "compile/worker_client.h"
+#include "worker/client.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -30,6 +30,7 @@
 #include "util/log.h"
 #include "util/safe_file.h"
 #include "util/sha256.h"
+#include "util/socket.h"
 
 extern char** environ;
 
@@ -43,34 +44,6 @@ std::string library_version() {
   return std::to_string(KJIT_VERSION_MAJOR) + "." + std::to_string(KJIT_VERSION_MINOR) + "." +
          std::to_string(KJIT_VERSION_PATCH);
 }
-
-// Closes a descriptor on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() { reset(); }
-  Fd(Fd&& o) noexcept : fd_(o.release()) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = o.release();
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-  int release() {
-    const int f = fd_;
-    fd_ = -1;
-    return f;
-  }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_;
-};
 
 std::string env_or(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
@@ -530,32 +503,6 @@ WorkerLimits worker_limits_from_env() {
   return l;
 }
 
-bool peer_is_user(int fd, unsigned uid, long* peer_uid) {
-  ucred cred{};
-  socklen_t len = sizeof cred;
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof cred) {
-    if (peer_uid) *peer_uid = -1;
-    return false;
-  }
-  if (peer_uid) *peer_uid = long(cred.uid);
-  return cred.uid == uid;
-}
-
-size_t socket_address(const std::string& directory, int dir_fd, const std::string& file,
-                      void* out) {
-  auto* sa = static_cast<sockaddr_un*>(out);
-  std::memset(sa, 0, sizeof *sa);
-  sa->sun_family = AF_UNIX;
-  std::string path = directory + "/" + file;
-  if (path.size() >= sizeof sa->sun_path) {
-    if (dir_fd < 0) return 0;
-    path = "/proc/self/fd/" + std::to_string(dir_fd) + "/" + file;
-    if (path.size() >= sizeof sa->sun_path) return 0;
-  }
-  std::memcpy(sa->sun_path, path.data(), path.size());
-  return offsetof(sockaddr_un, sun_path) + path.size() + 1;
-}
-
 std::string worker_executable(std::string* why) {
   const char* env = std::getenv("KJIT_WORKER");
   if (env && *env) {
@@ -664,7 +611,8 @@ WorkerAddress take_worker(const WorkerAddress& addr, const CancelFlag& cancel, W
 }
 
 WorkerAnswer compile_in_worker(const WorkerAddress& addr, const std::string& toolchain,
-                               const worker::CompileRequest& request, const CancelFlag& cancel) {
+                               const worker::CompileRequest& request, const CancelFlag& cancel,
+                               const std::function<void()>& before_send) {
   WorkerAnswer a;
   {
     CrashMemory& m = crash_memory();
@@ -690,13 +638,15 @@ WorkerAnswer compile_in_worker(const WorkerAddress& addr, const std::string& too
     a.failure = Outcome{s, m, nullptr, KJIT_TIER_COMPILED};
     return a;
   };
-  const std::string what = "compilation of '" + request.program_name + "' for " + request.target;
+  const std::string what =
+      "compilation of '" + request.options.name + "' for " + request.norm.target;
   for (int attempt = 0; attempt < 2; ++attempt) {
     Conn c = connect_or_start(addr, toolchain);
     if (c.state != Conn::State::Ok) {
       a.message = c.detail;
       return a;
     }
+    if (attempt == 0 && before_send) before_send();
     const double deadline =
         request.time_limit_ms ? monotonic_ms() + double(request.time_limit_ms) + 60000 : -1;
     if (!worker::write_frame(c.fd.get(), FrameType::Compile, payload)) continue;
@@ -777,7 +727,7 @@ std::optional<worker::WorkerStatus> query_worker(const WorkerAddress& addr,
 }
 
 std::optional<worker::WorkerStatus> worker_status_for(Cache* cache, std::string* why) {
-  const std::string toolchain = toolchain_id(cache);
+  const std::string toolchain = toolchain_id(facts_of(cache));
   const WorkerAddress addr = worker_address(cache, toolchain, why);
   if (addr.directory.empty()) return std::nullopt;
   return query_worker(addr, toolchain, why);

@@ -1,12 +1,12 @@
-#include "compile/nvrtc_program.h"
+#include "nvrtc/nvrtc_program.h"
 
 #include <nvrtc.h>
 
 #include <exception>
 
-#include "compile/name_map.h"
+#include "cuda/nvrtc_lib.h"
 #include "key/builtin_std.h"
-#include "nvrtc/nvrtc_lib.h"
+#include "nvrtc/name_map.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -298,8 +298,8 @@ Outcome failed_compile(nvrtcResult r, const CompileOptions& opts, const Normalis
         return o;
       }
     }
-    // The kjit note on the cause is added by the client, which has every option
-    // (add_failure_note(): the worker is given only NVRTC's).
+    // The kjit note on the cause is added by the caller once the compile is back, wherever
+    // it ran (add_failure_note()).
     Outcome failed{
         KJIT_ERROR_COMPILE,
         "compilation of '" + opts.name + "' for " + norm.target + " failed: " + head(entry->log, 4),
@@ -323,6 +323,32 @@ Outcome failed_compile(nvrtcResult r, const CompileOptions& opts, const Normalis
                      "': " + nvrtc().nvrtcGetErrorString(r) +
                      (entry->log.empty() ? "" : ": " + head(entry->log, 4)),
                  nullptr, KJIT_TIER_COMPILED};
+}
+
+// Why a compile with the caller's own PCH options cannot be vouched for ("" = it can):
+// NVRTC never checks a PCH's inputs, and kjit does not know those of the caller's PCHs. A
+// compile that says it created one, or says nothing of PCHs, read the headers themselves.
+std::string user_pch_doubt(const std::vector<std::string>& options, const std::string& log) {
+  bool pch = false, quiet = false;
+  for (const std::string& o : options) {
+    for (const char* p : {"-pch", "--pch", "-use-pch", "--use-pch"}) {
+      if (o == p || o.rfind(std::string(p) + "=", 0) == 0) pch = true;
+    }
+    for (const char* p :
+         {"-pch-messages=false", "--pch-messages=false", "-pch-messages=0", "--pch-messages=0"}) {
+      if (o == p) quiet = true;
+    }
+  }
+  if (!pch) return "";
+  if (quiet) {
+    return "the options ask NVRTC for precompiled headers and silence its PCH messages: "
+           "whether one was used, and what it was made from, cannot be known";
+  }
+  if (log.find("\": using precompiled header file \"") != std::string::npos) {
+    return "NVRTC used a precompiled header of the caller's own (-pch options), whose inputs "
+           "cannot be checked (kjit's automatic PCHs are)";
+  }
+  return "";
 }
 
 }  // namespace
@@ -471,6 +497,36 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
   Outcome ok{KJIT_OK, "", entry, KJIT_TIER_COMPILED};
   ok.pch = pch_outcome;
   return ok;
+}
+
+Outcome compile_audited(const std::string& source, const CompileOptions& opts,
+                        const NormalisedOptions& norm, const std::string& key,
+                        const std::string& toolchain, const CancelFlag& cancel, bool use_pch,
+                        AuditRecord* audit) {
+  audit->available = FileAudit::available();
+  PchTicket pch = use_pch ? pch_begin(source, norm.nvrtc, opts.name, opts.headers) : PchTicket();
+  auto audited = [&](PchTicket* ticket) {
+    FileAudit files;
+    Outcome out = run_nvrtc(source, opts, norm, key, toolchain, cancel, ticket);
+    audit->whole = files.whole();
+    audit->opened = files.opened();
+    for (OpenedFile& f : audit->opened) {
+      f.nvrtc_private = nvrtc_private(f.path) || nvrtc_private(resolve_path(f.path));
+    }
+    return out;
+  };
+  Outcome o = audited(&pch);
+  if (!pch.settle(audit)) {
+    // NVRTC used a PCH other than the one kjit made and checked (another compile made one
+    // in its directory): its code may be old. Compiled again without.
+    log_info("NVRTC used a precompiled header whose inputs are not known; compiling '" + opts.name +
+             "' again without precompiled headers");
+    o = audited(nullptr);
+    o.pch = int(PchOutcome::Failed);
+  }
+  audit->doubt = user_pch_doubt(norm.key, o.entry ? o.entry->log : "");
+  if (o.entry) std::const_pointer_cast<Entry>(o.entry)->pch = o.pch;
+  return o;
 }
 
 }  // namespace kjit

@@ -19,18 +19,23 @@
 #include <vector>
 
 #include "compile/compiler.h"
-#include "compile/worker_client.h"
-#include "compile/worker_protocol.h"
+#include "cuda/nvrtc_lib.h"
 #include "key/toolchain.h"
 #include "kjit/kjit.h"
 #include "store/cache.h"
+#include "store/fact_files.h"
 #include "support/test_support.h"
 #include "util/fs.h"
+#include "util/socket.h"
+#include "worker/client.h"
+#include "worker/protocol.h"
+#include "worker/worker_fixture.h"
 
 using kjit::CompileMode;
 using kjit::CompileOptions;
 using kjit::Outcome;
 using kjit::test::TempDir;
+using kjit::test::Worker;
 namespace wk = kjit::worker;
 
 namespace {
@@ -56,62 +61,6 @@ std::string saxpy_variant(int i) {
          "\nextern \"C\" __global__ void v" + std::to_string(i) +
          "(float* p) { *p = " + std::to_string(i) + ".0f; }\n";
 }
-
-class Worker : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const char* t = std::getenv("TMPDIR");
-    had_tmpdir_ = t != nullptr;
-    if (t) old_tmpdir_ = t;
-    setenv("KJIT_WORKER_IDLE_S", "20", 1);
-    setenv("KJIT_WORKER", KJIT_TEST_WORKER, 1);
-    setenv("TMPDIR", tmp_.path().c_str(), 1);  // private worker directories live here
-    unsetenv("KJIT_COMPILE_MODE");
-    unsetenv("KJIT_COMPILE_TIMEOUT_S");
-    unsetenv("KJIT_COMPILE_MEMORY_MB");
-    unsetenv("KJIT_CACHE_DIR");
-    setenv("KJIT_WORKER_PROCESSES", "1", 1);  // one worker per address unless a test says
-  }
-  void TearDown() override {
-    if (had_tmpdir_) {
-      setenv("TMPDIR", old_tmpdir_.c_str(), 1);
-    } else {
-      unsetenv("TMPDIR");
-    }
-  }
-
-  std::unique_ptr<kjit::Cache> open_cache(const std::string& dir, bool read_only = false) {
-    kjit::CacheConfig c;
-    c.directory = dir;
-    c.read_only = read_only;
-    return std::make_unique<kjit::Cache>(c);
-  }
-
-  static CompileOptions sm90(const char* name = "kernel.cu") {
-    CompileOptions o;
-    o.target = "sm_90";
-    o.name = name;
-    return o;
-  }
-
-  // The running worker for `cache`, or pid 0.
-  static int64_t worker_pid(kjit::Cache* cache) {
-    std::string why;
-    auto st = kjit::worker_status_for(cache, &why);
-    return st ? st->pid : 0;
-  }
-
-  static kjit::WorkerAddress address(kjit::Cache* cache) {
-    std::string why;
-    kjit::WorkerAddress a = kjit::worker_address(cache, kjit::toolchain_id(cache), &why);
-    EXPECT_FALSE(a.directory.empty()) << why;
-    return a;
-  }
-
-  TempDir tmp_;
-  bool had_tmpdir_ = false;
-  std::string old_tmpdir_;
-};
 
 // ---- crashes ---------------------------------------------------------------------------
 
@@ -383,7 +332,7 @@ TEST_F(Worker, IndependentCompilesRunInWorkersOfTheirOwn) {
   for (std::thread& t : threads) t.join();
   ASSERT_EQ(ok.load(), 2);
   kjit::WorkerAddress a = address(cache.get());
-  const std::string tool = kjit::toolchain_id(cache.get());
+  const std::string tool = kjit::toolchain_id(kjit::facts_of(cache.get()));
   std::string why;
   const auto first = kjit::query_worker(a, tool, &why);
   ASSERT_TRUE(first) << why;
@@ -434,7 +383,7 @@ TEST_F(Worker, MismatchedVersionIsReplaced) {
       if (c < 0) return;
       wk::Hello h;
       h.library_version = "0.0.1";  // an older kjit
-      h.toolchain = kjit::toolchain_id(cache.get());
+      h.toolchain = kjit::toolchain_id(kjit::facts_of(cache.get()));
       h.pid = getpid();
       wk::write_frame(c, wk::FrameType::Hello, wk::encode(h));
       greeted++;
@@ -624,6 +573,41 @@ TEST_F(Worker, LongCacheDirectoryPath) {
   EXPECT_NE(worker_pid(cache.get()), 0);
 }
 
+// A worker started for a cache directory takes NVRTC's identity from the directory's record
+// for the library file it loads, as every process of the cache does, rather than probing
+// NVRTC with a compile of its own before it can listen: a record that names another build
+// is what the started worker then says in its hello (and the client refuses it).
+TEST_F(Worker, TakesNvrtcIdentityFromTheCacheDirectorysRecord) {
+  TempDir dir;
+  auto cache = open_cache(dir.path());
+  const std::string lib = kjit::nvrtc_library_as_named();
+  ASSERT_FALSE(lib.empty());
+  const kjit::ToolchainFacts& real = kjit::toolchain_facts(kjit::facts_of(cache.get()));
+  const std::string other = "nvrtc 99.9.12345 CL-1";
+  ASSERT_NE(real.id, other);
+  // The record as key/toolchain.cpp writes it (named by the library file's identity).
+  std::string record = "kjit-toolchain-2\n" + other + "\n" + real.version + "\n";
+  for (int arch : real.archs) record += std::to_string(arch) + " ";
+  kjit::FactFiles(dir.path()).write("toolchain-3:" + kjit::file_identity(lib), record);
+  kjit::Compiler compiler(cache.get(), 1);
+  compiler.set_mode(CompileMode::Worker);
+  const Outcome o = compiler.compile(kjit::test::kSaxpySource, sm90());
+  EXPECT_EQ(o.status, KJIT_ERROR_UNSUPPORTED) << o.message;
+  EXPECT_NE(o.message.find(other), std::string::npos) << o.message;
+  // With the directory's record as this process wrote it, the worker serves.
+  TempDir good;
+  auto cache2 = open_cache(good.path());
+  kjit::FactFiles(good.path())
+      .write("toolchain-3:" + kjit::file_identity(lib), "kjit-toolchain-2\n" + real.id + "\n" +
+                                                            real.version + "\n" +
+                                                            record.substr(record.rfind('\n') + 1));
+  kjit::Compiler compiler2(cache2.get(), 1);
+  compiler2.set_mode(CompileMode::Worker);
+  const Outcome g = compiler2.compile(kjit::test::kSaxpySource, sm90());
+  EXPECT_EQ(g.status, KJIT_OK) << g.message;
+  EXPECT_NE(worker_pid(cache2.get()), 0);
+}
+
 TEST_F(Worker, ModesWhenTheWorkerCannotStart) {
   setenv("KJIT_WORKER", (tmp_.path() + "/no-such-worker").c_str(), 1);
   TempDir dir;
@@ -795,41 +779,39 @@ TEST_F(Worker, RelativeIncludesResolveInTheClientsDirectory) {
   EXPECT_EQ(st.stores, 1u);
 }
 
-// ---- the protocol never trusts sizes ----------------------------------------------------------
-
-TEST(WorkerProtocol, MalformedMessagesAreRejected) {
-  wk::CompileRequest q;
-  q.cwd = "/";
-  q.source = "x";
-  q.headers = {{"a.h", "int a;"}};
-  q.nvrtc = {"-arch=sm_90"};
-  const std::string good = wk::encode(q);
-  EXPECT_EQ(wk::decode_request(good).headers.size(), 1u);
-  for (size_t cut = 0; cut < good.size(); cut += 3) {
-    EXPECT_THROW(wk::decode_request(good.substr(0, cut)), wk::ProtocolError) << cut;
-  }
-  EXPECT_THROW(wk::decode_request(good + "x"), wk::ProtocolError);
-  std::string huge = good;
-  huge[0] = '\xff';  // cwd length far beyond the message
-  huge[7] = '\x7f';
-  EXPECT_THROW(wk::decode_request(huge), wk::ProtocolError);
-  // A frame header announcing more than the cap is refused before anything is allocated.
-  int sv[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  unsigned char h[16] = {3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0};  // 4 GiB
-  ASSERT_EQ(write(sv[0], h, sizeof h), ssize_t(sizeof h));
-  wk::FrameType type;
-  std::string payload;
-  EXPECT_EQ(wk::read_frame(sv[1], &type, &payload, kjit::monotonic_ms() + 1000),
-            wk::ReadResult::TooLarge);
-  // A truncated frame is an error, not a hang.
-  unsigned char h2[16] = {3, 0, 0, 0, 0, 0, 0, 0, 100, 0, 0, 0, 0, 0, 0, 0};
-  ASSERT_EQ(write(sv[0], h2, sizeof h2), ssize_t(sizeof h2));
-  ASSERT_EQ(write(sv[0], "abc", 3), 3);
-  close(sv[0]);
-  EXPECT_EQ(wk::read_frame(sv[1], &type, &payload, kjit::monotonic_ms() + 1000),
-            wk::ReadResult::Error);
-  close(sv[1]);
+// A header rewritten while the worker starts, before NVRTC can read it: its bytes then are
+// what NVRTC reads, and the compile is stored. The request's start time, which vouches for
+// the files NVRTC reads (a file changed within kStampLagNs of it may have changed while
+// NVRTC read it), is taken once a worker answers, not before the worker is started: the
+// wait for it overlaps the worker's start instead of preceding it.
+TEST_F(Worker, HeaderRewrittenWhileTheWorkerStartsIsReadAndStored) {
+  const std::string script = tmp_.path() + "/slow-start-worker.sh";
+  kjit::test::write_file(
+      script, std::string("#!/bin/sh\nsleep 0.6\nexec '") + KJIT_TEST_WORKER + "' \"$@\"\n");
+  ASSERT_EQ(chmod(script.c_str(), 0700), 0);
+  setenv("KJIT_WORKER", script.c_str(), 1);
+  TempDir dir, inc;
+  const std::string header = inc.path() + "/v.h";
+  kjit::test::write_file(header, "#error not rewritten yet\n");
+  auto cache = open_cache(dir.path());
+  kjit::Compiler compiler(cache.get(), 1);
+  compiler.set_mode(CompileMode::Worker);
+  CompileOptions o = sm90("rewritten.cu");
+  o.outputs = KJIT_OUTPUT_PTX;
+  o.raw = {"-I" + inc.path()};
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    kjit::test::write_file(header, "#define V 4321\n");
+  });
+  const Outcome r =
+      compiler.compile("#include \"v.h\"\nextern \"C\" __global__ void k(int* p) { *p = V; }\n", o);
+  writer.join();
+  ASSERT_EQ(r.status, KJIT_OK) << r.message;
+  EXPECT_NE(r.entry->ptx.find("4321"), std::string::npos);
+  EXPECT_TRUE(r.stored) << r.not_stored;
+  const kjit::CacheStats st = cache->stats();
+  EXPECT_EQ(st.not_stored, 0u);
+  EXPECT_EQ(st.stores, 1u);
 }
 
 }  // namespace

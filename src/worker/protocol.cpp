@@ -1,4 +1,4 @@
-#include "compile/worker_protocol.h"
+#include "worker/protocol.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -103,7 +103,7 @@ namespace {
 void put(Writer& w, const std::string& v) {
   w.str(v);
 }
-void put(Writer& w, const Strings& v) {
+void put(Writer& w, const StringList& v) {
   w.strs(v);
 }
 void put(Writer& w, uint32_t v) {
@@ -112,10 +112,13 @@ void put(Writer& w, uint32_t v) {
 void put(Writer& w, uint64_t v) {
   w.u64(v);
 }
+void put(Writer& w, int v) {
+  w.u32(uint32_t(v));
+}
 void put(Writer& w, bool v) {
   w.u32(v ? 1 : 0);
 }
-void put(Writer& w, const Headers& v) {
+void put(Writer& w, const HeaderList& v) {
   w.u64(v.size());
   for (const auto& [name, contents] : v) {
     w.str(name);
@@ -126,7 +129,7 @@ void put(Writer& w, const Headers& v) {
 void get(Reader& r, std::string* v) {
   *v = r.str();
 }
-void get(Reader& r, Strings* v) {
+void get(Reader& r, StringList* v) {
   *v = r.strs();
 }
 void get(Reader& r, uint32_t* v) {
@@ -135,10 +138,13 @@ void get(Reader& r, uint32_t* v) {
 void get(Reader& r, uint64_t* v) {
   *v = r.u64();
 }
+void get(Reader& r, int* v) {
+  *v = int(r.u32());
+}
 void get(Reader& r, bool* v) {
   *v = r.boolean();
 }
-void get(Reader& r, Headers* v) {
+void get(Reader& r, HeaderList* v) {
   const uint64_t n = r.u64();
   if (n > r.size() / 16) throw ProtocolError("too many headers for the message size");
   for (uint64_t i = 0; i < n; ++i) {
@@ -146,6 +152,24 @@ void get(Reader& r, Headers* v) {
     v->emplace_back(std::move(name), r.str());
   }
 }
+
+// The options, field by field in their lists' order (key/request.h).
+#define KJIT_PUT_OPTION(type, field, init) put(w, v.field);
+#define KJIT_GET_OPTION(type, field, init) get(r, &v->field);
+void put(Writer& w, const CompileOptions& v) {
+  KJIT_COMPILE_OPTIONS_FIELDS(KJIT_PUT_OPTION)
+}
+void get(Reader& r, CompileOptions* v) {
+  KJIT_COMPILE_OPTIONS_FIELDS(KJIT_GET_OPTION)
+}
+void put(Writer& w, const NormalisedOptions& v) {
+  KJIT_NORMALISED_OPTIONS_FIELDS(KJIT_PUT_OPTION)
+}
+void get(Reader& r, NormalisedOptions* v) {
+  KJIT_NORMALISED_OPTIONS_FIELDS(KJIT_GET_OPTION)
+}
+#undef KJIT_PUT_OPTION
+#undef KJIT_GET_OPTION
 
 }  // namespace
 

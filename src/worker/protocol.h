@@ -17,14 +17,15 @@
 #include <vector>
 
 #include "key/file_audit.h"
+#include "key/request.h"
 #include "store/outcome.h"
 #include "util/wire.h"
 
 namespace kjit::worker {
 
 // Bumped whenever a frame's layout or meaning changes.
-constexpr uint32_t kProtocolVersion = 3;         // 2: PCH inputs and doubts in the audit;
-                                                 // 3: relative opens
+constexpr uint32_t kProtocolVersion = 4;         // 2: PCH inputs and doubts in the audit;
+                                                 // 3: relative opens; 4: whole options
 constexpr uint64_t kMaxFrameBytes = 1ull << 30;  // 1 GiB
 
 enum class FrameType : uint32_t {
@@ -44,30 +45,29 @@ struct Hello {
   int64_t pid = 0;
 };
 
-// The fields of a compile request, in wire order: X(type, name). The struct, its encoding
-// and its decoding are generated from this one list.
+// The fields of a compile request, in wire order: X(type, name). The struct, its
+// encoding and its decoding are generated from this one list; the options travel whole,
+// each through its own field list (key/request.h), so the worker compiles with exactly what
+// the client normalised.
 #define KJIT_COMPILE_REQUEST_FIELDS(X)                                                  \
   X(std::string, cwd) /* the client's working directory: relative paths resolve here */ \
   X(std::string, key)                                                                   \
   X(std::string, source)                                                                \
-  X(std::string, program_name)                                                          \
-  X(Headers, headers)                                                                   \
-  X(Strings, name_expressions)                                                          \
-  X(std::string, target)                                                                \
-  X(uint32_t, outputs)                                                                  \
-  X(Strings, nvrtc)       /* NormalisedOptions::nvrtc */                                \
-  X(Strings, key_options) /* NormalisedOptions::key */                                  \
+  X(CompileOptions, options) /* as compiled (built-in headers added among `headers`) */ \
+  X(NormalisedOptions, norm) /* as the client normalised them */                        \
   X(bool, use_pch)                                                                      \
   X(uint64_t, time_limit_ms)      /* 0 = none */                                        \
   X(uint64_t, memory_limit_bytes) /* 0 = the worker's default */
-
-using Headers = std::vector<std::pair<std::string, std::string>>;
-using Strings = std::vector<std::string>;
 
 struct CompileRequest {
 #define KJIT_REQUEST_FIELD(type, name) type name{};
   KJIT_COMPILE_REQUEST_FIELDS(KJIT_REQUEST_FIELD)
 #undef KJIT_REQUEST_FIELD
+#define KJIT_REQUEST_EQUAL(type, name) &&name == o.name
+  bool operator==(const CompileRequest& o) const {
+    return true KJIT_COMPILE_REQUEST_FIELDS(KJIT_REQUEST_EQUAL);
+  }
+#undef KJIT_REQUEST_EQUAL
 };
 
 struct CompileReply {

@@ -1,4 +1,6 @@
-// The client side of the compile worker (src/worker/): NVRTC out of the caller's process.
+// The client side of the compile worker (the server is main.cpp beside it): NVRTC out of
+// the caller's process. Library code below compile/, which calls it: it includes nothing
+// of compile/ (tools/check_layers.py).
 //
 // A worker is one long-lived process per user, kjit version, protocol version and
 // toolchain, shared by every process that uses the same cache directory. It listens on a
@@ -23,16 +25,17 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 
-#include "compile/worker_protocol.h"
+#include "util/cancel.h"
+#include "worker/protocol.h"
 
 namespace kjit {
 
 class Cache;
-using CancelFlag = std::shared_ptr<std::atomic<bool>>;
 
 enum class CompileMode { Auto = 0, Worker = 1, InProcess = 2 };
 
@@ -97,9 +100,12 @@ WorkerAddress take_worker(const WorkerAddress& addr, const CancelFlag& cancel, W
 
 // Runs one compile in the worker for `addr`, starting it when none answers. A worker that
 // dies mid-compile without a crash report (killed, or another request crashed it) is
-// replaced and the compile tried once more.
+// replaced and the compile tried once more. `before_send` (may be empty) is called once,
+// when a worker answers and before the request is sent: what must precede NVRTC's start
+// (compile_scanned's start time) waits there, while the worker starts, not before.
 WorkerAnswer compile_in_worker(const WorkerAddress& addr, const std::string& toolchain,
-                               const worker::CompileRequest& request, const CancelFlag& cancel);
+                               const worker::CompileRequest& request, const CancelFlag& cancel,
+                               const std::function<void()>& before_send = {});
 
 // The running worker's state, without starting one. nullopt when none answers (*why says).
 std::optional<worker::WorkerStatus> query_worker(const WorkerAddress& addr,
@@ -112,14 +118,5 @@ std::optional<worker::WorkerStatus> worker_status_for(Cache* cache, std::string*
 
 // The worker executable ($KJIT_WORKER, else beside the library); "" when not found.
 std::string worker_executable(std::string* why);
-
-// True when the peer of a connected Unix socket runs as `uid` (SO_PEERCRED); false, with
-// the peer's uid in *peer_uid, otherwise or when it cannot be told.
-bool peer_is_user(int fd, unsigned uid, long* peer_uid);
-
-// Sets up a sockaddr_un for `directory`/`file` in *addr (using /proc/self/fd/<dir_fd>/file
-// when the full path does not fit sun_path). Returns the address length, 0 on failure.
-size_t socket_address(const std::string& directory, int dir_fd, const std::string& file,
-                      void* addr /* sockaddr_un* */);
 
 }  // namespace kjit

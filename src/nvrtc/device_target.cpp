@@ -1,4 +1,4 @@
-#include "compile/device_target.h"
+#include "nvrtc/device_target.h"
 
 #include <map>
 #include <mutex>

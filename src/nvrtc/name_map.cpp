@@ -1,8 +1,10 @@
-#include "compile/name_map.h"
+#include "nvrtc/name_map.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+
+#include "util/text.h"
 
 namespace kjit {
 namespace {
@@ -20,13 +22,6 @@ std::vector<std::string> split_lines(const std::string& s) {
     pos = end + 1;
   }
   return lines;
-}
-
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
 }
 
 std::string without_spaces(const std::string& s) {

@@ -1,4 +1,4 @@
-#include "nvrtc/nvrtc_lib.h"
+#include "cuda/nvrtc_lib.h"
 
 #include <atomic>
 #include <mutex>
