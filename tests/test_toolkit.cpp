@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "key/toolchain.h"
 #include "kjit/kjit.h"
 #include "support/test_support.h"
 
@@ -66,6 +67,36 @@ const char* const kHeaders[] = {"cuda_fp16.h",  "cuda_bf16.h",
                                 "mma.h",        "cuda/std/cstdint",
                                 "cuda/atomic",  "cuda/std/complex",
                                 "cuda/barrier", "cub/block/block_reduce.cuh"};
+
+// The toolchain record (docs/formats.md): a round trip; a record of the text format of
+// before (version 2), a truncated or a damaged one reads as none (the facts are probed
+// again), never as other facts.
+TEST(ToolchainRecord, RoundTripAndOldOrDamagedRecordsAreMisses) {
+  kjit::ToolchainFacts f;
+  f.id = "nvrtc 13.0.88 CL-36424714";
+  f.version = "13.0";
+  f.archs = {75, 80, 90, 100};
+  const std::string rec = kjit::encode_toolchain_record(f);
+  kjit::ToolchainFacts back;
+  ASSERT_TRUE(kjit::decode_toolchain_record(rec, &back));
+  EXPECT_EQ(back.id, f.id);
+  EXPECT_EQ(back.version, f.version);
+  EXPECT_EQ(back.archs, f.archs);
+  kjit::ToolchainFacts untouched;
+  untouched.id = "kept";
+  EXPECT_FALSE(kjit::decode_toolchain_record(
+      "kjit-toolchain-2\nnvrtc 13.0.88 CL-36424714\n13.0\n75 80 90 ", &untouched));
+  for (size_t n = 0; n < rec.size(); ++n)
+    EXPECT_FALSE(kjit::decode_toolchain_record(rec.substr(0, n), &untouched)) << n;
+  EXPECT_FALSE(kjit::decode_toolchain_record(rec + "x", &untouched));
+  std::string other_version = rec;
+  other_version[8 + std::strlen(kjit::kToolchainMagic)] ^= 1;  // the u32 after the magic
+  EXPECT_FALSE(kjit::decode_toolchain_record(other_version, &untouched));
+  kjit::ToolchainFacts no_arch = f;
+  no_arch.archs.clear();
+  EXPECT_FALSE(kjit::decode_toolchain_record(kjit::encode_toolchain_record(no_arch), &untouched));
+  EXPECT_EQ(untouched.id, "kept");
+}
 
 TEST(ToolkitHeaders, FoundWithoutIncludeOptions) {
   Compiler c;
