@@ -7,8 +7,12 @@
 #include <thread>
 #include <vector>
 
+#include "compile/process_state.h"
 #include "key/toolchain.h"
+#include "key/toolkit.h"
 #include "kjit/kjit.h"
+#include "store/cache.h"
+#include "store/facts.h"
 #include "support/test_support.h"
 
 namespace {
@@ -96,6 +100,44 @@ TEST(ToolchainRecord, RoundTripAndOldOrDamagedRecordsAreMisses) {
   no_arch.archs.clear();
   EXPECT_FALSE(kjit::decode_toolchain_record(kjit::encode_toolchain_record(no_arch), &untouched));
   EXPECT_EQ(untouched.id, "kept");
+}
+
+// The toolchain facts are a process memo learnt from the first cache given; after
+// reset_process_state() they are learnt from the next one, not kept from the first.
+TEST(ProcessState, ResetUnbindsTheToolchainFactsFromTheFirstCache) {
+  kjit::test::TempDir d;
+  kjit::CacheConfig a_cfg, b_cfg;
+  a_cfg.directory = d.file("a");
+  b_cfg.directory = d.file("b");
+  kjit::Cache a(a_cfg), b(b_cfg);
+  kjit::reset_process_state();
+  const kjit::ToolchainFacts real = kjit::toolchain_facts(&a.facts());
+  const std::string name = kjit::toolchain_record_name();
+  ASSERT_FALSE(name.empty());
+  ASSERT_TRUE(a.facts().get(name)) << "the facts were not recorded in the first cache";
+  kjit::ToolchainFacts forged = real;
+  forged.id = "nvrtc 99.9.9 recorded in the second cache";
+  b.facts().set(name, kjit::encode_toolchain_record(forged));
+  // Without a reset the memo answers, whatever cache is given.
+  EXPECT_EQ(kjit::toolchain_facts(&b.facts()).id, real.id);
+  kjit::reset_process_state();
+  EXPECT_EQ(kjit::toolchain_facts(&b.facts()).id, forged.id);
+  kjit::reset_process_state();
+  EXPECT_EQ(kjit::toolchain_facts(&a.facts()).id, real.id);
+  kjit::reset_process_state();  // the real facts for the tests that follow
+}
+
+// Likewise the automatic toolkit: after a reset it is found again (the same toolkit here),
+// a new object, while references handed out before stay valid.
+TEST(ProcessState, ResetForgetsTheAutomaticToolkit) {
+  kjit::reset_process_state();
+  const kjit::Toolkit& first = kjit::find_toolkit("");
+  EXPECT_EQ(&kjit::find_toolkit(""), &first);
+  kjit::reset_process_state();
+  const kjit::Toolkit& second = kjit::find_toolkit("");
+  EXPECT_NE(&second, &first);
+  EXPECT_EQ(second.fingerprint, first.fingerprint);
+  EXPECT_EQ(second.root, first.root);
 }
 
 TEST(ToolkitHeaders, FoundWithoutIncludeOptions) {

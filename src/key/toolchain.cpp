@@ -2,9 +2,11 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <climits>
-#include <cstdlib>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <vector>
 
@@ -82,33 +84,37 @@ ToolchainFacts probe_toolchain() {
   return f;
 }
 
-std::mutex g_mu;
-bool g_known = false;
-ToolchainFacts g_facts;
+std::mutex g_mu;  // held while the facts are learnt, not to read them
+// The facts learnt (nullptr: not yet). A reset leaves the facts it forgets allocated, so
+// that references handed out stay valid.
+std::atomic<const ToolchainFacts*> g_facts{nullptr};
 
-// The facts, read once per process: from `store` when it holds a record for the library
-// file, else by opening NVRTC and probing it (then recorded in `store`). The record is named
-// by the file's identity (device, inode, size, times: stat() follows the path's links to the
-// file itself), so the path need not be resolved first.
-const ToolchainFacts& facts(Facts* store) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  if (g_known) return g_facts;
+std::string record_name() {
   const std::string lib = nvrtc_library_as_named();
   const std::string identity = lib.empty() ? "" : file_identity(lib);
-  const std::string memo = "toolchain-4:" + identity;
-  if (store && !identity.empty()) {
-    if (auto v = store->get(memo)) {
-      if (decode_toolchain_record(*v, &g_facts)) {
-        g_known = true;
-        return g_facts;
-      }
-    }
+  return identity.empty() ? "" : "toolchain-4:" + identity;
+}
+
+// The facts, read once per process (again after reset_toolchain_facts()): from `store` when
+// it holds a record for the library file, else by opening NVRTC and probing it (then
+// recorded in `store`). The record is named by the file's identity (device, inode, size,
+// times: stat() follows the path's links to the file itself), so the path need not be
+// resolved first.
+const ToolchainFacts& facts(Facts* store) {
+  if (const ToolchainFacts* known = g_facts.load(std::memory_order_acquire)) return *known;
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (const ToolchainFacts* known = g_facts.load(std::memory_order_acquire)) return *known;
+  const std::string memo = record_name();
+  auto learnt = std::make_unique<ToolchainFacts>();
+  std::optional<std::string> v;
+  if (store && !memo.empty()) v = store->get(memo);
+  if (!v || !decode_toolchain_record(*v, learnt.get())) {
+    *learnt = probe_toolchain();
+    log_debug("NVRTC toolchain: " + learnt->id + " (" + nvrtc_library_as_named() + ")");
+    if (store && !memo.empty()) store->set(memo, encode_toolchain_record(*learnt));
   }
-  g_facts = probe_toolchain();
-  g_known = true;
-  log_debug("NVRTC toolchain: " + g_facts.id + " (" + lib + ")");
-  if (store && !identity.empty()) store->set(memo, encode_toolchain_record(g_facts));
-  return g_facts;
+  g_facts.store(learnt.get(), std::memory_order_release);
+  return *learnt.release();
 }
 
 }  // namespace
@@ -144,6 +150,14 @@ bool decode_toolchain_record(const std::string& record, ToolchainFacts* f) {
   } catch (const WireError&) {
     return false;
   }
+}
+
+std::string toolchain_record_name() {
+  return record_name();
+}
+
+void reset_toolchain_facts() {
+  g_facts.store(nullptr, std::memory_order_release);
 }
 
 std::string nvrtc_library_path() {

@@ -36,6 +36,13 @@ constexpr uint32_t kToolchainRecordVersion = 3;
 std::string encode_toolchain_record(const ToolchainFacts& f);
 bool decode_toolchain_record(const std::string& record, ToolchainFacts* f);
 
+// The name of the record in a cache ("" when libnvrtc is not found).
+std::string toolchain_record_name();
+
+// Forgets the facts learnt, so that the next toolchain_facts() reads them from the cache it
+// is given (or probes). References handed out stay valid. Through reset_process_state().
+void reset_toolchain_facts();
+
 // Real path of the libnvrtc in use (opened or not), and the toolkit root it belongs to.
 std::string nvrtc_library_path();
 std::string toolkit_root();

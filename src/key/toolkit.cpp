@@ -3,6 +3,7 @@
 #include <sys/utsname.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cstdlib>
 #include <map>
@@ -285,20 +286,37 @@ std::string toolkit_record_name(const std::string& explicit_root) {
   return name;
 }
 
+namespace {
+
+// The automatic toolkit (nullptr: not found yet), and those of explicit roots. A reset
+// leaves the toolkits it forgets allocated, so that references handed out stay valid.
+std::atomic<const Toolkit*> g_automatic{nullptr};
+std::mutex g_toolkits_mu;  // held to find one, and for g_named
+std::map<std::string, const Toolkit*> g_named;
+
+}  // namespace
+
 const Toolkit& find_toolkit(const std::string& explicit_root, Facts* facts) {
   // The automatic one is asked for on every compile and hit: no lock once it is known.
   if (explicit_root.empty()) {
-    static std::once_flag once;
-    static Toolkit automatic;
-    std::call_once(once, [facts] { automatic = find("", facts); });
-    return automatic;
+    if (const Toolkit* known = g_automatic.load(std::memory_order_acquire)) return *known;
   }
-  static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<Toolkit>> memo;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& slot = memo[explicit_root];
-  if (!slot) slot = std::make_unique<Toolkit>(find(explicit_root, facts));
+  std::lock_guard<std::mutex> lock(g_toolkits_mu);
+  if (explicit_root.empty()) {
+    if (const Toolkit* known = g_automatic.load(std::memory_order_acquire)) return *known;
+    const Toolkit* found = new Toolkit(find("", facts));
+    g_automatic.store(found, std::memory_order_release);
+    return *found;
+  }
+  const Toolkit*& slot = g_named[explicit_root];
+  if (!slot) slot = new Toolkit(find(explicit_root, facts));
   return *slot;
+}
+
+void reset_toolkits() {
+  std::lock_guard<std::mutex> lock(g_toolkits_mu);
+  g_automatic.store(nullptr, std::memory_order_release);
+  g_named.clear();
 }
 
 }  // namespace kjit

@@ -34,7 +34,12 @@ class Facts;  // store/facts.h
 // looked at stats the same (include_scan.h: paths_unchanged); otherwise it discovers
 // again and keeps the result there when nothing it read had changed within
 // kRacySeconds. Saves a fresh process reading and hashing the toolkit's version files.
+// Thread-safe; once the automatic toolkit is known, asking for it is one atomic load.
 const Toolkit& find_toolkit(const std::string& explicit_root, Facts* facts = nullptr);
+
+// Forgets the toolkits found, so that the next find_toolkit() reads the record of the cache
+// it is given. References handed out stay valid. Through reset_process_state().
+void reset_toolkits();
 
 // The name of that record in the cache's metadata (it depends on the candidates: the
 // explicit root, or $KJIT_CUDA_HOME, $CUDA_PATH, $CUDA_HOME and libnvrtc's directory).
