@@ -102,6 +102,59 @@ TEST(ToolchainRecord, RoundTripAndOldOrDamagedRecordsAreMisses) {
   EXPECT_EQ(untouched.id, "kept");
 }
 
+// The toolkit record (docs/formats.md): a round trip; a record of the text format of
+// before (version 1), a truncated or a damaged one reads as none (the toolkit is
+// discovered again), never as another toolkit.
+TEST(ToolkitRecord, RoundTripAndOldOrDamagedRecordsAreMisses) {
+  kjit::Toolkit t;
+  t.root = "/opt/cuda";
+  t.found_by = "libnvrtc";
+  t.fingerprint = std::string(64, 'f');
+  t.include_dirs = {"/opt/cuda/include/cccl", "/opt/cuda/include"};
+  kjit::PathStamp a, b;
+  a.path = "/opt/cuda/version.json";
+  a.kind = 1;
+  a.dev = 2049;
+  a.ino = 77;
+  a.size = 512;
+  a.mtime_ns = 1700000000123456789;
+  a.ctime_ns = -5;
+  b.path = "/opt/cuda/version.txt";
+  const std::string rec = kjit::encode_toolkit_record(t, {a, b});
+  kjit::Toolkit back;
+  std::vector<kjit::PathStamp> looked;
+  ASSERT_TRUE(kjit::decode_toolkit_record(rec, &back, &looked));
+  EXPECT_EQ(back.root, t.root);
+  EXPECT_EQ(back.found_by, t.found_by);
+  EXPECT_EQ(back.fingerprint, t.fingerprint);
+  EXPECT_EQ(back.include_dirs, t.include_dirs);
+  ASSERT_EQ(looked.size(), 2u);
+  EXPECT_EQ(looked[0].path, a.path);
+  EXPECT_EQ(looked[0].kind, 1);
+  EXPECT_EQ(looked[0].dev, 2049u);
+  EXPECT_EQ(looked[0].ino, 77u);
+  EXPECT_EQ(looked[0].size, 512u);
+  EXPECT_EQ(looked[0].mtime_ns, a.mtime_ns);
+  EXPECT_EQ(looked[0].ctime_ns, -5);
+  EXPECT_EQ(looked[1].kind, 0);
+  kjit::Toolkit untouched;
+  untouched.root = "kept";
+  std::vector<kjit::PathStamp> none;
+  const std::string version_1 =
+      "kjit-toolkit-record-19:/opt/cuda8:libnvrtc64:" + std::string(64, 'f') + "1:0" + "1:0";
+  EXPECT_FALSE(kjit::decode_toolkit_record(version_1, &untouched, &none));
+  for (size_t n = 0; n < rec.size(); ++n)
+    EXPECT_FALSE(kjit::decode_toolkit_record(rec.substr(0, n), &untouched, &none)) << n;
+  EXPECT_FALSE(kjit::decode_toolkit_record(rec + "x", &untouched, &none));
+  kjit::PathStamp odd = a;
+  odd.kind = 9;
+  EXPECT_FALSE(
+      kjit::decode_toolkit_record(kjit::encode_toolkit_record(t, {odd}), &untouched, &none));
+  EXPECT_EQ(untouched.root, "kept");
+  EXPECT_TRUE(none.empty());
+  EXPECT_EQ(kjit::toolkit_record_name("/opt/cuda").rfind("toolkit-2:", 0), 0u);
+}
+
 // The toolchain facts are a process memo learnt from the first cache given; after
 // reset_process_state() they are learnt from the next one, not kept from the first.
 TEST(ProcessState, ResetUnbindsTheToolchainFactsFromTheFirstCache) {
