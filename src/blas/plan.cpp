@@ -562,7 +562,7 @@ namespace {
 constexpr std::string_view kMagic("KJGP", 4);
 constexpr auto kSeal = WireWriter::Seal::Raw;
 
-void put_config(WireWriter& w, const PersistedPlan& p) {
+void put_plan(WireWriter& w, const PersistedPlan& p) {
   w.raw(std::string_view(reinterpret_cast<const char*>(p.algo.data()), p.algo.size()));
   w.u32(uint32_t(p.config.algo_id));
   w.u32(p.config.tile);
@@ -578,7 +578,7 @@ void put_config(WireWriter& w, const PersistedPlan& p) {
   w.f64(p.tuned_us);
 }
 
-PersistedPlan get_config(WireReader& r) {
+PersistedPlan get_plan(WireReader& r) {
   PersistedPlan p;
   const std::string algo = r.raw(p.algo.size());
   std::memcpy(p.algo.data(), algo.data(), p.algo.size());
@@ -624,7 +624,7 @@ std::string encode_plan(const PlanKey& key, const std::string& vals, const Persi
   w.str(vals);
   w.u32(uint32_t(key.f.size()));
   for (int64_t v : key.f) w.u64(uint64_t(v));
-  put_config(w, p);
+  put_plan(w, p);
   w.seal(kSeal);
   return std::move(w.bytes());
 }
@@ -645,7 +645,7 @@ std::optional<PersistedPlan> decode_plan(const std::string& value, const PlanKey
     if (r.u32() != key.f.size()) return reject("other key");
     for (int64_t v : key.f)
       if (r.u64() != uint64_t(v)) return reject("other key");
-    return get_config(r);
+    return get_plan(r);
   } catch (const WireError&) {
     return reject("truncated");
   }
