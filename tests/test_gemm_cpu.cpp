@@ -578,6 +578,17 @@ TEST(GemmPersist, RoundTrip) {
   EXPECT_EQ(kjit::blas::encode_plan(key, vals, in), blob);
 }
 
+// The record's bytes are pinned (docs/formats.md, "GEMM plan record"): a change of codec
+// that changes them without a new format version would misread the records already stored.
+TEST(GemmPersist, BytesArePinned) {
+  DeviceInfo dev = h100();
+  kjit_gemm_desc d = base_desc(KJIT_GEMM_BF16);
+  const PlanKey key = kjit::blas::make_key(kjit::blas::prepare(&d, kA, kB, kC, kD, nullptr), dev, 1);
+  const std::string blob = kjit::blas::encode_plan(key, "vals", sample_plan());
+  EXPECT_EQ(blob.substr(0, 8), std::string("KJGP\x01\0\0\0", 8));
+  EXPECT_EQ(kjit::to_hex(kjit::sha256(blob)), "bccb6dad13eb99b9e09483e322978f7de9300a129c61597e07857c20085f9ecf");
+}
+
 TEST(GemmPersist, DamageIsDetected) {
   const DeviceInfo dev = h100();
   kjit_gemm_desc d = base_desc(KJIT_GEMM_BF16);

@@ -20,6 +20,7 @@
 #include "nvrtc/options.h"
 #include "store/cache.h"
 #include "support/test_support.h"
+#include "util/sha256.h"
 
 using namespace kjit;
 using namespace kjit::grouped;
@@ -190,6 +191,19 @@ TEST(GroupedPlanPersist, RoundTripAndRejections) {
   wrong.config.tile_n = 192;
   EXPECT_FALSE(decode_plan(encode_plan(key, vals, wrong), key, vals, &why));
   EXPECT_NE(why.find("tiles"), std::string::npos) << why;
+}
+
+// The record's bytes are pinned (docs/formats.md, "Grouped GEMM plan record").
+TEST(GroupedPlanPersist, BytesArePinned) {
+  const Problem p = problem(8, 8192, 4096, 1024);
+  const PlanKey key = make_key(p, h200());
+  PersistedPlan plan;
+  plan.config = candidates(heuristic(p), h200()).back();
+  plan.tuned_us = 123.5;
+  plan.heuristic_us = 140.25;
+  plan.candidates = 7;
+  const std::string value = encode_plan(key, "vals", plan);
+  EXPECT_EQ(kjit::to_hex(kjit::sha256(value)), "d349e585b64c8f831e9e11293d214a6238b1708b900745224e81b329c37d2333");
 }
 
 TEST(GroupedPlanPersist, SurvivesReopeningTheCache) {

@@ -4,6 +4,7 @@
 // query and no toolkit discovery of its own.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "key/toolchain.h"
@@ -113,6 +114,25 @@ TEST(Normalise, OptionsThatReadFilesNeedTheFactsOfAProgramThatReadsFiles) {
     EXPECT_EQ(e.status(), KJIT_ERROR_INTERNAL);
   }
   EXPECT_EQ(kjit::normalise(o, m.facts(true)).pre_includes.size(), 1u);
+}
+
+// The PCH switch reaches normalise() through its input (MachineFacts::switches), never
+// through the environment: KJIT_PCH set either way changes nothing of the result, the
+// switch given does.
+TEST(Normalise, PchSwitchIsAnInputNotTheEnvironment) {
+  Invented m;
+  kjit::CompileOptions o = options("sm_80");
+  o.pch = true;
+  for (const char* env : {"0", "1"}) {
+    ::setenv("KJIT_PCH", env, 1);
+    kjit::MachineFacts on = m.facts(true);
+    on.switches.pch = true;
+    kjit::MachineFacts off = m.facts(true);
+    off.switches.pch = false;
+    EXPECT_TRUE(kjit::normalise(o, on).pch) << "KJIT_PCH=" << env;
+    EXPECT_FALSE(kjit::normalise(o, off).pch) << "KJIT_PCH=" << env;
+  }
+  ::unsetenv("KJIT_PCH");
 }
 
 }  // namespace

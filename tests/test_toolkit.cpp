@@ -7,7 +7,12 @@
 #include <thread>
 #include <vector>
 
+#include "compile/process_state.h"
+#include "key/toolchain.h"
+#include "key/toolkit.h"
 #include "kjit/kjit.h"
+#include "store/cache.h"
+#include "store/facts.h"
 #include "support/test_support.h"
 
 namespace {
@@ -66,6 +71,127 @@ const char* const kHeaders[] = {"cuda_fp16.h",  "cuda_bf16.h",
                                 "mma.h",        "cuda/std/cstdint",
                                 "cuda/atomic",  "cuda/std/complex",
                                 "cuda/barrier", "cub/block/block_reduce.cuh"};
+
+// The toolchain record (docs/formats.md): a round trip; a record of the text format of
+// before (version 2), a truncated or a damaged one reads as none (the facts are probed
+// again), never as other facts.
+TEST(ToolchainRecord, RoundTripAndOldOrDamagedRecordsAreMisses) {
+  kjit::ToolchainFacts f;
+  f.id = "nvrtc 13.0.88 CL-36424714";
+  f.version = "13.0";
+  f.archs = {75, 80, 90, 100};
+  const std::string rec = kjit::encode_toolchain_record(f);
+  kjit::ToolchainFacts back;
+  ASSERT_TRUE(kjit::decode_toolchain_record(rec, &back));
+  EXPECT_EQ(back.id, f.id);
+  EXPECT_EQ(back.version, f.version);
+  EXPECT_EQ(back.archs, f.archs);
+  kjit::ToolchainFacts untouched;
+  untouched.id = "kept";
+  EXPECT_FALSE(kjit::decode_toolchain_record(
+      "kjit-toolchain-2\nnvrtc 13.0.88 CL-36424714\n13.0\n75 80 90 ", &untouched));
+  for (size_t n = 0; n < rec.size(); ++n)
+    EXPECT_FALSE(kjit::decode_toolchain_record(rec.substr(0, n), &untouched)) << n;
+  EXPECT_FALSE(kjit::decode_toolchain_record(rec + "x", &untouched));
+  std::string other_version = rec;
+  other_version[8 + std::strlen(kjit::kToolchainMagic)] ^= 1;  // the u32 after the magic
+  EXPECT_FALSE(kjit::decode_toolchain_record(other_version, &untouched));
+  kjit::ToolchainFacts no_arch = f;
+  no_arch.archs.clear();
+  EXPECT_FALSE(kjit::decode_toolchain_record(kjit::encode_toolchain_record(no_arch), &untouched));
+  EXPECT_EQ(untouched.id, "kept");
+}
+
+// The toolkit record (docs/formats.md): a round trip; a record of the text format of
+// before (version 1), a truncated or a damaged one reads as none (the toolkit is
+// discovered again), never as another toolkit.
+TEST(ToolkitRecord, RoundTripAndOldOrDamagedRecordsAreMisses) {
+  kjit::Toolkit t;
+  t.root = "/opt/cuda";
+  t.found_by = "libnvrtc";
+  t.fingerprint = std::string(64, 'f');
+  t.include_dirs = {"/opt/cuda/include/cccl", "/opt/cuda/include"};
+  kjit::PathStamp a, b;
+  a.path = "/opt/cuda/version.json";
+  a.kind = 1;
+  a.dev = 2049;
+  a.ino = 77;
+  a.size = 512;
+  a.mtime_ns = 1700000000123456789;
+  a.ctime_ns = -5;
+  b.path = "/opt/cuda/version.txt";
+  const std::string rec = kjit::encode_toolkit_record(t, {a, b});
+  kjit::Toolkit back;
+  std::vector<kjit::PathStamp> looked;
+  ASSERT_TRUE(kjit::decode_toolkit_record(rec, &back, &looked));
+  EXPECT_EQ(back.root, t.root);
+  EXPECT_EQ(back.found_by, t.found_by);
+  EXPECT_EQ(back.fingerprint, t.fingerprint);
+  EXPECT_EQ(back.include_dirs, t.include_dirs);
+  ASSERT_EQ(looked.size(), 2u);
+  EXPECT_EQ(looked[0].path, a.path);
+  EXPECT_EQ(looked[0].kind, 1);
+  EXPECT_EQ(looked[0].dev, 2049u);
+  EXPECT_EQ(looked[0].ino, 77u);
+  EXPECT_EQ(looked[0].size, 512u);
+  EXPECT_EQ(looked[0].mtime_ns, a.mtime_ns);
+  EXPECT_EQ(looked[0].ctime_ns, -5);
+  EXPECT_EQ(looked[1].kind, 0);
+  kjit::Toolkit untouched;
+  untouched.root = "kept";
+  std::vector<kjit::PathStamp> none;
+  const std::string version_1 =
+      "kjit-toolkit-record-19:/opt/cuda8:libnvrtc64:" + std::string(64, 'f') + "1:0" + "1:0";
+  EXPECT_FALSE(kjit::decode_toolkit_record(version_1, &untouched, &none));
+  for (size_t n = 0; n < rec.size(); ++n)
+    EXPECT_FALSE(kjit::decode_toolkit_record(rec.substr(0, n), &untouched, &none)) << n;
+  EXPECT_FALSE(kjit::decode_toolkit_record(rec + "x", &untouched, &none));
+  kjit::PathStamp odd = a;
+  odd.kind = 9;
+  EXPECT_FALSE(
+      kjit::decode_toolkit_record(kjit::encode_toolkit_record(t, {odd}), &untouched, &none));
+  EXPECT_EQ(untouched.root, "kept");
+  EXPECT_TRUE(none.empty());
+  EXPECT_EQ(kjit::toolkit_record_name("/opt/cuda").rfind("toolkit-2:", 0), 0u);
+}
+
+// The toolchain facts are a process memo learnt from the first cache given; after
+// reset_process_state() they are learnt from the next one, not kept from the first.
+TEST(ProcessState, ResetUnbindsTheToolchainFactsFromTheFirstCache) {
+  kjit::test::TempDir d;
+  kjit::CacheConfig a_cfg, b_cfg;
+  a_cfg.directory = d.file("a");
+  b_cfg.directory = d.file("b");
+  kjit::Cache a(a_cfg), b(b_cfg);
+  kjit::reset_process_state();
+  const kjit::ToolchainFacts real = kjit::toolchain_facts(&a.facts());
+  const std::string name = kjit::toolchain_record_name();
+  ASSERT_FALSE(name.empty());
+  ASSERT_TRUE(a.facts().get(name)) << "the facts were not recorded in the first cache";
+  kjit::ToolchainFacts forged = real;
+  forged.id = "nvrtc 99.9.9 recorded in the second cache";
+  b.facts().set(name, kjit::encode_toolchain_record(forged));
+  // Without a reset the memo answers, whatever cache is given.
+  EXPECT_EQ(kjit::toolchain_facts(&b.facts()).id, real.id);
+  kjit::reset_process_state();
+  EXPECT_EQ(kjit::toolchain_facts(&b.facts()).id, forged.id);
+  kjit::reset_process_state();
+  EXPECT_EQ(kjit::toolchain_facts(&a.facts()).id, real.id);
+  kjit::reset_process_state();  // the real facts for the tests that follow
+}
+
+// Likewise the automatic toolkit: after a reset it is found again (the same toolkit here),
+// a new object, while references handed out before stay valid.
+TEST(ProcessState, ResetForgetsTheAutomaticToolkit) {
+  kjit::reset_process_state();
+  const kjit::Toolkit& first = kjit::find_toolkit("");
+  EXPECT_EQ(&kjit::find_toolkit(""), &first);
+  kjit::reset_process_state();
+  const kjit::Toolkit& second = kjit::find_toolkit("");
+  EXPECT_NE(&second, &first);
+  EXPECT_EQ(second.fingerprint, first.fingerprint);
+  EXPECT_EQ(second.root, first.root);
+}
 
 TEST(ToolkitHeaders, FoundWithoutIncludeOptions) {
   Compiler c;

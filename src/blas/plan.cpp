@@ -8,16 +8,23 @@
 
 #include "util/error.h"
 #include "util/sha256.h"
+#include "util/wire.h"
 
 namespace kjit::blas {
 namespace {
 
 constexpr int64_t kMaxDim = std::numeric_limits<int32_t>::max();
 
-[[noreturn]] void invalid(const std::string& m) { fail(KJIT_ERROR_INVALID_ARGUMENT, m); }
-[[noreturn]] void unsupported(const std::string& m) { fail(KJIT_ERROR_UNSUPPORTED, m); }
+[[noreturn]] void invalid(const std::string& m) {
+  fail(KJIT_ERROR_INVALID_ARGUMENT, m);
+}
+[[noreturn]] void unsupported(const std::string& m) {
+  fail(KJIT_ERROR_UNSUPPORTED, m);
+}
 
-bool is_half(int32_t t) { return t == KJIT_GEMM_F16 || t == KJIT_GEMM_BF16; }
+bool is_half(int32_t t) {
+  return t == KJIT_GEMM_F16 || t == KJIT_GEMM_BF16;
+}
 
 std::string hex_ptr(const void* p) {
   std::ostringstream s;
@@ -31,7 +38,8 @@ void check_enum(int32_t v, int32_t lo, int32_t hi, const char* field) {
 }
 
 void check_dim(int64_t v, const char* field) {
-  if (v < 1) invalid(std::string("desc->") + field + " must be >= 1 (got " + std::to_string(v) + ")");
+  if (v < 1)
+    invalid(std::string("desc->") + field + " must be >= 1 (got " + std::to_string(v) + ")");
   if (v > kMaxDim)
     invalid(std::string("desc->") + field + " is too large (" + std::to_string(v) +
             " > 2147483647)");
@@ -84,8 +92,8 @@ Stored check_matrix(char name, bool row_major, int64_t rows, int64_t cols, int64
 
 void check_aligned(const void* p, size_t align, const char* what, const char* type_name) {
   if (reinterpret_cast<uintptr_t>(p) % align != 0)
-    invalid(std::string(what) + " (" + hex_ptr(p) + ") is misaligned: " + type_name +
-            " needs " + std::to_string(align) + "-byte alignment");
+    invalid(std::string(what) + " (" + hex_ptr(p) + ") is misaligned: " + type_name + " needs " +
+            std::to_string(align) + "-byte alignment");
 }
 
 void check_types(int32_t a, int32_t b, int32_t c, int32_t d, int32_t compute) {
@@ -100,19 +108,23 @@ void check_types(int32_t a, int32_t b, int32_t c, int32_t d, int32_t compute) {
   } const abcd{a, b, c, d};
   if (fp8) {
     if (!is_fp8(a) || !is_fp8(b))
-      unsupported(std::string("mixed fp8 and non-fp8 inputs are not supported") + std::string(abcd));
+      unsupported(std::string("mixed fp8 and non-fp8 inputs are not supported") +
+                  std::string(abcd));
     if (a == KJIT_GEMM_F8_E5M2 && b == KJIT_GEMM_F8_E5M2)
-      unsupported("fp8 GEMM with both A and B E5M2 is not supported (cuBLASLt needs at least "
-                  "one E4M3 input)" + std::string(abcd));
+      unsupported(
+          "fp8 GEMM with both A and B E5M2 is not supported (cuBLASLt needs at least "
+          "one E4M3 input)" +
+          std::string(abcd));
     if (compute != KJIT_GEMM_COMPUTE_F32)
       unsupported(std::string("fp8 GEMM needs compute F32 (got ") + compute_name(compute) + ")");
     if (c == KJIT_GEMM_F32) {
-      if (d != KJIT_GEMM_F32)
-        unsupported("fp8 GEMM with f32 C needs f32 D" + std::string(abcd));
+      if (d != KJIT_GEMM_F32) unsupported("fp8 GEMM with f32 C needs f32 D" + std::string(abcd));
     } else if (is_half(c)) {
       if (d != c && !is_fp8(d))
-        unsupported("fp8 GEMM with " + std::string(dtype_name(c)) + " C needs D of the same type "
-                    "or fp8" + std::string(abcd));
+        unsupported("fp8 GEMM with " + std::string(dtype_name(c)) +
+                    " C needs D of the same type "
+                    "or fp8" +
+                    std::string(abcd));
     } else {
       unsupported("fp8 GEMM needs C of type bf16, f16 or f32" + std::string(abcd));
     }
@@ -121,8 +133,7 @@ void check_types(int32_t a, int32_t b, int32_t c, int32_t d, int32_t compute) {
   if (a != b)
     unsupported(std::string("A is ") + dtype_name(a) + " but B is " + dtype_name(b) +
                 ": mixed input types are supported only for fp8");
-  if (is_fp8(c) || is_fp8(d))
-    unsupported("fp8 C or D needs fp8 A and B" + std::string(abcd));
+  if (is_fp8(c) || is_fp8(d)) unsupported("fp8 C or D needs fp8 A and B" + std::string(abcd));
   if (c != d)
     unsupported(std::string("C is ") + dtype_name(c) + " but D is " + dtype_name(d) +
                 ": they must match unless D is fp8");
@@ -162,53 +173,81 @@ void check_types(int32_t a, int32_t b, int32_t c, int32_t d, int32_t compute) {
 
 }  // namespace
 
-bool is_fp8(int32_t t) { return t == KJIT_GEMM_F8_E4M3 || t == KJIT_GEMM_F8_E5M2; }
+bool is_fp8(int32_t t) {
+  return t == KJIT_GEMM_F8_E4M3 || t == KJIT_GEMM_F8_E5M2;
+}
 
 size_t dtype_size(int32_t t) {
   switch (t) {
-    case KJIT_GEMM_F32: return 4;
+    case KJIT_GEMM_F32:
+      return 4;
     case KJIT_GEMM_F16:
-    case KJIT_GEMM_BF16: return 2;
+    case KJIT_GEMM_BF16:
+      return 2;
     case KJIT_GEMM_F8_E4M3:
-    case KJIT_GEMM_F8_E5M2: return 1;
-    case KJIT_GEMM_F64: return 8;
-    default: return 0;
+    case KJIT_GEMM_F8_E5M2:
+      return 1;
+    case KJIT_GEMM_F64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
 const char* dtype_name(int32_t t) {
   switch (t) {
-    case KJIT_GEMM_F32: return "f32";
-    case KJIT_GEMM_F16: return "f16";
-    case KJIT_GEMM_BF16: return "bf16";
-    case KJIT_GEMM_F8_E4M3: return "e4m3";
-    case KJIT_GEMM_F8_E5M2: return "e5m2";
-    case KJIT_GEMM_F64: return "f64";
-    default: return "?";
+    case KJIT_GEMM_F32:
+      return "f32";
+    case KJIT_GEMM_F16:
+      return "f16";
+    case KJIT_GEMM_BF16:
+      return "bf16";
+    case KJIT_GEMM_F8_E4M3:
+      return "e4m3";
+    case KJIT_GEMM_F8_E5M2:
+      return "e5m2";
+    case KJIT_GEMM_F64:
+      return "f64";
+    default:
+      return "?";
   }
 }
 
 const char* compute_name(int32_t c) {
   switch (c) {
-    case KJIT_GEMM_COMPUTE_F32: return "F32";
-    case KJIT_GEMM_COMPUTE_TF32: return "TF32";
-    case KJIT_GEMM_COMPUTE_F16: return "F16";
-    case KJIT_GEMM_COMPUTE_F64: return "F64";
-    case KJIT_GEMM_COMPUTE_F32_FAST_F16: return "F32_FAST_F16";
-    case KJIT_GEMM_COMPUTE_F32_FAST_BF16: return "F32_FAST_BF16";
-    default: return "?";
+    case KJIT_GEMM_COMPUTE_F32:
+      return "F32";
+    case KJIT_GEMM_COMPUTE_TF32:
+      return "TF32";
+    case KJIT_GEMM_COMPUTE_F16:
+      return "F16";
+    case KJIT_GEMM_COMPUTE_F64:
+      return "F64";
+    case KJIT_GEMM_COMPUTE_F32_FAST_F16:
+      return "F32_FAST_F16";
+    case KJIT_GEMM_COMPUTE_F32_FAST_BF16:
+      return "F32_FAST_BF16";
+    default:
+      return "?";
   }
 }
 
 const char* epilogue_name(int32_t e) {
   switch (e) {
-    case KJIT_GEMM_EPILOGUE_NONE: return "none";
-    case KJIT_GEMM_EPILOGUE_BIAS: return "bias";
-    case KJIT_GEMM_EPILOGUE_RELU: return "relu";
-    case KJIT_GEMM_EPILOGUE_RELU_BIAS: return "relu+bias";
-    case KJIT_GEMM_EPILOGUE_GELU: return "gelu";
-    case KJIT_GEMM_EPILOGUE_GELU_BIAS: return "gelu+bias";
-    default: return "?";
+    case KJIT_GEMM_EPILOGUE_NONE:
+      return "none";
+    case KJIT_GEMM_EPILOGUE_BIAS:
+      return "bias";
+    case KJIT_GEMM_EPILOGUE_RELU:
+      return "relu";
+    case KJIT_GEMM_EPILOGUE_RELU_BIAS:
+      return "relu+bias";
+    case KJIT_GEMM_EPILOGUE_GELU:
+      return "gelu";
+    case KJIT_GEMM_EPILOGUE_GELU_BIAS:
+      return "gelu+bias";
+    default:
+      return "?";
   }
 }
 
@@ -267,11 +306,14 @@ Types resolve_types(const kjit_gemm_desc& d) {
   if (epilogue_has_bias(d.epilogue)) {
     t.bias = d.bias_type;
     if (!t.bias) {
-      if (is_fp8(t.a)) t.bias = is_half(t.c) ? t.c : int32_t(KJIT_GEMM_BF16);
-      else t.bias = t.d;
+      if (is_fp8(t.a))
+        t.bias = is_half(t.c) ? t.c : int32_t(KJIT_GEMM_BF16);
+      else
+        t.bias = t.d;
     }
     if (is_fp8(t.bias))
-      unsupported(std::string("bias_type ") + dtype_name(t.bias) + " is not supported (bias "
+      unsupported(std::string("bias_type ") + dtype_name(t.bias) +
+                  " is not supported (bias "
                   "vectors are f16, bf16, f32 or f64)");
   }
   return t;
@@ -311,9 +353,8 @@ Layout check_sizes(const kjit_gemm_desc& d, const Types& t) {
 
 // Checks the buffers. Returns the buffer cuBLASLt reads as C (D in some cases, below, and
 // then *layout's C is D's).
-const void* check_pointers(const kjit_gemm_desc& d, const Types& t, const void* A,
-                           const void* B, const void* C, const void* D, const void* bias,
-                           Layout* layout) {
+const void* check_pointers(const kjit_gemm_desc& d, const Types& t, const void* A, const void* B,
+                           const void* C, const void* D, const void* bias, Layout* layout) {
   if (!A) invalid("A is NULL");
   if (!B) invalid("B is NULL");
   if (!D) invalid("D is NULL");
@@ -324,10 +365,11 @@ const void* check_pointers(const kjit_gemm_desc& d, const Types& t, const void* 
     if (d.beta != 0.0) invalid("C is NULL but desc->beta is not 0");
   } else {
     check_aligned(C, dtype_size(t.c), "C", dtype_name(t.c));
-    if (C == D && (t.c != t.d || layout->c.ld != layout->d.ld ||
-                   layout->c.stride != layout->d.stride))
-      invalid("C and D are the same buffer but their type, leading dimension or batch stride "
-              "differ");
+    if (C == D &&
+        (t.c != t.d || layout->c.ld != layout->d.ld || layout->c.stride != layout->d.stride))
+      invalid(
+          "C and D are the same buffer but their type, leading dimension or batch stride "
+          "differ");
   }
   // C is not read when beta is 0. cuBLASLt is then handed D in C's place with D's layout:
   // always when C is NULL, and for fp8, whose kernels are run in place by their main users
@@ -335,9 +377,8 @@ const void* check_pointers(const kjit_gemm_desc& d, const Types& t, const void* 
   // when both descriptors agree, so this needs C's type to be D's type.
   if (!C || (d.beta == 0.0 && t.c == t.d && (is_fp8(t.a) || is_fp8(t.b)))) {
     if (t.c != t.d) {
-      invalid(std::string("C is NULL but its type (") + dtype_name(t.c) +
-              ") differs from D's (" + dtype_name(t.d) +
-              "); cuBLASLt then needs a real C buffer of that type");
+      invalid(std::string("C is NULL but its type (") + dtype_name(t.c) + ") differs from D's (" +
+              dtype_name(t.d) + "); cuBLASLt then needs a real C buffer of that type");
     }
     C = D;
     layout->c = layout->d;
@@ -449,8 +490,8 @@ std::string describe(const Problem& p) {
   if (epilogue_has_bias(p.epilogue)) s << " bias=" << dtype_name(p.bias_type);
   s << " lda=" << p.lda << " ldb=" << p.ldb << " ldc=" << p.ldc << " ldd=" << p.ldd;
   if (p.batch > 1)
-    s << " batch=" << p.batch << " strides=" << p.stride_a << "/" << p.stride_b << "/"
-      << p.stride_c << "/" << p.stride_d;
+    s << " batch=" << p.batch << " strides=" << p.stride_a << "/" << p.stride_b << "/" << p.stride_c
+      << "/" << p.stride_d;
   s << " align=" << pointer_alignment(p.a) << "/" << pointer_alignment(p.b) << "/"
     << pointer_alignment(p.c) << "/" << pointer_alignment(p.d);
   if (p.swapped) s << " (row-major request, shown as its column-major equivalent)";
@@ -518,61 +559,44 @@ PlanKey make_key(const Problem& p, const DeviceInfo& dev, uint64_t workspace_cap
 
 namespace {
 
-constexpr char kMagic[4] = {'K', 'J', 'G', 'P'};
+constexpr std::string_view kMagic("KJGP", 4);
+constexpr auto kSeal = WireWriter::Seal::Raw;
 
-void put_u32(std::string& s, uint32_t v) {
-  for (int i = 0; i < 4; ++i) s.push_back(char((v >> (8 * i)) & 0xff));
-}
-void put_u64(std::string& s, uint64_t v) {
-  for (int i = 0; i < 8; ++i) s.push_back(char((v >> (8 * i)) & 0xff));
-}
-void put_str(std::string& s, const std::string& v) {
-  put_u64(s, v.size());
-  s += v;
+void put_plan(WireWriter& w, const PersistedPlan& p) {
+  w.raw(std::string_view(reinterpret_cast<const char*>(p.algo.data()), p.algo.size()));
+  w.u32(uint32_t(p.config.algo_id));
+  w.u32(p.config.tile);
+  w.u32(p.config.stages);
+  w.u32(uint32_t(p.config.split_k));
+  w.u32(p.config.reduction);
+  w.u32(p.config.swizzle);
+  w.u32(p.config.custom);
+  w.u32(p.config.inner_shape);
+  w.u32(p.config.cluster_shape);
+  w.u64(p.workspace);
+  w.u32(p.tuned ? 1 : 0);
+  w.f64(p.tuned_us);
 }
 
-class Reader {
- public:
-  explicit Reader(const std::string& s, size_t end) : s_(s), end_(end) {}
-  bool ok() const { return ok_; }
-  uint32_t u32() {
-    uint32_t v = 0;
-    if (!need(4)) return 0;
-    for (int i = 0; i < 4; ++i) v |= uint32_t(uint8_t(s_[pos_++])) << (8 * i);
-    return v;
-  }
-  uint64_t u64() {
-    uint64_t v = 0;
-    if (!need(8)) return 0;
-    for (int i = 0; i < 8; ++i) v |= uint64_t(uint8_t(s_[pos_++])) << (8 * i);
-    return v;
-  }
-  std::string bytes(size_t n) {
-    if (!need(n)) return {};
-    std::string r = s_.substr(pos_, n);
-    pos_ += n;
-    return r;
-  }
-  std::string str() {
-    const uint64_t n = u64();
-    if (n > end_ - pos_) {
-      ok_ = false;
-      return {};
-    }
-    return bytes(size_t(n));
-  }
-  bool at_end() const { return pos_ == end_; }
-
- private:
-  bool need(size_t n) {
-    if (!ok_ || n > end_ - pos_) ok_ = false;
-    return ok_;
-  }
-  const std::string& s_;
-  size_t end_;
-  size_t pos_ = 0;
-  bool ok_ = true;
-};
+PersistedPlan get_plan(WireReader& r) {
+  PersistedPlan p;
+  const std::string algo = r.raw(p.algo.size());
+  std::memcpy(p.algo.data(), algo.data(), p.algo.size());
+  p.config.algo_id = int32_t(r.u32());
+  p.config.tile = r.u32();
+  p.config.stages = r.u32();
+  p.config.split_k = int32_t(r.u32());
+  p.config.reduction = r.u32();
+  p.config.swizzle = r.u32();
+  p.config.custom = r.u32();
+  p.config.inner_shape = r.u32();
+  p.config.cluster_shape = r.u32();
+  p.workspace = r.u64();
+  p.tuned = r.boolean();
+  p.tuned_us = r.f64();
+  r.finish();
+  return p;
+}
 
 }  // namespace
 
@@ -594,30 +618,15 @@ std::string persist_key(const PlanKey& key, const std::string& vals) {
 }
 
 std::string encode_plan(const PlanKey& key, const std::string& vals, const PersistedPlan& p) {
-  std::string s(kMagic, sizeof kMagic);
-  put_u32(s, kPlanFormat);
-  put_str(s, vals);
-  put_u32(s, uint32_t(key.f.size()));
-  for (int64_t v : key.f) put_u64(s, uint64_t(v));
-  s.append(reinterpret_cast<const char*>(p.algo.data()), p.algo.size());
-  put_u32(s, uint32_t(p.config.algo_id));
-  put_u32(s, p.config.tile);
-  put_u32(s, p.config.stages);
-  put_u32(s, uint32_t(p.config.split_k));
-  put_u32(s, p.config.reduction);
-  put_u32(s, p.config.swizzle);
-  put_u32(s, p.config.custom);
-  put_u32(s, p.config.inner_shape);
-  put_u32(s, p.config.cluster_shape);
-  put_u64(s, p.workspace);
-  put_u32(s, p.tuned ? 1 : 0);
-  uint64_t us_bits = 0;
-  static_assert(sizeof(us_bits) == sizeof(p.tuned_us), "double is 64-bit");
-  std::memcpy(&us_bits, &p.tuned_us, sizeof us_bits);
-  put_u64(s, us_bits);
-  const Digest sum = sha256(s);
-  s.append(reinterpret_cast<const char*>(sum.data()), sum.size());
-  return s;
+  WireWriter w;
+  w.raw(kMagic);
+  w.u32(kPlanFormat);
+  w.str(vals);
+  w.u32(uint32_t(key.f.size()));
+  for (int64_t v : key.f) w.u64(uint64_t(v));
+  put_plan(w, p);
+  w.seal(kSeal);
+  return std::move(w.bytes());
 }
 
 std::optional<PersistedPlan> decode_plan(const std::string& value, const PlanKey& key,
@@ -626,39 +635,20 @@ std::optional<PersistedPlan> decode_plan(const std::string& value, const PlanKey
     if (why) *why = reason;
     return std::nullopt;
   };
-  constexpr size_t kSum = sizeof(Digest);
-  if (value.size() < sizeof kMagic + 4 + kSum) return reject("truncated");
-  const size_t body = value.size() - kSum;
-  const Digest sum = sha256(value.data(), body);
-  if (std::memcmp(sum.data(), value.data() + body, kSum) != 0)
-    return reject("checksum mismatch");
-  if (std::memcmp(value.data(), kMagic, sizeof kMagic) != 0) return reject("bad magic");
-  Reader r(value, body);
-  r.bytes(sizeof kMagic);
-  if (r.u32() != kPlanFormat) return reject("other format version");
-  if (r.str() != vals || !r.ok()) return reject("other validators");
-  if (r.u32() != key.f.size()) return reject("other key");
-  for (int64_t v : key.f)
-    if (r.u64() != uint64_t(v) || !r.ok()) return reject("other key");
-  PersistedPlan p;
-  const std::string algo = r.bytes(p.algo.size());
-  if (!r.ok()) return reject("truncated");
-  std::memcpy(p.algo.data(), algo.data(), p.algo.size());
-  p.config.algo_id = int32_t(r.u32());
-  p.config.tile = r.u32();
-  p.config.stages = r.u32();
-  p.config.split_k = int32_t(r.u32());
-  p.config.reduction = r.u32();
-  p.config.swizzle = r.u32();
-  p.config.custom = r.u32();
-  p.config.inner_shape = r.u32();
-  p.config.cluster_shape = r.u32();
-  p.workspace = r.u64();
-  p.tuned = r.u32() != 0;
-  const uint64_t us_bits = r.u64();
-  std::memcpy(&p.tuned_us, &us_bits, sizeof us_bits);
-  if (!r.ok() || !r.at_end()) return reject("truncated");
-  return p;
+  const std::optional<std::string_view> body = unseal(value, kSeal);
+  if (!body) return reject(value.size() < sizeof(Digest) ? "truncated" : "checksum mismatch");
+  try {
+    WireReader r(*body);
+    if (r.raw(kMagic.size()) != kMagic) return reject("bad magic");
+    if (r.u32() != kPlanFormat) return reject("other format version");
+    if (r.str() != vals) return reject("other validators");
+    if (r.u32() != key.f.size()) return reject("other key");
+    for (int64_t v : key.f)
+      if (r.u64() != uint64_t(v)) return reject("other key");
+    return get_plan(r);
+  } catch (const WireError&) {
+    return reject("truncated");
+  }
 }
 
 }  // namespace kjit::blas

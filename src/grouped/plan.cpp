@@ -182,9 +182,8 @@ std::string encode_plan(const PlanKey& key, const std::string& vals, const Persi
   w.f64(p.tuned_us);
   w.f64(p.heuristic_us);
   w.u32(uint32_t(p.candidates));
-  const Digest sum = sha256(w.bytes());
-  w.str(std::string_view(reinterpret_cast<const char*>(sum.data()), sum.size()));
-  return w.bytes();
+  w.seal(WireWriter::Seal::Prefixed);
+  return std::move(w.bytes());
 }
 
 std::optional<PersistedPlan> decode_plan(const std::string& value, const PlanKey& key,
@@ -193,17 +192,10 @@ std::optional<PersistedPlan> decode_plan(const std::string& value, const PlanKey
     if (why) *why = reason;
     return std::nullopt;
   };
-  constexpr size_t kSum = sizeof(Digest) + 8;  // the digest as a length-prefixed string
-  if (value.size() < kSum) return reject("truncated");
-  const size_t body = value.size() - kSum;
+  const std::optional<std::string_view> body = unseal(value, WireWriter::Seal::Prefixed);
+  if (!body) return reject(value.size() < sizeof(Digest) + 8 ? "truncated" : "checksum mismatch");
   try {
-    WireReader sum_reader(std::string_view(value).substr(body));
-    const std::string sum = sum_reader.str();
-    sum_reader.finish();
-    const Digest want = sha256(value.data(), body);
-    if (sum.size() != want.size() || std::memcmp(sum.data(), want.data(), want.size()) != 0)
-      return reject("checksum mismatch");
-    WireReader r(std::string_view(value).substr(0, body));
+    WireReader r(*body);
     if (r.str() != kMagic) return reject("bad magic");
     if (r.u32() != kPlanFormat) return reject("other format version");
     if (r.str() != vals) return reject("other validators");

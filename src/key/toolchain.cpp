@@ -2,9 +2,11 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <climits>
-#include <cstdlib>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/wire.h"
 
 namespace kjit {
 namespace {
@@ -81,64 +84,81 @@ ToolchainFacts probe_toolchain() {
   return f;
 }
 
-// The record kept in the cache database: "kjit-toolchain-2", then the identity, the
-// version and the architectures, one per line.
-std::string encode(const ToolchainFacts& f) {
-  std::string out = "kjit-toolchain-2\n" + f.id + "\n" + f.version + "\n";
-  for (int a : f.archs) out += std::to_string(a) + " ";
-  return out;
-}
+std::mutex g_mu;  // held while the facts are learnt, not to read them
+// The facts learnt (nullptr: not yet). A reset leaves the facts it forgets allocated, so
+// that references handed out stay valid.
+std::atomic<const ToolchainFacts*> g_facts{nullptr};
 
-bool decode(const std::string& text, ToolchainFacts* f) {
-  std::vector<std::string> lines;
-  size_t start = 0;
-  for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1) {
-    lines.push_back(text.substr(start, nl - start));
-  }
-  lines.push_back(text.substr(start));
-  if (lines.size() != 4 || lines[0] != "kjit-toolchain-2" || lines[1].empty()) return false;
-  f->id = lines[1];
-  f->version = lines[2];
-  f->archs.clear();
-  const char* p = lines[3].c_str();
-  char* end = nullptr;
-  for (long a; (a = std::strtol(p, &end, 10)), end != p; p = end) {
-    if (a <= 0 || a > 10000) return false;
-    f->archs.push_back(int(a));
-  }
-  return !f->archs.empty();
-}
-
-std::mutex g_mu;
-bool g_known = false;
-ToolchainFacts g_facts;
-
-// The facts, read once per process: from `store` when it holds a record for the library
-// file, else by opening NVRTC and probing it (then recorded in `store`). The record is named
-// by the file's identity (device, inode, size, times: stat() follows the path's links to the
-// file itself), so the path need not be resolved first.
-const ToolchainFacts& facts(Facts* store) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  if (g_known) return g_facts;
+std::string record_name() {
   const std::string lib = nvrtc_library_as_named();
   const std::string identity = lib.empty() ? "" : file_identity(lib);
-  const std::string memo = "toolchain-3:" + identity;
-  if (store && !identity.empty()) {
-    if (auto v = store->get(memo)) {
-      if (decode(*v, &g_facts)) {
-        g_known = true;
-        return g_facts;
-      }
-    }
+  return identity.empty() ? "" : "toolchain-4:" + identity;
+}
+
+// The facts, read once per process (again after reset_toolchain_facts()): from `store` when
+// it holds a record for the library file, else by opening NVRTC and probing it (then
+// recorded in `store`). The record is named by the file's identity (device, inode, size,
+// times: stat() follows the path's links to the file itself), so the path need not be
+// resolved first.
+const ToolchainFacts& facts(Facts* store) {
+  if (const ToolchainFacts* known = g_facts.load(std::memory_order_acquire)) return *known;
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (const ToolchainFacts* known = g_facts.load(std::memory_order_acquire)) return *known;
+  const std::string memo = record_name();
+  auto learnt = std::make_unique<ToolchainFacts>();
+  std::optional<std::string> v;
+  if (store && !memo.empty()) v = store->get(memo);
+  if (!v || !decode_toolchain_record(*v, learnt.get())) {
+    *learnt = probe_toolchain();
+    log_debug("NVRTC toolchain: " + learnt->id + " (" + nvrtc_library_as_named() + ")");
+    if (store && !memo.empty()) store->set(memo, encode_toolchain_record(*learnt));
   }
-  g_facts = probe_toolchain();
-  g_known = true;
-  log_debug("NVRTC toolchain: " + g_facts.id + " (" + lib + ")");
-  if (store && !identity.empty()) store->set(memo, encode(g_facts));
-  return g_facts;
+  g_facts.store(learnt.get(), std::memory_order_release);
+  return *learnt.release();
 }
 
 }  // namespace
+
+std::string encode_toolchain_record(const ToolchainFacts& f) {
+  WireWriter w;
+  w.str(kToolchainMagic);
+  w.u32(kToolchainRecordVersion);
+  w.str(f.id);
+  w.str(f.version);
+  w.u64(f.archs.size());
+  for (int a : f.archs) w.u64(uint64_t(a));
+  return std::move(w.bytes());
+}
+
+bool decode_toolchain_record(const std::string& record, ToolchainFacts* f) {
+  try {
+    WireReader r(record);
+    if (r.str() != kToolchainMagic || r.u32() != kToolchainRecordVersion) return false;
+    ToolchainFacts got;
+    got.id = r.str();
+    got.version = r.str();
+    got.archs.resize(r.count());
+    for (int& a : got.archs) {
+      const uint64_t v = r.u64();
+      if (v == 0 || v > 10000) return false;
+      a = int(v);
+    }
+    r.finish();
+    if (got.id.empty() || got.archs.empty()) return false;
+    *f = std::move(got);
+    return true;
+  } catch (const WireError&) {
+    return false;
+  }
+}
+
+std::string toolchain_record_name() {
+  return record_name();
+}
+
+void reset_toolchain_facts() {
+  g_facts.store(nullptr, std::memory_order_release);
+}
 
 std::string nvrtc_library_path() {
   return nvrtc_library_file();

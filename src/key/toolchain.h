@@ -1,6 +1,7 @@
 // Facts about the NVRTC in use: version with build number, supported architectures.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,22 @@ std::string toolchain_id(Facts* facts);
 
 bool arch_supported(const ToolchainFacts& facts, int arch);
 std::string supported_archs_text(const ToolchainFacts& facts);  // "sm_75, sm_80, ..."
+
+// The record of the facts kept in a cache (docs/formats.md, "Toolchain record"): util/wire,
+// the string "kjit-toolchain", a u32 version, the identity, the version, a u64 count of
+// architectures and each as a u64. decode() gives false (and leaves *f alone) for a record
+// of another version, a damaged or truncated one: the facts are probed again.
+constexpr const char* kToolchainMagic = "kjit-toolchain";
+constexpr uint32_t kToolchainRecordVersion = 3;
+std::string encode_toolchain_record(const ToolchainFacts& f);
+bool decode_toolchain_record(const std::string& record, ToolchainFacts* f);
+
+// The name of the record in a cache ("" when libnvrtc is not found).
+std::string toolchain_record_name();
+
+// Forgets the facts learnt, so that the next toolchain_facts() reads them from the cache it
+// is given (or probes). References handed out stay valid. Through reset_process_state().
+void reset_toolchain_facts();
 
 // Real path of the libnvrtc in use (opened or not), and the toolkit root it belongs to.
 std::string nvrtc_library_path();

@@ -3,7 +3,7 @@
 #include <sys/utsname.h>
 
 #include <algorithm>
-#include <charconv>
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -16,6 +16,7 @@
 #include "store/facts.h"
 #include "util/fs.h"
 #include "util/sha256.h"
+#include "util/wire.h"
 
 namespace kjit {
 namespace {
@@ -158,103 +159,76 @@ Toolkit discover(const std::vector<std::pair<std::string, std::string>>& candida
 }
 
 // ---- the record kept in the cache database ---------------------------------------------
-// Fields are length-prefixed ("<bytes>:<text>"), so any path can be held.
 
+// The text fields of the record's name ("<bytes>:<text>"), so that any path can be held.
 void put_field(std::string* out, const std::string& v) {
   *out += std::to_string(v.size());
   *out += ':';
   *out += v;
 }
 
-bool get_field(const std::string& in, size_t* pos, std::string* v) {
-  const size_t colon = in.find(':', *pos);
-  if (colon == std::string::npos || colon == *pos || colon - *pos > 9) return false;
-  size_t n = 0;
-  for (size_t i = *pos; i < colon; ++i) {
-    if (in[i] < '0' || in[i] > '9') return false;
-    n = n * 10 + size_t(in[i] - '0');
-  }
-  if (n > in.size() - colon - 1) return false;
-  *v = in.substr(colon + 1, n);
-  *pos = colon + 1 + n;
-  return true;
+void put_stamp(WireWriter& w, const PathStamp& s) {
+  w.str(s.path);
+  w.u32(uint32_t(s.kind));
+  w.u32(s.listing ? 1 : 0);
+  w.u64(s.dev);
+  w.u64(s.ino);
+  w.u64(s.size);
+  w.u64(uint64_t(s.mtime_ns));
+  w.u64(uint64_t(s.ctime_ns));
 }
 
-std::string encode(const Toolkit& t, const std::vector<PathStamp>& looked) {
-  std::string out = "kjit-toolkit-record-1";
-  put_field(&out, t.root);
-  put_field(&out, t.found_by);
-  put_field(&out, t.fingerprint);
-  put_field(&out, std::to_string(t.include_dirs.size()));
-  for (const std::string& d : t.include_dirs) put_field(&out, d);
-  put_field(&out, std::to_string(looked.size()));
-  for (const PathStamp& s : looked) {
-    put_field(&out, s.path);
-    put_field(&out, std::to_string(s.kind) + " " + std::to_string(s.listing ? 1 : 0) + " " +
-                        std::to_string(s.dev) + " " + std::to_string(s.ino) + " " +
-                        std::to_string(s.size) + " " + std::to_string(s.mtime_ns) + " " +
-                        std::to_string(s.ctime_ns));
-  }
-  return out;
+PathStamp get_stamp(WireReader& r) {
+  PathStamp s;
+  s.path = r.str();
+  const uint32_t kind = r.u32();
+  if (kind > 3) throw WireError("unknown path kind");
+  s.kind = int(kind);
+  s.listing = r.boolean();
+  s.dev = r.u64();
+  s.ino = r.u64();
+  s.size = r.u64();
+  s.mtime_ns = int64_t(r.u64());
+  s.ctime_ns = int64_t(r.u64());
+  return s;
 }
 
-// The next of a stamp's decimal fields, each after one space but the first; *at moves past it.
-template <typename T>
-bool next_number(const char** at, const char* begin, const char* end, T* out) {
-  if (*at != begin) {
-    if (*at == end || **at != ' ') return false;
-    ++*at;
-  }
-  const std::from_chars_result r = std::from_chars(*at, end, *out);
-  if (r.ec != std::errc() || r.ptr == *at) return false;
-  *at = r.ptr;
-  return true;
+}  // namespace
+
+std::string encode_toolkit_record(const Toolkit& t, const std::vector<PathStamp>& looked) {
+  WireWriter w;
+  w.str(kToolkitMagic);
+  w.u32(kToolkitRecordVersion);
+  w.str(t.root);
+  w.str(t.found_by);
+  w.str(t.fingerprint);
+  w.strs(t.include_dirs);
+  w.u64(looked.size());
+  for (const PathStamp& s : looked) put_stamp(w, s);
+  return std::move(w.bytes());
 }
 
-bool decode(const std::string& in, Toolkit* t, std::vector<PathStamp>* looked) {
-  const std::string magic = "kjit-toolkit-record-1";
-  if (in.compare(0, magic.size(), magic) != 0) return false;
-  size_t pos = magic.size();
-  std::string n;
-  if (!get_field(in, &pos, &t->root) || !get_field(in, &pos, &t->found_by) ||
-      !get_field(in, &pos, &t->fingerprint) || !get_field(in, &pos, &n)) {
+bool decode_toolkit_record(const std::string& record, Toolkit* t, std::vector<PathStamp>* looked) {
+  try {
+    WireReader r(record);
+    if (r.str() != kToolkitMagic || r.u32() != kToolkitRecordVersion) return false;
+    Toolkit got;
+    got.root = r.str();
+    got.found_by = r.str();
+    got.fingerprint = r.str();
+    got.include_dirs = r.strs();
+    std::vector<PathStamp> stamps(r.count());
+    for (PathStamp& s : stamps) s = get_stamp(r);
+    r.finish();
+    *t = std::move(got);
+    *looked = std::move(stamps);
+    return true;
+  } catch (const WireError&) {
     return false;
   }
-  const unsigned long dirs = std::strtoul(n.c_str(), nullptr, 10);
-  if (dirs > 64) return false;
-  for (unsigned long i = 0; i < dirs; ++i) {
-    t->include_dirs.emplace_back();
-    if (!get_field(in, &pos, &t->include_dirs.back())) return false;
-  }
-  if (!get_field(in, &pos, &n)) return false;
-  const unsigned long count = std::strtoul(n.c_str(), nullptr, 10);
-  if (count > 4096) return false;
-  for (unsigned long i = 0; i < count; ++i) {
-    PathStamp s;
-    std::string fields;
-    if (!get_field(in, &pos, &s.path) || !get_field(in, &pos, &fields)) return false;
-    int listing = 0;
-    unsigned long long dev = 0, ino = 0, size = 0;
-    long long mtime = 0, ctime = 0;
-    const char* const begin = fields.data();
-    const char* const end = begin + fields.size();
-    const char* at = begin;
-    if (!next_number(&at, begin, end, &s.kind) || !next_number(&at, begin, end, &listing) ||
-        !next_number(&at, begin, end, &dev) || !next_number(&at, begin, end, &ino) ||
-        !next_number(&at, begin, end, &size) || !next_number(&at, begin, end, &mtime) ||
-        !next_number(&at, begin, end, &ctime) || at != end) {
-      return false;
-    }
-    s.listing = listing != 0;
-    s.dev = dev;
-    s.ino = ino;
-    s.size = size;
-    s.mtime_ns = mtime;
-    s.ctime_ns = ctime;
-    looked->push_back(std::move(s));
-  }
-  return pos == in.size();
 }
+
+namespace {
 
 // The discovery for these candidates: the record kept in `facts` while what it looked at
 // stats the same, else a new discovery (kept there when nothing it read was changing).
@@ -265,19 +239,19 @@ Toolkit find(const std::string& explicit_root, Facts* facts) {
     if (auto record = facts->get(name)) {
       Toolkit t;
       std::vector<PathStamp> looked;
-      if (decode(*record, &t, &looked) && paths_unchanged(looked)) return t;
+      if (decode_toolkit_record(*record, &t, &looked) && paths_unchanged(looked)) return t;
     }
   }
   Looker fs;
   Toolkit t = discover(candidates, fs);
-  if (facts && fs.keepable()) facts->set(name, encode(t, fs.looked()));
+  if (facts && fs.keepable()) facts->set(name, encode_toolkit_record(t, fs.looked()));
   return t;
 }
 
 }  // namespace
 
 std::string toolkit_record_name(const std::string& explicit_root) {
-  std::string name = "toolkit:";
+  std::string name = "toolkit-2:";
   for (const auto& [how, root] : candidates_for(explicit_root)) {
     put_field(&name, how);
     put_field(&name, root);
@@ -285,20 +259,37 @@ std::string toolkit_record_name(const std::string& explicit_root) {
   return name;
 }
 
+namespace {
+
+// The automatic toolkit (nullptr: not found yet), and those of explicit roots. A reset
+// leaves the toolkits it forgets allocated, so that references handed out stay valid.
+std::atomic<const Toolkit*> g_automatic{nullptr};
+std::mutex g_toolkits_mu;  // held to find one, and for g_named
+std::map<std::string, const Toolkit*> g_named;
+
+}  // namespace
+
 const Toolkit& find_toolkit(const std::string& explicit_root, Facts* facts) {
   // The automatic one is asked for on every compile and hit: no lock once it is known.
   if (explicit_root.empty()) {
-    static std::once_flag once;
-    static Toolkit automatic;
-    std::call_once(once, [facts] { automatic = find("", facts); });
-    return automatic;
+    if (const Toolkit* known = g_automatic.load(std::memory_order_acquire)) return *known;
   }
-  static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<Toolkit>> memo;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& slot = memo[explicit_root];
-  if (!slot) slot = std::make_unique<Toolkit>(find(explicit_root, facts));
+  std::lock_guard<std::mutex> lock(g_toolkits_mu);
+  if (explicit_root.empty()) {
+    if (const Toolkit* known = g_automatic.load(std::memory_order_acquire)) return *known;
+    const Toolkit* found = new Toolkit(find("", facts));
+    g_automatic.store(found, std::memory_order_release);
+    return *found;
+  }
+  const Toolkit*& slot = g_named[explicit_root];
+  if (!slot) slot = new Toolkit(find(explicit_root, facts));
   return *slot;
+}
+
+void reset_toolkits() {
+  std::lock_guard<std::mutex> lock(g_toolkits_mu);
+  g_automatic.store(nullptr, std::memory_order_release);
+  g_named.clear();
 }
 
 }  // namespace kjit

@@ -14,8 +14,11 @@
 // toolkit header in place is therefore not seen; upgrading the toolkit or CCCL is.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
+
+#include "util/fs.h"
 
 namespace kjit {
 
@@ -34,7 +37,21 @@ class Facts;  // store/facts.h
 // looked at stats the same (include_scan.h: paths_unchanged); otherwise it discovers
 // again and keeps the result there when nothing it read had changed within
 // kRacySeconds. Saves a fresh process reading and hashing the toolkit's version files.
+// Thread-safe; once the automatic toolkit is known, asking for it is one atomic load.
 const Toolkit& find_toolkit(const std::string& explicit_root, Facts* facts = nullptr);
+
+// The record of a discovery kept in a cache (docs/formats.md, "Toolkit record"): util/wire,
+// the string "kjit-toolkit", a u32 version, the toolkit and the stamps of the paths the
+// discovery looked at. decode() gives false (and leaves its outputs alone) for a record of
+// another version, a damaged or truncated one: the toolkit is discovered again.
+constexpr const char* kToolkitMagic = "kjit-toolkit";
+constexpr uint32_t kToolkitRecordVersion = 2;
+std::string encode_toolkit_record(const Toolkit& t, const std::vector<PathStamp>& looked);
+bool decode_toolkit_record(const std::string& record, Toolkit* t, std::vector<PathStamp>* looked);
+
+// Forgets the toolkits found, so that the next find_toolkit() reads the record of the cache
+// it is given. References handed out stay valid. Through reset_process_state().
+void reset_toolkits();
 
 // The name of that record in the cache's metadata (it depends on the candidates: the
 // explicit root, or $KJIT_CUDA_HOME, $CUDA_PATH, $CUDA_HOME and libnvrtc's directory).

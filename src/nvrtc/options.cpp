@@ -60,15 +60,6 @@ void check_option_text(const std::string& o) {
   }
 }
 
-bool pch_enabled_by_environment() {
-  static const bool on = [] {
-    const char* v = std::getenv("KJIT_PCH");
-    return !(v && (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0 ||
-                   std::strcmp(v, "false") == 0));
-  }();
-  return on;
-}
-
 }  // namespace
 
 bool is_valid_target_syntax(const std::string& target) {
@@ -241,7 +232,7 @@ NormalisedOptions normalise(const CompileOptions& opts, const MachineFacts& mach
       n.toolkit_fingerprint += tk.fingerprint;
     }
   }
-  n.pch = opts.pch && !n.user_pch && pch_enabled_by_environment();
+  n.pch = opts.pch && !n.user_pch && machine.switches.pch;
 
   n.nvrtc.push_back("-arch=" + target);
   if (outputs & KJIT_OUTPUT_LTOIR) n.nvrtc.push_back("-dlto");
@@ -262,6 +253,7 @@ MachineFacts machine_facts(const CompileOptions& opts, bool reads_files, Cache* 
     m.named = &find_toolkit(opts.toolkit_root, facts_of(cache));
   }
   m.device_arch = [cache](int device) { return device_target(cache, device).arch; };
+  m.switches = process_switches();
   return m;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "key/request.h"
+#include "util/switches.h"
 
 namespace kjit {
 
@@ -15,7 +16,7 @@ class Cache;
 struct Toolkit;
 struct ToolchainFacts;
 
-// What normalising needs to know of this machine, gathered before it by the caller
+// What normalising needs to know of this machine and process, gathered before it by the caller
 // (machine_facts), so that normalise() itself asks nothing of the process's state.
 struct MachineFacts {
   const ToolchainFacts* nvrtc = nullptr;  // NVRTC's version and architectures (toolchain.h)
@@ -29,6 +30,9 @@ struct MachineFacts {
   const Toolkit* named = nullptr;
   // The architecture of device `n` (cuda/device.h), asked only for target "auto".
   std::function<std::string(int)> device_arch;
+  // The process's switches (util/switches.h: process_switches()); `pch` false turns
+  // precompiled headers off whatever the options ask.
+  Switches switches;
 };
 
 // The facts for compiling with `opts`: NVRTC's through `cache` (may be null; toolchain.h),

@@ -39,10 +39,9 @@
 #include "key/file_audit.h"
 #include "key/include_scan.h"
 #include "key/inputs.h"
+#include "util/pch_outcome.h"
 
 namespace kjit {
-
-enum class PchOutcome { None, Created, Used, Failed };
 
 // One file a PCH was made from, or one place NVRTC looked for a file and found none.
 using PchInput = FileInput;

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "util/sha256.h"
+
 namespace kjit {
 
 void put_le(unsigned char* p, uint64_t v, int bytes) {
@@ -43,6 +45,28 @@ void WireWriter::strs(const std::vector<std::string>& v) {
   for (const std::string& s : v) str(s);
 }
 
+void WireWriter::seal(Seal s) {
+  const Digest sum = sha256(out_);
+  const std::string_view d(reinterpret_cast<const char*>(sum.data()), sum.size());
+  if (s == Seal::Prefixed)
+    str(d);
+  else
+    raw(d);
+}
+
+std::optional<std::string_view> unseal(std::string_view record, WireWriter::Seal s) {
+  const size_t prefix = s == WireWriter::Seal::Prefixed ? 8 : 0;
+  constexpr size_t kSum = sizeof(Digest);
+  if (record.size() < prefix + kSum) return std::nullopt;
+  const std::string_view body = record.substr(0, record.size() - prefix - kSum);
+  const std::string_view trailer = record.substr(body.size());
+  if (prefix && get_le(reinterpret_cast<const unsigned char*>(trailer.data()), 8) != kSum)
+    return std::nullopt;
+  const Digest want = sha256(body);
+  if (std::memcmp(trailer.data() + prefix, want.data(), kSum) != 0) return std::nullopt;
+  return body;
+}
+
 void WireReader::need(uint64_t n) const {
   if (n > in_.size() - pos_) throw WireError("truncated message");
 }
@@ -73,6 +97,13 @@ std::string WireReader::str() {
   need(n);
   std::string s(in_.substr(pos_, size_t(n)));
   pos_ += size_t(n);
+  return s;
+}
+
+std::string WireReader::raw(size_t n) {
+  need(n);
+  std::string s(in_.substr(pos_, n));
+  pos_ += n;
   return s;
 }
 

@@ -1,10 +1,12 @@
 // Little-endian fixed-width numbers and length-prefixed strings: the compile worker's
-// messages (worker/protocol.h), the metadata of payload files (store/entry.h) and
-// the records of export files (store/export.h).
+// messages (worker/protocol.h), the metadata of payload files (store/entry.h), the
+// records of export files (store/export.h) and the GEMM plan records (blas/plan.h,
+// grouped/plan.h). docs/formats.md states each format.
 // The reader checks every length against what is left before it reads or allocates.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -28,6 +30,11 @@ class WireWriter {
   void f64(double v);  // its bits, as u64
   void str(std::string_view s);
   void strs(const std::vector<std::string>& v);
+  void raw(std::string_view s) { out_.append(s); }  // no length: the reader knows it
+  // Appends the SHA-256 of everything written so far (32 bytes; with a u64 length first
+  // when `s` is Seal::Prefixed).
+  enum class Seal { Raw, Prefixed };
+  void seal(Seal s);
   std::string& bytes() { return out_; }
 
  private:
@@ -43,6 +50,7 @@ class WireReader {
   double f64();
   std::string str();
   std::vector<std::string> strs();
+  std::string raw(size_t n);  // `n` bytes as they are
   // A count of items that take at least 8 bytes each: never more than what is left can hold.
   size_t count();
   bool boolean() { return u32() != 0; }
@@ -54,5 +62,9 @@ class WireReader {
   std::string_view in_;
   size_t pos_ = 0;
 };
+
+// The body of a record sealed by WireWriter::seal(s): `record` less its digest, or
+// nullopt when it is too short for one or the digest does not match.
+std::optional<std::string_view> unseal(std::string_view record, WireWriter::Seal s);
 
 }  // namespace kjit

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "util/fs.h"
+#include "util/pch_outcome.h"
 
 namespace kjit::worker {
 namespace {
@@ -233,7 +234,7 @@ CompileReply decode_reply(const std::string& payload) {
   if (status > 1000) throw ProtocolError("status out of range");
   o.status = static_cast<kjit_status>(status);
   o.message = r.str();
-  o.pch = int(r.u32() & 3);
+  o.pch = int(pch_outcome_from_wire(r.u32()));
   o.tier = KJIT_TIER_COMPILED;
   if (r.boolean()) {
     auto e = std::make_shared<Entry>();
@@ -255,7 +256,7 @@ CompileReply decode_reply(const std::string& payload) {
     e->compile_ms = r.f64();
     e->created = int64_t(r.u64());
     e->last_used = e->created;
-    e->pch = int(r.u32() & 3);
+    e->pch = int(pch_outcome_from_wire(r.u32()));
     o.entry = e;
   }
   rep.audit.available = r.boolean();

@@ -4,11 +4,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "key/request.h"
 #include "util/fs.h"
+#include "util/pch_outcome.h"
 #include "worker/protocol.h"
 
 namespace wk = kjit::worker;
@@ -127,6 +129,36 @@ TEST(WorkerProtocol, MalformedMessagesAreRejected) {
   EXPECT_EQ(wk::read_frame(sv[1], &type, &payload, kjit::monotonic_ms() + 1000),
             wk::ReadResult::Error);
   close(sv[1]);
+}
+
+}  // namespace
+
+namespace {
+
+// The PCH outcome of a reply (and of its entry) is one of four values: any other is a
+// protocol error, never masked into range (a reply of 7 once read as 3, "failed").
+TEST(WorkerProtocol, PchOutcomeOutOfRangeIsAProtocolError) {
+  wk::CompileReply rep;
+  rep.outcome.pch = int(kjit::PchOutcome::Used);
+  auto e = std::make_shared<kjit::Entry>();
+  e->target = "sm_90";
+  e->pch = int(kjit::PchOutcome::Created);
+  rep.outcome.entry = e;
+  const std::string good = wk::encode(rep);
+  const wk::CompileReply back = wk::decode_reply(good);
+  EXPECT_EQ(back.outcome.pch, int(kjit::PchOutcome::Used));
+  ASSERT_TRUE(back.outcome.entry);
+  EXPECT_EQ(back.outcome.entry->pch, int(kjit::PchOutcome::Created));
+  for (const int bad : {4, 7, -1}) {
+    wk::CompileReply outcome = rep;
+    outcome.outcome.pch = bad;
+    EXPECT_THROW(wk::decode_reply(wk::encode(outcome)), wk::ProtocolError) << bad;
+    auto bad_entry = std::make_shared<kjit::Entry>(*e);
+    bad_entry->pch = bad;
+    wk::CompileReply entry = rep;
+    entry.outcome.entry = bad_entry;
+    EXPECT_THROW(wk::decode_reply(wk::encode(entry)), wk::ProtocolError) << bad;
+  }
 }
 
 }  // namespace
