@@ -586,9 +586,10 @@ TEST_F(Worker, TakesNvrtcIdentityFromTheCacheDirectorysRecord) {
   const std::string other = "nvrtc 99.9.12345 CL-1";
   ASSERT_NE(real.id, other);
   // The record as key/toolchain.cpp writes it (named by the library file's identity).
-  std::string record = "kjit-toolchain-2\n" + other + "\n" + real.version + "\n";
-  for (int arch : real.archs) record += std::to_string(arch) + " ";
-  kjit::FactFiles(dir.path()).write("toolchain-3:" + kjit::file_identity(lib), record);
+  kjit::ToolchainFacts forged = real;
+  forged.id = other;
+  kjit::FactFiles(dir.path())
+      .write(kjit::toolchain_record_name(), kjit::encode_toolchain_record(forged));
   kjit::Compiler compiler(cache.get(), 1);
   compiler.set_mode(CompileMode::Worker);
   const Outcome o = compiler.compile(kjit::test::kSaxpySource, sm90());
@@ -598,9 +599,7 @@ TEST_F(Worker, TakesNvrtcIdentityFromTheCacheDirectorysRecord) {
   TempDir good;
   auto cache2 = open_cache(good.path());
   kjit::FactFiles(good.path())
-      .write("toolchain-3:" + kjit::file_identity(lib), "kjit-toolchain-2\n" + real.id + "\n" +
-                                                            real.version + "\n" +
-                                                            record.substr(record.rfind('\n') + 1));
+      .write(kjit::toolchain_record_name(), kjit::encode_toolchain_record(real));
   kjit::Compiler compiler2(cache2.get(), 1);
   compiler2.set_mode(CompileMode::Worker);
   const Outcome g = compiler2.compile(kjit::test::kSaxpySource, sm90());
