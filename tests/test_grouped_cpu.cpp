@@ -317,6 +317,20 @@ TEST(GroupedChoose, TmaOnHopperWhenAligned) {
   EXPECT_FALSE(choose(p, 90, true, coop).pingpong);
   EXPECT_EQ(choose(p, 90, true, coop).tile_n, 256);
   EXPECT_FALSE(choose(p, 90, true, wide).pingpong);  // tile_n 256 asked for
+  EXPECT_FALSE(c.vec_store);                         // N 4096: the pair stores
+
+  // Wide prefill (Mixtral w1/w3, N 28672): pingpong with the 16-byte store epilogue;
+  // not with the cooperative schedule, nor for decode.
+  d.n = 28672;
+  p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
+  c = choose(p, 90, true, Options());
+  EXPECT_TRUE(c.pingpong);
+  EXPECT_TRUE(c.vec_store);
+  EXPECT_EQ(c.key(), "grouped-v1 sm_90a tma 128x128x64 s6 pp st=v16 c1x1 b=nk epi=alpha");
+  EXPECT_FALSE(choose(p, 90, true, coop).vec_store);
+  d.rows = 4;  // decode
+  p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
+  EXPECT_FALSE(choose(p, 90, true, Options()).vec_store);
 }
 
 TEST(GroupedChoose, PortableKernelForWhatTmaCannotTake) {
