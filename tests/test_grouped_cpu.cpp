@@ -317,6 +317,20 @@ TEST(GroupedChoose, TmaOnHopperWhenAligned) {
   EXPECT_FALSE(choose(p, 90, true, coop).pingpong);
   EXPECT_EQ(choose(p, 90, true, coop).tile_n, 256);
   EXPECT_FALSE(choose(p, 90, true, wide).pingpong);  // tile_n 256 asked for
+  EXPECT_FALSE(c.vec_store);                         // N 4096: the pair stores
+
+  // Wide prefill (Mixtral w1/w3, N 28672): pingpong with the 16-byte store epilogue;
+  // not with the cooperative schedule, nor for decode.
+  d.n = 28672;
+  p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
+  c = choose(p, 90, true, Options());
+  EXPECT_TRUE(c.pingpong);
+  EXPECT_TRUE(c.vec_store);
+  EXPECT_EQ(c.key(), "grouped-v1 sm_90a tma 128x128x64 s6 pp st=v16 c1x1 b=nk epi=alpha");
+  EXPECT_FALSE(choose(p, 90, true, coop).vec_store);
+  d.rows = 4;  // decode
+  p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
+  EXPECT_FALSE(choose(p, 90, true, Options()).vec_store);
 }
 
 TEST(GroupedChoose, PortableKernelForWhatTmaCannotTake) {
@@ -457,6 +471,9 @@ TEST(GroupedRender, InvalidConfigurationsAreRefused) {
   c = tma(256, 4, BOrder::KN);
   c.pingpong = true;  // pingpong has the 128x128 tile only
   EXPECT_THROW(render(c), Error);
+  c = simt("sm_80", BOrder::KN);
+  c.vec_store = true;  // the 16-byte store epilogue is the TMA kernel's
+  EXPECT_THROW(render(c), Error);
   EXPECT_NE(tma(128, 6, BOrder::KN).key(), [] {
     Config p = tma(128, 6, BOrder::KN);
     p.pingpong = true;
@@ -534,6 +551,40 @@ TEST_F(GroupedCompile, PingpongKernelOtherOrderAndFullEpilogue) {
   EXPECT_NE(ptx.find("m64n128k16"), std::string::npos);
   EXPECT_NE(ptx.find("ex2.approx"), std::string::npos);  // the SiLU piece
   expect_layout(c, out);
+}
+
+// The 16-byte store epilogue: its own key and source, every schedule and tile, the gated and
+// the full epilogue, and ptxas keeps the consumers within the registers setmaxnreg gives.
+TEST_F(GroupedCompile, VectorStoreEpilogueBuildsForEverySchedule) {
+  struct Case {
+    int tile_n, stages;
+    bool pingpong;
+    Act act;
+    bool pieces;
+  };
+  const Case cases[] = {{128, 6, true, Act::None, false},
+                        {256, 4, false, Act::None, false},
+                        {128, 6, false, Act::Swiglu, true},
+                        {128, 6, true, Act::Silu, true}};
+  for (const Case& k : cases) {
+    Config c = tma(k.tile_n, k.stages, BOrder::NK);
+    c.pingpong = k.pingpong;
+    c.act = k.act;
+    c.has_c = c.has_bias = k.pieces;
+    Config old = c;
+    c.vec_store = true;
+    EXPECT_NE(c.key(), old.key());
+    EXPECT_NE(c.key().find(" st=v16"), std::string::npos) << c.key();
+    EXPECT_NE(render(c), render(old));
+    const Outcome out = compile(c, KJIT_OUTPUT_PTX | KJIT_OUTPUT_CUBIN);
+    ASSERT_EQ(out.status, KJIT_OK) << c.key() << out.message << (out.entry ? out.entry->log : "");
+    EXPECT_FALSE(out.entry->cubin.empty());
+    const std::string ptx = out.entry->ptx.str();
+    EXPECT_NE(ptx.find("shfl.sync.bfly.b32"), std::string::npos) << c.key();
+    EXPECT_NE(ptx.find("st.global.v4.u32"), std::string::npos) << c.key();
+    EXPECT_EQ(out.entry->log.find("serializ"), std::string::npos) << out.entry->log;
+    expect_layout(c, out);
+  }
 }
 
 TEST_F(GroupedCompile, SwigluKernelsBuildForSm90aAndSm80) {

@@ -263,7 +263,13 @@ Config choose(const Problem& p, int cc, bool tma_available, const Options& o) {
     // fp8 pingpong: 5 stages (H200, torch._scaled_grouped_mm shapes: 2-6% faster than 6).
     const int narrow = p.in == DType::E4m3 && c.pingpong ? 5 : 6;
     c.stages = o.stages ? o.stages : (c.tile_n == 256 ? 4 : narrow);
+    // The 16-byte store epilogue for wide pingpong problems (H200, Mixtral w1/w3, N 28672:
+    // 594-599 -> 672-679 TFLOPS uniform, 529-553 -> 557-561 skewed); it measured slower on
+    // the narrower prefill shapes (DeepSeek-V3 w2, Qwen3 w1/w3: 5-6%) and on decode (the
+    // cooperative 128x256 tile: 3.61-3.91 -> 3.46-3.53 TB/s). bench/RESULTS.md.
+    c.vec_store = c.pingpong && p.n >= 16384;
     if (p.scale == Scale::Block128) {
+      c.vec_store = false;
       // The main accumulator beside the wgmma one: one 64x128 half per consumer, the
       // cooperative 128x128 tile whatever the options ask.
       c.pingpong = false;

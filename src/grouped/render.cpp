@@ -387,6 +387,10 @@ __device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
+// a[i] for a run-time i in 0..3 of a 4-element register array (selects, no local memory).
+__device__ __forceinline__ u32 sel4(const u32* a, int i) {
+  return i == 0 ? a[0] : i == 1 ? a[1] : i == 2 ? a[2] : a[3];
+}
 __device__ __forceinline__ void store_pair(bf16_t* __restrict__ D, long long ldd, int row, int col,
                                            int N, float v0, float v1, bool pairs) {
   bf16_t* p = D + (long long)row * ldd + col;
@@ -543,6 +547,9 @@ void tma_consumer_source(const Config& c, std::string& s) {
     const int cw = wg - 1;
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
     const bool pairs = ((ldd & 1) == 0) && ((((size_t)D) & 3) == 0);
+    const bool vec16 = ((ldd & 7) == 0) && ((((size_t)D) & 15) == 0);
+    (void)pairs;
+    (void)vec16;
     // Cooperative: both consumers share each tile, 64 rows each (HALVES 1). Pingpong: each
     // consumer takes every other tile whole (HALVES 2), so one's epilogue runs while the
     // other's mainloop does; the producer's order of tiles staggers them.
@@ -592,7 +599,68 @@ void tma_consumer_source(const Config& c, std::string& s) {
         mbar_arrive(order + 8 * cw);
         ++turns;
       }
+)";
+  if (c.vec_store) {
+    s += R"(
       const int col_base = tile.n0 + (lane & 3) * 2;
+      const int q = lane & 3;
+      {
+#pragma unroll
+        for (int hf = 0; hf < HALVES; ++hf) {
+          const int row_base = tile.row0 + (PINGPONG ? hf : cw) * 64 + warp * 16 + (lane >> 2);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = row_base + 8 * h;
+            const bool live = row < tile.row_end;
+#pragma unroll
+            for (int jq = 0; jq < OUT_N / 32; ++jq) {
+              u32 w[4];
+#pragma unroll
+              for (int jj = 0; jj < 4; ++jj) {
+                const int j = 4 * jq + jj;
+                const int col = col_base + 8 * j;
+                float v0 = acc[hf * ACC + 4 * j + 2 * h], v1 = acc[hf * ACC + 4 * j + 2 * h + 1];
+)";
+    s += glu_partners("                ");
+    s += "                if (live) {\n";
+    s += scale_setup(c, "                  ");
+    s += "                  if (col < NO) v0 = " + epilogue_call(c, "v0", "u0", "col") + ";\n";
+    s += "                  if (col + 1 < NO) v1 = " + epilogue_call(c, "v1", "u1", "col + 1") +
+         ";\n                }\n";
+    s += R"(                w[jj] = pack_bf16x2(v0, v1);
+              }
+              // Quad transpose: lane q ends with columns 8 * (4 * jq + q) + 0..7 of its row,
+              // x[r] coming from lane q ^ r (its pair at columns + 2 * (q ^ r)).
+              u32 x[4];
+#pragma unroll
+              for (int r = 0; r < 4; ++r)
+                x[r] = __shfl_xor_sync(0xffffffffu, sel4(w, q ^ r), r);
+              u32 o[4];
+#pragma unroll
+              for (int k = 0; k < 4; ++k) o[k] = sel4(x, k ^ q);
+              const int col = tile.n0 + 8 * (4 * jq + q);
+              if (!live) continue;
+              bf16_t* p = D + (long long)row * ldd + col;
+              if (vec16 && col + 8 <= NO) {
+                *(uint4*)p = make_uint4(o[0], o[1], o[2], o[3]);
+              } else {
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                  if (col + 2 * k < NO) p[2 * k] = (bf16_t)(o[k] & 0xffffu);
+                  if (col + 2 * k + 1 < NO) p[2 * k + 1] = (bf16_t)(o[k] >> 16);
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+)";
+    return;
+  }
+  s += R"(      const int col_base = tile.n0 + (lane & 3) * 2;
       {
 #pragma unroll
         for (int hf = 0; hf < HALVES; ++hf) {
@@ -719,8 +787,8 @@ std::string tma_source(const Config& c) {
 std::string Config::key() const {
   std::string k = "grouped-v1 " + target + (path == Path::Tma ? " tma " : " simt ") + num(tile_m) +
                   "x" + num(tile_n) + "x" + num(tile_k) + " s" + num(stages) +
-                  (pingpong ? " pp" : "") + " c" + num(cluster_m) + "x" + num(cluster_n) +
-                  (b_order == BOrder::KN ? " b=kn" : " b=nk");
+                  (pingpong ? " pp" : "") + (vec_store ? " st=v16" : "") + " c" + num(cluster_m) +
+                  "x" + num(cluster_n) + (b_order == BOrder::KN ? " b=kn" : " b=nk");
   if (in == DType::E4m3) k += " in=e4m3";
   if (scale == Scale::Row) k += " scale=row";
   if (scale == Scale::Block128) k += " scale=block128";
@@ -743,6 +811,9 @@ void validate(const Config& c) {
   if (c.scale == Scale::Block128 && c.path == Path::Tma && (c.pingpong || c.tile_n != 128))
     bad("block scales are offered with the cooperative 128x128x128 tile");
   if (c.scale != Scale::None && c.in != DType::E4m3) bad("scales are offered with fp8 inputs");
+  if (c.vec_store && c.path != Path::Tma) bad("the 16-byte store epilogue is for the TMA kernel");
+  if (c.vec_store && c.scale == Scale::Block128)
+    bad("the 16-byte store epilogue is not offered with block scales");
   if (c.path == Path::Tma) {
     if (c.target != "sm_90a") bad("the TMA kernel is for target sm_90a only");
     if (fp8(c)) {

@@ -46,6 +46,11 @@ struct Config {
   // True (pingpong, tile 128x128): each consumer takes every other tile whole, so one's
   // epilogue overlaps the other's mainloop.
   bool pingpong = false;
+  // Tma only. True: the epilogue gathers each row's 8 consecutive columns into one lane with
+  // warp shuffles (a 4x4 transpose inside each quad of lanes) and writes them as one 16-byte
+  // store (a warp's store covers 64 contiguous bytes of 8 rows), where D's pitch and base
+  // allow it; false: each lane writes its column pairs (4-byte stores). Key: " st=v16".
+  bool vec_store = false;
   BOrder b_order = BOrder::KN;
   bool has_c = false;     // beta * C piece
   bool has_bias = false;  // per-group bias piece
