@@ -172,7 +172,7 @@ fn grouped_scaled_arguments_are_checked_without_a_gpu() {
     let e = kjit::grouped_check_scaled(&bf, a, b, offs, None, out, None, sa, sb).unwrap_err();
     assert_eq!(e.status(), Status::Unsupported, "{e}");
     // Scales given with KJIT_GROUPED_SCALE_NONE.
-    let mut none = fp8_desc(sys::KJIT_GROUPED_SCALE_NONE);
+    let none = fp8_desc(sys::KJIT_GROUPED_SCALE_NONE);
     let e = kjit::grouped_check_scaled(&none, a, b, offs, None, out, None, sa, sb).unwrap_err();
     assert_eq!(e.status(), Status::InvalidArgument, "{e}");
 }
