@@ -3,7 +3,7 @@
 find_program(KJIT_BASH bash REQUIRED)
 
 if(TARGET kjit-cli)
-  foreach(_t usage compile cache warm warm_grouped include_edits mmap_edit worker exit_status json builtin_std
+  foreach(_t usage compile cache warm warm_grouped warm_grouped_fp8 include_edits mmap_edit worker exit_status json builtin_std
       nvcc_options hostile_dir)
     add_test(NAME cli_${_t}
       COMMAND ${KJIT_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/cli/${_t}.sh $<TARGET_FILE:kjit-cli>)

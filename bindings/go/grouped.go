@@ -19,6 +19,17 @@ static kjit_status kjitgo_grouped_run(kjit_grouped_gemm* g, const kjit_grouped_g
                                (const int32_t*)KJITGO_GPTR(offs), KJITGO_GPTR(C),
                                KJITGO_GPTR(D), KJITGO_GPTR(bias), stream);
 }
+static kjit_status kjitgo_grouped_run_scaled(kjit_grouped_gemm* g,
+                                             const kjit_grouped_gemm_desc* d, uint64_t A,
+                                             uint64_t B, uint64_t offs, uint64_t C, uint64_t D,
+                                             uint64_t bias, uint64_t sa, uint64_t sb,
+                                             void* stream) {
+  return kjit_grouped_gemm_run_scaled(g, d, KJITGO_GPTR(A), KJITGO_GPTR(B),
+                                      (const int32_t*)KJITGO_GPTR(offs), KJITGO_GPTR(C),
+                                      KJITGO_GPTR(D), KJITGO_GPTR(bias),
+                                      (const float*)KJITGO_GPTR(sa),
+                                      (const float*)KJITGO_GPTR(sb), stream);
+}
 static kjit_status kjitgo_grouped_plan_key(kjit_grouped_gemm* g, const kjit_grouped_gemm_desc* d,
                                            uint64_t A, uint64_t B, uint64_t C, uint64_t D,
                                            uint64_t bias, char* buf, size_t size) {
@@ -48,6 +59,11 @@ const (
 	GroupedScheduleAuto        int32 = 0
 	GroupedScheduleCooperative int32 = 1
 	GroupedSchedulePingpong    int32 = 2
+
+	// Scales of fp8 inputs (GroupedDesc.ScaleMode, since 0.3).
+	GroupedScaleNone     int32 = 0 // no scales
+	GroupedScaleRowwise  int32 = 1 // scale_a: Rows float32; scale_b: G x N float32
+	GroupedScaleBlock128 int32 = 2 // scale_a: Rows x ceil(K/128); scale_b: G x ceil(N/128) x ceil(K/128)
 )
 
 // GroupedDesc is one grouped GEMM problem, field for field kjit_grouped_gemm_desc (sizes
@@ -55,11 +71,12 @@ const (
 type GroupedDesc struct {
 	Groups              int32
 	Rows, N, K          int64
-	AType, BType, DType int32 // GemmBF16 or GemmDTypeDefault
+	AType, BType, DType int32 // GemmBF16, GemmF8E4M3 (A and B, since 0.3) or GemmDTypeDefault
 	BOrder, Activation  int32
 	LDA, LDB, LDC, LDD  int64
 	StrideB, StrideBias int64
 	Alpha, Beta         float64
+	ScaleMode           int32 // GroupedScale*: fp8 inputs' scales (since 0.3)
 }
 
 // NewGroupedDesc returns KJIT_GROUPED_GEMM_DESC_INIT: bf16, B order KN, alpha 1, beta 0.
@@ -75,6 +92,7 @@ func (d *GroupedDesc) c() C.kjit_grouped_gemm_desc {
 	c.lda, c.ldb, c.ldc, c.ldd = C.int64_t(d.LDA), C.int64_t(d.LDB), C.int64_t(d.LDC), C.int64_t(d.LDD)
 	c.stride_b, c.stride_bias = C.int64_t(d.StrideB), C.int64_t(d.StrideBias)
 	c.alpha, c.beta = C.double(d.Alpha), C.double(d.Beta)
+	c.scale_mode = C.int32_t(d.ScaleMode)
 	return c
 }
 
@@ -86,6 +104,28 @@ func GroupedCheck(desc *GroupedDesc, a, b, offs, c, d, bias DevicePtr) error {
 	return call(func() C.kjit_status {
 		return C.kjitgo_grouped_check(&cd, C.uint64_t(a), C.uint64_t(b), C.uint64_t(offs),
 			C.uint64_t(c), C.uint64_t(d), C.uint64_t(bias))
+	})
+}
+
+// GroupedCheckScaled checks a RunScaled call's problem and device pointers without a GPU,
+// as RunScaled does before it looks at its handle; nil when they are good.
+func GroupedCheckScaled(desc *GroupedDesc, a, b, offs, c, d, bias, scaleA, scaleB DevicePtr) error {
+	err := groupedRunScaled(nil, desc, a, b, offs, c, d, bias, scaleA, scaleB, nil)
+	// A nil handle: the library checks everything else first, then answers InvalidHandle.
+	if e, ok := err.(*Error); ok && e.Status == StatusInvalidHandle {
+		return nil
+	}
+	return err
+}
+
+func groupedRunScaled(h *C.kjit_grouped_gemm, desc *GroupedDesc, a, b, offs, c, d, bias, scaleA, scaleB DevicePtr, stream unsafe.Pointer) error {
+	if (scaleA == 0) != (scaleB == 0) {
+		return &Error{Status: StatusInvalidArgument, Message: "scale_a and scale_b come together"}
+	}
+	cd := desc.c()
+	return call(func() C.kjit_status {
+		return C.kjitgo_grouped_run_scaled(h, &cd, C.uint64_t(a), C.uint64_t(b), C.uint64_t(offs),
+			C.uint64_t(c), C.uint64_t(d), C.uint64_t(bias), C.uint64_t(scaleA), C.uint64_t(scaleB), stream)
 	})
 }
 
@@ -161,6 +201,17 @@ func (g *GroupedGemm) Run(desc *GroupedDesc, a, b, offs, c, d, bias DevicePtr, s
 		return C.kjitgo_grouped_run(g.handle(), &cd, C.uint64_t(a), C.uint64_t(b), C.uint64_t(offs),
 			C.uint64_t(c), C.uint64_t(d), C.uint64_t(bias), stream)
 	})
+	runtime.KeepAlive(g)
+	return err
+}
+
+// RunScaled is Run with fp8 e4m3 inputs (AType GemmF8E4M3) and the scales of
+// desc.ScaleMode (kjit_grouped_gemm_run_scaled, since 0.3): GroupedScaleRowwise takes scaleA
+// (Rows float32) and scaleB (G x N float32, packed), GroupedScaleBlock128 scaleA (Rows x
+// ceil(K/128)) and scaleB (G x ceil(N/128) x ceil(K/128)); D stays bf16. Both scales are
+// given (non-zero) together or neither (StatusInvalidArgument before the C call).
+func (g *GroupedGemm) RunScaled(desc *GroupedDesc, a, b, offs, c, d, bias, scaleA, scaleB DevicePtr, stream unsafe.Pointer) error {
+	err := groupedRunScaled(g.handle(), desc, a, b, offs, c, d, bias, scaleA, scaleB, stream)
 	runtime.KeepAlive(g)
 	return err
 }

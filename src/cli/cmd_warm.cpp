@@ -25,7 +25,8 @@ namespace {
 const char* const kHelp =
     "Usage: kjit warm MANIFEST.json [-j N] [-a TARGET] [--dry-run] [--no-progress]\n"
     "                 [--json] [-q] [--cache-dir DIR]\n"
-    "       kjit warm --grouped G,K,N,ROWS[,b=kn|nk][,epi=PIECES][,portable] ... -a TARGET\n"
+    "       kjit warm --grouped G,K,N,ROWS[,b=kn|nk][,epi=PIECES][,dtype=bf16|fp8]\n"
+    "                 [,scale=none|rowwise|block128][,portable] ... -a TARGET\n"
     "                 [MANIFEST.json] [-j N] [--json] [-q] [--cache-dir DIR]\n"
     "\n"
     "Compile every kernel a manifest lists, for each of its targets, into the cache, N at\n"
@@ -57,8 +58,12 @@ const char* const kHelp =
     "                     no GPU needed). SPEC: groups, K, N and total rows, then optional\n"
     "                     b=kn (B is (G, K, N), the default) or b=nk (G, N, K), epi= with\n"
     "                     pieces joined by '+' (beta, bias, and one of relu, gelu, silu;\n"
-    "                     alpha is always there), and 'portable' (the portable kernel).\n"
+    "                     alpha is always there), dtype=bf16 (the default) or dtype=fp8\n"
+    "                     (e4m3 A and B, bf16 D) with scale=none, rowwise or block128\n"
+    "                     (the scales of kjit_grouped_gemm_run_scaled), and 'portable'\n"
+    "                     (the portable kernel).\n"
     "                     E.g. --grouped 8,4096,28672,8192,b=nk,epi=bias+silu\n"
+    "                          --grouped 8,4096,28672,8192,b=nk,dtype=fp8,scale=rowwise\n"
     "\n"
     "Manifest (JSON). warm works in the manifest's directory: files and include paths\n"
     "are used as written there, and a file's program name is its path as written (the\n"
@@ -650,7 +655,8 @@ void print_warm_text(const WarmArgs& w, const std::vector<Job>& jobs, double tot
   }
 }
 
-// --grouped SPEC: "G,K,N,ROWS[,b=kn|nk][,epi=beta+bias+silu][,portable]".
+// --grouped SPEC: "G,K,N,ROWS[,b=kn|nk][,epi=beta+bias+silu][,dtype=bf16|fp8]
+// [,scale=none|rowwise|block128][,portable]".
 GroupedSpec parse_grouped(const std::string& text) {
   const std::string cmd = "warm";
   std::vector<std::string> parts;
@@ -688,6 +694,20 @@ GroupedSpec parse_grouped(const std::string& text) {
       g.desc.b_order = KJIT_GROUPED_B_NK;
     } else if (f == "portable") {
       g.options.portable_only = 1;
+    } else if (f == "dtype=bf16") {
+      g.desc.a_type = g.desc.b_type = KJIT_GEMM_BF16;
+    } else if (f == "dtype=fp8" || f == "dtype=e4m3") {
+      g.desc.a_type = g.desc.b_type = KJIT_GEMM_F8_E4M3;
+    } else if (f.compare(0, 6, "dtype=") == 0) {
+      bad("unknown dtype '" + f.substr(6) + "' (bf16, fp8)");
+    } else if (f == "scale=none") {
+      g.desc.scale_mode = KJIT_GROUPED_SCALE_NONE;
+    } else if (f == "scale=rowwise") {
+      g.desc.scale_mode = KJIT_GROUPED_SCALE_ROWWISE;
+    } else if (f == "scale=block128") {
+      g.desc.scale_mode = KJIT_GROUPED_SCALE_BLOCK128;
+    } else if (f.compare(0, 6, "scale=") == 0) {
+      bad("unknown scale '" + f.substr(6) + "' (none, rowwise, block128)");
     } else if (f.compare(0, 4, "epi=") == 0) {
       std::string rest = f.substr(4) + "+";
       for (size_t at = 0, plus; (plus = rest.find('+', at)) != std::string::npos; at = plus + 1) {
@@ -707,9 +727,11 @@ GroupedSpec parse_grouped(const std::string& text) {
           bad("unknown epilogue piece '" + piece + "' (alpha, beta, bias, relu, gelu, silu)");
       }
     } else {
-      bad("unknown field '" + f + "' (b=kn, b=nk, epi=..., portable)");
+      bad("unknown field '" + f + "' (b=kn, b=nk, epi=..., dtype=..., scale=..., portable)");
     }
   }
+  if (g.desc.scale_mode != KJIT_GROUPED_SCALE_NONE && g.desc.a_type != KJIT_GEMM_F8_E4M3)
+    bad("scale= needs dtype=fp8 (scales apply to fp8 inputs only)");
   return g;
 }
 

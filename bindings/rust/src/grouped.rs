@@ -8,7 +8,7 @@ use std::ptr;
 use crate::binary::Binary;
 use crate::compiler::{compile_result, Compiler};
 use crate::devptr::{buf_text, in_ptr, opt_ptr, out_ptr, struct_size};
-use crate::error::{check, Result};
+use crate::error::{check, Error, Result, Status};
 use crate::launch::DevicePtr;
 use crate::sys;
 use crate::util::cstring;
@@ -106,6 +106,79 @@ pub fn grouped_check(
     })
 }
 
+/// Checks a scaled call's problem and scale pointers without a GPU, as
+/// [`GroupedGemm::run_scaled`] does before it looks at its handle: `Ok` when they are
+/// good (pointers compared with null and checked for alignment, never read).
+#[allow(clippy::too_many_arguments)]
+pub fn grouped_check_scaled(
+    desc: &GroupedDesc,
+    a: DevicePtr,
+    b: DevicePtr,
+    offs: DevicePtr,
+    c: Option<DevicePtr>,
+    d: DevicePtr,
+    bias: Option<DevicePtr>,
+    scale_a: Option<DevicePtr>,
+    scale_b: Option<DevicePtr>,
+) -> Result<()> {
+    // A null handle: the C call checks everything else first, then answers InvalidHandle,
+    // which here means the arguments passed.
+    let r = unsafe {
+        grouped_run_scaled_raw(
+            ptr::null_mut(),
+            desc,
+            a,
+            b,
+            offs,
+            c,
+            d,
+            bias,
+            scale_a,
+            scale_b,
+            ptr::null_mut(),
+        )
+    };
+    match r {
+        Err(e) if e.status() == Status::InvalidHandle => Ok(()),
+        other => other,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn grouped_run_scaled_raw(
+    gg: *mut sys::kjit_grouped_gemm,
+    desc: &GroupedDesc,
+    a: DevicePtr,
+    b: DevicePtr,
+    offs: DevicePtr,
+    c: Option<DevicePtr>,
+    d: DevicePtr,
+    bias: Option<DevicePtr>,
+    scale_a: Option<DevicePtr>,
+    scale_b: Option<DevicePtr>,
+    stream: *mut c_void,
+) -> Result<()> {
+    if scale_a.is_some() != scale_b.is_some() {
+        return Err(Error::local(
+            Status::InvalidArgument,
+            "scale_a and scale_b come together",
+        ));
+    }
+    check(sys::kjit_grouped_gemm_run_scaled(
+        gg,
+        desc,
+        in_ptr(a),
+        in_ptr(b),
+        offs.0 as usize as *const i32,
+        opt_ptr(c),
+        out_ptr(d),
+        opt_ptr(bias),
+        opt_ptr(scale_a) as *const f32,
+        opt_ptr(scale_b) as *const f32,
+        stream,
+    ))
+}
+
 /// A grouped-GEMM handle (`kjit_grouped_gemm`) on one device; its kernels compile through
 /// the borrowed [`Compiler`] (its cache, single flight and worker). Destroyed on drop.
 pub struct GroupedGemm<'c> {
@@ -162,6 +235,36 @@ impl<'c> GroupedGemm<'c> {
             opt_ptr(bias),
             stream,
         ))
+    }
+
+    /// [`run`](Self::run) with fp8 e4m3 inputs (`a_type` `sys::KJIT_GEMM_F8_E4M3`) and the
+    /// scales of `desc.scale_mode` (`kjit_grouped_gemm_run_scaled`, since 0.3):
+    /// `sys::KJIT_GROUPED_SCALE_ROWWISE` takes `scale_a` (`rows` f32) and `scale_b` (G x n
+    /// f32, packed); `sys::KJIT_GROUPED_SCALE_BLOCK128` takes `scale_a` (rows x ceil(k/128))
+    /// and `scale_b` (G x ceil(n/128) x ceil(k/128)); D stays bf16. Both scales are given
+    /// together or not at all (`Status::InvalidArgument` before the C call); the library
+    /// checks the rest (a scale pointer null where needed, unaligned, or given with
+    /// `KJIT_GROUPED_SCALE_NONE`) before it looks at the handle.
+    ///
+    /// # Safety
+    /// As [`run`](Self::run); the scale arrays must also be valid device memory.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn run_scaled(
+        &self,
+        desc: &GroupedDesc,
+        a: DevicePtr,
+        b: DevicePtr,
+        offs: DevicePtr,
+        c: Option<DevicePtr>,
+        d: DevicePtr,
+        bias: Option<DevicePtr>,
+        scale_a: Option<DevicePtr>,
+        scale_b: Option<DevicePtr>,
+        stream: *mut c_void,
+    ) -> Result<()> {
+        grouped_run_scaled_raw(
+            self.raw, desc, a, b, offs, c, d, bias, scale_a, scale_b, stream,
+        )
     }
 
     /// Compiles (or hits) and loads the kernel a run of `desc` would use.

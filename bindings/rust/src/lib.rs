@@ -59,7 +59,8 @@ pub use device::{device_arch, device_count, device_name, driver_version};
 pub use error::{Error, Result, Status};
 pub use gemm::{cublaslt_version, gemm_check, gemm_desc, Gemm, GemmDesc, GemmOptions, GemmStats};
 pub use grouped::{
-    grouped_check, grouped_compile, grouped_desc, GroupedDesc, GroupedGemm, GroupedOptions,
+    grouped_check, grouped_check_scaled, grouped_compile, grouped_desc, GroupedDesc, GroupedGemm,
+    GroupedOptions,
 };
 pub use hash::{compute_key, hash_options, hash_source};
 pub use kernel::{Kernel, KernelAttributes, KernelFlags, LoadPath, ParamBuffer, ParamInfo};

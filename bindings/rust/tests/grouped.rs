@@ -120,3 +120,76 @@ fn grouped_compile_for_a_target_then_hits() {
     let e = grouped_compile(&compiler, "sm_90a", &d, &tuned, false).unwrap_err();
     assert_eq!(e.status(), Status::InvalidArgument, "{e}");
 }
+
+fn fp8_desc(mode: i32) -> kjit::GroupedDesc {
+    let mut d = desc();
+    d.a_type = sys::KJIT_GEMM_F8_E4M3;
+    d.b_type = sys::KJIT_GEMM_F8_E4M3;
+    d.scale_mode = mode;
+    d
+}
+
+#[test]
+fn grouped_scaled_arguments_are_checked_without_a_gpu() {
+    let (a, b, offs, out) = (
+        DevicePtr(0x1000),
+        DevicePtr(0x2000),
+        DevicePtr(0x3000),
+        DevicePtr(0x4000),
+    );
+    let (sa, sb) = (Some(DevicePtr(0x5000)), Some(DevicePtr(0x6000)));
+    for mode in [
+        sys::KJIT_GROUPED_SCALE_ROWWISE,
+        sys::KJIT_GROUPED_SCALE_BLOCK128,
+    ] {
+        let d = fp8_desc(mode);
+        kjit::grouped_check_scaled(&d, a, b, offs, None, out, None, sa, sb).unwrap();
+        // One scale without the other: refused by the binding.
+        let e = kjit::grouped_check_scaled(&d, a, b, offs, None, out, None, sa, None).unwrap_err();
+        assert_eq!(e.status(), Status::InvalidArgument, "{e}");
+        assert!(e.message().contains("scale_a and scale_b"), "{e}");
+        // No scales where the mode needs them, an unaligned scale: refused by the library.
+        let e =
+            kjit::grouped_check_scaled(&d, a, b, offs, None, out, None, None, None).unwrap_err();
+        assert_eq!(e.status(), Status::InvalidArgument, "{e}");
+        let e = kjit::grouped_check_scaled(
+            &d,
+            a,
+            b,
+            offs,
+            None,
+            out,
+            None,
+            Some(DevicePtr(0x5002)),
+            sb,
+        )
+        .unwrap_err();
+        assert_eq!(e.status(), Status::InvalidArgument, "{e}");
+    }
+    // Scales with bf16 inputs.
+    let mut bf = desc();
+    bf.scale_mode = sys::KJIT_GROUPED_SCALE_ROWWISE;
+    let e = kjit::grouped_check_scaled(&bf, a, b, offs, None, out, None, sa, sb).unwrap_err();
+    assert_eq!(e.status(), Status::Unsupported, "{e}");
+    // Scales given with KJIT_GROUPED_SCALE_NONE.
+    let none = fp8_desc(sys::KJIT_GROUPED_SCALE_NONE);
+    let e = kjit::grouped_check_scaled(&none, a, b, offs, None, out, None, sa, sb).unwrap_err();
+    assert_eq!(e.status(), Status::InvalidArgument, "{e}");
+}
+
+#[test]
+fn grouped_compile_fp8_for_sm90a_then_hits() {
+    let dir = common::TempDir::new("grouped-compile-fp8");
+    let cache = kjit::Cache::open(&kjit::CacheOptions::in_dir(dir.path())).unwrap();
+    let compiler = Compiler::new(Some(&cache), 1).unwrap();
+    let opts = GroupedOptions::default();
+    let row = fp8_desc(sys::KJIT_GROUPED_SCALE_ROWWISE);
+    let first = grouped_compile(&compiler, "sm_90a", &row, &opts, false).unwrap();
+    assert_eq!(first.tier(), kjit::Tier::Compiled);
+    let again = grouped_compile(&compiler, "sm_90a", &row, &opts, false).unwrap();
+    assert_ne!(again.tier(), kjit::Tier::Compiled);
+    assert_eq!(again.key(), first.key());
+    let block = fp8_desc(sys::KJIT_GROUPED_SCALE_BLOCK128);
+    let other = grouped_compile(&compiler, "sm_90a", &block, &opts, false).unwrap();
+    assert_ne!(other.key(), first.key());
+}
