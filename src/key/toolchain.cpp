@@ -156,6 +156,16 @@ std::string toolchain_record_name() {
   return record_name();
 }
 
+void record_toolchain_facts(Facts* store) {
+  const ToolchainFacts* known = g_facts.load(std::memory_order_acquire);
+  const std::string name = record_name();
+  if (!known || !store || name.empty()) return;
+  ToolchainFacts there;
+  const std::optional<std::string> v = store->get(name);
+  if (v && decode_toolchain_record(*v, &there)) return;  // a record stands: never rewritten
+  store->set(name, encode_toolchain_record(*known));
+}
+
 void reset_toolchain_facts() {
   g_facts.store(nullptr, std::memory_order_release);
 }

@@ -39,6 +39,13 @@ bool decode_toolchain_record(const std::string& record, ToolchainFacts* f);
 // The name of the record in a cache ("" when libnvrtc is not found).
 std::string toolchain_record_name();
 
+// Writes the facts this process has learnt (nothing when it has learnt none) into `store`
+// when it holds no readable record of them: a cache directory opened after the facts were
+// learnt from another gets its record, so that a compile worker started for it reads the
+// facts instead of probing NVRTC with a compile. Called before a worker is started for a
+// cache directory.
+void record_toolchain_facts(Facts* store);
+
 // Forgets the facts learnt, so that the next toolchain_facts() reads them from the cache it
 // is given (or probes). References handed out stay valid. Through reset_process_state().
 void reset_toolchain_facts();

@@ -553,6 +553,7 @@ WorkerAddress worker_address(Cache* cache, const std::string& toolchain, std::st
   if (cache && cache->disk_usable() && !cache->disk()->read_only() &&
       ::access(cache->directory().c_str(), W_OK | X_OK) == 0) {
     a.directory = cache->directory();
+    record_toolchain_facts(facts_of(cache));  // what a worker started for it reads
     return a;
   }
   // No writable cache directory: a private directory of this user under $TMPDIR.

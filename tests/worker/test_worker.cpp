@@ -607,6 +607,31 @@ TEST_F(Worker, TakesNvrtcIdentityFromTheCacheDirectorysRecord) {
   EXPECT_NE(worker_pid(cache2.get()), 0);
 }
 
+// A cache directory opened after this process learnt NVRTC's identity from another gets
+// the record before a worker is started for it, so that the worker reads it instead of
+// probing NVRTC with a compile of its own.
+TEST_F(Worker, ACacheOpenedLaterGetsTheToolchainRecordItsWorkerReads) {
+  TempDir first, later;
+  auto a = open_cache(first.path());
+  kjit::Compiler ca(a.get(), 1);
+  ca.set_mode(CompileMode::Worker);
+  ASSERT_EQ(ca.compile(kjit::test::kSaxpySource, sm90()).status, KJIT_OK);
+  const std::string name = kjit::toolchain_record_name();
+  ASSERT_FALSE(name.empty());
+  auto b = open_cache(later.path());
+  EXPECT_EQ(kjit::FactFiles(later.path()).read(name), std::nullopt) << "not there yet";
+  kjit::Compiler cb(b.get(), 1);
+  cb.set_mode(CompileMode::Worker);
+  const Outcome o = cb.compile(kjit::test::kSaxpySource, sm90());
+  ASSERT_EQ(o.status, KJIT_OK) << o.message;
+  EXPECT_NE(worker_pid(b.get()), 0);
+  const std::optional<std::string> rec = kjit::FactFiles(later.path()).read(name);
+  ASSERT_TRUE(rec.has_value()) << "the later directory's record";
+  kjit::ToolchainFacts f;
+  ASSERT_TRUE(kjit::decode_toolchain_record(*rec, &f));
+  EXPECT_EQ(f.id, kjit::toolchain_facts(kjit::facts_of(a.get())).id);
+}
+
 TEST_F(Worker, ModesWhenTheWorkerCannotStart) {
   setenv("KJIT_WORKER", (tmp_.path() + "/no-such-worker").c_str(), 1);
   TempDir dir;
