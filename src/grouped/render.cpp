@@ -533,15 +533,110 @@ std::string consumer_loop(bool kn, int halves, int kstep) {
   return s;
 }
 
+// Gated: the up value paired with v0, v1 sits OUT_N columns right of its gate in the tile.
+std::string glu_partners(const Config& c, const std::string& ind) {
+  if (c.act != Act::Swiglu) return "";
+  return ind + "const float u0 = acc[hf * ACC + 4 * (j + OUT_N / 8) + 2 * h],\n" + ind +
+         "            u1 = acc[hf * ACC + 4 * (j + OUT_N / 8) + 2 * h + 1];\n";
+}
+
+// The TMA kernel's epilogue with 16-byte stores: each quad of lanes transposes its packed
+// pairs with three shuffles, so that each lane writes 8 consecutive columns of its row.
+void tma_vec_store_epilogue(const Config& c, std::string& s) {
+  s += R"(
+      const int col_base = tile.n0 + (lane & 3) * 2;
+      const int q = lane & 3;
+      {
+#pragma unroll
+        for (int hf = 0; hf < HALVES; ++hf) {
+          const int row_base = tile.row0 + (PINGPONG ? hf : cw) * 64 + warp * 16 + (lane >> 2);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = row_base + 8 * h;
+            const bool live = row < tile.row_end;
+#pragma unroll
+            for (int jq = 0; jq < OUT_N / 32; ++jq) {
+              u32 w[4];
+#pragma unroll
+              for (int jj = 0; jj < 4; ++jj) {
+                const int j = 4 * jq + jj;
+                const int col = col_base + 8 * j;
+                float v0 = acc[hf * ACC + 4 * j + 2 * h], v1 = acc[hf * ACC + 4 * j + 2 * h + 1];
+)";
+  s += glu_partners(c, "                ");
+  s += "                if (live) {\n";
+  s += scale_setup(c, "                  ");
+  s += "                  if (col < NO) v0 = " + epilogue_call(c, "v0", "u0", "col") + ";\n";
+  s += "                  if (col + 1 < NO) v1 = " + epilogue_call(c, "v1", "u1", "col + 1") +
+       ";\n                }\n";
+  s += R"(                w[jj] = pack_bf16x2(v0, v1);
+              }
+              // Quad transpose: lane q ends with columns 8 * (4 * jq + q) + 0..7 of its row,
+              // x[r] coming from lane q ^ r (its pair at columns + 2 * (q ^ r)).
+              u32 x[4];
+#pragma unroll
+              for (int r = 0; r < 4; ++r)
+                x[r] = __shfl_xor_sync(0xffffffffu, sel4(w, q ^ r), r);
+              u32 o[4];
+#pragma unroll
+              for (int k = 0; k < 4; ++k) o[k] = sel4(x, k ^ q);
+              const int col = tile.n0 + 8 * (4 * jq + q);
+              if (!live) continue;
+              bf16_t* p = D + (long long)row * ldd + col;
+              if (vec16 && col + 8 <= NO) {
+                *(uint4*)p = make_uint4(o[0], o[1], o[2], o[3]);
+              } else {
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                  if (col + 2 * k < NO) p[2 * k] = (bf16_t)(o[k] & 0xffffu);
+                  if (col + 2 * k + 1 < NO) p[2 * k + 1] = (bf16_t)(o[k] >> 16);
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+)";
+}
+
+// The TMA kernel's epilogue with a store per pair of columns.
+void tma_pair_store_epilogue(const Config& c, std::string& s) {
+  s += R"(      const int col_base = tile.n0 + (lane & 3) * 2;
+      {
+#pragma unroll
+        for (int hf = 0; hf < HALVES; ++hf) {
+          const int row_base = tile.row0 + (PINGPONG ? hf : cw) * 64 + warp * 16 + (lane >> 2);
+#pragma unroll
+          for (int j = 0; j < OUT_N / 8; ++j) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int row = row_base + 8 * h, col = col_base + 8 * j;
+              if (row >= tile.row_end) continue;
+)";
+  s += scale_setup(c, "              ");
+  s +=
+      R"(              float v0 = acc[hf * ACC + 4 * j + 2 * h], v1 = acc[hf * ACC + 4 * j + 2 * h + 1];
+)";
+  s += glu_partners(c, "              ");
+  s += "              if (col < NO) v0 = " + epilogue_call(c, "v0", "u0", "col") + ";\n";
+  s += "              if (col + 1 < NO) v1 = " + epilogue_call(c, "v1", "u1", "col + 1") + ";\n";
+  s += R"(              store_pair(D, ldd, row, col, NO, v0, v1, pairs);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+)";
+}
+
 // The consumer warpgroups of the TMA kernel: main loop (wgmma from the stages) and epilogue.
 void tma_consumer_source(const Config& c, std::string& s) {
   const bool kn = c.b_order == BOrder::KN;
-  // Gated: the up value paired with v0, v1 sits OUT_N columns right of its gate in the tile.
-  auto glu_partners = [&](const std::string& ind) -> std::string {
-    if (c.act != Act::Swiglu) return "";
-    return ind + "const float u0 = acc[hf * ACC + 4 * (j + OUT_N / 8) + 2 * h],\n" + ind +
-           "            u1 = acc[hf * ACC + 4 * (j + OUT_N / 8) + 2 * h + 1];\n";
-  };
   s += R"(  } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int cw = wg - 1;
@@ -601,93 +696,10 @@ void tma_consumer_source(const Config& c, std::string& s) {
       }
 )";
   if (c.vec_store) {
-    s += R"(
-      const int col_base = tile.n0 + (lane & 3) * 2;
-      const int q = lane & 3;
-      {
-#pragma unroll
-        for (int hf = 0; hf < HALVES; ++hf) {
-          const int row_base = tile.row0 + (PINGPONG ? hf : cw) * 64 + warp * 16 + (lane >> 2);
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int row = row_base + 8 * h;
-            const bool live = row < tile.row_end;
-#pragma unroll
-            for (int jq = 0; jq < OUT_N / 32; ++jq) {
-              u32 w[4];
-#pragma unroll
-              for (int jj = 0; jj < 4; ++jj) {
-                const int j = 4 * jq + jj;
-                const int col = col_base + 8 * j;
-                float v0 = acc[hf * ACC + 4 * j + 2 * h], v1 = acc[hf * ACC + 4 * j + 2 * h + 1];
-)";
-    s += glu_partners("                ");
-    s += "                if (live) {\n";
-    s += scale_setup(c, "                  ");
-    s += "                  if (col < NO) v0 = " + epilogue_call(c, "v0", "u0", "col") + ";\n";
-    s += "                  if (col + 1 < NO) v1 = " + epilogue_call(c, "v1", "u1", "col + 1") +
-         ";\n                }\n";
-    s += R"(                w[jj] = pack_bf16x2(v0, v1);
-              }
-              // Quad transpose: lane q ends with columns 8 * (4 * jq + q) + 0..7 of its row,
-              // x[r] coming from lane q ^ r (its pair at columns + 2 * (q ^ r)).
-              u32 x[4];
-#pragma unroll
-              for (int r = 0; r < 4; ++r)
-                x[r] = __shfl_xor_sync(0xffffffffu, sel4(w, q ^ r), r);
-              u32 o[4];
-#pragma unroll
-              for (int k = 0; k < 4; ++k) o[k] = sel4(x, k ^ q);
-              const int col = tile.n0 + 8 * (4 * jq + q);
-              if (!live) continue;
-              bf16_t* p = D + (long long)row * ldd + col;
-              if (vec16 && col + 8 <= NO) {
-                *(uint4*)p = make_uint4(o[0], o[1], o[2], o[3]);
-              } else {
-#pragma unroll
-                for (int k = 0; k < 4; ++k) {
-                  if (col + 2 * k < NO) p[2 * k] = (bf16_t)(o[k] & 0xffffu);
-                  if (col + 2 * k + 1 < NO) p[2 * k + 1] = (bf16_t)(o[k] >> 16);
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
-}
-)";
+    tma_vec_store_epilogue(c, s);
     return;
   }
-  s += R"(      const int col_base = tile.n0 + (lane & 3) * 2;
-      {
-#pragma unroll
-        for (int hf = 0; hf < HALVES; ++hf) {
-          const int row_base = tile.row0 + (PINGPONG ? hf : cw) * 64 + warp * 16 + (lane >> 2);
-#pragma unroll
-          for (int j = 0; j < OUT_N / 8; ++j) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int row = row_base + 8 * h, col = col_base + 8 * j;
-              if (row >= tile.row_end) continue;
-)";
-  s += scale_setup(c, "              ");
-  s +=
-      R"(              float v0 = acc[hf * ACC + 4 * j + 2 * h], v1 = acc[hf * ACC + 4 * j + 2 * h + 1];
-)";
-  s += glu_partners("              ");
-  s += "              if (col < NO) v0 = " + epilogue_call(c, "v0", "u0", "col") + ";\n";
-  s += "              if (col + 1 < NO) v1 = " + epilogue_call(c, "v1", "u1", "col + 1") + ";\n";
-  s += R"(              store_pair(D, ldd, row, col, NO, v0, v1, pairs);
-            }
-          }
-        }
-      }
-    }
-  }
-}
-)";
+  tma_pair_store_epilogue(c, s);
 }
 
 std::string tma_source(const Config& c) {
