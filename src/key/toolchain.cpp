@@ -84,10 +84,10 @@ ToolchainFacts probe_toolchain() {
   return f;
 }
 
-std::mutex g_mu;  // held while the facts are learnt, not to read them
+std::mutex g_toolchain_mu;  // held while the facts are learnt, not to read them
 // The facts learnt (nullptr: not yet). A reset leaves the facts it forgets allocated, so
 // that references handed out stay valid.
-std::atomic<const ToolchainFacts*> g_facts{nullptr};
+std::atomic<const ToolchainFacts*> g_toolchain_facts{nullptr};
 
 std::string record_name() {
   const std::string lib = nvrtc_library_as_named();
@@ -101,9 +101,9 @@ std::string record_name() {
 // times: stat() follows the path's links to the file itself), so the path need not be
 // resolved first.
 const ToolchainFacts& facts(Facts* store) {
-  if (const ToolchainFacts* known = g_facts.load(std::memory_order_acquire)) return *known;
-  std::lock_guard<std::mutex> lock(g_mu);
-  if (const ToolchainFacts* known = g_facts.load(std::memory_order_acquire)) return *known;
+  if (const ToolchainFacts* known = g_toolchain_facts.load(std::memory_order_acquire)) return *known;
+  std::lock_guard<std::mutex> lock(g_toolchain_mu);
+  if (const ToolchainFacts* known = g_toolchain_facts.load(std::memory_order_acquire)) return *known;
   const std::string memo = record_name();
   auto learnt = std::make_unique<ToolchainFacts>();
   std::optional<std::string> v;
@@ -113,7 +113,7 @@ const ToolchainFacts& facts(Facts* store) {
     log_debug("NVRTC toolchain: " + learnt->id + " (" + nvrtc_library_as_named() + ")");
     if (store && !memo.empty()) store->set(memo, encode_toolchain_record(*learnt));
   }
-  g_facts.store(learnt.get(), std::memory_order_release);
+  g_toolchain_facts.store(learnt.get(), std::memory_order_release);
   return *learnt.release();
 }
 
@@ -157,7 +157,7 @@ std::string toolchain_record_name() {
 }
 
 void record_toolchain_facts(Facts* store) {
-  const ToolchainFacts* known = g_facts.load(std::memory_order_acquire);
+  const ToolchainFacts* known = g_toolchain_facts.load(std::memory_order_acquire);
   const std::string name = record_name();
   if (!known || !store || name.empty()) return;
   ToolchainFacts there;
@@ -167,7 +167,7 @@ void record_toolchain_facts(Facts* store) {
 }
 
 void reset_toolchain_facts() {
-  g_facts.store(nullptr, std::memory_order_release);
+  g_toolchain_facts.store(nullptr, std::memory_order_release);
 }
 
 std::string nvrtc_library_path() {
