@@ -56,6 +56,14 @@ extern "C" __global__ void k(unsigned long long* o) {
 }
 )";
 
+// kSlowSource with `steps` (1000000 in it) evaluation steps per term: 150000 is a second or
+// two of NVRTC. The variant makes another program (another key).
+std::string slow_source(const char* steps, int variant = 0) {
+  std::string text = kSlowSource;
+  text.replace(text.find("1000000ull"), 10, std::string(steps) + "ull");
+  return text + "// variant " + std::to_string(variant) + "\n";
+}
+
 std::string saxpy_variant(int i) {
   return std::string(kjit::test::kSaxpySource) + "// variant " + std::to_string(i) +
          "\nextern \"C\" __global__ void v" + std::to_string(i) +
@@ -270,7 +278,9 @@ TEST_F(Worker, ClientKilledMidRequestLeavesTheWorkerHealthy) {
   if (kid == 0) {
     auto c = open_cache(dir.path());
     kjit::Compiler k(c.get(), 1);
-    k.compile(kSlowSource, sm90("slow.cu"));
+    // Long enough to be killed in the middle, short enough that the next compile, which
+    // waits for NVRTC to reach its next phase, does not wait long.
+    k.compile(slow_source("300000"), sm90("slow.cu"));
     _exit(0);
   }
   std::string why;
@@ -313,11 +323,7 @@ TEST_F(Worker, IndependentCompilesRunInWorkersOfTheirOwn) {
   auto cache = open_cache(dir.path());
   kjit::Compiler compiler(cache.get(), 2);
   compiler.set_mode(CompileMode::Worker);
-  auto slow = [](int v) {  // a second or two of NVRTC each
-    return std::string(kSlowSource)
-               .replace(std::string(kSlowSource).find("1000000ull"), 10, "150000ull") +
-           "// variant " + std::to_string(v) + "\n";
-  };
+  auto slow = [](int v) { return slow_source("150000", v); };
   std::atomic<int> ok{0};
   std::vector<std::thread> threads;
   for (int v = 0; v < 2; ++v) {
