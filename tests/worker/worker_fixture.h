@@ -18,6 +18,34 @@
 
 namespace kjit::test {
 
+// Tens of millions of constant-evaluation steps: about 10 s of NVRTC on a CPU core.
+inline const char* const kSlowSource = R"(
+constexpr unsigned long long spin(unsigned long long n) {
+  unsigned long long s = 0;
+  for (unsigned long long i = 0; i < n; ++i) s = s * 6364136223846793005ull + i;
+  return s;
+}
+template <int I> struct S { static constexpr unsigned long long v = spin(1000000ull + I); };
+template <int... I> struct L { static constexpr unsigned long long v = (S<I>::v ^ ...); };
+extern "C" __global__ void k(unsigned long long* o) {
+  *o = L<1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20>::v;
+}
+)";
+
+// kSlowSource with `steps` (1000000 in it) evaluation steps per term: 150000 is a second or
+// two of NVRTC. The variant makes another program (another key).
+inline std::string slow_source(const char* steps, int variant = 0) {
+  std::string text = kSlowSource;
+  text.replace(text.find("1000000ull"), 10, std::string(steps) + "ull");
+  return text + "// variant " + std::to_string(variant) + "\n";
+}
+
+inline std::string saxpy_variant(int i) {
+  return std::string(kSaxpySource) + "// variant " + std::to_string(i) +
+         "\nextern \"C\" __global__ void v" + std::to_string(i) +
+         "(float* p) { *p = " + std::to_string(i) + ".0f; }\n";
+}
+
 class Worker : public ::testing::Test {
  protected:
   void SetUp() override {
