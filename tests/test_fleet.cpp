@@ -489,7 +489,7 @@ TEST_F(FleetTest, ClaimsAreCountedInThePublicStatistics) {
 // node A persists reaches node B (its own directory) when B's scope is A's, is not on
 // disk until B keeps it, and never decodes under another scope, even when misfiled under
 // the other scope's key. (cublasLtMatmulAlgoCheck, which B runs before keeping it, needs
-// a GPU: tests/test_gemm_gpu.cpp.)
+// a GPU: tests/gemm_gpu/.)
 TEST_F(FleetTest, GemmPlansAreSharedOnlyWithinTheirScope) {
   using kjit::blas::DeviceInfo;
   auto redis = kjit::test::start_redis_socket(redis_dir_.path());
