@@ -22,6 +22,8 @@
 //    exceptions on kjit's threads).
 // 6. Streams: the package declares CUDA.jl as a weak dependency with an extension (whose
 //    file exists), so that `launch` without `stream=` uses CUDA.jl's task-local stream.
+// 7. Constants: every `const KJIT_X = <integer>` in the package has the value the headers
+//    give the enumerator or #define KJIT_X.
 //
 // Exit status 0 when everything holds, 1 with a list of problems otherwise.
 'use strict';
@@ -84,6 +86,35 @@ function parseCDecl(decl, withName) {
   const words = d.replace(/\*/g, ' ').split(' ').filter((w) => w && w !== 'const');
   if (words.length !== 1) throw new Error(`cannot parse C type "${decl}"`);
   return { base: words[0], depth, name, arr: withName === 'field' ? arr : null, text: decl.trim() };
+}
+
+// KJIT_ enumerators and #defines of the headers: name -> value, or null where the value is
+// an expression (e.g. KJIT_VERSION); an enumerator without "=" counts on from the last.
+function readConstants(dir) {
+  const values = new Map();
+  for (const f of fs.readdirSync(dir).filter((x) => x.endsWith('.h'))) {
+    const raw = fs.readFileSync(path.join(dir, f), 'utf8');
+    const text = stripC(raw);
+    const noComments = raw.replace(/\/\*[\s\S]*?\*\//g, ' ').replace(/\/\/[^\n]*/g, ' ');
+    const dre = /^\s*#\s*define\s+(KJIT_\w+)[ \t]+(.+)$/gm;
+    let m;
+    while ((m = dre.exec(noComments))) {
+      const v = m[2].trim();
+      values.set(m[1], /^-?\d+$/.test(v) ? Number(v) : null);
+    }
+    const ere = /enum\s*\w*\s*\{([^}]*)\}/g;
+    while ((m = ere.exec(text))) {
+      let next = 0;
+      for (const item of m[1].split(',')) {
+        const im = item.trim().match(/^(KJIT_\w+)\s*(?:=\s*(.+))?$/);
+        if (!im) continue;
+        const v = im[2] === undefined ? next : (/^-?\d+$/.test(im[2].trim()) ? Number(im[2].trim()) : null);
+        values.set(im[1], v);
+        next = v === null ? 0 : v + 1;
+      }
+    }
+  }
+  return values;
 }
 
 function readHeaders(dir) {
@@ -540,12 +571,31 @@ function main() {
   }
   console.log(`structs: ${structs.size} C struct(s) compared`);
 
+  // 7. Constants: every `const KJIT_X = <integer>` has the value the headers give KJIT_X.
+  const cValues = readConstants(args.headers);
+  let constants = 0;
+  for (const { file } of trees) {
+    const text = fs.readFileSync(file, 'utf8');
+    const cre = /^const (KJIT_\w+) = (-?\d+)\s*$/gm;
+    let m;
+    while ((m = cre.exec(text))) {
+      constants += 1;
+      const want = cValues.get(m[1]);
+      if (want === undefined) {
+        problem(`${file}: ${m[1]} is not an enumerator or #define of the headers`);
+      } else if (want !== null && want !== Number(m[2])) {
+        problem(`${file}: ${m[1]} = ${m[2]}, the headers say ${want}`);
+      }
+    }
+  }
+  console.log(`constants: ${constants} integer constant(s) compared with the headers`);
+
   if (problems.length) {
     for (const p of problems) console.log(`FAIL ${p}`);
     console.log(`julia-check: 0 passed, ${problems.length} failed`);
     process.exit(1);
   }
-  console.log('julia-check: 7 passed, 0 failed');
+  console.log('julia-check: 8 passed, 0 failed');
 }
 
 try {

@@ -80,7 +80,10 @@ def jtype(ctype, name=None, fn=None, is_ret=False, arr=None):
         return scalar[base]
     if base == "char":
         if depth == 1:
-            if is_ret or arr or (fn, name) in nullable_str or name in ("data", "out"): return "Ptr{UInt8}"
+            # A buffer the library writes (char*, not const char*) is bytes, not a string.
+            writable = "const" not in ctype
+            if is_ret or arr or writable or (fn, name) in nullable_str or name in ("data", "out"):
+                return "Ptr{UInt8}"
             return "Cstring"
         return "Ptr{Ptr{UInt8}}"
     if base in handles or base == "void":

@@ -26,7 +26,9 @@ export KJitError, Cache, CacheStats, CacheEntry, Options, Compiler, Binary, Pend
        hash_options, ptx, cubin, ltoir, compile_log, target, cache_key, tier, compile_ms,
        lowered_name, name_expressions, kernel_names, metadata_json, load_kernel, launch,
        launch_packed, pack_params, param_layout, device_count, device_arch, device_name,
-       driver_version, nvrtc_version, set_log_callback
+       driver_version, nvrtc_version, set_log_callback, GroupedGemm, grouped_desc,
+       grouped_check, grouped_run!, grouped_run_scaled!, grouped_prepare!, grouped_plan_key,
+       grouped_offsets_status, grouped_compile
 
 # ---- loading ------------------------------------------------------------------------------
 
@@ -1258,6 +1260,173 @@ function gemm_stats(g::Gemm)
     check(LibKJit.kjit_gemm_stats_get(g, r))
     s = r[]
     return NamedTuple{Base.tail(fieldnames(T))}(map(f -> Int(getfield(s, f)), Base.tail(fieldnames(T))))
+end
+
+# ---- grouped GEMM (mixture-of-experts layers; kjit's own kernels) ----------------------------
+
+# Values of the C enums of gemm.h and grouped_gemm.h (checked against the headers).
+const KJIT_GEMM_F32 = 1
+const KJIT_GEMM_F16 = 2
+const KJIT_GEMM_BF16 = 3
+const KJIT_GEMM_F8_E4M3 = 4
+const KJIT_GEMM_F8_E5M2 = 5
+const KJIT_GEMM_F64 = 6
+const KJIT_GROUPED_B_KN = 0
+const KJIT_GROUPED_B_NK = 1
+const KJIT_GROUPED_ACT_NONE = 0
+const KJIT_GROUPED_ACT_RELU = 1
+const KJIT_GROUPED_ACT_GELU = 2
+const KJIT_GROUPED_ACT_SILU = 3
+const KJIT_GROUPED_ACT_SWIGLU = 4
+const KJIT_GROUPED_SCALE_NONE = 0
+const KJIT_GROUPED_SCALE_ROWWISE = 1
+const KJIT_GROUPED_SCALE_BLOCK128 = 2
+const KJIT_GROUPED_SCHEDULE_AUTO = 0
+const KJIT_GROUPED_SCHEDULE_COOPERATIVE = 1
+const KJIT_GROUPED_SCHEDULE_PINGPONG = 2
+
+"""
+    grouped_desc(; groups, rows, n, k, kwargs...) -> LibKJit.kjit_grouped_gemm_desc
+
+A grouped GEMM problem, D[rows of group g] = act(alpha * A[rows of g] * B_g + beta * C + bias_g):
+the library's defaults (`kjit_grouped_gemm_desc_init`) with the given fields of
+`kjit_grouped_gemm_desc` replaced (names as in the C struct; see include/kjit/grouped_gemm.h),
+for example `grouped_desc(groups=8, rows=8192, n=28672, k=4096, b_order=KJIT_GROUPED_B_NK)`.
+"""
+function grouped_desc(; kwargs...)
+    T = LibKJit.kjit_grouped_gemm_desc
+    d = _library_init(LibKJit.kjit_grouped_gemm_desc_init_sized, T)
+    for k in keys(kwargs)
+        k in fieldnames(T) || throw(ArgumentError("kjit_grouped_gemm_desc has no field $k"))
+        k === :struct_size && throw(ArgumentError("struct_size is the library's to set"))
+    end
+    vals = [haskey(kwargs, f) ? convert(fieldtype(T, f), kwargs[f]) : getfield(d, f) for f in fieldnames(T)]
+    return T(vals...)
+end
+
+"""
+    grouped_check(desc, A, B, offs, C, D, bias=nothing)
+
+Check a grouped GEMM problem and its device pointers without a GPU (dtypes, shapes, strides,
+alignment); throws `KJitError` with the reason.
+"""
+function grouped_check(desc::LibKJit.kjit_grouped_gemm_desc, A, B, offs, C, D, bias=nothing)
+    check(LibKJit.kjit_grouped_gemm_check(Ref(desc), _dptr(A), _dptr(B), Ptr{Int32}(_dptr(offs)),
+                                          _dptr(C), _dptr(D), _dptr(bias)))
+end
+
+"""
+    GroupedGemm(compiler; device=0, tile_n=0, stages=0, portable_only=false, schedule=0,
+                check_offsets=false, autotune=false)
+
+A grouped GEMM handle for `device`: its kernels are rendered per configuration and compiled
+through `compiler` (and its cache). Safe to share between tasks and threads; `close` frees it.
+"""
+mutable struct GroupedGemm
+    handle::Ptr{Cvoid}
+    compiler::Union{Compiler,Nothing}  # kernels are compiled and cached through it
+
+    function GroupedGemm(compiler::Compiler; device::Integer=0, tile_n::Integer=0,
+                         stages::Integer=0, portable_only::Bool=false, schedule::Integer=0,
+                         check_offsets::Bool=false, autotune::Bool=false)
+        compiler.handle == C_NULL && throw(_closed("compiler"))
+        T = LibKJit.kjit_grouped_gemm_options
+        o = _library_init(LibKJit.kjit_grouped_gemm_options_init_sized, T)
+        o = T(o.struct_size, UInt32(tile_n), UInt32(stages), Cint(portable_only), Cint(schedule),
+              Cint(check_offsets), Cint(autotune))
+        out = Ref{Ptr{Cvoid}}(C_NULL)
+        check(LibKJit.kjit_grouped_gemm_create(compiler, device, Ref(o), out))
+        return finalizer(close, new(out[], compiler))
+    end
+end
+
+Base.unsafe_convert(::Type{Ptr{Cvoid}}, g::GroupedGemm) = g.handle
+
+function Base.close(g::GroupedGemm)
+    h = g.handle
+    h == C_NULL && return nothing
+    g.handle = C_NULL
+    LibKJit.kjit_grouped_gemm_destroy(h)
+    g.compiler = nothing
+    return nothing
+end
+
+_open(g::GroupedGemm) = (g.handle == C_NULL && throw(_closed("grouped GEMM handle")); g)
+
+"""
+    grouped_run!(g, desc, A, B, offs, C, D; bias=nothing, stream=nothing)
+
+Enqueue the grouped GEMM on `stream` (`nothing`: as for [`launch_packed`](@ref)). `offs` is a
+device array of `groups` Int32 cumulative row ends (torch's `offs`): no host sync. Pass
+`nothing` for C when beta is 0.
+"""
+function grouped_run!(g::GroupedGemm, desc::LibKJit.kjit_grouped_gemm_desc, A, B, offs, C, D;
+                      bias=nothing, stream=nothing)
+    check(LibKJit.kjit_grouped_gemm_run(_open(g), Ref(desc), _dptr(A), _dptr(B),
+                                        Ptr{Int32}(_dptr(offs)), _dptr(C), _dptr(D), _dptr(bias),
+                                        _stream(stream)))
+end
+
+"""
+    grouped_run_scaled!(g, desc, A, B, offs, C, D, scale_a, scale_b; bias=nothing, stream=nothing)
+
+[`grouped_run!`](@ref) with fp8 e4m3 A and B (`a_type = b_type = KJIT_GEMM_F8_E4M3`) and the
+fp32 scales of `desc.scale_mode`: `KJIT_GROUPED_SCALE_ROWWISE` (scale_a: rows, scale_b:
+groups x n) or `KJIT_GROUPED_SCALE_BLOCK128` (scale_a: rows x cld(k, 128), scale_b: groups x
+cld(n, 128) x cld(k, 128)); D is bf16.
+"""
+function grouped_run_scaled!(g::GroupedGemm, desc::LibKJit.kjit_grouped_gemm_desc, A, B, offs, C, D,
+                             scale_a, scale_b; bias=nothing, stream=nothing)
+    check(LibKJit.kjit_grouped_gemm_run_scaled(_open(g), Ref(desc), _dptr(A), _dptr(B),
+                                               Ptr{Int32}(_dptr(offs)), _dptr(C), _dptr(D),
+                                               _dptr(bias), Ptr{Cfloat}(_dptr(scale_a)),
+                                               Ptr{Cfloat}(_dptr(scale_b)), _stream(stream)))
+end
+
+"Compile (or hit) and load the kernel a run of `desc` would use, before the first run."
+function grouped_prepare!(g::GroupedGemm, desc::LibKJit.kjit_grouped_gemm_desc; with_bias::Bool=false)
+    check(LibKJit.kjit_grouped_gemm_prepare(_open(g), Ref(desc), Cint(with_bias)))
+end
+
+"The configuration (plan key) a run of `desc` with these pointers would use, as a String."
+function grouped_plan_key(g::GroupedGemm, desc::LibKJit.kjit_grouped_gemm_desc, A, B, C, D; bias=nothing)
+    needed = Ref{Csize_t}(0)
+    buf = Vector{UInt8}(undef, 256)
+    while true
+        check(LibKJit.kjit_grouped_gemm_plan_key(_open(g), Ref(desc), _dptr(A), _dptr(B), _dptr(C),
+                                                 _dptr(D), _dptr(bias), buf, length(buf), needed))
+        needed[] < length(buf) && return String(buf[1:needed[]])
+        resize!(buf, needed[] + 1)
+    end
+end
+
+"""
+    grouped_offsets_status(g)
+
+Read and clear the handle's offset record (check_offsets mode), after the checked calls'
+streams are synchronised: throws `KJitError` (KJIT_ERROR_INVALID_ARGUMENT) naming the call,
+the group and the values when one had bad offsets.
+"""
+grouped_offsets_status(g::GroupedGemm) = check(LibKJit.kjit_grouped_gemm_offsets_status(_open(g)))
+
+"""
+    grouped_compile(compiler, target, desc; with_bias=false, tile_n=0, stages=0,
+                    portable_only=false, schedule=0) -> Binary
+
+Compile (or find in the cache) the kernel a handle would use for `desc` on a device of
+architecture `target` ("sm_90a", "sm_80", ...). Needs no GPU: warms a cache before a service
+starts.
+"""
+function grouped_compile(c::Compiler, target::AbstractString, desc::LibKJit.kjit_grouped_gemm_desc;
+                         with_bias::Bool=false, tile_n::Integer=0, stages::Integer=0,
+                         portable_only::Bool=false, schedule::Integer=0)
+    c.handle == C_NULL && throw(_closed("compiler"))
+    T = LibKJit.kjit_grouped_gemm_options
+    o = _library_init(LibKJit.kjit_grouped_gemm_options_init_sized, T)
+    o = T(o.struct_size, UInt32(tile_n), UInt32(stages), Cint(portable_only), Cint(schedule), Cint(0), Cint(0))
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    st = LibKJit.kjit_grouped_gemm_compile(c, target, Ref(desc), Ref(o), Cint(with_bias), out)
+    return _compile_result(st, out[])
 end
 
 "cuBLASLt's run-time version, e.g. 130100."

@@ -953,7 +953,7 @@ kjit_grouped_gemm_prepare(gg, desc, with_bias) =
 "`kjit_status kjit_grouped_gemm_plan_key(kjit_grouped_gemm* gg, const kjit_grouped_gemm_desc* desc, const void* A, const void* B, const void* C, const void* D, const void* bias, char* buf, size_t size, size_t* needed)`"
 kjit_grouped_gemm_plan_key(gg, desc, A, B, C, D, bias, buf, size, needed) =
     ccall((:kjit_grouped_gemm_plan_key, libkjit), Cint,
-          (Ptr{Cvoid}, Ptr{kjit_grouped_gemm_desc}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Cstring, Csize_t, Ptr{Csize_t}),
+          (Ptr{Cvoid}, Ptr{kjit_grouped_gemm_desc}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{UInt8}, Csize_t, Ptr{Csize_t}),
           gg, desc, A, B, C, D, bias, buf, size, needed)
 
 "`kjit_status kjit_grouped_gemm_offsets_status(kjit_grouped_gemm* gg)`"

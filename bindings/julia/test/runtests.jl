@@ -308,6 +308,42 @@ end
         @test KJit.gemm_check(d, UInt64(256), UInt64(512), nothing, UInt64(1024)) === nothing
         @test status_of(() -> KJit.gemm_check(d, nothing, UInt64(512), nothing, UInt64(1024))) == KJit.KJIT_ERROR_INVALID_ARGUMENT
     end
+    @testset "grouped GEMM without a GPU" begin
+        d = KJit.grouped_desc(groups=4, rows=100, n=96, k=64, b_order=KJit.KJIT_GROUPED_B_NK)
+        @test d.groups == 4 && d.alpha == 1.0 && d.struct_size == sizeof(LibKJit.kjit_grouped_gemm_desc)
+        @test_throws ArgumentError KJit.grouped_desc(groups=4, no_such_field=1)
+        @test KJit.grouped_check(d, UInt64(0x1000), UInt64(0x2000), UInt64(0x3000), nothing, UInt64(0x4000)) === nothing
+        @test status_of(() -> KJit.grouped_check(d, nothing, UInt64(0x2000), UInt64(0x3000), nothing, UInt64(0x4000))) == KJit.KJIT_ERROR_INVALID_ARGUMENT
+        @test status_of(() -> KJit.grouped_check(d, UInt64(0x1000), UInt64(0x2000), UInt64(0x3002), nothing, UInt64(0x4000))) == KJit.KJIT_ERROR_INVALID_ARGUMENT
+        f16 = KJit.grouped_desc(groups=4, rows=100, n=96, k=64, a_type=KJit.KJIT_GEMM_F16)
+        @test status_of(() -> KJit.grouped_check(f16, UInt64(0x1000), UInt64(0x2000), UInt64(0x3000), nothing, UInt64(0x4000))) == KJit.KJIT_ERROR_UNSUPPORTED
+        # The kernels compile through the compiler's cache without a GPU: a second compile hits.
+        cache = Cache(directory=mktempdir())
+        c = Compiler(cache)
+        for target in ("sm_90a", "sm_80")
+            b = KJit.grouped_compile(c, target, d)
+            @test tier(b) == :compiled && !isempty(kernel_names(b))
+            @test tier(KJit.grouped_compile(c, target, d)) == :memory
+        end
+        swiglu = KJit.grouped_desc(groups=4, rows=100, n=96, k=64, b_order=KJit.KJIT_GROUPED_B_NK,
+                                   activation=KJit.KJIT_GROUPED_ACT_SWIGLU)
+        @test tier(KJit.grouped_compile(c, "sm_90a", swiglu; with_bias=true)) == :compiled
+        ndev = try
+            device_count()
+        catch e
+            e isa KJitError || rethrow()
+            0
+        end
+        if ndev == 0
+            @test status_of(() -> KJit.GroupedGemm(c)) == KJit.KJIT_ERROR_CUDA_UNAVAILABLE
+        else
+            g = KJit.GroupedGemm(c)
+            @test startswith(KJit.grouped_plan_key(g, d, UInt64(0x1000), UInt64(0x2000), nothing, UInt64(0x4000)), "grouped-v1 ")
+            close(g)
+        end
+        close(c)
+        close(cache)
+    end
     @testset "blocking calls are GC-safe" begin
         ex = @macroexpand LibKJit.@gcsafe ccall((:kjit_version, libkjit), Cint, ())
         @test occursin("jl_gc_safe_enter", string(ex)) && occursin("jl_gc_safe_leave", string(ex))
