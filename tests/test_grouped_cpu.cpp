@@ -308,13 +308,15 @@ TEST(GroupedChoose, TmaOnHopperWhenAligned) {
   EXPECT_EQ(c.tile_m, 64);
   EXPECT_FALSE(c.pingpong);
   EXPECT_EQ(threads(c), 256);
-  EXPECT_EQ(c.key(), "grouped-v1 sm_90a tma 64x256x64 s5 c1x1 b=nk epi=alpha");
+  EXPECT_TRUE(c.b_evict_first);
+  EXPECT_EQ(c.key(), "grouped-v1 sm_90a tma 64x256x64 s5 l2b=ef c1x1 b=nk epi=alpha");
   {
     // The cooperative schedule asked for keeps the 128-row tile (both consumers).
     Options coop;
     coop.schedule = KJIT_GROUPED_SCHEDULE_COOPERATIVE;
     const Config old = choose(p, 90, true, coop);
     EXPECT_EQ(old.key(), "grouped-v1 sm_90a tma 128x256x64 s4 c1x1 b=nk epi=alpha");
+    EXPECT_FALSE(old.b_evict_first);
     EXPECT_EQ(threads(old), 384);
   }
   d.rows = 4 * 64;  // prefill: pingpong 128x128
