@@ -9,7 +9,12 @@ weight bandwidth (G * K * N * 2 bytes per call) too. The outputs of both are com
 (relative Frobenius error).
 
     python3 bench/bench_grouped_gemm.py [--rounds 5] [--reps 20] [--only NAME]
-        [--variants 0:0:0,128:6:2] [--order nk|kn|both] [--epilogue none|swiglu]
+        [--variants 0:0:0,128:6:2] [--order nk|kn|both] [--epilogue none|swiglu] [--ceiling]
+
+--ceiling: for the decode shapes, what this device's HBM delivers to plain streaming
+kernels on the same weight bytes, timed in the same interleaved rounds: torch's sum of the
+weight tensor (a read of the bytes, fp32 accumulation) and a copy of it into another
+tensor (read and write: its TB/s counts both).
 
 --epilogue swiglu: the weights hold gate and up halves (N = 2 x the output width); kjit's
 fused gated epilogue (out = silu(gate) * up, N/2 columns) against torch._grouped_mm
@@ -205,6 +210,8 @@ def main():
     ap.add_argument("--epilogue", default="none", choices=["none", "swiglu"])
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp8"])
     ap.add_argument("--scales", default="row", choices=["row", "block"])
+    ap.add_argument("--ceiling", action="store_true",
+                    help="decode shapes: time a read (sum) and a copy of the weights too")
     ap.add_argument("--variants", default="0:0:0",
                     help="kjit configurations to time, tile_n:stages:schedule[,...] "
                          "(0:0:0 = chosen; schedule 1 cooperative, 2 pingpong)")
@@ -259,7 +266,16 @@ def main():
                     print("  %s: rel. err %.1e" % (h.plan_key(a, b, out_k, activation=act), verr),
                           flush=True)
                 fns.append(lambda h=h: h(a, b, offs, out_k, activation=act))
+            ceiling = args.ceiling and name.startswith("decode")
+            if ceiling:
+                wsrc = w if order == "nk" else b  # the weights' storage, contiguous
+                wdst = torch.empty_like(wsrc)
+                fns.append(lambda wsrc=wsrc: wsrc.sum(dtype=torch.float32))
+                fns.append(lambda wsrc=wsrc, wdst=wdst: wdst.copy_(wsrc))
             meds, raw = time_rounds(fns, args.rounds, args.reps)
+            ceil_ms = meds[-2:] if ceiling else [float("nan")] * 2
+            if ceiling:
+                meds = meds[:-2]
             mt, mk = meds[0], meds[1]
             if len(ggs) > 1:
                 print("  variants %s: %s" % (
@@ -269,20 +285,34 @@ def main():
             flops = 2.0 * rows * n * k
             wbytes = 2.0 * g * k * n
             rows_out.append((name, order, g, k, n, rows, mt, mk, flops, wbytes, err, key,
-                             first_ms, meds))
+                             first_ms, meds, ceil_ms))
             print("%-17s %s t=%.4f ms k=%.4f ms ratio %.3f err %.1e first %.0f ms  %s" %
                   (name, order, mt, mk, mt / mk, err, first_ms, key), flush=True)
+            if ceiling:
+                print("  ceiling: sum %.4f ms (%.2f TB/s read), copy %.4f ms (%.2f TB/s read + "
+                      "write); kjit at %.0f%% of the sum's" %
+                      (ceil_ms[0], wbytes / ceil_ms[0] / 1e9, ceil_ms[1],
+                       2 * wbytes / ceil_ms[1] / 1e9, 100 * ceil_ms[0] / mk), flush=True)
             del b, out_t, out_k
             torch.cuda.empty_cache()
 
     print()
     extra = "".join(" %s | / torch |" % v for v in args.variants.split(",")[1:])
+    if args.ceiling:
+        extra += " read ceiling (sum) | copy (read + write) |"
     print("| shape | B | G | K | N | rows | torch._grouped_mm | kjit | kjit / torch | "
           "rel. err |" + extra)
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" +
-          " ---: | ---: |" * (len(ggs) - 1))
-    for (name, order, g, k, n, rows, mt, mk, flops, wbytes, err, key, first_ms, meds) in rows_out:
+          " ---: | ---: |" * (len(ggs) - 1 + (1 if args.ceiling else 0)))
+    for (name, order, g, k, n, rows, mt, mk, flops, wbytes, err, key, first_ms, meds,
+         ceil_ms) in rows_out:
         more = "".join(" %.0f TFLOPS | %.2fx |" % (flops / m / 1e9, mt / m) for m in meds[2:])
+        if name.startswith("decode"):
+            more = "".join(" %.2f TB/s | %.2fx |" % (wbytes / m / 1e9, mt / m) for m in meds[2:])
+        if args.ceiling:
+            more += (" - | - |" if ceil_ms[0] != ceil_ms[0] else
+                     " %.2f TB/s | %.2f TB/s |" % (wbytes / ceil_ms[0] / 1e9,
+                                                   2 * wbytes / ceil_ms[1] / 1e9))
         if name.startswith("decode"):
             t = "%.0f TFLOPS, %.2f TB/s" % (flops / mt / 1e9, wbytes / mt / 1e9)
             kk = "%.0f TFLOPS, %.2f TB/s" % (flops / mk / 1e9, wbytes / mk / 1e9)

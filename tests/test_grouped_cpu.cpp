@@ -301,10 +301,24 @@ TEST(GroupedChoose, TmaOnHopperWhenAligned) {
   EXPECT_EQ(c.tile_n, 256);
   EXPECT_EQ(c.stages, 3);
 
-  d.n = 4096;  // 25 rows per group on average: decode, cooperative 128x256
+  d.n = 4096;  // 25 rows per group on average: decode, the 64x256 tile
   p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
-  EXPECT_EQ(choose(p, 90, true, Options()).tile_n, 256);
-  EXPECT_FALSE(choose(p, 90, true, Options()).pingpong);
+  c = choose(p, 90, true, Options());
+  EXPECT_EQ(c.tile_n, 256);
+  EXPECT_EQ(c.tile_m, 64);
+  EXPECT_FALSE(c.pingpong);
+  EXPECT_EQ(threads(c), 256);
+  EXPECT_TRUE(c.b_evict_first);
+  EXPECT_EQ(c.key(), "grouped-v1 sm_90a tma 64x256x64 s5 l2b=ef c1x1 b=nk epi=alpha");
+  {
+    // The cooperative schedule asked for keeps the 128-row tile (both consumers).
+    Options coop;
+    coop.schedule = KJIT_GROUPED_SCHEDULE_COOPERATIVE;
+    const Config old = choose(p, 90, true, coop);
+    EXPECT_EQ(old.key(), "grouped-v1 sm_90a tma 128x256x64 s4 c1x1 b=nk epi=alpha");
+    EXPECT_FALSE(old.b_evict_first);
+    EXPECT_EQ(threads(old), 384);
+  }
   d.rows = 4 * 64;  // prefill: pingpong 128x128
   p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
   c = choose(p, 90, true, Options());
@@ -452,6 +466,59 @@ TEST(GroupedRender, PartialTileHalvesIssueNoWgmma) {
   EXPECT_EQ(render(c).find(skip), std::string::npos);
 }
 
+// The 64-row tile: one consumer warpgroup (256 threads) owns the tile, no half to skip, the
+// stage holds 64 rows of A; a key of its own. The L2 evict-first hint on B's copies too.
+TEST(GroupedRender, SixtyFourRowTileAndEvictFirstHaveKeysAndSourcesOfTheirOwn) {
+  const std::string skip = "if (cw == 0 || tile.row0 + 64 < tile.row_end) {";
+  Config old = tma(256, 4, BOrder::NK);
+  Config c = old;
+  c.tile_m = 64;
+  c.stages = 5;
+  EXPECT_EQ(c.key(), "grouped-v1 sm_90a tma 64x256x64 s5 c1x1 b=nk epi=alpha");
+  EXPECT_EQ(threads(c), 256);
+  EXPECT_EQ(threads(old), 384);
+  EXPECT_EQ(shared_bytes(c), size_t(5 * (8192 + 32768) + 5 * 16 + 16 + 1024));
+  const std::string src = render(c);
+  EXPECT_EQ(src.find(skip), std::string::npos);
+  EXPECT_NE(src.find("__launch_bounds__(256, 1)"), std::string::npos);
+  EXPECT_NE(src.find("mbar_init(empty + 8 * s, 128);"), std::string::npos);
+  EXPECT_NE(src.find("#define A_STAGE 8192u"), std::string::npos);
+  const std::string old_src = render(old);
+  EXPECT_NE(old_src.find("__launch_bounds__(384, 1)"), std::string::npos);
+  EXPECT_NE(old_src.find("mbar_init(empty + 8 * s, PINGPONG ? 128 : 256);"), std::string::npos);
+  EXPECT_EQ(old_src.find("tma_load_3d_ef"), std::string::npos);
+
+  Config ef = c;
+  ef.b_evict_first = true;
+  EXPECT_EQ(ef.key(), "grouped-v1 sm_90a tma 64x256x64 s5 l2b=ef c1x1 b=nk epi=alpha");
+  const std::string ef_src = render(ef);
+  EXPECT_NE(ef_src.find("createpolicy.fractional.L2::evict_first"), std::string::npos);
+  // Every B copy carries the hint, A's none.
+  EXPECT_NE(ef_src.find("tma_load_3d_ef(sB + stage * B_STAGE"), std::string::npos);
+  EXPECT_EQ(ef_src.find("tma_load_3d(sB"), std::string::npos);
+  EXPECT_NE(ef_src.find("tma_load_2d(sA"), std::string::npos);
+  Config kn = ef;
+  kn.b_order = BOrder::KN;
+  kn.act = Act::Swiglu;
+  EXPECT_EQ(render(kn).find("tma_load_3d(sB"), std::string::npos);
+
+  // Refused: the 64-row tile with pingpong or fp8, the hint on the portable kernel.
+  Config bad = c;
+  bad.pingpong = true;
+  bad.tile_n = 128;
+  EXPECT_THROW(render(bad), Error);
+  bad = c;
+  bad.in = DType::E4m3;
+  bad.tile_k = 128;
+  EXPECT_THROW(render(bad), Error);
+  bad = c;
+  bad.tile_m = 32;
+  EXPECT_THROW(render(bad), Error);
+  bad = simt("sm_80", BOrder::KN);
+  bad.b_evict_first = true;
+  EXPECT_THROW(render(bad), Error);
+}
+
 TEST(GroupedRender, InvalidConfigurationsAreRefused) {
   Config c = tma(128, 6, BOrder::KN);
   c.cluster_m = 2;
@@ -582,6 +649,41 @@ TEST_F(GroupedCompile, VectorStoreEpilogueBuildsForEverySchedule) {
     const std::string ptx = out.entry->ptx.str();
     EXPECT_NE(ptx.find("shfl.sync.bfly.b32"), std::string::npos) << c.key();
     EXPECT_NE(ptx.find("st.global.v4.u32"), std::string::npos) << c.key();
+    EXPECT_EQ(out.entry->log.find("serializ"), std::string::npos) << out.entry->log;
+    expect_layout(c, out);
+  }
+}
+
+// The 64-row tile (one consumer warpgroup) at both widths and B orders, plain and gated,
+// with and without the evict-first hint: NVRTC builds it for sm_90a, the wgmma is the
+// tile's width, no wgmma is serialised, the parameters are the TMA kernel's.
+TEST_F(GroupedCompile, SixtyFourRowTileBuildsForSm90a) {
+  struct Case {
+    int tile_n, stages;
+    BOrder order;
+    Act act;
+    bool evict_first;
+  };
+  const Case cases[] = {{256, 5, BOrder::NK, Act::None, false},
+                        {256, 5, BOrder::NK, Act::None, true},
+                        {128, 8, BOrder::KN, Act::Silu, true},
+                        {256, 5, BOrder::KN, Act::Swiglu, false}};
+  for (const Case& k : cases) {
+    Config c = tma(k.tile_n, k.stages, k.order);
+    c.tile_m = 64;
+    c.act = k.act;
+    c.has_bias = k.act == Act::Swiglu;
+    c.b_evict_first = k.evict_first;
+    const Outcome out = compile(c, KJIT_OUTPUT_PTX | KJIT_OUTPUT_CUBIN);
+    ASSERT_EQ(out.status, KJIT_OK) << c.key() << out.message << (out.entry ? out.entry->log : "");
+    EXPECT_FALSE(out.entry->cubin.empty());
+    const std::string ptx = out.entry->ptx.str();
+    EXPECT_NE(ptx.find("wgmma.mma_async.sync.aligned.m64n" + std::to_string(k.tile_n) +
+                       "k16.f32.bf16.bf16"),
+              std::string::npos)
+        << c.key();
+    EXPECT_NE(ptx.find(".maxntid 256"), std::string::npos) << c.key();
+    EXPECT_EQ(ptx.find(".L2::cache_hint") != std::string::npos, k.evict_first) << c.key();
     EXPECT_EQ(out.entry->log.find("serializ"), std::string::npos) << out.entry->log;
     expect_layout(c, out);
   }

@@ -359,6 +359,47 @@ TEST_F(GroupedGpu, PartialTilesOfEverySizeBothSchedules) {
   }
 }
 
+TEST_F(GroupedGpu, DecodeSixtyFourRowTile) {
+  // Groups of fewer than 64 rows on average with the schedule left to the heuristic: the
+  // 64-row tile with one consumer warpgroup. More tiles than SMs (several per CTA), K not a
+  // multiple of 64 and more k-blocks than stages (the ring wraps many times), a group of 65
+  // rows (two 64-row tiles), empty and single-row groups, N not a multiple of the tile, both
+  // tile widths and B orders, the plain epilogue with every piece and the gated one.
+  std::mt19937 rng(9);
+  struct V {
+    int order, tile_n, act, n;
+    bool pieces;
+  };
+  const V vs[] = {
+      {KJIT_GROUPED_B_NK, 0, KJIT_GROUPED_ACT_NONE, 600, false},
+      {KJIT_GROUPED_B_KN, 0, KJIT_GROUPED_ACT_SILU, 600, true},
+      {KJIT_GROUPED_B_NK, 128, KJIT_GROUPED_ACT_GELU, 648, true},
+      {KJIT_GROUPED_B_KN, 128, KJIT_GROUPED_ACT_NONE, 520, false},
+      {KJIT_GROUPED_B_NK, 0, KJIT_GROUPED_ACT_SWIGLU, 2 * 520, true},
+  };
+  for (const V& v : vs) {
+    Case c;
+    std::uniform_int_distribution<int> size(0, 8);
+    for (int g = 0; g < 60; ++g) c.sizes.push_back(size(rng));
+    c.sizes[3] = 65;
+    c.sizes[7] = 1;
+    c.sizes[8] = 0;
+    c.tail = 2;
+    c.n = v.n;
+    c.k = 1000;
+    c.b_order = v.order;
+    c.act = v.act;
+    c.tile_n = v.tile_n;
+    c.bias = v.pieces;
+    c.alpha = v.pieces ? 0.5 : 1.0;
+    c.beta = v.pieces ? -0.75 : 0.0;
+    const std::string key = run(c, rng);
+    if (hopper()) {
+      EXPECT_NE(key.find(" tma 64x"), std::string::npos) << key;
+    }
+  }
+}
+
 TEST_F(GroupedGpu, BadOffsetsAreClampedNotFollowed) {
   // Decreasing and too-large ends: rows stay inside [0, rows) and nothing faults.
   const int rows = 64, n = 64, k = 64, G = 3;

@@ -268,6 +268,17 @@ Config choose(const Problem& p, int cc, bool tma_available, const Options& o) {
     // the narrower prefill shapes (DeepSeek-V3 w2, Qwen3 w1/w3: 5-6%) and on decode (the
     // cooperative 128x256 tile: 3.61-3.91 -> 3.46-3.53 TB/s). bench/RESULTS.md.
     c.vec_store = c.pingpong && p.n >= 16384;
+    // Decode with the schedule left to the heuristic: the 64-row tile, one consumer
+    // warpgroup, so a stage holds 64 rows of A, not 128, and the ring one stage more; B's
+    // copies evict-first (the weights are read once). H200, 128 experts x 4 rows: 3.96 ->
+    // 4.18 TB/s of weights; 8 x 16: 4.00 -> 4.26 TB/s, where torch's sum of the same bytes
+    // reads 4.15 and 4.29 TB/s (the hint's share: 0.3-0.7%). bench/RESULTS.md.
+    if (decode && o.schedule == KJIT_GROUPED_SCHEDULE_AUTO && p.in == DType::Bf16 &&
+        p.scale == Scale::None) {
+      c.tile_m = 64;
+      c.stages = o.stages ? o.stages : (c.tile_n == 256 ? 5 : 8);
+      c.b_evict_first = true;
+    }
     if (p.scale == Scale::Block128) {
       c.vec_store = false;
       // The main accumulator beside the wgmma one: one 64x128 half per consumer, the

@@ -403,6 +403,21 @@ __device__ __forceinline__ void store_pair(bf16_t* __restrict__ D, long long ldd
 }
 )";
 
+// B's copies with an L2 evict-first policy (the weights are read once per call; A, read by
+// every tile of its rows, and D keep the cache).
+const char* kEvictFirst =
+    R"(__device__ __forceinline__ void tma_load_3d_ef(u32 dst, const TmaDesc* map, int c0, int c1,
+                                               int c2, u32 bar) {
+  u64 policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(dst),
+      "l"((u64)map), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "l"(policy)
+      : "memory");
+}
+)";
+
 // wgmma m64nNk16, bf16 x bf16 -> f32 (fp8: m64nNk32, e4m3 x e4m3 -> f32, both operands
 // K-major, no transpose operands), A and B from shared memory; the accumulator is d[0..N/2).
 std::string wgmma_source(int n, bool trans_b, bool e4m3) {
@@ -683,6 +698,9 @@ void tma_consumer_source(const Config& c, std::string& s) {
 )";
   if (c.pingpong) {
     s += consumer_loop(kn, 2, fp8(c) ? 32 : 16);
+  } else if (c.tile_m == 64) {
+    // One consumer warpgroup owns the 64-row tile whole.
+    s += consumer_loop(kn, 1, 16);
   } else {
     s += "      if (cw == 0 || tile.row0 + 64 < tile.row_end) {\n" +
          (c.scale == Scale::Block128 ? consumer_loop_block()
@@ -714,9 +732,11 @@ std::string tma_source(const Config& c) {
   if (c.scale == Scale::Block128) s += std::string("#define GLU ") + (glu ? "1" : "0") + "\n";
   s += kCommon;
   s += kHopper;
+  if (c.b_evict_first) s += kEvictFirst;
   s += epilogue_source(c);
   s += wgmma_source(c.tile_n, kn, fp8(c));
-  s += "extern \"C\" __global__ void __launch_bounds__(384, 1) kjit_grouped_gemm(\n"
+  s += "extern \"C\" __global__ void __launch_bounds__(" + num(threads(c)) +
+       ", 1) kjit_grouped_gemm(\n"
        "    const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b,\n    ";
   s += params_common(c);
   s += ") {\n";
@@ -731,7 +751,9 @@ std::string tma_source(const Config& c) {
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full + 8 * s, 1);
-      mbar_init(empty + 8 * s, PINGPONG ? 128 : 256);  // the consumers of one stage
+      mbar_init(empty + 8 * s, )" +
+       std::string(c.tile_m == 64 ? "128" : "PINGPONG ? 128 : 256") +
+       R"();  // the consumers of one stage
     }
     mbar_init(order, 128);
     mbar_init(order + 8, 128);
@@ -761,6 +783,7 @@ std::string tma_source(const Config& c) {
 )";
   // Gated: the tile's first half holds the gate columns [n0, n0 + OUT_N), its second half
   // the up columns [NO + n0, NO + n0 + OUT_N) (past N: zero-filled by the copy).
+  const size_t b_loads = s.size();
   if (kn && !glu) {
     s += "#pragma unroll\n"
          "          for (int c = 0; c < TILE_N / 64; ++c)\n"
@@ -782,6 +805,12 @@ std::string tma_source(const Config& c) {
          "          tma_load_3d(sB + stage * B_STAGE + OUT_N * 128, &tma_b, kb * TILE_K,\n"
          "                      NO + tile.n0, tile.g, bar);\n";
   }
+  if (c.b_evict_first) {
+    const std::string from = "tma_load_3d(", to = "tma_load_3d_ef(";
+    for (size_t at = s.find(from, b_loads); at != std::string::npos;
+         at = s.find(from, at + to.size()))
+      s.replace(at, from.size(), to);
+  }
   s += R"(          if (++stage == STAGES) {
             stage = 0;
             phase ^= 1;
@@ -799,8 +828,9 @@ std::string tma_source(const Config& c) {
 std::string Config::key() const {
   std::string k = "grouped-v1 " + target + (path == Path::Tma ? " tma " : " simt ") + num(tile_m) +
                   "x" + num(tile_n) + "x" + num(tile_k) + " s" + num(stages) +
-                  (pingpong ? " pp" : "") + (vec_store ? " st=v16" : "") + " c" + num(cluster_m) +
-                  "x" + num(cluster_n) + (b_order == BOrder::KN ? " b=kn" : " b=nk");
+                  (pingpong ? " pp" : "") + (vec_store ? " st=v16" : "") +
+                  (b_evict_first ? " l2b=ef" : "") + " c" + num(cluster_m) + "x" + num(cluster_n) +
+                  (b_order == BOrder::KN ? " b=kn" : " b=nk");
   if (in == DType::E4m3) k += " in=e4m3";
   if (scale == Scale::Row) k += " scale=row";
   if (scale == Scale::Block128) k += " scale=block128";
@@ -824,6 +854,7 @@ void validate(const Config& c) {
     bad("block scales are offered with the cooperative 128x128x128 tile");
   if (c.scale != Scale::None && c.in != DType::E4m3) bad("scales are offered with fp8 inputs");
   if (c.vec_store && c.path != Path::Tma) bad("the 16-byte store epilogue is for the TMA kernel");
+  if (c.b_evict_first && c.path != Path::Tma) bad("the L2 evict-first hint is for the TMA kernel");
   if (c.vec_store && c.scale == Scale::Block128)
     bad("the 16-byte store epilogue is not offered with block scales");
   if (c.path == Path::Tma) {
@@ -833,9 +864,12 @@ void validate(const Config& c) {
         bad("the fp8 TMA kernel takes B order NK only (fp8 wgmma reads B K-major)");
       if (c.tile_m != 128 || c.tile_k != 128 || (c.tile_n != 128 && c.tile_n != 256))
         bad("the fp8 TMA kernel offers tiles 128x128x128 and 128x256x128");
-    } else if (c.tile_m != 128 || c.tile_k != 64 || (c.tile_n != 128 && c.tile_n != 256)) {
-      bad("the TMA kernel offers tiles 128x128x64 and 128x256x64");
+    } else if ((c.tile_m != 128 && c.tile_m != 64) || c.tile_k != 64 ||
+               (c.tile_n != 128 && c.tile_n != 256)) {
+      bad("the TMA kernel offers tiles 128x128x64, 128x256x64, 64x128x64 and 64x256x64");
     }
+    if (c.tile_m == 64 && (c.pingpong || fp8(c)))
+      bad("the 64-row tile is offered with bf16 inputs and the cooperative schedule");
     if (c.pingpong && c.tile_n != 128) bad("the pingpong schedule offers the tile 128x128x64");
     if (c.stages < 2 || c.stages > 8) bad("stages must be 2..8");
     if (shared_bytes(c) > kMaxShared)
@@ -855,7 +889,8 @@ std::string render(const Config& c) {
 }
 
 int threads(const Config& c) {
-  return c.path == Path::Tma ? 384 : 256;
+  if (c.path == Path::Tma) return c.tile_m == 64 ? 256 : 384;
+  return 256;
 }
 
 size_t shared_bytes(const Config& c) {

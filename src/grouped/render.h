@@ -10,6 +10,8 @@
 //    In the pingpong schedule each consumer owns every other tile whole instead. In the
 //    cooperative one, the consumer of a 64-row half that holds no row of its group (a
 //    group's last, partial tile; decode tiles) issues no wgmma.
+//    The 64-row tile (bf16, cooperative; for decode, groups of fewer than 64 rows) has one
+//    consumer warpgroup (256 threads) and loads 64 rows of A per stage, not 128.
 //  - Simt (any target from sm_70): a plain tiled kernel (64x64 tiles, fp32 FMA), for
 //    devices without wgmma and for shapes the TMA kernel cannot take.
 // Both walk tiles persistently: tile t of the launch belongs to the group whose tiles
@@ -51,6 +53,9 @@ struct Config {
   // store (a warp's store covers 64 contiguous bytes of 8 rows), where D's pitch and base
   // allow it; false: each lane writes its column pairs (4-byte stores). Key: " st=v16".
   bool vec_store = false;
+  // Tma only. True: B's TMA copies carry an L2 evict-first cache policy (the weights are
+  // streamed once per call; A and D keep the cache). Key: " l2b=ef".
+  bool b_evict_first = false;
   BOrder b_order = BOrder::KN;
   bool has_c = false;     // beta * C piece
   bool has_bias = false;  // per-group bias piece
