@@ -27,7 +27,7 @@ kjit::Entry entry_with_every_field() {
   e.kernels = {"_Z5scaleIfLi2EEvPT_", "k2"};
   e.log = "warning: line 1\nwarning: line 2\n";
   e.compile_ms = 1234.5678;
-  e.pch = 2;
+  e.pch = kjit::PchOutcome::Used;
   e.created = 1790000000;
   e.manifest = "{\"records\":[]}";
   e.ptx = std::string(1000, 'p');

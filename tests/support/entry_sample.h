@@ -26,7 +26,7 @@ inline Entry entry_with_distinct_fields() {
   e.toolchain = "nvrtc 13.0.88 CL-36424714";
   e.program_name = "fused.cu";
   e.compile_ms = 12.375;
-  e.pch = decltype(e.pch)(2);  // used
+  e.pch = PchOutcome::Used;
   e.manifest = "{\"records\":[]}";
   e.created = 1790000000;
   e.last_used = 1790000123;

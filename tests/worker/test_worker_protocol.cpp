@@ -140,22 +140,22 @@ namespace {
 // protocol error, never masked into range (a reply of 7 once read as 3, "failed").
 TEST(WorkerProtocol, PchOutcomeOutOfRangeIsAProtocolError) {
   wk::CompileReply rep;
-  rep.outcome.pch = int(kjit::PchOutcome::Used);
+  rep.outcome.pch = kjit::PchOutcome::Used;
   auto e = std::make_shared<kjit::Entry>();
   e->target = "sm_90";
-  e->pch = int(kjit::PchOutcome::Created);
+  e->pch = kjit::PchOutcome::Created;
   rep.outcome.entry = e;
   const std::string good = wk::encode(rep);
   const wk::CompileReply back = wk::decode_reply(good);
-  EXPECT_EQ(back.outcome.pch, int(kjit::PchOutcome::Used));
+  EXPECT_EQ(back.outcome.pch, kjit::PchOutcome::Used);
   ASSERT_TRUE(back.outcome.entry);
-  EXPECT_EQ(back.outcome.entry->pch, int(kjit::PchOutcome::Created));
-  for (const int bad : {4, 7, -1}) {
+  EXPECT_EQ(back.outcome.entry->pch, kjit::PchOutcome::Created);
+  for (const uint32_t bad : {4u, 7u, 0xffffffffu}) {
     wk::CompileReply outcome = rep;
-    outcome.outcome.pch = bad;
+    outcome.outcome.pch = kjit::PchOutcome(bad);
     EXPECT_THROW(wk::decode_reply(wk::encode(outcome)), wk::ProtocolError) << bad;
     auto bad_entry = std::make_shared<kjit::Entry>(*e);
-    bad_entry->pch = bad;
+    bad_entry->pch = kjit::PchOutcome(bad);
     wk::CompileReply entry = rep;
     entry.outcome.entry = bad_entry;
     EXPECT_THROW(wk::decode_reply(wk::encode(entry)), wk::ProtocolError) << bad;
@@ -172,7 +172,7 @@ TEST(WorkerProtocol, ReplyBytesArePinned) {
   wk::CompileReply rep;
   rep.outcome.status = KJIT_ERROR_COMPILE;
   rep.outcome.message = "it failed";
-  rep.outcome.pch = decltype(rep.outcome.pch)(1);  // created
+  rep.outcome.pch = kjit::PchOutcome::Created;
   rep.outcome.entry = std::make_shared<kjit::Entry>(kjit::test::entry_with_distinct_fields());
   rep.audit.available = true;
   rep.audit.doubt = "doubt";
