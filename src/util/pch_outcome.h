@@ -20,20 +20,21 @@ inline PchOutcome pch_outcome_from_wire(uint64_t v) {
   return PchOutcome(uint32_t(v));
 }
 
-// The outcome's name in an entry's JSON metadata: "none", "created", "used", "failed"
-// ("none" for a value outside the four).
+// The outcome's name in an entry's JSON metadata: "none", "created", "used", "failed";
+// "unknown" for a value outside the four (written as it is, refused when read back, as the
+// binary forms do: never masked into range).
 inline const char* pch_outcome_name(PchOutcome p) {
   switch (p) {
+    case PchOutcome::None:
+      return "none";
     case PchOutcome::Created:
       return "created";
     case PchOutcome::Used:
       return "used";
     case PchOutcome::Failed:
       return "failed";
-    case PchOutcome::None:
-      break;
   }
-  return "none";
+  return "unknown";
 }
 
 // The outcome named `name` (pch_outcome_name); false for any other text.

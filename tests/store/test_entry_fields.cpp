@@ -119,4 +119,19 @@ TEST(EntryFields, WorkerReplyCarriesItsFields) {
   expect_fields(Codec::Reply, back, sample);
 }
 
+// Empty strings and lists, zero numbers: an entry with nothing set comes back as it was.
+TEST(EntryFields, AnEmptyEntryComesBackEmpty) {
+  const Entry fresh;
+  Entry from_json, from_binary;
+  from_json.load_metadata(fresh.metadata_json());
+  expect_fields(Codec::Json, from_json, fresh);
+  from_binary.load_metadata_binary(fresh.metadata_binary());
+  expect_fields(Codec::Binary, from_binary, fresh);
+  kjit::worker::CompileReply rep;
+  rep.outcome.entry = std::make_shared<Entry>(fresh);
+  const kjit::worker::CompileReply got = kjit::worker::decode_reply(kjit::worker::encode(rep));
+  ASSERT_TRUE(got.outcome.entry);
+  expect_fields(Codec::Reply, *got.outcome.entry, fresh);
+}
+
 }  // namespace
