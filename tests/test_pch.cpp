@@ -290,7 +290,7 @@ TEST(PchRecord, EntryRecordsThePch) {
       return h;
     }());
     ASSERT_EQ(got.status, KJIT_OK) << got.message;
-    EXPECT_EQ(got.entry->pch, int(kjit::PchOutcome::Created));
+    EXPECT_EQ(got.entry->pch, kjit::PchOutcome::Created);
     key = got.entry->key;
   }
   kjit::Cache again(config);
@@ -298,7 +298,7 @@ TEST(PchRecord, EntryRecordsThePch) {
   kjit::EntryPtr e = again.lookup(key, &tier);
   ASSERT_TRUE(e);
   EXPECT_EQ(tier, KJIT_TIER_DISK);
-  EXPECT_EQ(e->pch, int(kjit::PchOutcome::Created));
+  EXPECT_EQ(e->pch, kjit::PchOutcome::Created);
 }
 
 // Entries written before PCH inputs were checked (format 2) may hold old code under a right

@@ -275,7 +275,7 @@ Outcome name_not_found(const std::string& message, const std::string& key,
 // The outcome of an nvrtcCompileProgram that did not succeed (`r`), its log in *entry.
 Outcome failed_compile(nvrtcResult r, const CompileOptions& opts, const NormalisedOptions& norm,
                        const std::string& key, const std::shared_ptr<Entry>& entry,
-                       int pch_outcome) {
+                       PchOutcome pch_outcome) {
   if (r == NVRTC_ERROR_COMPILATION) {
     // A name expression that names nothing is reported by NVRTC as compile errors in a
     // synthesised file "__nv_name_map": the log says instead which expression failed and
@@ -426,13 +426,13 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
     log_info("NVRTC failed with precompiled headers (it threw: " + thrown + "); compiling '" +
              opts.name + "' again without them");
     Outcome again = run_nvrtc(source, opts, norm, key, toolchain, cancel, nullptr);
-    again.pch = int(PchOutcome::Failed);
+    again.pch = PchOutcome::Failed;
     return again;
   }
   auto entry = std::make_shared<Entry>();
   entry->key = key;
   entry->log = program_log(prog.get());
-  int pch_outcome = 0;
+  PchOutcome pch_outcome = PchOutcome::None;
   if (with_pch) {
     PchMessages said;
     entry->log = strip_pch_messages(entry->log, &said);
@@ -441,7 +441,7 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
     if (status == NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED) {
       nvrtc().nvrtcGetPCHHeapSizeRequired(prog.get(), &required);
     }
-    pch_outcome = int(pch->nvrtc_done(int(status), required, said));
+    pch_outcome = pch->nvrtc_done(int(status), required, said);
     // PCH trouble never fails a compile: anything but the program's own errors, or a
     // cancellation, is tried again without PCH. A catastrophic error other than a missing
     // file (e.g. "unable to obtain mapped memory" when the PCH heap cannot be mapped) may be
@@ -456,7 +456,7 @@ Outcome run_nvrtc(const std::string& source, const CompileOptions& opts,
                std::string(nvrtc().nvrtcGetErrorString(r)) + "); compiling '" + opts.name +
                "' again without them");
       Outcome again = run_nvrtc(source, opts, norm, key, toolchain, cancel, nullptr);
-      again.pch = int(PchOutcome::Failed);
+      again.pch = PchOutcome::Failed;
       return again;
     }
   }
@@ -522,7 +522,7 @@ Outcome compile_audited(const std::string& source, const CompileOptions& opts,
     log_info("NVRTC used a precompiled header whose inputs are not known; compiling '" + opts.name +
              "' again without precompiled headers");
     o = audited(nullptr);
-    o.pch = int(PchOutcome::Failed);
+    o.pch = PchOutcome::Failed;
   }
   audit->doubt = user_pch_doubt(norm.key, o.entry ? o.entry->log : "");
   if (o.entry) std::const_pointer_cast<Entry>(o.entry)->pch = o.pch;

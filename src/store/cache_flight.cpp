@@ -192,9 +192,9 @@ Outcome Cache::compile_with_claim(const std::string& key, const std::function<Ou
     count(Counter::misses);
     count(Counter::compiles);
     Outcome o = compile();
-    if (o.pch == 1) count(Counter::pch_created);
-    if (o.pch == 2) count(Counter::pch_used);
-    if (o.pch == 3) count(Counter::pch_failed);
+    if (o.pch == PchOutcome::Created) count(Counter::pch_created);
+    if (o.pch == PchOutcome::Used) count(Counter::pch_used);
+    if (o.pch == PchOutcome::Failed) count(Counter::pch_failed);
     if (o.stored) return o;
     if (!o.cacheable) {
       count(Counter::not_stored);

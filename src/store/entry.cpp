@@ -11,7 +11,10 @@
 #include <ostream>
 
 #include "store/code_facts.h"
+#include "store/entry_fields.h"
+#include "store/entry_wire.h"
 #include "util/error.h"
+#include "util/pch_outcome.h"
 #include "util/wire.h"
 
 namespace kjit {
@@ -101,39 +104,114 @@ uint64_t Entry::bytes() const {
 }
 
 namespace {
-// Entry::pch as the metadata spells it.
-const char* const kPchNames[] = {"none", "created", "used", "failed"};
+
+namespace fk = field_kind;
+using NamePairList = std::vector<std::pair<std::string, std::string>>;
+
+// One field into the JSON metadata, by kind.
+struct JsonFieldWriter {
+  cJSON* r;
+  int64_t created_at;
+  cJSON* sizes = nullptr;  // made by the first blob
+
+  void operator()(fk::Text, const char* name, const std::string& v) {
+    cJSON_AddStringToObject(r, name, v.c_str());
+  }
+  void operator()(fk::Log, const char* name, const std::string& v) {
+    cJSON_AddStringToObject(r, name, v.c_str());
+    cJSON_AddItemToObject(r, "advisories", string_array(ptxas_advisories(v)));
+  }
+  void operator()(fk::Manifest, const char* name, const std::string& v) {
+    if (!v.empty()) cJSON_AddStringToObject(r, name, v.c_str());
+  }
+  void operator()(fk::TextList, const char* name, const std::vector<std::string>& v) {
+    cJSON_AddItemToObject(r, name, string_array(v));
+  }
+  void operator()(fk::NamePairs, const char* name, const NamePairList& v) {
+    cJSON* list = cJSON_AddArrayToObject(r, name);
+    for (const auto& [expr, lowered] : v) {
+      cJSON* pair = cJSON_CreateObject();
+      cJSON_AddStringToObject(pair, "expression", expr.c_str());
+      cJSON_AddStringToObject(pair, "lowered", lowered.c_str());
+      cJSON_AddItemToArray(list, pair);
+    }
+  }
+  void operator()(fk::Millis, const char* name, double v) { cJSON_AddNumberToObject(r, name, v); }
+  void operator()(fk::Pch, const char* name, PchOutcome v) {
+    cJSON_AddStringToObject(r, name, pch_outcome_name(v));
+  }
+  void operator()(fk::Created, const char* name, int64_t v) {
+    cJSON_AddNumberToObject(r, name, static_cast<double>(created_at ? created_at : v));
+  }
+  void operator()(fk::Time, const char* name, int64_t v) {
+    cJSON_AddNumberToObject(r, name, static_cast<double>(v));
+  }
+  template <BlobKind K>
+  void operator()(fk::Code<K>, const char* name, const Blob& b) {
+    if (!sizes) sizes = cJSON_AddObjectToObject(r, "sizes");
+    cJSON_AddNumberToObject(sizes, name, static_cast<double>(b.size()));
+  }
+};
+
+// One field out of the JSON metadata, by kind; throws as Entry::load_metadata does.
+struct JsonFieldReader {
+  const cJSON* r;
+  Entry& e;
+
+  void operator()(fk::Text, const char* name, std::string& v) { v = get_string(r, name); }
+  void operator()(fk::Log, const char* name, std::string& v) { v = get_string(r, name); }
+  void operator()(fk::Manifest, const char* name, std::string& v) {
+    const cJSON* m = cJSON_GetObjectItemCaseSensitive(r, name);
+    if (m && !cJSON_IsString(m)) corrupt(std::string("bad ") + name);
+    v = m ? m->valuestring : "";
+  }
+  void operator()(fk::TextList, const char* name, std::vector<std::string>& v) {
+    v = get_strings(r, name);
+  }
+  void operator()(fk::NamePairs, const char* name, NamePairList& v) {
+    const cJSON* list = cJSON_GetObjectItemCaseSensitive(r, name);
+    if (!cJSON_IsArray(list)) corrupt(std::string("missing ") + name);
+    v.clear();
+    const cJSON* item;
+    cJSON_ArrayForEach(item, list) {
+      v.emplace_back(get_string(item, "expression"), get_string(item, "lowered"));
+    }
+  }
+  // Infinity and NaN would be written back as null (cJSON), which no reader accepts.
+  void operator()(fk::Millis, const char* name, double& v) {
+    v = get_number(r, name);
+    if (!std::isfinite(v)) corrupt(std::string("bad ") + name);
+  }
+  void operator()(fk::Pch, const char* name, PchOutcome& v) {
+    if (!pch_outcome_from_name(get_string(r, name), &v)) corrupt(std::string("bad ") + name);
+  }
+  void operator()(fk::Created, const char* name, int64_t& v) {
+    v = static_cast<int64_t>(get_count(r, name));
+  }
+  void operator()(fk::Time, const char* name, int64_t& v) {
+    v = static_cast<int64_t>(get_count(r, name));
+  }
+  template <BlobKind K>
+  void operator()(fk::Code<K>, const char* name, Blob&) {
+    const cJSON* sizes = cJSON_GetObjectItemCaseSensitive(r, "sizes");
+    if (!cJSON_IsObject(sizes)) corrupt("missing sizes");
+    e.recorded_sizes.of(K) = get_count(sizes, name);
+  }
+};
+
+[[noreturn]] void other_format(const std::string& version) {
+  fail(KJIT_ERROR_CACHE_CORRUPT, "cache entry has format version " + version +
+                                     ", this kjit reads version " +
+                                     std::to_string(kCacheFormatVersion));
+}
+
 }  // namespace
 
 std::string Entry::metadata_json(int64_t created_at) const {
   Json root(cJSON_CreateObject());
-  cJSON* r = root.get();
-  cJSON_AddNumberToObject(r, "format", kCacheFormatVersion);
-  cJSON_AddStringToObject(r, "target", target.c_str());
-  cJSON_AddStringToObject(r, "toolchain", toolchain.c_str());
-  cJSON_AddStringToObject(r, "program", program_name.c_str());
-  cJSON_AddItemToObject(r, "options", string_array(options));
-  cJSON* names_obj = cJSON_CreateArray();
-  for (const auto& [expr, lowered] : names) {
-    cJSON* pair = cJSON_CreateObject();
-    cJSON_AddStringToObject(pair, "expression", expr.c_str());
-    cJSON_AddStringToObject(pair, "lowered", lowered.c_str());
-    cJSON_AddItemToArray(names_obj, pair);
-  }
-  cJSON_AddItemToObject(r, "names", names_obj);
-  cJSON_AddItemToObject(r, "kernels", string_array(kernels));
-  cJSON_AddStringToObject(r, "log", log.c_str());
-  cJSON_AddItemToObject(r, "advisories", string_array(ptxas_advisories(log)));
-  cJSON_AddNumberToObject(r, "compile_ms", compile_ms);
-  cJSON_AddStringToObject(r, "pch", pch >= 0 && pch <= 3 ? kPchNames[pch] : "none");
-  cJSON_AddNumberToObject(r, "created", static_cast<double>(created_at ? created_at : created));
-  if (!manifest.empty()) cJSON_AddStringToObject(r, "manifest", manifest.c_str());
-  cJSON* sizes = cJSON_CreateObject();
-  cJSON_AddNumberToObject(sizes, "ptx", static_cast<double>(ptx.size()));
-  cJSON_AddNumberToObject(sizes, "cubin", static_cast<double>(cubin.size()));
-  cJSON_AddNumberToObject(sizes, "ltoir", static_cast<double>(ltoir.size()));
-  cJSON_AddItemToObject(r, "sizes", sizes);
-  char* text = cJSON_PrintUnformatted(r);
+  cJSON_AddNumberToObject(root.get(), "format", kCacheFormatVersion);
+  entry_fields::for_each_metadata_field(*this, JsonFieldWriter{root.get(), created_at});
+  char* text = cJSON_PrintUnformatted(root.get());
   if (!text) fail(KJIT_ERROR_OUT_OF_MEMORY, "could not format entry metadata");
   std::string out(text);
   cJSON_free(text);
@@ -143,109 +221,31 @@ std::string Entry::metadata_json(int64_t created_at) const {
 void Entry::load_metadata(const std::string& json) {
   Json root(cJSON_ParseWithLength(json.data(), json.size()));
   if (!root || !cJSON_IsObject(root.get())) corrupt("not a JSON object");
-  const cJSON* r = root.get();
-  const double format = get_number(r, "format");
-  if (format != kCacheFormatVersion) {
-    fail(KJIT_ERROR_CACHE_CORRUPT, "cache entry has format version " + number_text(format) +
-                                       ", this kjit reads version " +
-                                       std::to_string(kCacheFormatVersion));
-  }
-  target = get_string(r, "target");
-  toolchain = get_string(r, "toolchain");
-  program_name = get_string(r, "program");
-  options = get_strings(r, "options");
-  kernels = get_strings(r, "kernels");
-  log = get_string(r, "log");
-  compile_ms = get_number(r, "compile_ms");
-  // Infinity and NaN would be written back as null (cJSON), which no reader accepts.
-  if (!std::isfinite(compile_ms)) corrupt("bad compile_ms");
-  created = static_cast<int64_t>(get_count(r, "created"));
-  const std::string pch_text = get_string(r, "pch");
-  pch = -1;
-  for (int i = 0; i < 4; ++i) {
-    if (pch_text == kPchNames[i]) pch = i;
-  }
-  if (pch < 0) corrupt("bad pch");
-  const cJSON* m = cJSON_GetObjectItemCaseSensitive(r, "manifest");
-  if (m && !cJSON_IsString(m)) corrupt("bad manifest");
-  manifest = m ? m->valuestring : "";
-  const cJSON* sizes = cJSON_GetObjectItemCaseSensitive(r, "sizes");
-  if (!cJSON_IsObject(sizes)) corrupt("missing sizes");
-  recorded_sizes.ptx = get_count(sizes, "ptx");
-  recorded_sizes.cubin = get_count(sizes, "cubin");
-  recorded_sizes.ltoir = get_count(sizes, "ltoir");
-  names.clear();
-  const cJSON* arr = cJSON_GetObjectItemCaseSensitive(r, "names");
-  if (!cJSON_IsArray(arr)) corrupt("missing names");
-  const cJSON* item;
-  cJSON_ArrayForEach(item, arr) {
-    names.emplace_back(get_string(item, "expression"), get_string(item, "lowered"));
-  }
+  const double format = get_number(root.get(), "format");
+  if (format != kCacheFormatVersion) other_format(number_text(format));
+  entry_fields::for_each_metadata_field(*this, JsonFieldReader{root.get(), *this});
 }
 
 std::string Entry::metadata_binary(int64_t created_at) const {
   WireWriter w;
   w.u64(kCacheFormatVersion);
-  w.str(target);
-  w.str(toolchain);
-  w.str(program_name);
-  w.strs(options);
-  w.u64(names.size());
-  for (const auto& [expr, lowered] : names) {
-    w.str(expr);
-    w.str(lowered);
-  }
-  w.strs(kernels);
-  w.str(log);
-  w.f64(compile_ms);
-  w.u64(uint64_t(pch >= 0 && pch <= 3 ? pch : 0));
-  w.u64(static_cast<uint64_t>(created_at ? created_at : created));
-  w.str(manifest);
-  w.u64(ptx.size());
-  w.u64(cubin.size());
-  w.u64(ltoir.size());
+  put_entry_fields(w, *this, EntryWire::Metadata, created_at);
   return std::move(w.bytes());
 }
 
 void Entry::load_metadata_binary(std::string_view bytes) {
   WireReader r(bytes);
-  uint64_t format = 0, pch_value = 0, created_value = 0;
+  uint64_t format = 0;
   try {
     format = r.u64();
     if (format == uint64_t(kCacheFormatVersion)) {
-      target = r.str();
-      toolchain = r.str();
-      program_name = r.str();
-      options = r.strs();
-      names.resize(r.count());
-      for (auto& [expr, lowered] : names) {
-        expr = r.str();
-        lowered = r.str();
-      }
-      kernels = r.strs();
-      log = r.str();
-      compile_ms = r.f64();
-      pch_value = r.u64();
-      created_value = r.u64();
-      manifest = r.str();
-      recorded_sizes.ptx = r.u64();
-      recorded_sizes.cubin = r.u64();
-      recorded_sizes.ltoir = r.u64();
+      get_entry_fields(r, this, EntryWire::Metadata);
       r.finish();
     }
   } catch (const WireError& e) {
     corrupt(std::string("binary metadata: ") + e.what());
   }
-  if (format != uint64_t(kCacheFormatVersion)) {
-    fail(KJIT_ERROR_CACHE_CORRUPT, "cache entry has format version " + std::to_string(format) +
-                                       ", this kjit reads version " +
-                                       std::to_string(kCacheFormatVersion));
-  }
-  if (!std::isfinite(compile_ms)) corrupt("bad compile_ms");
-  if (pch_value > 3) corrupt("bad pch");
-  if (created_value > uint64_t(INT64_MAX)) corrupt("bad created");
-  pch = int(pch_value);
-  created = int64_t(created_value);
+  if (format != uint64_t(kCacheFormatVersion)) other_format(std::to_string(format));
 }
 
 const char* Entry::parts_problem() const {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "util/checksum.h"
+#include "util/pch_outcome.h"
 
 namespace kjit {
 
@@ -122,6 +123,9 @@ class Blob {
 // Writes the blob's bytes (for test and log messages).
 std::ostream& operator<<(std::ostream& out, const Blob& b);
 
+// Every data member but recorded_sizes is a row of KJIT_ENTRY_FIELDS (store/entry_fields.h),
+// the one list that the encodings below (and the worker's reply) are generated from: a
+// member added here is added there, with the encodings it takes part in.
 struct Entry {
   std::string key;  // 64 hex digits
   std::string target;
@@ -133,8 +137,8 @@ struct Entry {
   std::string toolchain;
   std::string program_name;
   double compile_ms = 0;
-  // Precompiled headers in the compile: 0 none, 1 created, 2 used (inputs checked), 3 failed.
-  int pch = 0;
+  // What precompiled headers did in the compile (used: their inputs were checked).
+  PchOutcome pch = PchOutcome::None;
   // Not code but a dependency manifest (key/dep_manifest.h), as JSON text: what the
   // compiles of one request read, each with the key of its entry. "" for code entries.
   std::string manifest;
@@ -145,6 +149,9 @@ struct Entry {
   // that every part of the entry is present.
   struct Sizes {
     uint64_t ptx = 0, cubin = 0, ltoir = 0;
+    uint64_t& of(BlobKind kind) {
+      return kind == BlobKind::Ptx ? ptx : kind == BlobKind::Cubin ? cubin : ltoir;
+    }
   } recorded_sizes;
 
   // What is wrong with the parts of an entry read back, "" when nothing: every blob of the
@@ -163,9 +170,9 @@ struct Entry {
   // (KJIT_ERROR_CACHE_CORRUPT) on malformed JSON or a different format version.
   void load_metadata(const std::string& json);
   // The same fields in a compact binary form (payload files, entry_files.h), read back
-  // without a JSON parser: the format version, then each field in a fixed order, strings
-  // and lists length-prefixed, numbers little-endian. load_metadata_binary() checks every
-  // length against what is left and throws as load_metadata() does.
+  // without a JSON parser: the format version, then each field in the list's order, strings
+  // and lists length-prefixed, numbers little-endian (store/entry_wire.h). load_metadata_binary()
+  // checks every length against what is left and throws as load_metadata() does.
   std::string metadata_binary(int64_t created = 0) const;
   void load_metadata_binary(std::string_view bytes);
 };

@@ -7,6 +7,7 @@
 
 #include "kjit/compile.h"
 #include "store/entry.h"
+#include "util/pch_outcome.h"
 
 namespace kjit {
 
@@ -21,8 +22,8 @@ struct Outcome {
   // A failure that is not a compile error but must be answered like one for a while (the
   // compiler crashed on this input): recorded for every waiter and newcomer.
   bool remember_failure = false;
-  // Precompiled headers in this compile: 0 none, 1 created, 2 used, 3 failed (PchOutcome).
-  int pch = 0;
+  // What precompiled headers did in this compile.
+  PchOutcome pch = PchOutcome::None;
   // The compile stored its result itself, under the entry's own key (not the flight's).
   bool stored = false;
   // Why a compiled result was not stored in the disk tier ("" when it was, or when it came

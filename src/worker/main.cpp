@@ -333,8 +333,8 @@ void count(Server& s, const Outcome& o) {
   s.compiles++;
   if (o.status != KJIT_OK) s.failures++;
   if (o.status == KJIT_ERROR_TIMEOUT) s.timeouts++;
-  if (o.pch == int(kjit::PchOutcome::Created)) s.pch_created++;
-  if (o.pch == int(kjit::PchOutcome::Used)) s.pch_used++;
+  if (o.pch == kjit::PchOutcome::Created) s.pch_created++;
+  if (o.pch == kjit::PchOutcome::Used) s.pch_used++;
 }
 
 void handle_compile(Server& s, int fd, const wk::CompileRequest& q) {

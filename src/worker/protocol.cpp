@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "store/entry_wire.h"
 #include "util/fs.h"
 #include "util/pch_outcome.h"
 
@@ -199,26 +200,7 @@ std::string encode(const CompileReply& rep) {
   w.str(o.message);
   w.u32(uint32_t(o.pch));
   w.u32(o.entry ? 1 : 0);
-  if (o.entry) {
-    const Entry& e = *o.entry;
-    w.str(e.target);
-    w.str(e.ptx);
-    w.str(e.cubin);
-    w.str(e.ltoir);
-    w.str(e.log);
-    w.u64(e.names.size());
-    for (const auto& [expr, lowered] : e.names) {
-      w.str(expr);
-      w.str(lowered);
-    }
-    w.strs(e.kernels);
-    w.strs(e.options);
-    w.str(e.toolchain);
-    w.str(e.program_name);
-    w.f64(e.compile_ms);
-    w.u64(uint64_t(e.created));
-    w.u32(uint32_t(e.pch));
-  }
+  if (o.entry) put_entry_fields(w, *o.entry, EntryWire::Reply);
   w.u32(rep.audit.available ? 1 : 0);
   w.u32(rep.audit.whole ? 1 : 0);
   write_opened(w, rep.audit.opened);
@@ -234,29 +216,12 @@ CompileReply decode_reply(const std::string& payload) {
   if (status > 1000) throw ProtocolError("status out of range");
   o.status = static_cast<kjit_status>(status);
   o.message = r.str();
-  o.pch = int(pch_outcome_from_wire(r.u32()));
+  o.pch = pch_outcome_from_wire(r.u32());
   o.tier = KJIT_TIER_COMPILED;
   if (r.boolean()) {
     auto e = std::make_shared<Entry>();
-    e->target = r.str();
-    e->ptx = r.str();
-    e->cubin = r.str();
-    e->ltoir = r.str();
-    e->log = r.str();
-    const uint64_t names = r.u64();
-    if (names > payload.size() / 16) throw ProtocolError("too many names for the message size");
-    for (uint64_t i = 0; i < names; ++i) {
-      std::string expr = r.str();
-      e->names.emplace_back(std::move(expr), r.str());
-    }
-    e->kernels = r.strs();
-    e->options = r.strs();
-    e->toolchain = r.str();
-    e->program_name = r.str();
-    e->compile_ms = r.f64();
-    e->created = int64_t(r.u64());
+    get_entry_fields(r, e.get(), EntryWire::Reply);
     e->last_used = e->created;
-    e->pch = int(pch_outcome_from_wire(r.u32()));
     o.entry = e;
   }
   rep.audit.available = r.boolean();

@@ -1,5 +1,5 @@
-// An entry's blobs and metadata: the binary form of the metadata against the JSON form,
-// damaged forms.
+// An entry's blobs, and damaged forms of its binary metadata (every field through every
+// encoding: test_entry_fields.cpp; the encodings' exact bytes: test_entry_encodings.cpp).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,44 +10,13 @@
 #include "kjit/kjit.h"
 #include "store/entry.h"
 #include "support/cache_api.h"
+#include "support/entry_sample.h"
 #include "support/test_support.h"
 #include "util/error.h"
 
 namespace {
 
 using namespace kjit::test::capi;
-
-kjit::Entry entry_with_every_field() {
-  kjit::Entry e;
-  e.target = "sm_90a";
-  e.toolchain = "nvrtc 13.0.88 CL-36424714";
-  e.program_name = "fused.cu";
-  e.options = {"-arch=sm_90a", "", "-DX=\"a b\"", "--std=c++17"};
-  e.names = {{"scale<float, 2>", "_Z5scaleIfLi2EEvPT_"}, {"f<0>", ""}};
-  e.kernels = {"_Z5scaleIfLi2EEvPT_", "k2"};
-  e.log = "warning: line 1\nwarning: line 2\n";
-  e.compile_ms = 1234.5678;
-  e.pch = 2;
-  e.created = 1790000000;
-  e.manifest = "{\"records\":[]}";
-  e.ptx = std::string(1000, 'p');
-  e.cubin = std::string(3000, 'c');
-  return e;
-}
-
-void expect_same_metadata(const kjit::Entry& a, const kjit::Entry& b) {
-  EXPECT_EQ(a.target, b.target);
-  EXPECT_EQ(a.toolchain, b.toolchain);
-  EXPECT_EQ(a.program_name, b.program_name);
-  EXPECT_EQ(a.options, b.options);
-  EXPECT_EQ(a.names, b.names);
-  EXPECT_EQ(a.kernels, b.kernels);
-  EXPECT_EQ(a.log, b.log);
-  EXPECT_EQ(a.compile_ms, b.compile_ms);
-  EXPECT_EQ(a.pch, b.pch);
-  EXPECT_EQ(a.created, b.created);
-  EXPECT_EQ(a.manifest, b.manifest);
-}
 
 TEST(EntryBlob, HoldsBytesLikeAStringAndEndsWithANul) {
   kjit::Blob empty;
@@ -83,28 +52,8 @@ TEST(EntryBlob, HoldsBytesLikeAStringAndEndsWithANul) {
   EXPECT_STREQ(r.c_str(), "");
 }
 
-TEST(EntryMetadata, BinaryFormHoldsWhatTheJsonFormHolds) {
-  const kjit::Entry e = entry_with_every_field();
-  kjit::Entry from_binary, from_json;
-  from_binary.load_metadata_binary(e.metadata_binary());
-  from_json.load_metadata(e.metadata_json());
-  expect_same_metadata(from_binary, e);
-  expect_same_metadata(from_binary, from_json);
-  EXPECT_EQ(from_binary.recorded_sizes.ptx, 1000u);
-  EXPECT_EQ(from_binary.recorded_sizes.cubin, 3000u);
-  EXPECT_EQ(from_binary.recorded_sizes.ltoir, 0u);
-  // `created` given to the writer replaces the entry's own.
-  kjit::Entry stamped;
-  stamped.load_metadata_binary(e.metadata_binary(42));
-  EXPECT_EQ(stamped.created, 42);
-  // Empty lists and strings.
-  kjit::Entry empty, back;
-  back.load_metadata_binary(empty.metadata_binary());
-  expect_same_metadata(back, empty);
-}
-
 TEST(EntryMetadata, DamagedBinaryFormIsCorruptNeverACrash) {
-  const std::string good = entry_with_every_field().metadata_binary();
+  const std::string good = kjit::test::entry_with_distinct_fields().metadata_binary();
   auto outcome = [](const std::string& bytes) {
     kjit::Entry e;
     try {
@@ -131,7 +80,7 @@ TEST(EntryMetadata, DamagedBinaryFormIsCorruptNeverACrash) {
   std::string huge = good;
   for (int b = 0; b < 8; ++b) huge[8 + size_t(b)] = char(0xFF);  // the target's length
   EXPECT_EQ(outcome(huge), KJIT_ERROR_CACHE_CORRUPT);
-  kjit::Entry no_options = entry_with_every_field();
+  kjit::Entry no_options = kjit::test::entry_with_distinct_fields();
   no_options.options.clear();
   no_options.target = no_options.toolchain = no_options.program_name = "";
   std::string many = no_options.metadata_binary();
@@ -142,9 +91,14 @@ TEST(EntryMetadata, DamagedBinaryFormIsCorruptNeverACrash) {
   std::string other = good;
   other[0] = char(other[0] + 1);
   EXPECT_EQ(outcome(other), KJIT_ERROR_CACHE_CORRUPT);
-  kjit::Entry nan_ms = entry_with_every_field();
+  kjit::Entry nan_ms = kjit::test::entry_with_distinct_fields();
   nan_ms.compile_ms = std::nan("");
   EXPECT_EQ(outcome(nan_ms.metadata_binary()), KJIT_ERROR_CACHE_CORRUPT);
+  kjit::Entry bad_pch = kjit::test::entry_with_distinct_fields();
+  bad_pch.pch = kjit::PchOutcome(4u);
+  EXPECT_EQ(outcome(bad_pch.metadata_binary()), KJIT_ERROR_CACHE_CORRUPT);
+  kjit::Entry from_json;
+  EXPECT_THROW(from_json.load_metadata(bad_pch.metadata_json()), kjit::Error);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "key/request.h"
+#include "support/entry_sample.h"
 #include "util/fs.h"
 #include "util/pch_outcome.h"
 #include "worker/protocol.h"
@@ -139,26 +140,58 @@ namespace {
 // protocol error, never masked into range (a reply of 7 once read as 3, "failed").
 TEST(WorkerProtocol, PchOutcomeOutOfRangeIsAProtocolError) {
   wk::CompileReply rep;
-  rep.outcome.pch = int(kjit::PchOutcome::Used);
+  rep.outcome.pch = kjit::PchOutcome::Used;
   auto e = std::make_shared<kjit::Entry>();
   e->target = "sm_90";
-  e->pch = int(kjit::PchOutcome::Created);
+  e->pch = kjit::PchOutcome::Created;
   rep.outcome.entry = e;
   const std::string good = wk::encode(rep);
   const wk::CompileReply back = wk::decode_reply(good);
-  EXPECT_EQ(back.outcome.pch, int(kjit::PchOutcome::Used));
+  EXPECT_EQ(back.outcome.pch, kjit::PchOutcome::Used);
   ASSERT_TRUE(back.outcome.entry);
-  EXPECT_EQ(back.outcome.entry->pch, int(kjit::PchOutcome::Created));
-  for (const int bad : {4, 7, -1}) {
+  EXPECT_EQ(back.outcome.entry->pch, kjit::PchOutcome::Created);
+  for (const uint32_t bad : {4u, 7u, 0xffffffffu}) {
     wk::CompileReply outcome = rep;
-    outcome.outcome.pch = bad;
+    outcome.outcome.pch = kjit::PchOutcome(bad);
     EXPECT_THROW(wk::decode_reply(wk::encode(outcome)), wk::ProtocolError) << bad;
     auto bad_entry = std::make_shared<kjit::Entry>(*e);
-    bad_entry->pch = bad;
+    bad_entry->pch = kjit::PchOutcome(bad);
     wk::CompileReply entry = rep;
     entry.outcome.entry = bad_entry;
     EXPECT_THROW(wk::decode_reply(wk::encode(entry)), wk::ProtocolError) << bad;
   }
+}
+
+}  // namespace
+
+namespace {
+
+// The exact bytes of a reply carrying an entry with every field set (and an audit): a
+// change of them is a change of the worker's protocol (docs/formats.md).
+TEST(WorkerProtocol, ReplyBytesArePinned) {
+  wk::CompileReply rep;
+  rep.outcome.status = KJIT_ERROR_COMPILE;
+  rep.outcome.message = "it failed";
+  rep.outcome.pch = kjit::PchOutcome::Created;
+  rep.outcome.entry = std::make_shared<kjit::Entry>(kjit::test::entry_with_distinct_fields());
+  rep.audit.available = true;
+  rep.audit.doubt = "doubt";
+  EXPECT_EQ(kjit::test::hex(wk::encode(rep)),
+            "0500000009000000000000006974206661696c65640100000001000000060000"
+            "0000000000736d5f39306112000000000000002f2f207074780a2e656e747279"
+            "206b31202806000000000000007f454c46000107000000000000006c746f0069"
+            "72ff4a00000000000000707478617320696e666f202020203a20506f74656e74"
+            "69616c20506572666f726d616e6365204c6f73733a2077676d6d612073657269"
+            "616c697a65640a7761726e696e673a202278220a02000000000000000f000000"
+            "000000007363616c653c666c6f61742c20323e13000000000000005f5a357363"
+            "616c6549664c693245457650545f010000000000000067000000000000000002"
+            "0000000000000013000000000000005f5a357363616c6549664c693245457650"
+            "545f02000000000000006b3203000000000000000c000000000000002d617263"
+            "683d736d5f393061000000000000000009000000000000002d44583d22612062"
+            "2219000000000000006e767274632031332e302e383820434c2d333634323437"
+            "3134080000000000000066757365642e63750000000000c02840803bb16a0000"
+            "000002000000010000000000000000000000000000000500000000000000646f"
+            "756274");
 }
 
 }  // namespace
