@@ -125,8 +125,9 @@ cat > "$out/run_gpu.sh" <<'EOF'
 # Run the GPU tests and benchmarks of this bundle, then the binding tests when present.
 # Prints a short table last. Meant to fit one 10-minute run on a two-GPU host; each
 # program has its own time limit.
-#   KJIT_GPU_TESTS   test programs to run (default: every bin/test_*_gpu, then
-#                    test_kernel_cpu, test_link and test_builtin_std)
+#   KJIT_GPU_TESTS   test programs to run, each "program" or "program:gtest filter"
+#                    (default: every bin/test_*_gpu, then test_kernel_cpu, test_link and
+#                    test_key's built-in standard library tests on the GPU)
 #   KJIT_BENCHES     benchmark programs (default: bench_launch bench_multi_gpu bench_link)
 #   KJIT_BINDINGS    0 skips run_bindings.sh (default: run it when present)
 #   RESULTS_DIR      where logs go (default: ./results next to this script; with $OUT set,
@@ -162,17 +163,20 @@ date -u '+%Y-%m-%d %H:%M UTC'
 tests=${KJIT_GPU_TESTS:-}
 if [ -z "$tests" ]; then
   for t in "$here"/bin/test_*_gpu; do tests="$tests $(basename "$t")"; done
-  for t in test_kernel_cpu test_link test_builtin_std; do
-    [ -x "$here/bin/$t" ] && tests="$tests $t"
+  for t in test_kernel_cpu test_link "test_key:BuiltinStdGpu.*"; do
+    [ -x "$here/bin/${t%%:*}" ] && tests="$tests $t"
   done
 fi
 summary=""
 overall=0
-for t in $tests; do
+for spec in $tests; do
+  t=${spec%%:*}
+  filter=("--gtest_filter=*")
+  [ "$spec" = "$t" ] || filter=("--gtest_filter=${spec#*:}")
   [ -x "$here/bin/$t" ] || { summary+="| $t | missing | | | |"$'\n'; overall=1; continue; }
-  echo "== $t (at ${SECONDS} s)"
-  LD_LIBRARY_PATH="$bundle_ld" limit 240 "$here/bin/$t" --gtest_output="xml:$results/$t.xml" \
-    > "$results/$t.log" 2>&1
+  echo "== $spec (at ${SECONDS} s)"
+  LD_LIBRARY_PATH="$bundle_ld" limit 240 "$here/bin/$t" "${filter[@]}" \
+    --gtest_output="xml:$results/$t.xml" > "$results/$t.log" 2>&1
   rc=$?
   grep -E '^\[  (FAILED|SKIPPED) |^\[==========\]|^\[  PASSED  \]|Failure|error:|^note:' \
     "$results/$t.log" | head -60
