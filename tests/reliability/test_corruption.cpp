@@ -217,8 +217,12 @@ TEST(Corruption, TruncatedGarbageAndZeroedPages) {
   const size_t n = g.db.size();
   for (size_t len : {size_t(0), size_t(17), size_t(100), size_t(4096), size_t(8192), n / 3, n / 2,
                      n - 4096, n - 1}) {
+    // SQLite reads the missing end of a cut page as zeros: a cut that takes only zero bytes
+    // (the last byte of the last page is sometimes 0, as the entries' values fall) leaves
+    // the same database, with nothing to detect.
+    const bool lost_data = g.db.find_first_not_of('\0', len) != std::string::npos;
     inject("truncated to " + std::to_string(len), {{"kjit.db", g.db.substr(0, len)}}, g.syn,
-           len > 0);
+           len > 0 && lost_data);
   }
   std::mt19937 rng(5);
   std::string garbage(n, '\0');
