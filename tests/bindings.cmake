@@ -15,6 +15,7 @@ foreach(part rust go julia-check python crosslang)
   set_tests_properties(bindings_${part} PROPERTIES
     SKIP_RETURN_CODE 77
     TIMEOUT 1800
+    COST 20000  # builds and installs first: started early, beside the short tests
     LABELS bindings
     ENVIRONMENT "KJIT_LIB_BUILD_DIR=$<TARGET_FILE_DIR:kjit>")
 endforeach()

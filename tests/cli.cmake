@@ -31,7 +31,8 @@ if(TARGET kjit-cli)
   add_test(NAME cli_cutlass_example
     COMMAND ${KJIT_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/cli/cutlass_example.sh $<TARGET_FILE:kjit>
             ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR})
-  set_tests_properties(cli_cutlass_example PROPERTIES TIMEOUT 900 LABELS cli)
+  # Minutes of NVRTC on CI's cores: started early (COST), beside the short tests.
+  set_tests_properties(cli_cutlass_example PROPERTIES TIMEOUT 900 COST 80000 LABELS cli)
   # Installs the build into a temporary prefix and builds the C examples against it. A
   # sanitizer build's library cannot be loaded by the uninstrumented examples.
   if(NOT KJIT_SANITIZE)
