@@ -1315,6 +1315,14 @@ function grouped_check(desc::LibKJit.kjit_grouped_gemm_desc, A, B, offs, C, D, b
                                           _dptr(C), _dptr(D), _dptr(bias)))
 end
 
+# kjit_grouped_gemm_options: the library's struct size, the given fields.
+function _grouped_options(tile_n, stages, portable_only, schedule, check_offsets, autotune)
+    T = LibKJit.kjit_grouped_gemm_options
+    o = _library_init(LibKJit.kjit_grouped_gemm_options_init_sized, T)
+    return T(o.struct_size, UInt32(tile_n), UInt32(stages), Cint(portable_only), Cint(schedule),
+             Cint(check_offsets), Cint(autotune))
+end
+
 """
     GroupedGemm(compiler; device=0, tile_n=0, stages=0, portable_only=false, schedule=0,
                 check_offsets=false, autotune=false)
@@ -1330,10 +1338,7 @@ mutable struct GroupedGemm
                          stages::Integer=0, portable_only::Bool=false, schedule::Integer=0,
                          check_offsets::Bool=false, autotune::Bool=false)
         compiler.handle == C_NULL && throw(_closed("compiler"))
-        T = LibKJit.kjit_grouped_gemm_options
-        o = _library_init(LibKJit.kjit_grouped_gemm_options_init_sized, T)
-        o = T(o.struct_size, UInt32(tile_n), UInt32(stages), Cint(portable_only), Cint(schedule),
-              Cint(check_offsets), Cint(autotune))
+        o = _grouped_options(tile_n, stages, portable_only, schedule, check_offsets, autotune)
         out = Ref{Ptr{Cvoid}}(C_NULL)
         check(LibKJit.kjit_grouped_gemm_create(compiler, device, Ref(o), out))
         return finalizer(close, new(out[], compiler))
@@ -1421,9 +1426,7 @@ function grouped_compile(c::Compiler, target::AbstractString, desc::LibKJit.kjit
                          with_bias::Bool=false, tile_n::Integer=0, stages::Integer=0,
                          portable_only::Bool=false, schedule::Integer=0)
     c.handle == C_NULL && throw(_closed("compiler"))
-    T = LibKJit.kjit_grouped_gemm_options
-    o = _library_init(LibKJit.kjit_grouped_gemm_options_init_sized, T)
-    o = T(o.struct_size, UInt32(tile_n), UInt32(stages), Cint(portable_only), Cint(schedule), Cint(0), Cint(0))
+    o = _grouped_options(tile_n, stages, portable_only, schedule, false, false)
     out = Ref{Ptr{Cvoid}}(C_NULL)
     st = LibKJit.kjit_grouped_gemm_compile(c, target, Ref(desc), Ref(o), Cint(with_bias), out)
     return _compile_result(st, out[])
