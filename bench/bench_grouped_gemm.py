@@ -9,7 +9,7 @@ weight bandwidth (G * K * N * 2 bytes per call) too. The outputs of both are com
 (relative Frobenius error).
 
     python3 bench/bench_grouped_gemm.py [--rounds 5] [--reps 20] [--only NAME]
-        [--variants 0:0:0,128:6:2] [--order nk|kn|both] [--epilogue none|swiglu] [--ceiling]
+        [--variants 0:0:0,128:6:2,256:4:1:2] [--order nk|kn|both] [--epilogue none|swiglu] [--ceiling]
 
 --ceiling: for the decode shapes, what this device's HBM delivers to plain streaming
 kernels on the same weight bytes, timed in the same interleaved rounds: torch's sum of the
@@ -256,15 +256,18 @@ def main():
     ap.add_argument("--ceiling", action="store_true",
                     help="decode shapes: time reads (sum, a streaming kernel) and a copy of the weights too")
     ap.add_argument("--variants", default="0:0:0",
-                    help="kjit configurations to time, tile_n:stages:schedule[,...] "
-                         "(0:0:0 = chosen; schedule 1 cooperative, 2 pingpong)")
+                    help="kjit configurations to time, tile_n:stages:schedule[:cluster_m][,...] "
+                         "(0:0:0 = chosen; schedule 1 cooperative, 2 pingpong; cluster_m 2: "
+                         "two CTAs share B's copies)")
     args = ap.parse_args()
 
     dev = torch.device("cuda")
     print("device: %s, torch %s, kjit %s" % (torch.cuda.get_device_name(), torch.__version__,
                                             kjit.version() if hasattr(kjit, "version") else "?"))
     variants = [tuple(int(x) for x in v.split(":")) for v in args.variants.split(",")]
-    ggs = [kjit.GroupedGemm(tile_n=t, stages=st, schedule=sc) for t, st, sc in variants]
+    variants = [v + (0,) * (4 - len(v)) for v in variants]
+    ggs = [kjit.GroupedGemm(tile_n=t, stages=st, schedule=sc, cluster_m=cm)
+           for t, st, sc, cm in variants]
     if args.dtype == "fp8":
         return bench_fp8(args, ggs, dev)
     gg = ggs[0]

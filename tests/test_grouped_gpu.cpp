@@ -47,6 +47,7 @@ struct Case {
   bool portable = false;
   int tile_n = 0;
   int schedule = 0;
+  int cluster_m = 0;
 };
 
 double act_ref(double v, int act) {
@@ -107,6 +108,7 @@ class GroupedGpu : public ::testing::Test {
     o.portable_only = c.portable;
     o.tile_n = uint32_t(c.tile_n);
     o.schedule = c.schedule;
+    o.cluster_m = uint32_t(c.cluster_m);
     kjit_grouped_gemm* gg = nullptr;
     EXPECT_EQ(kjit_grouped_gemm_create(compiler_, 0, &o, &gg), KJIT_OK) << kjit_last_error();
     if (!gg) return "";
@@ -356,6 +358,44 @@ TEST_F(GroupedGpu, PartialTilesOfEverySizeBothSchedules) {
     c.tile_n = schedule == KJIT_GROUPED_SCHEDULE_COOPERATIVE ? 256 : 0;
     c.bias = true;
     run(c, rng);
+  }
+}
+
+TEST_F(GroupedGpu, TwoCtaClusterSharesB) {
+  // The 2x1 cluster: a cluster's two CTAs take rows [r, r + 128) and [r + 128, r + 256) of
+  // a group and multicast B's stages into each other. Groups whose rows leave the second
+  // CTA empty (1..128 rows in the last cluster tile), or its tile partial, or both full;
+  // empty groups; the last group ending at the last row (the second CTA's rows past every
+  // row of A); K not a multiple of 64 with more k-blocks than stages; N not a multiple of
+  // the tile; both B orders, both tile widths, plain with every piece and gated.
+  std::mt19937 rng(10);
+  struct V {
+    int order, tile_n, act, n;
+    bool pieces;
+  };
+  const V vs[] = {
+      {KJIT_GROUPED_B_NK, 256, KJIT_GROUPED_ACT_NONE, 600, false},
+      {KJIT_GROUPED_B_KN, 256, KJIT_GROUPED_ACT_SILU, 600, true},
+      {KJIT_GROUPED_B_NK, 128, KJIT_GROUPED_ACT_GELU, 392, true},
+      {KJIT_GROUPED_B_NK, 256, KJIT_GROUPED_ACT_SWIGLU, 2 * 328, true},
+      {KJIT_GROUPED_B_KN, 256, KJIT_GROUPED_ACT_SWIGLU, 2 * 264, false},
+  };
+  for (const V& v : vs) {
+    Case c;
+    c.sizes = {1, 127, 128, 129, 255, 256, 0, 257, 384, 513, 64};
+    c.n = v.n;
+    c.k = 1000;
+    c.b_order = v.order;
+    c.act = v.act;
+    c.tile_n = v.tile_n;
+    c.cluster_m = 2;
+    c.bias = v.pieces;
+    c.alpha = v.pieces ? 0.5 : 1.0;
+    c.beta = v.pieces ? -0.75 : 0.0;
+    const std::string key = run(c, rng);
+    if (hopper()) {
+      EXPECT_NE(key.find(" c2x1"), std::string::npos) << key;
+    }
   }
 }
 

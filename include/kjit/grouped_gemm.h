@@ -207,10 +207,17 @@ typedef struct kjit_grouped_gemm_options {
    *  in the compiler's cache, so that later handles and processes use it without tuning.
    *  Needs tile_n, stages and schedule 0 and portable_only off. @since 0.3 */
   int autotune;
+  /** CTAs per thread-block cluster along the rows of the sm_90a kernel: 0 = chosen per
+   *  shape, 1, or 2 (two CTAs take two row tiles of one column tile of B, and each copies
+   *  half of B's stage into both: TMA multicast, half the L2 reads of B). 2 takes the
+   *  cooperative schedule with 128-row tiles (schedule AUTO becomes COOPERATIVE; PINGPONG
+   *  with 2 is refused); configurations the cluster does not take (block scales, the
+   *  portable kernel) keep 1. @since 0.3 */
+  uint32_t cluster_m;
 } kjit_grouped_gemm_options;
 
 #define KJIT_GROUPED_GEMM_OPTIONS_INIT \
-  { sizeof(kjit_grouped_gemm_options), 0, 0, 0, 0, 0, 0 }
+  { sizeof(kjit_grouped_gemm_options), 0, 0, 0, 0, 0, 0, 0 }
 
 /**
  * Fill the first `size` bytes of `opts` with KJIT_GROUPED_GEMM_OPTIONS_INIT and set

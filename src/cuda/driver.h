@@ -64,7 +64,8 @@ namespace kjit::cuda {
 
 // Entry points a usable driver may lack (older than the version given); null when absent.
 #define KJIT_CUDA_OPTIONAL(X)                                        \
-  X(cuFuncGetParamInfo, 12040) X(cuStreamGetId, 12000) X(cuTensorMapEncodeTiled, 12000)
+  X(cuFuncGetParamInfo, 12040) X(cuStreamGetId, 12000) X(cuTensorMapEncodeTiled, 12000) \
+      X(cuOccupancyMaxActiveClusters, 12000)
 
 struct Driver {
 #define KJIT_CUDA_DECLARE(name, version) decltype(&::name) name = nullptr;

@@ -85,6 +85,13 @@ Options options_from(const kjit_grouped_gemm_options* o) {
   if (o->schedule == KJIT_GROUPED_SCHEDULE_PINGPONG && o->tile_n == 256)
     fail(KJIT_ERROR_INVALID_ARGUMENT,
          "kjit_grouped_gemm_options: the pingpong schedule has the tile 128x128, not tile_n 256");
+  if (o->cluster_m > 2)
+    fail(KJIT_ERROR_INVALID_ARGUMENT, "kjit_grouped_gemm_options: cluster_m is " +
+                                          std::to_string(o->cluster_m) + ", must be 0, 1 or 2");
+  if (o->cluster_m == 2 && o->schedule == KJIT_GROUPED_SCHEDULE_PINGPONG)
+    fail(KJIT_ERROR_INVALID_ARGUMENT,
+         "kjit_grouped_gemm_options: the 2x1 cluster has the cooperative schedule, not pingpong");
+  r.cluster_m = int(o->cluster_m);
   r.schedule = o->schedule;
   r.tile_n = int(o->tile_n);
   r.stages = int(o->stages);
@@ -93,8 +100,8 @@ Options options_from(const kjit_grouped_gemm_options* o) {
   r.autotune = o->autotune != 0;
   if (r.autotune && !r.automatic())
     fail(KJIT_ERROR_INVALID_ARGUMENT,
-         "kjit_grouped_gemm_options: autotune needs tile_n, stages and schedule 0 and "
-         "portable_only 0 (it chooses them)");
+         "kjit_grouped_gemm_options: autotune needs tile_n, stages, schedule and cluster_m 0 "
+         "and portable_only 0 (it chooses them)");
   return r;
 }
 
@@ -258,7 +265,8 @@ Config choose(const Problem& p, int cc, bool tma_available, const Options& o) {
     // wide tile reads each weight tile once for more columns). bench/RESULTS.md.
     const bool decode = (long long)p.rows < 64ll * p.groups;
     c.pingpong = o.schedule == KJIT_GROUPED_SCHEDULE_PINGPONG ||
-                 (o.schedule == KJIT_GROUPED_SCHEDULE_AUTO && !decode && o.tile_n != 256);
+                 (o.schedule == KJIT_GROUPED_SCHEDULE_AUTO && !decode && o.tile_n != 256 &&
+                  o.cluster_m != 2);
     c.tile_n = c.pingpong ? 128 : o.tile_n ? o.tile_n : (p.n <= 128 ? 128 : 256);
     // fp8 pingpong: 5 stages (H200, torch._scaled_grouped_mm shapes: 2-6% faster than 6).
     const int narrow = p.in == DType::E4m3 && c.pingpong ? 5 : 6;
@@ -278,6 +286,12 @@ Config choose(const Problem& p, int cc, bool tma_available, const Options& o) {
       c.tile_m = 64;
       c.stages = o.stages ? o.stages : (c.tile_n == 256 ? 5 : 8);
       c.b_evict_first = true;
+    }
+    if (o.cluster_m == 2 && p.scale != Scale::Block128) {
+      c.cluster_m = 2;
+      c.tile_m = 128;
+      c.b_evict_first = false;
+      c.stages = o.stages ? o.stages : (c.tile_n == 256 ? 4 : 6);
     }
     if (p.scale == Scale::Block128) {
       c.vec_store = false;
@@ -403,12 +417,12 @@ Config GroupedGemm::config_for(const Problem& p) {
   return tuned ? *tuned : heuristic;
 }
 
-Kernel& GroupedGemm::kernel(const Config& c) {
+GroupedGemm::Loaded& GroupedGemm::kernel(const Config& c) {
   const std::string key = c.key();
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = kernels_.find(key);
-    if (it != kernels_.end()) return *it->second;
+    if (it != kernels_.end()) return it->second;
   }
   // Compiled without the lock, so that configurations compile side by side; the compiler's
   // single flight makes threads asking for the same one wait for one compile.
@@ -420,9 +434,23 @@ Kernel& GroupedGemm::kernel(const Config& c) {
     fail(made.failure.status ? made.failure.status : KJIT_ERROR_COMPILE, msg);
   }
   if (shared_bytes(c) > 0) made.kernel->set_max_dynamic_shared(int(shared_bytes(c)));
+  Loaded loaded;
+  loaded.max_grid = unsigned((c.path == Path::Tma ? 1 : 4) * sms_);
+  if (c.cluster_m > 1) {
+    // A persistent grid of clusters: no more than run at once, or the last would start only
+    // when others end. Without the query, one cluster per cluster_m SMs.
+    const int fit = made.kernel->max_active_clusters(unsigned(c.cluster_m), threads(c),
+                                                     shared_bytes(c));
+    const int clusters = fit > 0 ? fit : std::max(1, sms_ / c.cluster_m);
+    loaded.max_grid = unsigned(clusters * c.cluster_m);
+    log_debug("grouped GEMM " + c.key() + ": " + std::to_string(fit) +
+              " clusters run at once; persistent grid of up to " +
+              std::to_string(loaded.max_grid) + " blocks");
+  }
+  loaded.kernel = std::move(made.kernel);
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = kernels_.emplace(key, std::move(made.kernel)).first;  // keeps an earlier one
-  return *it->second;
+  auto it = kernels_.emplace(key, std::move(loaded)).first;  // keeps an earlier one
+  return it->second;
 }
 
 void GroupedGemm::prepare(const Problem& p) {
@@ -444,12 +472,18 @@ void GroupedGemm::run(const Problem& p, void* stream) {
   launch(p, c, kernel(c), stream);
 }
 
-void GroupedGemm::launch(const Problem& p, const Config& c, Kernel& k, void* stream) {
+void GroupedGemm::launch(const Problem& p, const Config& c, const Loaded& loaded,
+                         void* stream) {
+  Kernel& k = *loaded.kernel;
   const long long n_tiles = (p.n + c.tile_n - 1) / c.tile_n;
-  const long long bound = ((p.rows + c.tile_m - 1) / c.tile_m + p.groups) * n_tiles;
-  const long long per_sm = c.path == Path::Tma ? 1 : 4;
+  const long long cluster_rows = (long long)c.tile_m * c.cluster_m;
+  // Tiles (of cluster_m blocks each) the groups can have at most: the persistent grid needs
+  // no more blocks than that.
+  const long long bound =
+      ((p.rows + cluster_rows - 1) / cluster_rows + p.groups) * n_tiles * c.cluster_m;
   kjit_launch_config cfg = KJIT_LAUNCH_CONFIG_INIT;
-  cfg.grid[0] = uint32_t(std::max(1ll, std::min(bound, per_sm * sms_)));
+  cfg.grid[0] = uint32_t(std::max<long long>(c.cluster_m, std::min<long long>(bound, loaded.max_grid)));
+  if (c.cluster_m > 1) cfg.cluster[0] = uint32_t(c.cluster_m);
   cfg.block[0] = uint32_t(threads(c));
   cfg.shared_bytes = uint32_t(shared_bytes(c));
   cfg.stream = stream;
@@ -545,7 +579,7 @@ Config GroupedGemm::autotune(const Problem& p, const PlanKey& key, const Config&
   }
   const std::vector<Config> cands = candidates(heuristic, dev_);
   // Compile (or hit) every candidate side by side; one that fails is left out.
-  std::vector<Kernel*> kernels(cands.size(), nullptr);
+  std::vector<Loaded*> kernels(cands.size(), nullptr);
   std::vector<std::string> errors(cands.size());
   {
     std::vector<std::thread> threads;

@@ -32,8 +32,11 @@ struct Options {
   int schedule = 0;  // kjit_grouped_schedule
   bool check_offsets = false;
   bool autotune = false;
+  int cluster_m = 0;  // 0 = by shape
   // Whether the choice is left to kjit (nothing forced): plans apply only then.
-  bool automatic() const { return tile_n == 0 && stages == 0 && schedule == 0 && !portable_only; }
+  bool automatic() const {
+    return tile_n == 0 && stages == 0 && schedule == 0 && cluster_m == 0 && !portable_only;
+  }
 };
 
 // Options from the public struct (a full-size copy; NULL = defaults). Throws
@@ -126,8 +129,15 @@ class GroupedGemm {
   const DeviceInfo& device_info() const { return dev_; }
 
  private:
-  Kernel& kernel(const Config& c);
-  void launch(const Problem& p, const Config& c, Kernel& k, void* stream);
+  // A configuration's loaded kernel and the most blocks one launch of it takes: one per SM
+  // for the TMA kernel (a persistent grid), four for the portable one; a 2x1 cluster's grid
+  // is the clusters the device runs at once (cuOccupancyMaxActiveClusters), two blocks each.
+  struct Loaded {
+    std::unique_ptr<Kernel> kernel;
+    unsigned max_grid = 0;
+  };
+  Loaded& kernel(const Config& c);
+  void launch(const Problem& p, const Config& c, const Loaded& k, void* stream);
   void check_offsets(const Problem& p, void* stream);
   // The tuned plan of `key` (memory, then the cache's named values); nullopt when none.
   std::optional<Config> tuned_plan(const PlanKey& key, const Config& heuristic);
@@ -143,7 +153,7 @@ class GroupedGemm {
   DeviceInfo dev_;
   std::string validators_;
   std::mutex mu_;
-  std::unordered_map<std::string, std::unique_ptr<Kernel>> kernels_;
+  std::unordered_map<std::string, Loaded> kernels_;
   // Plans by key: the tuned configuration, or nullopt once looked up and not found.
   std::mutex plans_mu_;
   std::unordered_map<PlanKey, std::optional<Config>, PlanKeyHash> plans_;

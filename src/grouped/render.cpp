@@ -403,6 +403,44 @@ __device__ __forceinline__ void store_pair(bf16_t* __restrict__ D, long long ldd
 }
 )";
 
+// A cluster of CTAs along M (cluster_m 2): the CTAs of a cluster take the row tiles of one
+// column tile of B; each copies its share of B's stage and multicasts it into both CTAs'
+// shared memory, so each CTA reads half of B from L2. A stage is free again when the
+// consumers of every CTA of the cluster released it: one arrival per consumer warp on the
+// stage's empty barrier of each CTA (remote arrivals through mapa).
+const char* kClusterRank = R"(__device__ __forceinline__ int cta_rank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return (int)r;
+}
+)";
+const char* kCluster = R"(__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::
+                   : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_cta(u32 bar, u32 cta) {
+  u32 remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(cta));
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote)
+               : "memory");
+}
+// The calling warp's release of a stage: lane 0 arrives on the stage's barrier in every CTA.
+__device__ __forceinline__ void release_stage(u32 bar) {
+  if ((threadIdx.x & 31) == 0) {
+#pragma unroll
+    for (u32 c = 0; c < CM; ++c) mbar_arrive_cta(bar, c);
+  }
+}
+__device__ __forceinline__ void tma_load_3d_mc(u32 dst, const TmaDesc* map, int c0, int c1, int c2,
+                                               u32 bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(dst),
+      "l"((u64)map), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "h"((unsigned short)((1u << CM) - 1u))
+      : "memory");
+}
+)";
+
 // B's copies with an L2 evict-first policy (the weights are read once per call; A, read by
 // every tile of its rows, and D keep the cache).
 const char* kEvictFirst =
@@ -720,6 +758,63 @@ void tma_consumer_source(const Config& c, std::string& s) {
   tma_pair_store_epilogue(c, s);
 }
 
+// Replaces the one occurrence of `from` in `s` (after `pos`) with `to`.
+void replace_once(std::string& s, const std::string& from, const std::string& to,
+                  size_t pos = 0) {
+  const size_t at = s.find(from, pos);
+  if (at == std::string::npos) fail(KJIT_ERROR_INTERNAL, "grouped render: no '" + from + "'");
+  s.replace(at, from.size(), to);
+}
+
+void replace_all(std::string& s, const std::string& from, const std::string& to, size_t pos = 0) {
+  for (size_t at = s.find(from, pos); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+}
+
+// B's copies of one stage in a cluster of CM CTAs along M: each CTA copies its share (rank
+// r: the r-th part of the tile's rows of B, or the gated tile's gate / up half) and
+// multicasts it to every CTA of the cluster, at the same place of each one's stage.
+std::string cluster_b_loads(const Config& c) {
+  const bool kn = c.b_order == BOrder::KN, glu = c.act == Act::Swiglu;
+  if (!kn && !glu)  // NK: rows of N of 128 bytes (TILE_K elements) each
+    return "          tma_load_3d_mc(sB + stage * B_STAGE + cta_rank() * (TILE_N / CM) * 128,\n"
+           "                         &tma_b, kb * TILE_K, tile.n0 + cta_rank() * (TILE_N / CM),\n"
+           "                         tile.g, bar);\n";
+  if (!kn)
+    return "          tma_load_3d_mc(sB + stage * B_STAGE + cta_rank() * OUT_N * 128, &tma_b,\n"
+           "                         kb * TILE_K, cta_rank() * NO + tile.n0, tile.g, bar);\n";
+  if (!glu)  // KN: 64-column pieces of 8 KB
+    return "          for (int c = cta_rank() * (TILE_N / 64 / CM);\n"
+           "               c < (cta_rank() + 1) * (TILE_N / 64 / CM); ++c)\n"
+           "            tma_load_3d_mc(sB + stage * B_STAGE + c * 8192, &tma_b, tile.n0 + 64 * c,\n"
+           "                           kb * TILE_K, tile.g, bar);\n";
+  return "          for (int c = 0; c < OUT_N / 64; ++c)\n"
+         "            tma_load_3d_mc(sB + stage * B_STAGE + (cta_rank() * (OUT_N / 64) + c) * 8192,\n"
+         "                           &tma_b, cta_rank() * NO + tile.n0 + 64 * c, kb * TILE_K,\n"
+         "                           tile.g, bar);\n";
+}
+
+// The cluster form of a rendered TMA kernel (cluster_m 2): tiles numbered per cluster, a
+// cluster tile CM x TILE_M rows, each CTA its TILE_M of them (the last CTA's may hold no row
+// of the group: its consumers then only turn the stages); B copied once per cluster; the
+// barriers initialised and the CTAs' exits synchronised cluster-wide.
+void clusterise(const Config& c, std::string& s, size_t b_loads, size_t b_loads_end) {
+  s.replace(b_loads, b_loads_end - b_loads, cluster_b_loads(c));
+  replace_once(s, "TILE_M - 1) / TILE_M;", "CM * TILE_M - 1) / (CM * TILE_M);");
+  replace_once(s, "(local % m_tiles) * TILE_M;", "(local % m_tiles) * (CM * TILE_M) + cta_rank() * TILE_M;");
+  replace_once(s, "// One output tile", std::string(kClusterRank) + "\n// One output tile");
+  replace_once(s, "__device__ __forceinline__ void tma_load_2d", std::string(kCluster) +
+                                                                  "__device__ __forceinline__ void tma_load_2d");
+  replace_all(s, "int t = blockIdx.x;", "int t = blockIdx.x / CM;");
+  replace_all(s, "t += gridDim.x", "t += gridDim.x / CM");
+  replace_once(s, "PINGPONG ? 128 : 256);", "8 * CM);");
+  replace_once(s, "  __syncthreads();\n  const int NO", "  cluster_sync();\n  const int NO");
+  replace_all(s, "mbar_arrive(empty + ", "release_stage(empty + ");
+  replace_once(s, "if (cw == 0 || tile.row0 + 64 < tile.row_end)",
+               "if ((cw == 0 && tile.row0 < tile.row_end) || tile.row0 + 64 < tile.row_end)");
+  s.insert(s.size() - 2, "  cluster_sync();\n");
+}
+
 std::string tma_source(const Config& c) {
   const bool kn = c.b_order == BOrder::KN;
   const bool glu = c.act == Act::Swiglu;
@@ -729,6 +824,7 @@ std::string tma_source(const Config& c) {
        "\n#define A_STAGE " + num(long(a_stage_bytes(c))) + "u\n#define B_STAGE " +
        num(long(b_stage_bytes(c))) + "u\n#define ACC " + num(c.tile_n / 2) + "\n#define PINGPONG " +
        (c.pingpong ? "1" : "0") + "\n#define OUT_N " + num(out_tile_n(c)) + "\n";
+  if (c.cluster_m > 1) s += "#define CM " + num(c.cluster_m) + "\n";
   if (c.scale == Scale::Block128) s += std::string("#define GLU ") + (glu ? "1" : "0") + "\n";
   s += kCommon;
   s += kHopper;
@@ -805,12 +901,8 @@ std::string tma_source(const Config& c) {
          "          tma_load_3d(sB + stage * B_STAGE + OUT_N * 128, &tma_b, kb * TILE_K,\n"
          "                      NO + tile.n0, tile.g, bar);\n";
   }
-  if (c.b_evict_first) {
-    const std::string from = "tma_load_3d(", to = "tma_load_3d_ef(";
-    for (size_t at = s.find(from, b_loads); at != std::string::npos;
-         at = s.find(from, at + to.size()))
-      s.replace(at, from.size(), to);
-  }
+  const size_t b_loads_end = s.size();
+  if (c.b_evict_first) replace_all(s, "tma_load_3d(", "tma_load_3d_ef(", b_loads);
   s += R"(          if (++stage == STAGES) {
             stage = 0;
             phase ^= 1;
@@ -820,6 +912,7 @@ std::string tma_source(const Config& c) {
     }
 )";
   tma_consumer_source(c, s);
+  if (c.cluster_m > 1) clusterise(c, s, b_loads, b_loads_end);
   return s;
 }
 
@@ -845,7 +938,12 @@ void validate(const Config& c) {
   auto bad = [&](const std::string& what) {
     fail(KJIT_ERROR_INVALID_ARGUMENT, "grouped GEMM configuration " + c.key() + ": " + what);
   };
-  if (c.cluster_m != 1 || c.cluster_n != 1) bad("only a 1x1 cluster is implemented");
+  if ((c.cluster_m != 1 && c.cluster_m != 2) || c.cluster_n != 1)
+    bad("the clusters offered are 1x1 and 2x1");
+  if (c.cluster_m == 2 && (c.path != Path::Tma || c.pingpong || c.tile_m != 128 ||
+                           c.scale == Scale::Block128 || c.b_evict_first))
+    bad("the 2x1 cluster is offered with the cooperative 128-row TMA tile, without block "
+        "scales or the evict-first hint");
   if (int(c.act) < 0 || int(c.act) > 4) bad("unknown activation");
   if (c.in != DType::Bf16 && c.in != DType::E4m3) bad("unknown input type");
   if (c.scale != Scale::None && c.scale != Scale::Row && c.scale != Scale::Block128)
@@ -906,6 +1004,9 @@ int out_tile_n(const Config& c) {
 
 Box b_box(const Config& c) {
   if (c.b_order == BOrder::KN) return {64, 64};
+  // A 2x1 cluster copies half of the tile's rows of N per CTA (the gated tile: one half each).
+  if (c.cluster_m > 1 && c.act != Act::Swiglu)
+    return {unsigned(c.tile_k), unsigned(c.tile_n / c.cluster_m)};
   return {unsigned(c.tile_k), unsigned(out_tile_n(c))};
 }
 

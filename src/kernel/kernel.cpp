@@ -410,6 +410,31 @@ int Kernel::occupancy(int block_size, size_t dynamic_shared) {
   return blocks;
 }
 
+int Kernel::max_active_clusters(unsigned cluster_x, int block_size, size_t dynamic_shared) {
+  if (block_size <= 0 || cluster_x == 0)
+    fail(KJIT_ERROR_INVALID_ARGUMENT, "block size and cluster size must be > 0");
+  if (!drv_->cuOccupancyMaxActiveClusters) return 0;
+  const Loaded& l = fresh();
+  cuda::ScopedContext scope(l.ctx);
+  CUlaunchAttribute attr = {};
+  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attr.value.clusterDim.x = cluster_x;
+  attr.value.clusterDim.y = 1;
+  attr.value.clusterDim.z = 1;
+  CUlaunchConfig c = {};
+  c.gridDimX = cluster_x;
+  c.gridDimY = c.gridDimZ = 1;
+  c.blockDimX = unsigned(block_size);
+  c.blockDimY = c.blockDimZ = 1;
+  c.sharedMemBytes = unsigned(dynamic_shared);
+  c.attrs = &attr;
+  c.numAttrs = 1;
+  int clusters = 0;
+  cuda::check(drv_->cuOccupancyMaxActiveClusters(&clusters, l.fn, &c),
+              "cuOccupancyMaxActiveClusters");
+  return clusters;
+}
+
 void Kernel::suggest_block_size(size_t dynamic_shared, int* min_grid, int* block_size) {
   const Loaded& l = fresh();
   cuda::ScopedContext scope(l.ctx);

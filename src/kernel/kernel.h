@@ -76,6 +76,10 @@ class Kernel {
   KernelAttributes attributes();
   void set_max_dynamic_shared(int bytes);
   int occupancy(int block_size, size_t dynamic_shared);
+  // Clusters of `cluster_x` x 1 x 1 blocks of `block_size` threads and `dynamic_shared`
+  // bytes that the device can run at once (cuOccupancyMaxActiveClusters); 0 when the driver
+  // lacks the query. Throws kjit::Error on a driver failure.
+  int max_active_clusters(unsigned cluster_x, int block_size, size_t dynamic_shared);
   void suggest_block_size(size_t dynamic_shared, int* min_grid, int* block_size);
 
   // Launches. `cfg` is a full-size struct, as the C shim copies it (struct_size is not

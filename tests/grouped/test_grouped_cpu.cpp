@@ -521,6 +521,22 @@ TEST(GroupedRender, SixtyFourRowTileAndEvictFirstHaveKeysAndSourcesOfTheirOwn) {
 
 TEST(GroupedRender, InvalidConfigurationsAreRefused) {
   Config c = tma(128, 6, BOrder::KN);
+  c.cluster_m = 3;
+  EXPECT_THROW(render(c), Error);
+  c.cluster_m = 1;
+  c.cluster_n = 2;
+  EXPECT_THROW(render(c), Error);
+  c = tma(128, 6, BOrder::KN);
+  c.cluster_m = 2;
+  c.pingpong = true;  // the cluster is the cooperative schedule's
+  EXPECT_THROW(render(c), Error);
+  c.pingpong = false;
+  c.tile_m = 64;
+  EXPECT_THROW(render(c), Error);
+  c.tile_m = 128;
+  c.b_evict_first = true;
+  EXPECT_THROW(render(c), Error);
+  c = simt("sm_80", BOrder::KN);
   c.cluster_m = 2;
   EXPECT_THROW(render(c), Error);
   c = tma(64, 4, BOrder::KN);
@@ -684,6 +700,46 @@ TEST_F(GroupedCompile, SixtyFourRowTileBuildsForSm90a) {
         << c.key();
     EXPECT_NE(ptx.find(".maxntid 256"), std::string::npos) << c.key();
     EXPECT_EQ(ptx.find(".L2::cache_hint") != std::string::npos, k.evict_first) << c.key();
+    EXPECT_EQ(out.entry->log.find("serializ"), std::string::npos) << out.entry->log;
+    expect_layout(c, out);
+  }
+}
+
+// The 2x1 cluster (cooperative tile): both B orders, plain and gated, both tile widths.
+// NVRTC builds it for sm_90a; B's copies are multicast, stages are released in both CTAs
+// (mapa and remote arrivals), the CTAs meet at a cluster barrier; its own key and source;
+// B's box is half the tile's rows of N for order NK (each CTA copies half).
+TEST_F(GroupedCompile, TwoCtaClusterBuildsForSm90a) {
+  struct Case {
+    int tile_n, stages;
+    BOrder order;
+    Act act;
+    unsigned box_outer;
+  };
+  const Case cases[] = {{256, 4, BOrder::NK, Act::None, 128},
+                        {128, 6, BOrder::NK, Act::Swiglu, 64},
+                        {256, 4, BOrder::KN, Act::None, 64},
+                        {256, 4, BOrder::KN, Act::Swiglu, 64}};
+  for (const Case& k : cases) {
+    Config c = tma(k.tile_n, k.stages, k.order);
+    c.act = k.act;
+    c.has_bias = k.act == Act::Swiglu;
+    c.vec_store = k.order == BOrder::NK;
+    const Config single = c;
+    c.cluster_m = 2;
+    EXPECT_NE(c.key(), single.key());
+    EXPECT_NE(c.key().find(" c2x1"), std::string::npos) << c.key();
+    EXPECT_NE(render(c), render(single));
+    EXPECT_EQ(b_box(c).outer, k.box_outer) << c.key();
+    EXPECT_EQ(b_box(c).inner, b_box(single).inner) << c.key();
+    const Outcome out = compile(c, KJIT_OUTPUT_PTX | KJIT_OUTPUT_CUBIN);
+    ASSERT_EQ(out.status, KJIT_OK) << c.key() << out.message << (out.entry ? out.entry->log : "");
+    EXPECT_FALSE(out.entry->cubin.empty());
+    const std::string ptx = out.entry->ptx.str();
+    EXPECT_NE(ptx.find(".multicast::cluster"), std::string::npos) << c.key();
+    EXPECT_NE(ptx.find("mapa.shared::cluster"), std::string::npos) << c.key();
+    EXPECT_NE(ptx.find("barrier.cluster.wait"), std::string::npos) << c.key();
+    EXPECT_NE(ptx.find("%cluster_ctarank"), std::string::npos) << c.key();
     EXPECT_EQ(out.entry->log.find("serializ"), std::string::npos) << out.entry->log;
     expect_layout(c, out);
   }

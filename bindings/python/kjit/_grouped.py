@@ -198,6 +198,9 @@ class GroupedGemm(Handle):
             configurations on its own arrays, keeps the fastest and persists it in the
             compiler's cache for later handles and processes (needs tile_n, stages and
             schedule 0 and portable_only off).
+        cluster_m: CTAs per thread-block cluster along the rows of the sm_90a kernel, 0
+            chosen per shape, 1, or 2 (two CTAs share each copy of B's tile: cooperative
+            schedule, 128-row tiles).
 
     Thread-safe: any number of threads may call one handle.
     """
@@ -206,7 +209,8 @@ class GroupedGemm(Handle):
 
     def __init__(self, compiler: Any = None, device: int = 0, *, tile_n: int = 0,
                  stages: int = 0, portable_only: bool = False, schedule: int = 0,
-                 check_offsets: bool = False, autotune: bool = False) -> None:
+                 check_offsets: bool = False, autotune: bool = False,
+                 cluster_m: int = 0) -> None:
         if compiler is None:
             from ._cache import Cache
             from ._compile import Compiler
@@ -221,6 +225,7 @@ class GroupedGemm(Handle):
         o.schedule = as_int(schedule, "schedule", 0, 2)
         o.check_offsets = as_bool(check_offsets, "check_offsets")
         o.autotune = as_bool(autotune, "autotune")
+        o.cluster_m = as_int(cluster_m, "cluster_m", 0, 2)
         h = ctypes.c_void_p()
         check(_lib.lib().kjit_grouped_gemm_create(_compiler_handle(compiler), d,
                                                   ctypes.byref(o), ctypes.byref(h)))

@@ -244,6 +244,7 @@ class GroupedGemmOptionsStruct(ctypes.Structure):
         ("schedule", c_int),
         ("check_offsets", c_int),  # 0.3
         ("autotune", c_int),  # 0.3
+        ("cluster_m", c_uint32),  # 0.3
     ]
 
 
