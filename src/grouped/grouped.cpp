@@ -246,6 +246,30 @@ bool tma_eligible(const Problem& p) {
          p.stride_b % e == 0;
 }
 
+namespace {
+
+// D suits a tensor map for the TMA store epilogue: a 16-byte aligned base and pitch.
+bool tma_store_fits(const Problem& p) {
+  return aligned(p.d, 16) && p.ldd % 8 == 0;
+}
+
+}  // namespace
+
+void choose_store(Config& c, const Problem& p) {
+  c.vec_store = c.tma_store = false;
+  if (c.path != Path::Tma) return;
+  // The 16-byte store epilogue for wide pingpong problems (H200, Mixtral w1/w3, N 28672:
+  // 594-599 -> 672-679 TFLOPS uniform, 529-553 -> 557-561 skewed); it measured slower on
+  // the narrower prefill shapes (DeepSeek-V3 w2, Qwen3 w1/w3: 5-6%) and on decode (the
+  // cooperative 128x256 tile: 3.61-3.91 -> 3.46-3.53 TB/s). bench/RESULTS.md.
+  c.vec_store = c.pingpong && p.n >= 16384 && c.scale != Scale::Block128;
+  // The cooperative schedule's epilogue stalls both consumers: stored through shared
+  // memory with TMA copies, they go on to the next tile while the copies run (H200:
+  // bench/RESULTS.md). Not for the decode tile (memory-bound) or D unfit for a tensor map.
+  c.tma_store = !c.pingpong && c.tile_m == 128 && tma_store_fits(p);
+  if (c.tma_store && shared_bytes(c) > kMaxShared) c.tma_store = false;
+}
+
 Config choose(const Problem& p, int cc, bool tma_available, const Options& o) {
   Config c;
   c.b_order = p.b_order;
@@ -264,18 +288,19 @@ Config choose(const Problem& p, int cc, bool tma_available, const Options& o) {
     // cooperative 128x256 when groups average fewer than 64 rows (decode: memory-bound, the
     // wide tile reads each weight tile once for more columns). bench/RESULTS.md.
     const bool decode = (long long)p.rows < 64ll * p.groups;
+    // fp8 prefill: the cooperative 128x128 tile with the TMA store epilogue where D takes a
+    // tensor map (H200, torch._scaled_grouped_mm shapes: 1.08-1.27x faster than pingpong
+    // on five, equal on the other two); its main loop takes half bf16's time, so the
+    // epilogue weighs twice as much. bench/RESULTS.md.
+    const bool fp8_coop = p.in == DType::E4m3 && !decode && o.tile_n == 0 &&
+                          o.schedule == KJIT_GROUPED_SCHEDULE_AUTO && tma_store_fits(p);
     c.pingpong = o.schedule == KJIT_GROUPED_SCHEDULE_PINGPONG ||
                  (o.schedule == KJIT_GROUPED_SCHEDULE_AUTO && !decode && o.tile_n != 256 &&
-                  o.cluster_m != 2);
-    c.tile_n = c.pingpong ? 128 : o.tile_n ? o.tile_n : (p.n <= 128 ? 128 : 256);
+                  o.cluster_m != 2 && !fp8_coop);
+    c.tile_n = c.pingpong || fp8_coop ? 128 : o.tile_n ? o.tile_n : (p.n <= 128 ? 128 : 256);
     // fp8 pingpong: 5 stages (H200, torch._scaled_grouped_mm shapes: 2-6% faster than 6).
     const int narrow = p.in == DType::E4m3 && c.pingpong ? 5 : 6;
     c.stages = o.stages ? o.stages : (c.tile_n == 256 ? 4 : narrow);
-    // The 16-byte store epilogue for wide pingpong problems (H200, Mixtral w1/w3, N 28672:
-    // 594-599 -> 672-679 TFLOPS uniform, 529-553 -> 557-561 skewed); it measured slower on
-    // the narrower prefill shapes (DeepSeek-V3 w2, Qwen3 w1/w3: 5-6%) and on decode (the
-    // cooperative 128x256 tile: 3.61-3.91 -> 3.46-3.53 TB/s). bench/RESULTS.md.
-    c.vec_store = c.pingpong && p.n >= 16384;
     // Decode with the schedule left to the heuristic: the 64-row tile, one consumer
     // warpgroup, so a stage holds 64 rows of A, not 128, and the ring one stage more; B's
     // copies evict-first (the weights are read once). H200, 128 experts x 4 rows: 3.96 ->
@@ -294,13 +319,13 @@ Config choose(const Problem& p, int cc, bool tma_available, const Options& o) {
       c.stages = o.stages ? o.stages : (c.tile_n == 256 ? 4 : 6);
     }
     if (p.scale == Scale::Block128) {
-      c.vec_store = false;
       // The main accumulator beside the wgmma one: one 64x128 half per consumer, the
       // cooperative 128x128 tile whatever the options ask.
       c.pingpong = false;
       c.tile_n = 128;
       c.stages = o.stages ? o.stages : 6;
     }
+    choose_store(c, p);
   } else {
     c.path = Path::Simt;
     c.target = "sm_" + std::to_string(cc);
@@ -414,7 +439,9 @@ Config GroupedGemm::config_for(const Problem& p) {
   const Config heuristic = choose(p, cc_, tma_, opts_);
   if (!opts_.automatic() || heuristic.path != Path::Tma) return heuristic;
   std::optional<Config> tuned = tuned_plan(make_key(p, dev_), heuristic);
-  return tuned ? *tuned : heuristic;
+  if (!tuned) return heuristic;
+  choose_store(*tuned, p);  // the store form follows the tuned schedule
+  return *tuned;
 }
 
 GroupedGemm::Loaded& GroupedGemm::kernel(const Config& c) {
@@ -468,6 +495,7 @@ void GroupedGemm::run(const Problem& p, void* stream) {
       c = *tuned;
     else if (opts_.autotune)
       c = autotune(p, key, heuristic, stream);
+    choose_store(c, p);  // the store form follows the tuned schedule
   }
   launch(p, c, kernel(c), stream);
 }
@@ -540,11 +568,27 @@ void GroupedGemm::launch(const Problem& p, const Config& c, const Loaded& loaded
                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
                 "cuTensorMapEncodeTiled (grouped GEMM, B)");
   }
-  void* args[2 + sizeof(common) / sizeof(common[0])];
+  CUtensorMap map_d;
+  size_t maps = 2;
+  void* args[3 + sizeof(common) / sizeof(common[0])];
   args[0] = &map_a;
   args[1] = &map_b;
-  for (size_t i = 0; i < kCommon; ++i) args[2 + i] = common[i];
-  k.launch(cfg, args, 2 + kCommon);
+  if (c.tma_store) {
+    // D's columns (N, or N / 2 gated) by its rows, 64 x 64 pieces; the copies never write
+    // past either bound.
+    const cuuint64_t dims[2] = {cuuint64_t(p.act == Act::Swiglu ? p.n / 2 : p.n),
+                                cuuint64_t(p.rows)};
+    const cuuint64_t strides[1] = {cuuint64_t(p.ldd) * 2};
+    const cuuint32_t box[2] = {64, 64};
+    cuda::check(drv.cuTensorMapEncodeTiled(
+                    &map_d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, p.d, dims, strides, box, ones,
+                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                    CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                "cuTensorMapEncodeTiled (grouped GEMM, D)");
+    args[maps++] = &map_d;
+  }
+  for (size_t i = 0; i < kCommon; ++i) args[maps + i] = common[i];
+  k.launch(cfg, args, maps + kCommon);
 }
 
 namespace {
@@ -577,7 +621,8 @@ Config GroupedGemm::autotune(const Problem& p, const PlanKey& key, const Config&
     auto it = plans_.find(key);
     if (it != plans_.end() && it->second) return apply(heuristic, *it->second);
   }
-  const std::vector<Config> cands = candidates(heuristic, dev_);
+  std::vector<Config> cands = candidates(heuristic, dev_);
+  for (Config& c : cands) choose_store(c, p);
   // Compile (or hit) every candidate side by side; one that fails is left out.
   std::vector<Loaded*> kernels(cands.size(), nullptr);
   std::vector<std::string> errors(cands.size());

@@ -89,6 +89,9 @@ bool tma_eligible(const Problem& p);
 // The configuration for `p` on a device of compute capability `cc` (e.g. 90), with
 // `tma_available` telling whether the driver can encode tensor maps.
 Config choose(const Problem& p, int cc, bool tma_available, const Options& o);
+// Sets the store form of `c`'s epilogue (vec_store, tma_store) from its schedule, tile and
+// D's alignment; choose() calls it, and so does a tuned or candidate configuration.
+void choose_store(Config& c, const Problem& p);
 
 // The options a configuration's source is compiled with (its target, a program name).
 CompileOptions compile_options(const Config& c);

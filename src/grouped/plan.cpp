@@ -135,12 +135,15 @@ std::vector<Config> candidates(const Config& chosen, const DeviceInfo& dev) {
   static const Shape kShapes[] = {{256, 3, false}, {256, 4, false}, {128, 4, false},
                                   {128, 6, false}, {128, 5, true},  {128, 6, true},
                                   {128, 7, true}};
+  // The store form is the caller's to choose for each (it follows the schedule and D).
+  Config plain = chosen;
+  plain.vec_store = plain.tma_store = false;
   for (const Shape& s : kShapes) {
-    Config c = chosen;
+    Config c = plain;
     c.tile_n = s.tile_n;
     c.stages = s.stages;
     c.pingpong = s.pingpong;
-    if (c == chosen) continue;
+    if (c == plain) continue;
     if (dev.max_shared && shared_bytes(c) > dev.max_shared) continue;
     try {
       validate(c);

@@ -7,8 +7,6 @@
 namespace kjit::grouped {
 namespace {
 
-constexpr size_t kMaxShared = 232448;  // 227 KiB: the opt-in limit per block on sm_90
-
 const char* act_name(Act a) {
   switch (a) {
     case Act::None:
@@ -441,6 +439,33 @@ __device__ __forceinline__ void tma_load_3d_mc(u32 dst, const TmaDesc* map, int 
 }
 )";
 
+// The TMA store epilogue's pieces (PTX ISA 8.0: cp.async.bulk.tensor shared::cta to global
+// in bulk groups; a proxy fence makes the threads' shared-memory writes visible to it).
+const char* kTmaStore = R"(__device__ __forceinline__ void wg_sync(u32 id) {
+  asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory");
+}
+__device__ __forceinline__ void st_shared_u32(u32 addr, u32 v) {
+  asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+// Each writing thread's shared-memory stores made visible to the copies (before the sync).
+__device__ __forceinline__ void fence_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+__device__ __forceinline__ void tma_store_2d(const TmaDesc* map, u32 src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+                   (u64)map),
+               "r"(src), "r"(c0), "r"(c1)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+__device__ __forceinline__ void bulk_wait_read1() {
+  asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+}
+__device__ __forceinline__ void bulk_wait0() {
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+)";
+
 // B's copies with an L2 evict-first policy (the weights are read once per call; A, read by
 // every tile of its rows, and D keep the cache).
 const char* kEvictFirst =
@@ -479,6 +504,12 @@ std::string wgmma_source(int n, bool trans_b, bool e4m3) {
   }
   s += "\n      : \"l\"(da), \"l\"(db), \"r\"(scale_d));\n}\n";
   return s;
+}
+
+// The TMA store epilogue's buffers: two 64 x 64 bf16 pieces per consumer warpgroup.
+size_t staging_bytes(const Config& c) {
+  if (!c.tma_store) return 0;
+  return size_t(c.tile_m == 64 ? 1 : 2) * 2 * 8192;
 }
 
 size_t a_stage_bytes(const Config& c) {
@@ -687,6 +718,76 @@ void tma_pair_store_epilogue(const Config& c, std::string& s) {
 )";
 }
 
+// The TMA kernel's epilogue through shared memory (tma_store): per 64-row half of the tile
+// that holds rows of the group only, 64-column pieces are written to one of the consumer's
+// two 8 KB buffers in the 128-byte swizzled layout (16-byte unit u of row r at unit
+// u ^ (r & 7): a warp's 4-byte writes fall in 32 banks) and stored by the warpgroup's first
+// thread with one bulk tensor copy, which reads the buffer while the consumers go on; before
+// a buffer is written again, the copy that read it (two pieces earlier) has read it. Halves
+// with rows past the group's end (they belong to the next group) are stored from registers.
+void tma_async_store_epilogue(const Config& c, std::string& s) {
+  s += R"(      const int col_base = tile.n0 + (lane & 3) * 2;
+      const bool lead = (threadIdx.x & 127) == 0;
+#pragma unroll
+      for (int hf = 0; hf < HALVES; ++hf) {
+        const int half_row0 = tile.row0 + (PINGPONG ? hf : cw) * 64;
+        const int row_base = half_row0 + warp * 16 + (lane >> 2);
+        if (half_row0 + 64 <= tile.row_end) {
+#pragma unroll
+          for (int q = 0; q < OUT_N / 64; ++q, ++pieces) {
+            const u32 buf = stg + cw * 16384 + (pieces & 1u) * 8192;
+            if (lead) bulk_wait_read1();
+            wg_sync(1 + cw);
+#pragma unroll
+            for (int jj = 0; jj < 8; ++jj) {
+              const int j = 8 * q + jj;
+#pragma unroll
+              for (int h = 0; h < 2; ++h) {
+                const int row = row_base + 8 * h, col = col_base + 8 * j;
+)";
+  s += scale_setup(c, "                ");
+  s += R"(                float v0 = acc[hf * ACC + 4 * j + 2 * h], v1 = acc[hf * ACC + 4 * j + 2 * h + 1];
+)";
+  s += glu_partners(c, "                ");
+  s += "                if (col < NO) v0 = " + epilogue_call(c, "v0", "u0", "col") + ";\n";
+  s += "                if (col + 1 < NO) v1 = " + epilogue_call(c, "v1", "u1", "col + 1") +
+       ";\n";
+  s += R"(                const int r = row - half_row0;
+                st_shared_u32(buf + r * 128 + ((jj ^ (r & 7)) << 4) + (lane & 3) * 4,
+                              pack_bf16x2(v0, v1));
+              }
+            }
+            fence_async_shared();
+            wg_sync(1 + cw);
+            if (lead) tma_store_2d(&tma_d, buf, tile.n0 + 64 * q, half_row0);
+          }
+          continue;
+        }
+#pragma unroll
+        for (int j = 0; j < OUT_N / 8; ++j) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = row_base + 8 * h, col = col_base + 8 * j;
+            if (row >= tile.row_end) continue;
+)";
+  s += scale_setup(c, "            ");
+  s += R"(            float v0 = acc[hf * ACC + 4 * j + 2 * h], v1 = acc[hf * ACC + 4 * j + 2 * h + 1];
+)";
+  s += glu_partners(c, "            ");
+  s += "            if (col < NO) v0 = " + epilogue_call(c, "v0", "u0", "col") + ";\n";
+  s += "            if (col + 1 < NO) v1 = " + epilogue_call(c, "v1", "u1", "col + 1") + ";\n";
+  s += R"(            store_pair(D, ldd, row, col, NO, v0, v1, pairs);
+          }
+        }
+      }
+    }
+    // The buffers must stay until the last copies have read them.
+    if ((threadIdx.x & 127) == 0) bulk_wait0();
+  }
+}
+)";
+}
+
 // The consumer warpgroups of the TMA kernel: main loop (wgmma from the stages) and epilogue.
 void tma_consumer_source(const Config& c, std::string& s) {
   const bool kn = c.b_order == BOrder::KN;
@@ -708,7 +809,9 @@ void tma_consumer_source(const Config& c, std::string& s) {
     int done = 0;  // k-blocks of earlier tiles of this CTA (both consumers')
     int ti = 0;
     int turns = 0;  // main loops this consumer ran
-    for (int t = blockIdx.x; sched.next(t, tile); t += gridDim.x, ++ti) {
+)";
+  if (c.tma_store) s += "    u32 pieces = 0;  // 64-column pieces of D this consumer staged\n";
+  s += R"(    for (int t = blockIdx.x; sched.next(t, tile); t += gridDim.x, ++ti) {
       if (PINGPONG && (ti & 1) != cw) {
         done += k_blocks;
         continue;
@@ -751,6 +854,10 @@ void tma_consumer_source(const Config& c, std::string& s) {
         ++turns;
       }
 )";
+  if (c.tma_store) {
+    tma_async_store_epilogue(c, s);
+    return;
+  }
   if (c.vec_store) {
     tma_vec_store_epilogue(c, s);
     return;
@@ -829,11 +936,13 @@ std::string tma_source(const Config& c) {
   s += kCommon;
   s += kHopper;
   if (c.b_evict_first) s += kEvictFirst;
+  if (c.tma_store) s += kTmaStore;
   s += epilogue_source(c);
   s += wgmma_source(c.tile_n, kn, fp8(c));
   s += "extern \"C\" __global__ void __launch_bounds__(" + num(threads(c)) +
        ", 1) kjit_grouped_gemm(\n"
        "    const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b,\n    ";
+  if (c.tma_store) s += "const __grid_constant__ TmaDesc tma_d,\n    ";
   s += params_common(c);
   s += ") {\n";
   s += R"(  extern __shared__ unsigned char smem_raw[];
@@ -912,7 +1021,11 @@ std::string tma_source(const Config& c) {
     }
 )";
   tma_consumer_source(c, s);
-  if (c.cluster_m > 1) clusterise(c, s, b_loads, b_loads_end);
+  if (c.cluster_m > 1) clusterise(c, s, b_loads, b_loads_end);  // first: it edits at b_loads
+  if (c.tma_store)
+    replace_once(s, "  const u32 full = sB + STAGES * B_STAGE;",
+                 "  const u32 stg = sB + STAGES * B_STAGE;  // D's staging: 2 x 8 KB per consumer\n"
+                 "  const u32 full = stg + " + num(long(staging_bytes(c))) + "u;");
   return s;
 }
 
@@ -921,7 +1034,7 @@ std::string tma_source(const Config& c) {
 std::string Config::key() const {
   std::string k = "grouped-v1 " + target + (path == Path::Tma ? " tma " : " simt ") + num(tile_m) +
                   "x" + num(tile_n) + "x" + num(tile_k) + " s" + num(stages) +
-                  (pingpong ? " pp" : "") + (vec_store ? " st=v16" : "") +
+                  (pingpong ? " pp" : "") + (vec_store ? " st=v16" : "") + (tma_store ? " st=tma" : "") +
                   (b_evict_first ? " l2b=ef" : "") + " c" + num(cluster_m) + "x" + num(cluster_n) +
                   (b_order == BOrder::KN ? " b=kn" : " b=nk");
   if (in == DType::E4m3) k += " in=e4m3";
@@ -953,6 +1066,8 @@ void validate(const Config& c) {
   if (c.scale != Scale::None && c.in != DType::E4m3) bad("scales are offered with fp8 inputs");
   if (c.vec_store && c.path != Path::Tma) bad("the 16-byte store epilogue is for the TMA kernel");
   if (c.b_evict_first && c.path != Path::Tma) bad("the L2 evict-first hint is for the TMA kernel");
+  if (c.tma_store && c.path != Path::Tma) bad("the TMA store epilogue is for the TMA kernel");
+  if (c.tma_store && c.vec_store) bad("one store epilogue: TMA stores or 16-byte stores");
   if (c.vec_store && c.scale == Scale::Block128)
     bad("the 16-byte store epilogue is not offered with block scales");
   if (c.path == Path::Tma) {
@@ -993,9 +1108,10 @@ int threads(const Config& c) {
 
 size_t shared_bytes(const Config& c) {
   if (c.path != Path::Tma) return 0;
-  // The stages, their mbarriers and two more, and room to align the start to 1024 bytes.
-  return size_t(c.stages) * (a_stage_bytes(c) + b_stage_bytes(c)) + size_t(c.stages) * 16 + 16 +
-         1024;
+  // The stages, D's staging buffers, the stages' mbarriers and two more, and room to align
+  // the start to 1024 bytes.
+  return size_t(c.stages) * (a_stage_bytes(c) + b_stage_bytes(c)) + staging_bytes(c) +
+         size_t(c.stages) * 16 + 16 + 1024;
 }
 
 int out_tile_n(const Config& c) {
@@ -1019,6 +1135,7 @@ std::vector<Param> params(const Config& c) {
   if (c.path == Path::Tma) {
     p.push_back({"tma_a", 128, 64});
     p.push_back({"tma_b", 128, 64});
+    if (c.tma_store) p.push_back({"tma_d", 128, 64});
   }
   for (const char* name : {"A", "B", "offs", "D", "C", "bias"}) p.push_back({name, 8, 8});
   for (const char* name : {"lda", "ldb", "stride_b", "ldc", "ldd", "stride_bias"})

@@ -53,6 +53,13 @@ struct Config {
   // store (a warp's store covers 64 contiguous bytes of 8 rows), where D's pitch and base
   // allow it; false: each lane writes its column pairs (4-byte stores). Key: " st=v16".
   bool vec_store = false;
+  // Tma only. True: each consumer warpgroup writes its 64 rows of the tile into shared memory
+  // (64-column pieces in the 128-byte swizzled layout, two buffers per warpgroup) and one
+  // thread stores each piece with a TMA bulk tensor copy (a third tensor map, D's), which
+  // runs while the consumers go on to the next tile; a half that is not all rows of the
+  // group (its last tile) is stored from registers. Needs D 16-byte aligned with a pitch
+  // of a multiple of 8 elements. Key: " st=tma".
+  bool tma_store = false;
   // Tma only. True: B's TMA copies carry an L2 evict-first cache policy (the weights are
   // streamed once per call; A and D keep the cache). Key: " l2b=ef".
   bool b_evict_first = false;
@@ -74,6 +81,9 @@ struct Config {
   std::string key() const;
 };
 
+// Shared memory a block may have on sm_90 (227 KiB, the opt-in limit).
+constexpr size_t kMaxShared = 232448;
+
 // The entry point's name in every rendered source.
 constexpr const char* kKernelName = "kjit_grouped_gemm";
 
@@ -89,8 +99,8 @@ int threads(const Config& c);          // threads per block
 size_t shared_bytes(const Config& c);  // dynamic shared memory per block
 
 // The kernel's parameters as (name, size in bytes, alignment), in order. The TMA kernel
-// starts with the two 128-byte tensor maps (A, then B); a scaled configuration ends with
-// the scale_a and scale_b pointers.
+// starts with the 128-byte tensor maps (A, then B, then D's with tma_store); a scaled
+// configuration ends with the scale_a and scale_b pointers.
 struct Param {
   const char* name;
   size_t size;

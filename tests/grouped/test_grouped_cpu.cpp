@@ -315,7 +315,8 @@ TEST(GroupedChoose, TmaOnHopperWhenAligned) {
     Options coop;
     coop.schedule = KJIT_GROUPED_SCHEDULE_COOPERATIVE;
     const Config old = choose(p, 90, true, coop);
-    EXPECT_EQ(old.key(), "grouped-v1 sm_90a tma 128x256x64 s4 c1x1 b=nk epi=alpha");
+    EXPECT_EQ(old.key(), "grouped-v1 sm_90a tma 128x256x64 s4 st=tma c1x1 b=nk epi=alpha");
+    EXPECT_TRUE(old.tma_store);  // D 16-byte aligned, pitch a multiple of 8
     EXPECT_FALSE(old.b_evict_first);
     EXPECT_EQ(threads(old), 384);
   }
@@ -342,6 +343,29 @@ TEST(GroupedChoose, TmaOnHopperWhenAligned) {
   EXPECT_TRUE(c.vec_store);
   EXPECT_EQ(c.key(), "grouped-v1 sm_90a tma 128x128x64 s6 pp st=v16 c1x1 b=nk epi=alpha");
   EXPECT_FALSE(choose(p, 90, true, coop).vec_store);
+  EXPECT_TRUE(choose(p, 90, true, coop).tma_store);
+  {
+    // D at an 8-byte boundary, or a pitch not a multiple of 8: stores from registers.
+    const Problem odd =
+        grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3008), nullptr);
+    EXPECT_FALSE(choose(odd, 90, true, coop).tma_store);
+    kjit_grouped_gemm_desc pitched = d;
+    pitched.ldd = d.n + 4;
+    const Problem padded = grouped::check(pitched, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr,
+                                          ptr(0x3000), nullptr);
+    EXPECT_FALSE(choose(padded, 90, true, coop).tma_store);
+    pitched.ldd = d.n + 8;
+    const Problem padded8 = grouped::check(pitched, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr,
+                                           ptr(0x3000), nullptr);
+    EXPECT_TRUE(choose(padded8, 90, true, coop).tma_store);
+    // A tuned pingpong configuration takes the pingpong store form.
+    Config tuned = choose(p, 90, true, coop);
+    tuned.pingpong = true;
+    tuned.tile_n = 128;
+    choose_store(tuned, p);
+    EXPECT_FALSE(tuned.tma_store);
+    EXPECT_TRUE(tuned.vec_store);
+  }
   d.rows = 4;  // decode
   p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
   EXPECT_FALSE(choose(p, 90, true, Options()).vec_store);
@@ -743,6 +767,61 @@ TEST_F(GroupedCompile, TwoCtaClusterBuildsForSm90a) {
     EXPECT_EQ(out.entry->log.find("serializ"), std::string::npos) << out.entry->log;
     expect_layout(c, out);
   }
+}
+
+// The TMA store epilogue: both schedules, both widths, plain with every piece and gated,
+// with the 2x1 cluster; NVRTC builds it for sm_90a with D's tensor map as the third
+// parameter, bulk tensor stores, named barriers and the proxy fence; its own key and
+// source; the staging buffers count in the shared memory; no wgmma serialised.
+TEST_F(GroupedCompile, TmaStoreEpilogueBuildsForSm90a) {
+  struct Case {
+    int tile_n, stages;
+    bool pingpong;
+    BOrder order;
+    Act act;
+    int cluster_m;
+  };
+  const Case cases[] = {{256, 4, false, BOrder::NK, Act::None, 1},
+                        {128, 6, false, BOrder::KN, Act::Swiglu, 1},
+                        {128, 6, true, BOrder::NK, Act::Gelu, 1},
+                        {256, 4, false, BOrder::NK, Act::Silu, 2}};
+  for (const Case& k : cases) {
+    Config c = tma(k.tile_n, k.stages, k.order);
+    c.pingpong = k.pingpong;
+    c.act = k.act;
+    c.has_c = c.has_bias = k.act != Act::None;
+    c.cluster_m = k.cluster_m;
+    const Config plain = c;
+    c.tma_store = true;
+    EXPECT_NE(c.key(), plain.key());
+    EXPECT_NE(c.key().find(" st=tma"), std::string::npos) << c.key();
+    EXPECT_NE(render(c), render(plain));
+    EXPECT_EQ(shared_bytes(c), shared_bytes(plain) + 32768) << c.key();
+    EXPECT_LE(shared_bytes(c), kMaxShared) << c.key();
+    ASSERT_EQ(params(c).size(), params(plain).size() + 1);
+    EXPECT_STREQ(params(c)[2].name, "tma_d");
+    const Outcome out = compile(c, KJIT_OUTPUT_PTX | KJIT_OUTPUT_CUBIN);
+    ASSERT_EQ(out.status, KJIT_OK) << c.key() << out.message << (out.entry ? out.entry->log : "");
+    EXPECT_FALSE(out.entry->cubin.empty());
+    const std::string ptx = out.entry->ptx.str();
+    EXPECT_NE(ptx.find("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"), std::string::npos)
+        << c.key();
+    EXPECT_NE(ptx.find("cp.async.bulk.wait_group.read 1"), std::string::npos) << c.key();
+    EXPECT_NE(ptx.find("fence.proxy.async.shared::cta"), std::string::npos) << c.key();
+    EXPECT_NE(ptx.find("bar.sync"), std::string::npos) << c.key();
+    EXPECT_EQ(out.entry->log.find("serializ"), std::string::npos) << out.entry->log;
+    expect_layout(c, out);
+  }
+  Config both = tma(256, 4, BOrder::NK);
+  both.tma_store = both.vec_store = true;
+  EXPECT_THROW(render(both), Error);
+  Config portable = simt("sm_80", BOrder::KN);
+  portable.tma_store = true;
+  EXPECT_THROW(render(portable), Error);
+  Config deep = tma(256, 4, BOrder::NK);
+  deep.stages = 5;  // 5 x 48 KiB and the buffers do not fit
+  deep.tma_store = true;
+  EXPECT_THROW(render(deep), Error);
 }
 
 TEST_F(GroupedCompile, SwigluKernelsBuildForSm90aAndSm80) {

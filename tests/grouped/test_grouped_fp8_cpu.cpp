@@ -279,6 +279,32 @@ TEST(GroupedFp8Choose, TmaForOrderNkPortableOtherwise) {
   }
 }
 
+// fp8 prefill takes the cooperative 128x128 tile with the TMA store epilogue where D suits
+// a tensor map; pingpong (5 stages) where it does not, or when the options ask for it.
+TEST(GroupedFp8Choose, PrefillTakesTheCooperativeTileWithTmaStores) {
+  kjit_grouped_gemm_desc d = fp8_desc();
+  d.rows = 100000;
+  Config c = choose(problem(d), 90, true, Options());
+  EXPECT_NE(c.key().find("tma 128x128x128 s6 st=tma c1x1 b=nk in=e4m3 scale=row"),
+            std::string::npos)
+      << c.key();
+  validate(c);
+  const Problem odd = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3008),
+                                     nullptr, true, [] {
+                                       Scales s;
+                                       s.check = true;
+                                       s.a = fptr(0x5000);
+                                       s.b = fptr(0x6000);
+                                       return s;
+                                     }());
+  c = choose(odd, 90, true, Options());  // D 8-byte aligned: no tensor map for it
+  EXPECT_NE(c.key().find("tma 128x128x128 s5 pp c1x1"), std::string::npos) << c.key();
+  Options pp;
+  pp.schedule = KJIT_GROUPED_SCHEDULE_PINGPONG;
+  c = choose(problem(d), 90, true, pp);
+  EXPECT_NE(c.key().find("tma 128x128x128 s5 pp c1x1"), std::string::npos) << c.key();
+}
+
 TEST(GroupedFp8Choose, BlockScalesTakeTheCooperative128Tile) {
   kjit_grouped_gemm_desc d = fp8_desc();
   d.scale_mode = KJIT_GROUPED_SCALE_BLOCK128;
@@ -290,7 +316,8 @@ TEST(GroupedFp8Choose, BlockScalesTakeTheCooperative128Tile) {
     EXPECT_EQ(c.path, Path::Tma);
     EXPECT_FALSE(c.pingpong);
     EXPECT_EQ(c.tile_n, 128);
-    EXPECT_NE(c.key().find("128x128x128 s6 c1x1 b=nk in=e4m3 scale=block128"), std::string::npos)
+    EXPECT_NE(c.key().find("128x128x128 s6 st=tma c1x1 b=nk in=e4m3 scale=block128"),
+              std::string::npos)
         << c.key();
     validate(c);
   }
