@@ -134,6 +134,9 @@ type GroupedOptions struct {
 	TileN, Stages uint32 // sm_90a kernel: tile width 128 or 256, pipeline stages 2..8
 	PortableOnly  bool   // the portable kernel even on sm_90
 	Schedule      int32  // GroupedSchedule*
+	// ClusterM: CTAs per thread-block cluster along the rows of the sm_90a kernel, 0
+	// (chosen), 1 or 2 (two CTAs share each copy of B's tile; the cooperative schedule).
+	ClusterM uint32
 }
 
 // GroupedGemm is a grouped-GEMM handle on one device; its kernels compile through the
@@ -159,6 +162,7 @@ func NewGroupedGemm(compiler *Compiler, device int, opts *GroupedOptions) (*Grou
 		o.tile_n, o.stages = C.uint32_t(opts.TileN), C.uint32_t(opts.Stages)
 		o.portable_only = cBool(opts.PortableOnly)
 		o.schedule = C.int(opts.Schedule)
+		o.cluster_m = C.uint32_t(opts.ClusterM)
 	}
 	var h *C.kjit_grouped_gemm
 	err := call(func() C.kjit_status {

@@ -1316,19 +1316,22 @@ function grouped_check(desc::LibKJit.kjit_grouped_gemm_desc, A, B, offs, C, D, b
 end
 
 # kjit_grouped_gemm_options: the library's struct size, the given fields.
-function _grouped_options(tile_n, stages, portable_only, schedule, check_offsets, autotune)
+function _grouped_options(tile_n, stages, portable_only, schedule, check_offsets, autotune,
+                          cluster_m=0)
     T = LibKJit.kjit_grouped_gemm_options
     o = _library_init(LibKJit.kjit_grouped_gemm_options_init_sized, T)
     return T(o.struct_size, UInt32(tile_n), UInt32(stages), Cint(portable_only), Cint(schedule),
-             Cint(check_offsets), Cint(autotune))
+             Cint(check_offsets), Cint(autotune), UInt32(cluster_m))
 end
 
 """
     GroupedGemm(compiler; device=0, tile_n=0, stages=0, portable_only=false, schedule=0,
-                check_offsets=false, autotune=false)
+                check_offsets=false, autotune=false, cluster_m=0)
 
 A grouped GEMM handle for `device`: its kernels are rendered per configuration and compiled
-through `compiler` (and its cache). Safe to share between tasks and threads; `close` frees it.
+through `compiler` (and its cache). `cluster_m` 2 runs the sm_90a kernel in clusters of two
+CTAs that share each copy of B's tile (0: chosen per shape). Safe to share between tasks and
+threads; `close` frees it.
 """
 mutable struct GroupedGemm
     handle::Ptr{Cvoid}
@@ -1336,9 +1339,11 @@ mutable struct GroupedGemm
 
     function GroupedGemm(compiler::Compiler; device::Integer=0, tile_n::Integer=0,
                          stages::Integer=0, portable_only::Bool=false, schedule::Integer=0,
-                         check_offsets::Bool=false, autotune::Bool=false)
+                         check_offsets::Bool=false, autotune::Bool=false,
+                         cluster_m::Integer=0)
         compiler.handle == C_NULL && throw(_closed("compiler"))
-        o = _grouped_options(tile_n, stages, portable_only, schedule, check_offsets, autotune)
+        o = _grouped_options(tile_n, stages, portable_only, schedule, check_offsets, autotune,
+                             cluster_m)
         out = Ref{Ptr{Cvoid}}(C_NULL)
         check(LibKJit.kjit_grouped_gemm_create(compiler, device, Ref(o), out))
         return finalizer(close, new(out[], compiler))

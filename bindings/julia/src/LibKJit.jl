@@ -261,6 +261,7 @@ struct kjit_grouped_gemm_options
     schedule::Cint
     check_offsets::Cint
     autotune::Cint
+    cluster_m::UInt32
 end
 
 # ---- common.h --------------------------------------------------------------

@@ -39,6 +39,9 @@ pub struct GroupedOptions {
     /// Tune the first call of each shape class on its own buffers and persist the fastest
     /// configuration in the compiler's cache (since 0.3).
     pub autotune: bool,
+    /// CTAs per thread-block cluster along the rows of the sm_90a kernel: 0 (chosen), 1
+    /// or 2 (two CTAs share each copy of B's tile; the cooperative schedule) (since 0.3).
+    pub cluster_m: u32,
 }
 
 impl GroupedOptions {
@@ -51,6 +54,7 @@ impl GroupedOptions {
             schedule: self.schedule,
             check_offsets: self.check_offsets as c_int,
             autotune: self.autotune as c_int,
+            cluster_m: self.cluster_m,
         }
     }
 }

@@ -394,6 +394,8 @@ pub struct kjit_grouped_gemm_options {
     pub check_offsets: c_int,
     /// Since 0.3.
     pub autotune: c_int,
+    /// Since 0.3.
+    pub cluster_m: u32,
 }
 
 #[repr(C)]

@@ -68,6 +68,7 @@ fn rust_layouts() -> BTreeMap<String, Layout> {
         }),
         rust_layout!(kjit_grouped_gemm_options {
             struct_size, tile_n, stages, portable_only, schedule, check_offsets, autotune,
+            cluster_m,
         }),
         rust_layout!(kjit_kernel_attributes {
             struct_size, num_regs, static_shared_bytes, const_bytes, local_bytes,
