@@ -173,9 +173,10 @@ KJIT_EXPORT kjit_status kjit_grouped_gemm_desc_init_sized(kjit_grouped_gemm_desc
 
 /** Schedules of the sm_90a kernel. */
 typedef enum kjit_grouped_schedule {
-  /** Chosen per shape: pingpong for groups of 64 rows or more on average; for fewer
-   *  (decode) with bf16 inputs, a 64 x 256 tile (64 x 128 with tile_n 128) owned by one
-   *  consumer warpgroup. */
+  /** Chosen per shape: for groups of 64 rows or more on average, cooperative with the
+   *  TMA store epilogue for fp8 and for bf16 with n <= 2048 (where D's base and pitch are
+   *  16-byte aligned), else pingpong; for fewer (decode) with bf16 inputs, a 64 x 256
+   *  tile (64 x 128 with tile_n 128) owned by one consumer warpgroup. */
   KJIT_GROUPED_SCHEDULE_AUTO = 0,
   /** Both consumer warpgroups share each tile (64 rows each); tiles 128x128 or 128x256. */
   KJIT_GROUPED_SCHEDULE_COOPERATIVE = 1,

@@ -284,7 +284,8 @@ Config choose(const Problem& p, int cc, bool tma_available, const Options& o) {
     c.tile_m = 128;
     c.tile_k = p.in == DType::E4m3 ? 128 : 64;  // 128 bytes of K per row either way
     // Pingpong for prefill-like problems (its epilogue overlaps the other consumer's main
-    // loop: 1.03-1.28x torch._grouped_mm on H200 where cooperative 128x256 gave 0.87-1.12x);
+    // loop: 1.03-1.28x torch._grouped_mm on H200 where cooperative 128x256 with the epilogue
+    // from registers gave 0.87-1.12x);
     // cooperative 128x256 when groups average fewer than 64 rows (decode: memory-bound, the
     // wide tile reads each weight tile once for more columns). bench/RESULTS.md.
     const bool decode = (long long)p.rows < 64ll * p.groups;
@@ -292,11 +293,15 @@ Config choose(const Problem& p, int cc, bool tma_available, const Options& o) {
     // tensor map (H200, torch._scaled_grouped_mm shapes: 1.08-1.27x faster than pingpong
     // on five, equal on the other two); its main loop takes half bf16's time, so the
     // epilogue weighs twice as much. bench/RESULTS.md.
-    const bool fp8_coop = p.in == DType::E4m3 && !decode && o.tile_n == 0 &&
-                          o.schedule == KJIT_GROUPED_SCHEDULE_AUTO && tma_store_fits(p);
+    // bf16 prefill with narrow weights (N <= 2048): the cooperative 128x256 tile with it too
+    // (H200, Qwen3-30B w1/w3, N 1536: 1.07-1.09x pingpong's speed uniform, 1.03-1.06x
+    // skewed; equal at N 4096, pingpong ahead at N 7168 and 28672).
+    const bool coop_tma = !decode && o.tile_n == 0 && o.schedule == KJIT_GROUPED_SCHEDULE_AUTO &&
+                          tma_store_fits(p) && (p.in == DType::E4m3 || p.n <= 2048);
+    const bool fp8_coop = coop_tma && p.in == DType::E4m3;
     c.pingpong = o.schedule == KJIT_GROUPED_SCHEDULE_PINGPONG ||
                  (o.schedule == KJIT_GROUPED_SCHEDULE_AUTO && !decode && o.tile_n != 256 &&
-                  o.cluster_m != 2 && !fp8_coop);
+                  o.cluster_m != 2 && !coop_tma);
     c.tile_n = c.pingpong || fp8_coop ? 128 : o.tile_n ? o.tile_n : (p.n <= 128 ? 128 : 256);
     // fp8 pingpong: 5 stages (H200, torch._scaled_grouped_mm shapes: 2-6% faster than 6).
     const int narrow = p.in == DType::E4m3 && c.pingpong ? 5 : 6;

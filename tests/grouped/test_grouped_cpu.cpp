@@ -334,6 +334,19 @@ TEST(GroupedChoose, TmaOnHopperWhenAligned) {
   EXPECT_FALSE(choose(p, 90, true, wide).pingpong);  // tile_n 256 asked for
   EXPECT_FALSE(c.vec_store);                         // N 4096: the pair stores
 
+  // Narrow prefill (Qwen3 w1/w3, N 1536): the cooperative 128x256 tile with TMA stores;
+  // pingpong where D cannot take a tensor map.
+  {
+    kjit_grouped_gemm_desc narrow = d;
+    narrow.n = 1536;
+    Problem q =
+        grouped::check(narrow, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
+    EXPECT_EQ(choose(q, 90, true, Options()).key(),
+              "grouped-v1 sm_90a tma 128x256x64 s4 st=tma c1x1 b=nk epi=alpha");
+    q = grouped::check(narrow, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3008), nullptr);
+    EXPECT_TRUE(choose(q, 90, true, Options()).pingpong);
+  }
+
   // Wide prefill (Mixtral w1/w3, N 28672): pingpong with the 16-byte store epilogue;
   // not with the cooperative schedule, nor for decode.
   d.n = 28672;
