@@ -203,7 +203,8 @@ TEST(GroupedPlanPersist, BytesArePinned) {
   plan.heuristic_us = 140.25;
   plan.candidates = 7;
   const std::string value = encode_plan(key, "vals", plan);
-  EXPECT_EQ(kjit::to_hex(kjit::sha256(value)), "d349e585b64c8f831e9e11293d214a6238b1708b900745224e81b329c37d2333");
+  EXPECT_EQ(kjit::to_hex(kjit::sha256(value)),
+            "d349e585b64c8f831e9e11293d214a6238b1708b900745224e81b329c37d2333");
 }
 
 TEST(GroupedPlanPersist, SurvivesReopeningTheCache) {
@@ -300,12 +301,13 @@ TEST(GroupedOptions, AutotuneNeedsAnOpenChoice) {
   EXPECT_EQ(o.autotune, 0);
   o.autotune = 1;
   EXPECT_NO_THROW(options_from(&o));
-  for (int field = 0; field < 4; ++field) {
+  for (int field = 0; field < 5; ++field) {
     kjit_grouped_gemm_options f = o;
     if (field == 0) f.tile_n = 128;
     if (field == 1) f.stages = 4;
     if (field == 2) f.schedule = KJIT_GROUPED_SCHEDULE_PINGPONG;
     if (field == 3) f.portable_only = 1;
+    if (field == 4) f.cluster_m = 1;
     try {
       options_from(&f);
       ADD_FAILURE() << "autotune with field " << field << " forced was accepted";
@@ -323,6 +325,35 @@ TEST(GroupedOptions, AutotuneNeedsAnOpenChoice) {
   EXPECT_EQ(kjit_grouped_gemm_create(comp, -1, &old, &gg), KJIT_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(kjit_last_error()).find("device"), std::string::npos);
   kjit_compiler_destroy(comp);
+}
+
+// cluster_m: 0, 1 or 2; 2 is the cooperative schedule's (pingpong refused, AUTO becomes
+// cooperative 128-row tiles; block scales keep 1); it enters the configuration's key.
+TEST(GroupedOptions, ClusterIsCheckedAndTakesTheCooperativeSchedule) {
+  kjit_grouped_gemm_options o = KJIT_GROUPED_GEMM_OPTIONS_INIT;
+  EXPECT_EQ(o.cluster_m, 0u);
+  o.cluster_m = 3;
+  EXPECT_THROW(options_from(&o), Error);
+  o.cluster_m = 2;
+  o.schedule = KJIT_GROUPED_SCHEDULE_PINGPONG;
+  try {
+    options_from(&o);
+    ADD_FAILURE() << "a 2x1 cluster with pingpong was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), KJIT_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(e.message().find("cluster"), std::string::npos) << e.message();
+  }
+  o.schedule = KJIT_GROUPED_SCHEDULE_AUTO;
+  const Options opts = options_from(&o);
+  EXPECT_FALSE(opts.automatic());
+  // Prefill (pingpong without the option) and decode (the 64-row tile without it).
+  const Config c = choose(problem(8, 8192, 4096, 4096), 90, true, opts);
+  EXPECT_EQ(c.key(), "grouped-v1 sm_90a tma 128x256x64 s4 st=tma c2x1 b=nk epi=alpha");
+  validate(c);
+  const Problem q = problem(8, 64, 4096, 4096);
+  EXPECT_EQ(choose(q, 90, true, opts).tile_m, 128);
+  EXPECT_EQ(choose(q, 90, true, opts).cluster_m, 2);
+  EXPECT_FALSE(choose(q, 90, true, opts).b_evict_first);
 }
 
 // ---- compile without a GPU (kjit warm --grouped) --------------------------------------------

@@ -107,3 +107,9 @@ class GroupedCompileTest(unittest.TestCase):
             kjit.GroupedGemm(kjit.Compiler(kjit.Cache(memory_only=True)), autotune=True,
                              tile_n=128)
         self.assertIn("autotune", str(e.exception))
+        with self.assertRaises(kjit.InvalidArgument) as e:
+            kjit.GroupedGemm(kjit.Compiler(kjit.Cache(memory_only=True)), cluster_m=2,
+                             schedule=2)
+        self.assertIn("cluster", str(e.exception))
+        with self.assertRaises((ValueError, kjit.InvalidArgument)):
+            kjit.GroupedGemm(kjit.Compiler(kjit.Cache(memory_only=True)), cluster_m=3)
