@@ -135,7 +135,8 @@ type GroupedOptions struct {
 	PortableOnly  bool   // the portable kernel even on sm_90
 	Schedule      int32  // GroupedSchedule*
 	// ClusterM: CTAs per thread-block cluster along the rows of the sm_90a kernel, 0
-	// (chosen), 1 or 2 (two CTAs share each copy of B's tile; the cooperative schedule).
+	// (chosen), 1 or 2 (two CTAs share each copy of B's tile; the cooperative schedule,
+	// bf16 inputs).
 	ClusterM uint32
 }
 

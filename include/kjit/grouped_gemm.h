@@ -212,7 +212,7 @@ typedef struct kjit_grouped_gemm_options {
    *  shape, 1, or 2 (two CTAs take two row tiles of one column tile of B, and each copies
    *  half of B's stage into both: TMA multicast, half the L2 reads of B). 2 takes the
    *  cooperative schedule with 128-row tiles (schedule AUTO becomes COOPERATIVE; PINGPONG
-   *  with 2 is refused); configurations the cluster does not take (block scales, the
+   *  with 2 is refused); configurations the cluster does not take (fp8 inputs, the
    *  portable kernel) keep 1. @since 0.3 */
   uint32_t cluster_m;
 } kjit_grouped_gemm_options;

@@ -317,7 +317,7 @@ Config choose(const Problem& p, int cc, bool tma_available, const Options& o) {
       c.stages = o.stages ? o.stages : (c.tile_n == 256 ? 5 : 8);
       c.b_evict_first = true;
     }
-    if (o.cluster_m == 2 && p.scale != Scale::Block128) {
+    if (o.cluster_m == 2 && p.in == DType::Bf16) {
       c.cluster_m = 2;
       c.tile_m = 128;
       c.b_evict_first = false;

@@ -1053,10 +1053,10 @@ void validate(const Config& c) {
   };
   if ((c.cluster_m != 1 && c.cluster_m != 2) || c.cluster_n != 1)
     bad("the clusters offered are 1x1 and 2x1");
-  if (c.cluster_m == 2 && (c.path != Path::Tma || c.pingpong || c.tile_m != 128 ||
-                           c.scale == Scale::Block128 || c.b_evict_first))
-    bad("the 2x1 cluster is offered with the cooperative 128-row TMA tile, without block "
-        "scales or the evict-first hint");
+  if (c.cluster_m == 2 && (c.path != Path::Tma || c.pingpong || c.tile_m != 128 || fp8(c) ||
+                           c.b_evict_first))
+    bad("the 2x1 cluster is offered with the cooperative 128-row TMA tile for bf16, without "
+        "the evict-first hint");
   if (int(c.act) < 0 || int(c.act) > 4) bad("unknown activation");
   if (c.in != DType::Bf16 && c.in != DType::E4m3) bad("unknown input type");
   if (c.scale != Scale::None && c.scale != Scale::Row && c.scale != Scale::Block128)

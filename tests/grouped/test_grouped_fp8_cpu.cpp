@@ -456,6 +456,16 @@ TEST(GroupedFp8Render, InvalidConfigurationsAreRefused) {
   c = simt8("sm_80", BOrder::KN);
   c.in = DType(2);
   EXPECT_THROW(render(c), Error);
+  c = tma8(256, 4, false);
+  c.cluster_m = 2;  // the 2x1 cluster is bf16's
+  EXPECT_THROW(render(c), Error);
+  // ... and the option leaves fp8 with one CTA.
+  kjit_grouped_gemm_desc d = fp8_desc();
+  d.rows = 100000;
+  Options o;
+  o.cluster_m = 2;
+  EXPECT_EQ(choose(problem(d), 90, true, o).cluster_m, 1);
+  validate(choose(problem(d), 90, true, o));
 }
 
 TEST(GroupedFp8Plan, KeysDifferByTypeAndScaleForm) {

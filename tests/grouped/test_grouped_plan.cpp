@@ -328,7 +328,7 @@ TEST(GroupedOptions, AutotuneNeedsAnOpenChoice) {
 }
 
 // cluster_m: 0, 1 or 2; 2 is the cooperative schedule's (pingpong refused, AUTO becomes
-// cooperative 128-row tiles; block scales keep 1); it enters the configuration's key.
+// cooperative 128-row tiles; fp8 keeps 1); it enters the configuration's key.
 TEST(GroupedOptions, ClusterIsCheckedAndTakesTheCooperativeSchedule) {
   kjit_grouped_gemm_options o = KJIT_GROUPED_GEMM_OPTIONS_INIT;
   EXPECT_EQ(o.cluster_m, 0u);

@@ -1330,7 +1330,7 @@ end
 
 A grouped GEMM handle for `device`: its kernels are rendered per configuration and compiled
 through `compiler` (and its cache). `cluster_m` 2 runs the sm_90a kernel in clusters of two
-CTAs that share each copy of B's tile (0: chosen per shape). Safe to share between tasks and
+CTAs that share each copy of B's tile (bf16 inputs; 0: chosen per shape). Safe to share between tasks and
 threads; `close` frees it.
 """
 mutable struct GroupedGemm

@@ -40,7 +40,8 @@ pub struct GroupedOptions {
     /// configuration in the compiler's cache (since 0.3).
     pub autotune: bool,
     /// CTAs per thread-block cluster along the rows of the sm_90a kernel: 0 (chosen), 1
-    /// or 2 (two CTAs share each copy of B's tile; the cooperative schedule) (since 0.3).
+    /// or 2 (two CTAs share each copy of B's tile; the cooperative schedule, bf16 inputs)
+    /// (since 0.3).
     pub cluster_m: u32,
 }
 
