@@ -686,6 +686,47 @@ void tma_vec_store_epilogue(const Config& c, std::string& s) {
 )";
 }
 
+// Lines of `text` indented by `ind` (preprocessor lines stay at the margin).
+std::string indent(const std::string& text, const std::string& ind) {
+  std::string out;
+  for (size_t at = 0; at < text.size();) {
+    const size_t nl = text.find('\n', at);
+    const size_t end = nl == std::string::npos ? text.size() : nl + 1;
+    if (text[at] != '#' && text[at] != '\n') out += ind;
+    out.append(text, at, end - at);
+    at = end;
+  }
+  return out;
+}
+
+// The epilogue applied to the accumulator pair (v0, v1) of `row`, columns col and col + 1
+// (j: the pair's 8-column group, h: its row of two, hf: the tile half).
+std::string pair_values(const Config& c, const std::string& ind) {
+  return scale_setup(c, ind) + ind +
+         "float v0 = acc[hf * ACC + 4 * j + 2 * h], v1 = acc[hf * ACC + 4 * j + 2 * h + 1];\n" +
+         glu_partners(c, ind) + ind + "if (col < NO) v0 = " + epilogue_call(c, "v0", "u0", "col") +
+         ";\n" + ind + "if (col + 1 < NO) v1 = " + epilogue_call(c, "v1", "u1", "col + 1") +
+         ";\n";
+}
+
+// One half's pairs stored from registers (4-byte stores), rows past the group's end left.
+std::string pair_store_loop(const Config& c, const std::string& ind) {
+  return indent(R"(#pragma unroll
+for (int j = 0; j < OUT_N / 8; ++j) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row_base + 8 * h, col = col_base + 8 * j;
+    if (row >= tile.row_end) continue;
+)",
+                ind) +
+         pair_values(c, ind + "    ") +
+         indent(R"(    store_pair(D, ldd, row, col, NO, v0, v1, pairs);
+  }
+}
+)",
+                ind);
+}
+
 // The TMA kernel's epilogue with a store per pair of columns.
 void tma_pair_store_epilogue(const Config& c, std::string& s) {
   s += R"(      const int col_base = tile.n0 + (lane & 3) * 2;
@@ -693,24 +734,9 @@ void tma_pair_store_epilogue(const Config& c, std::string& s) {
 #pragma unroll
         for (int hf = 0; hf < HALVES; ++hf) {
           const int row_base = tile.row0 + (PINGPONG ? hf : cw) * 64 + warp * 16 + (lane >> 2);
-#pragma unroll
-          for (int j = 0; j < OUT_N / 8; ++j) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int row = row_base + 8 * h, col = col_base + 8 * j;
-              if (row >= tile.row_end) continue;
 )";
-  s += scale_setup(c, "              ");
-  s +=
-      R"(              float v0 = acc[hf * ACC + 4 * j + 2 * h], v1 = acc[hf * ACC + 4 * j + 2 * h + 1];
-)";
-  s += glu_partners(c, "              ");
-  s += "              if (col < NO) v0 = " + epilogue_call(c, "v0", "u0", "col") + ";\n";
-  s += "              if (col + 1 < NO) v1 = " + epilogue_call(c, "v1", "u1", "col + 1") + ";\n";
-  s += R"(              store_pair(D, ldd, row, col, NO, v0, v1, pairs);
-            }
-          }
-        }
+  s += pair_store_loop(c, "          ");
+  s += R"(        }
       }
     }
   }
@@ -745,13 +771,7 @@ void tma_async_store_epilogue(const Config& c, std::string& s) {
               for (int h = 0; h < 2; ++h) {
                 const int row = row_base + 8 * h, col = col_base + 8 * j;
 )";
-  s += scale_setup(c, "                ");
-  s += R"(                float v0 = acc[hf * ACC + 4 * j + 2 * h], v1 = acc[hf * ACC + 4 * j + 2 * h + 1];
-)";
-  s += glu_partners(c, "                ");
-  s += "                if (col < NO) v0 = " + epilogue_call(c, "v0", "u0", "col") + ";\n";
-  s += "                if (col + 1 < NO) v1 = " + epilogue_call(c, "v1", "u1", "col + 1") +
-       ";\n";
+  s += pair_values(c, "                ");
   s += R"(                const int r = row - half_row0;
                 st_shared_u32(buf + r * 128 + ((jj ^ (r & 7)) << 4) + (lane & 3) * 4,
                               pack_bf16x2(v0, v1));
@@ -763,23 +783,9 @@ void tma_async_store_epilogue(const Config& c, std::string& s) {
           }
           continue;
         }
-#pragma unroll
-        for (int j = 0; j < OUT_N / 8; ++j) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int row = row_base + 8 * h, col = col_base + 8 * j;
-            if (row >= tile.row_end) continue;
 )";
-  s += scale_setup(c, "            ");
-  s += R"(            float v0 = acc[hf * ACC + 4 * j + 2 * h], v1 = acc[hf * ACC + 4 * j + 2 * h + 1];
-)";
-  s += glu_partners(c, "            ");
-  s += "            if (col < NO) v0 = " + epilogue_call(c, "v0", "u0", "col") + ";\n";
-  s += "            if (col + 1 < NO) v1 = " + epilogue_call(c, "v1", "u1", "col + 1") + ";\n";
-  s += R"(            store_pair(D, ldd, row, col, NO, v0, v1, pairs);
-          }
-        }
-      }
+  s += pair_store_loop(c, "        ");
+  s += R"(      }
     }
     // The buffers must stay until the last copies have read them.
     if ((threadIdx.x & 127) == 0) bulk_wait0();
