@@ -6,13 +6,13 @@
 
 #include <cstdint>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "api/handles.h"
 #include "compile/compiler.h"
 #include "grouped/grouped.h"
+#include "grouped/grouped_compile.h"
 #include "grouped/render.h"
 #include "kjit/kjit.h"
 #include "nvrtc/options.h"
@@ -21,6 +21,7 @@
 using namespace kjit;
 using namespace kjit::grouped;
 using kjit::test::TempDir;
+using kjit::test::grouped::expect_param_layout;
 
 namespace {
 
@@ -65,39 +66,6 @@ Config simt(const std::string& target, BOrder order) {
   c.target = target;
   c.b_order = order;
   return c;
-}
-
-struct PtxParam {
-  size_t size = 0, align = 0;
-};
-
-// The entry's parameters as the PTX declares them: ".param .align 64 .b8 name[128]" or
-// ".param .u64 ..." / ".param .f32 ...".
-std::vector<PtxParam> ptx_params(const std::string& ptx, const std::string& entry) {
-  std::vector<PtxParam> out;
-  size_t at = ptx.find(".entry " + entry + "(");
-  if (at == std::string::npos) return out;
-  const size_t end = ptx.find(')', at);
-  std::istringstream in(ptx.substr(at, end - at));
-  std::string line;
-  while (std::getline(in, line)) {
-    const size_t p = line.find(".param");
-    if (p == std::string::npos) continue;
-    PtxParam q;
-    const size_t al = line.find(".align ");
-    const size_t br = line.find('[');
-    if (br != std::string::npos) {
-      q.size = std::stoul(line.substr(br + 1));
-      q.align = al == std::string::npos ? 1 : std::stoul(line.substr(al + 7));
-    } else if (line.find(".u64") != std::string::npos || line.find(".b64") != std::string::npos ||
-               line.find(".s64") != std::string::npos || line.find(".f64") != std::string::npos) {
-      q.size = q.align = 8;
-    } else {
-      q.size = q.align = 4;
-    }
-    out.push_back(q);
-  }
-  return out;
 }
 
 }  // namespace
@@ -625,14 +593,7 @@ class GroupedCompile : public ::testing::Test {
 
   void expect_layout(const Config& c, const Outcome& out) {
     ASSERT_TRUE(out.entry);
-    const std::string ptx = out.entry->ptx.str();
-    const std::vector<PtxParam> got = ptx_params(ptx, kKernelName);
-    const std::vector<Param> want = params(c);
-    ASSERT_EQ(got.size(), want.size()) << c.key();
-    for (size_t i = 0; i < want.size(); ++i) {
-      EXPECT_EQ(got[i].size, want[i].size) << c.key() << " parameter " << want[i].name;
-      EXPECT_EQ(got[i].align, want[i].align) << c.key() << " parameter " << want[i].name;
-    }
+    expect_param_layout(c, out.entry->ptx.str());
   }
 
   TempDir dir_;

@@ -7,13 +7,13 @@
 
 #include <cstdint>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "api/handles.h"
 #include "compile/compiler.h"
 #include "grouped/grouped.h"
+#include "grouped/grouped_compile.h"
 #include "grouped/plan.h"
 #include "grouped/render.h"
 #include "kjit/kjit.h"
@@ -23,6 +23,7 @@
 using namespace kjit;
 using namespace kjit::grouped;
 using kjit::test::TempDir;
+using kjit::test::grouped::expect_param_layout;
 
 namespace {
 
@@ -96,36 +97,6 @@ Config simt8(const std::string& target, BOrder order) {
   c.in = DType::E4m3;
   c.scale = Scale::Row;
   return c;
-}
-
-struct PtxParam {
-  size_t size = 0, align = 0;
-};
-
-std::vector<PtxParam> ptx_params(const std::string& ptx, const std::string& entry) {
-  std::vector<PtxParam> out;
-  size_t at = ptx.find(".entry " + entry + "(");
-  if (at == std::string::npos) return out;
-  const size_t end = ptx.find(')', at);
-  std::istringstream in(ptx.substr(at, end - at));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.find(".param") == std::string::npos) continue;
-    PtxParam q;
-    const size_t al = line.find(".align ");
-    const size_t br = line.find('[');
-    if (br != std::string::npos) {
-      q.size = std::stoul(line.substr(br + 1));
-      q.align = al == std::string::npos ? 1 : std::stoul(line.substr(al + 7));
-    } else if (line.find(".u64") != std::string::npos || line.find(".b64") != std::string::npos ||
-               line.find(".s64") != std::string::npos || line.find(".f64") != std::string::npos) {
-      q.size = q.align = 8;
-    } else {
-      q.size = q.align = 4;
-    }
-    out.push_back(q);
-  }
-  return out;
 }
 
 }  // namespace
@@ -525,13 +496,7 @@ class GroupedFp8Compile : public ::testing::Test {
       EXPECT_NE(ptx.find(instr), std::string::npos) << c.key();
     }
     EXPECT_EQ(out.entry->log.find("serializ"), std::string::npos) << c.key() << out.entry->log;
-    const std::vector<PtxParam> got = ptx_params(ptx, kKernelName);
-    const std::vector<Param> want = params(c);
-    ASSERT_EQ(got.size(), want.size()) << c.key();
-    for (size_t i = 0; i < want.size(); ++i) {
-      EXPECT_EQ(got[i].size, want[i].size) << c.key() << " parameter " << want[i].name;
-      EXPECT_EQ(got[i].align, want[i].align) << c.key() << " parameter " << want[i].name;
-    }
+    expect_param_layout(c, ptx);
   }
 
   TempDir dir_;
