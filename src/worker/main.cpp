@@ -337,6 +337,19 @@ void count(Server& s, const Outcome& o) {
   if (o.pch == kjit::PchOutcome::Used) s.pch_used++;
 }
 
+// A heavy compile leaves gigabytes free in the allocator's arenas, counted in this worker's
+// resident memory (and so against KJIT_COMPILE_MEMORY_MB) until returned: the last compile
+// to finish gives them back to the system, after its reply is written. A worker that holds
+// less than kKeepBytes (and less than half the compile's memory limit) keeps it: the next
+// compile reuses those pages instead of faulting them in again (NVRTC touches 100-200 MB
+// for an ordinary kernel, a few milliseconds of page faults).
+constexpr uint64_t kKeepBytes = uint64_t(256) << 20;
+void give_back_memory(const Server& s, const Request& r) {
+  if (s.in_flight.load() != 1) return;
+  const uint64_t rss = rss_bytes();
+  if (rss > kKeepBytes || (r.memory_limit && rss > r.memory_limit / 2)) ::malloc_trim(0);
+}
+
 void handle_compile(Server& s, int fd, const wk::CompileRequest& q) {
   const std::shared_ptr<Request> r = request_for(s, fd, q);
   const Registered registered(s, r);
@@ -353,20 +366,19 @@ void handle_compile(Server& s, int fd, const wk::CompileRequest& q) {
   wk::CompileReply rep;
   rep.outcome = run_compile(s, *r, q, &rep.audit);
   Outcome& o = rep.outcome;
-  // A heavy compile leaves gigabytes free in the allocator's arenas, counted in this
-  // worker's resident memory (and so against KJIT_COMPILE_MEMORY_MB) until returned: the
-  // last compile to finish gives them back to the system.
-  if (s.in_flight.load() == 1) ::malloc_trim(0);
   const int stop = r->stop.load();
   if ((stop == kTimeLimit || stop == kMemoryLimit) && o.status == KJIT_ERROR_CANCELLED) {
     o = stopped_outcome(*r, stop);
   }
   count(s, o);
-  if (stop == kClientGone) return;
-  std::lock_guard<std::mutex> lock(r->write_mu);
-  if (r->answered) return;
-  r->answered = true;
-  wk::write_frame(fd, wk::FrameType::Result, wk::encode(rep));
+  if (stop != kClientGone) {
+    std::lock_guard<std::mutex> lock(r->write_mu);
+    if (!r->answered) {
+      r->answered = true;
+      wk::write_frame(fd, wk::FrameType::Result, wk::encode(rep));
+    }
+  }
+  give_back_memory(s, *r);
 }
 
 wk::Hello my_hello(const Server& s) {
