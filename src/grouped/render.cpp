@@ -441,6 +441,13 @@ __device__ __forceinline__ void tma_load_3d_mc(u32 dst, const TmaDesc* map, int 
 
 // The TMA store epilogue's pieces (PTX ISA 8.0: cp.async.bulk.tensor shared::cta to global
 // in bulk groups; a proxy fence makes the threads' shared-memory writes visible to it).
+// One CTA: a consumer warp's release of a stage, one arrival (lane 0) per warp, after the
+// warp's wgmma reads of the stage completed (the empty barriers count consumer warps).
+const char* kRelease = R"(__device__ __forceinline__ void release_stage(u32 bar) {
+  if ((threadIdx.x & 31) == 0) mbar_arrive(bar);
+}
+)";
+
 const char* kTmaStore = R"(__device__ __forceinline__ void wg_sync(u32 id) {
   asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory");
 }
@@ -551,7 +558,7 @@ std::string consumer_loop_block() {
           const float a0 = __ldg(sa0p + kb), a1 = __ldg(sa1p + kb);
           const float b0 = __ldg(sb0p + kb), b1 = __ldg(sb1p + kb);
           wgmma_wait0();
-          mbar_arrive(empty + 8 * stage);
+          release_stage(empty + 8 * stage);
           const float s00 = a0 * b0, s10 = a1 * b0, s01 = a0 * b1, s11 = a1 * b1;
 #pragma unroll
           for (int j = 0; j < ACC / 4; ++j) {
@@ -575,7 +582,7 @@ std::string consumer_loop(bool kn, int halves, int kstep) {
   if (halves == 0) {
     return R"(        for (int kb = 0; kb < k_blocks; ++kb) {
           mbar_wait(full + 8 * stage, phase);
-          mbar_arrive(empty + 8 * stage);
+          release_stage(empty + 8 * stage);
           if (++stage == STAGES) {
             stage = 0;
             phase ^= 1;
@@ -603,7 +610,7 @@ std::string consumer_loop(bool kn, int halves, int kstep) {
           wgmma_commit();
           if (prev >= 0) {
             wgmma_wait1();
-            mbar_arrive(empty + 8 * prev);
+            release_stage(empty + 8 * prev);
           }
           prev = stage;
           if (++stage == STAGES) {
@@ -612,7 +619,7 @@ std::string consumer_loop(bool kn, int halves, int kstep) {
           }
         }
         wgmma_wait0();
-        mbar_arrive(empty + 8 * prev);
+        release_stage(empty + 8 * prev);
 )";
   return s;
 }
@@ -920,9 +927,8 @@ void clusterise(const Config& c, std::string& s, size_t b_loads, size_t b_loads_
                                                                   "__device__ __forceinline__ void tma_load_2d");
   replace_all(s, "int t = blockIdx.x;", "int t = blockIdx.x / CM;");
   replace_all(s, "t += gridDim.x", "t += gridDim.x / CM");
-  replace_once(s, "PINGPONG ? 128 : 256);", "8 * CM);");
+  replace_once(s, "PINGPONG ? 4 : 8);", "8 * CM);");
   replace_once(s, "  __syncthreads();\n  const int NO", "  cluster_sync();\n  const int NO");
-  replace_all(s, "mbar_arrive(empty + ", "release_stage(empty + ");
   replace_once(s, "if (cw == 0 || tile.row0 + 64 < tile.row_end)",
                "if ((cw == 0 && tile.row0 < tile.row_end) || tile.row0 + 64 < tile.row_end)");
   s.insert(s.size() - 2, "  cluster_sync();\n");
@@ -941,6 +947,7 @@ std::string tma_source(const Config& c) {
   if (c.scale == Scale::Block128) s += std::string("#define GLU ") + (glu ? "1" : "0") + "\n";
   s += kCommon;
   s += kHopper;
+  if (c.cluster_m == 1) s += kRelease;
   if (c.b_evict_first) s += kEvictFirst;
   if (c.tma_store) s += kTmaStore;
   s += epilogue_source(c);
@@ -963,8 +970,8 @@ std::string tma_source(const Config& c) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full + 8 * s, 1);
       mbar_init(empty + 8 * s, )" +
-       std::string(c.tile_m == 64 ? "128" : "PINGPONG ? 128 : 256") +
-       R"();  // the consumers of one stage
+       std::string(c.tile_m == 64 ? "4" : "PINGPONG ? 4 : 8") +
+       R"();  // the consumer warps of one stage
     }
     mbar_init(order, 128);
     mbar_init(order + 8, 128);

@@ -486,11 +486,11 @@ TEST(GroupedRender, SixtyFourRowTileAndEvictFirstHaveKeysAndSourcesOfTheirOwn) {
   const std::string src = render(c);
   EXPECT_EQ(src.find(skip), std::string::npos);
   EXPECT_NE(src.find("__launch_bounds__(256, 1)"), std::string::npos);
-  EXPECT_NE(src.find("mbar_init(empty + 8 * s, 128);"), std::string::npos);
+  EXPECT_NE(src.find("mbar_init(empty + 8 * s, 4);"), std::string::npos);  // one consumer: 4 warps
   EXPECT_NE(src.find("#define A_STAGE 8192u"), std::string::npos);
   const std::string old_src = render(old);
   EXPECT_NE(old_src.find("__launch_bounds__(384, 1)"), std::string::npos);
-  EXPECT_NE(old_src.find("mbar_init(empty + 8 * s, PINGPONG ? 128 : 256);"), std::string::npos);
+  EXPECT_NE(old_src.find("mbar_init(empty + 8 * s, PINGPONG ? 4 : 8);"), std::string::npos);
   EXPECT_EQ(old_src.find("tma_load_3d_ef"), std::string::npos);
 
   Config ef = c;
