@@ -10,6 +10,7 @@ weight bandwidth (G * K * N * 2 bytes per call) too. The outputs of both are com
 
     python3 bench/bench_grouped_gemm.py [--rounds 5] [--reps 20] [--only NAME]
         [--variants 0:0:0,128:6:2,256:4:1:2] [--order nk|kn|both] [--epilogue none|swiglu] [--ceiling]
+        [--min-ms 300] [--dense] [--clocks]
 
 --ceiling: for the decode shapes, what this device's HBM delivers to plain streaming
 kernels on the same weight bytes, timed in the same interleaved rounds: torch's sum of the
@@ -27,11 +28,23 @@ accumulator, which is what kjit's kernel does) where the installed torch takes i
 --dtype fp8 --scales block: also kjit with DeepSeek-style block scales (A per row and
 128-wide K block, B per 128 x 128 block; promoted per K block) on the same fp8 tensors, in
 the same rounds (torch has no block-scaled grouped GEMM to compare with).
+--dense: for the prefill shapes, a dense torch.mm (cuBLAS) of the same FLOPs, A (rows x K)
+times the first expert's weights (K x N), in the same interleaved rounds: what this device's
+own dense GEMM reaches on that work, beside the grouped kernels.
+--min-ms MS: each round of each call lasts at least MS milliseconds (more back-to-back
+calls than --reps where one call is shorter), so the board's power and clocks settle within
+the round instead of each call being timed on the headroom left by the round before it.
+--clocks: after the timed rounds, each timed call runs back to back for about a second while
+nvidia-smi samples the SM clock and board power every 20 ms; the medians over the second's
+samples are printed, with each call's TFLOP/s as a fraction of the peak at that clock (SMs x
+4096 bf16 FLOP per SM per cycle; 989 TFLOPS on 132 SMs at 1830 MHz).
 Needs PyTorch with CUDA and the kjit Python binding (KJIT_LIBRARY or an installed libkjit).
 """
 import argparse
 import statistics
+import subprocess
 import sys
+import threading
 import time
 
 import torch
@@ -108,22 +121,79 @@ def read_kernels(w):
     return fns
 
 
-def time_rounds(fns, rounds, reps):
-    """fns: list of callables; interleaved rounds; returns per-fn median ms."""
+def time_rounds(fns, rounds, reps, min_ms=0.0):
+    """fns: list of callables; interleaved rounds; returns per-fn median ms.
+
+    Each round of each fn times at least `reps` back-to-back calls, and enough more that
+    they run for `min_ms` milliseconds: long enough for the board's power and clock to
+    settle, so that a call is not timed on the clock headroom the previous fn's sync left.
+    """
     per = [[] for _ in fns]
     for _ in range(rounds):
         for i, fn in enumerate(fns):
             for _ in range(3):
                 fn()
-            starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-            ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-            for r in range(reps):
+            n = reps
+            if min_ms > 0:
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(3):
+                    fn()
+                torch.cuda.synchronize()
+                est = (time.perf_counter() - t0) * 1e3 / 3
+                n = max(reps, int(min_ms / max(est, 1e-3)) + 1)
+            starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+            ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+            for r in range(n):
                 starts[r].record()
                 fn()
                 ends[r].record()
             torch.cuda.synchronize()
             per[i].append(statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)))
     return [statistics.median(p) for p in per], per
+
+
+class ClockSampler:
+    """nvidia-smi sampling the SM clock (MHz) and board power (W) every 20 ms in a thread."""
+
+    def __init__(self, index):
+        self.samples = []  # (monotonic seconds, MHz, W)
+        self.proc = subprocess.Popen(
+            ["nvidia-smi", "-i", str(index), "--query-gpu=clocks.sm,power.draw",
+             "--format=csv,noheader,nounits", "-lms", "20"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            try:
+                mhz, watts = (float(x) for x in line.split(","))
+            except ValueError:
+                continue
+            self.samples.append((time.monotonic(), mhz, watts))
+
+    def run(self, fn, seconds=1.0):
+        """Runs fn back to back for `seconds`; medians of the samples after the first 0.2 s."""
+        torch.cuda.synchronize()
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < seconds:
+            for _ in range(5):
+                fn()
+            torch.cuda.synchronize()
+        t1 = time.monotonic()
+        got = [(m, w) for t, m, w in self.samples if t0 + 0.2 <= t <= t1]
+        if not got:
+            return float("nan"), float("nan")
+        return statistics.median(m for m, _ in got), statistics.median(w for _, w in got)
+
+    def close(self):
+        self.proc.terminate()
+
+
+def peak_tflops(mhz, sms):
+    """bf16 dense peak at this SM clock: 4096 FLOP per SM per cycle (989 TFLOPS: 132 at 1830)."""
+    return sms * 4096 * mhz * 1e6 / 1e12
 
 
 def bench_fp8(args, ggs, dev):
@@ -202,7 +272,7 @@ def bench_fp8(args, ggs, dev):
             print("  block scales: rel. diff against the same scales row-wise %.1e" % berr,
                   flush=True)
             fns.append(lambda: gg(a, b, offs, out_b, scale_a=sa_blk, scale_b=sb_blk3))
-        meds, _ = time_rounds(fns, args.rounds, args.reps)
+        meds, _ = time_rounds(fns, args.rounds, args.reps, args.min_ms)
         if args.scales == "block":
             mb = meds[-1]
             meds = meds[:-1]
@@ -255,6 +325,13 @@ def main():
     ap.add_argument("--scales", default="row", choices=["row", "block"])
     ap.add_argument("--ceiling", action="store_true",
                     help="decode shapes: time reads (sum, a streaming kernel) and a copy of the weights too")
+    ap.add_argument("--min-ms", type=float, default=0.0,
+                    help="each round of each call runs at least this long (more calls than "
+                         "--reps where needed): timings at a settled clock and power")
+    ap.add_argument("--dense", action="store_true",
+                    help="prefill shapes: time a dense torch.mm of the same FLOPs too")
+    ap.add_argument("--clocks", action="store_true",
+                    help="sample SM clock and power (nvidia-smi) while each call runs for a second")
     ap.add_argument("--variants", default="0:0:0",
                     help="kjit configurations to time, tile_n:stages:schedule[:cluster_m][,...] "
                          "(0:0:0 = chosen; schedule 1 cooperative, 2 pingpong; cluster_m 2: "
@@ -271,6 +348,8 @@ def main():
     if args.dtype == "fp8":
         return bench_fp8(args, ggs, dev)
     gg = ggs[0]
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count
+    sampler = ClockSampler(torch.cuda.current_device()) if args.clocks else None
     gen = torch.Generator().manual_seed(43)
     orders = ["nk", "kn"] if args.order == "both" else [args.order]
     rows_out = []
@@ -318,7 +397,28 @@ def main():
                 wdst = torch.empty_like(wsrc)
                 reads = [lambda wsrc=wsrc: wsrc.sum(dtype=torch.float32)] + read_kernels(wsrc)
                 fns += reads + [lambda wsrc=wsrc, wdst=wdst: wdst.copy_(wsrc)]
-            meds, raw = time_rounds(fns, args.rounds, args.reps)
+            dense = args.dense and not name.startswith("decode") and not glu
+            if dense:
+                b0 = b[0]  # (K, N), in the memory order torch._grouped_mm got
+                dense_out = torch.empty(rows, n, device=dev, dtype=torch.bfloat16)
+                fns.append(lambda a=a, b0=b0, o=dense_out: torch.mm(a, b0, out=o))
+            meds, raw = time_rounds(fns, args.rounds, args.reps, args.min_ms)
+            flops = 2.0 * rows * n * k
+            if sampler is not None and not name.startswith("decode"):
+                names = ["torch"] + ["kjit%d" % i for i in range(len(ggs))] + (["dense"] if dense else [])
+                parts = []
+                for nm, fn, m in zip(names, fns, meds):
+                    mhz, watts = sampler.run(fn)
+                    tf = flops / m / 1e9
+                    parts.append("%s %.0f MHz %.0f W %.0f TFLOPS = %.0f%% of its clock's peak" %
+                                 (nm, mhz, watts, tf, 100 * tf / peak_tflops(mhz, sms)))
+                print("  clocks: " + "; ".join(parts), flush=True)
+            dense_ms = float("nan")
+            if dense:
+                dense_ms = meds[-1]
+                meds = meds[:-1]
+                print("  dense torch.mm (%d x %d x %d): %.4f ms, %.0f TFLOPS; kjit / dense %.3f" %
+                      (rows, k, n, dense_ms, flops / dense_ms / 1e9, dense_ms / meds[1]), flush=True)
             ceil_ms = [float("nan")] * 2
             if ceiling:
                 extra_fns = len(reads) + 1
@@ -330,10 +430,9 @@ def main():
                     args.variants, " ".join("%s=%.4f(%.3fx)" % (ggs[i].plan_key(a, b, out_k, activation=act)
                                             .split()[3:6], meds[i + 1], mt / meds[i + 1])
                                             for i in range(len(ggs)))), flush=True)
-            flops = 2.0 * rows * n * k
             wbytes = 2.0 * g * k * n
             rows_out.append((name, order, g, k, n, rows, mt, mk, flops, wbytes, err, key,
-                             first_ms, meds, ceil_ms))
+                             first_ms, meds, ceil_ms, dense_ms))
             print("%-17s %s t=%.4f ms k=%.4f ms ratio %.3f err %.1e first %.0f ms  %s" %
                   (name, order, mt, mk, mt / mk, err, first_ms, key), flush=True)
             if ceiling:
@@ -344,16 +443,20 @@ def main():
             del b, out_t, out_k
             torch.cuda.empty_cache()
 
+    if sampler is not None:
+        sampler.close()
     print()
     extra = "".join(" %s | / torch |" % v for v in args.variants.split(",")[1:])
+    if args.dense:
+        extra += " dense torch.mm, same FLOPs | kjit / dense |"
     if args.ceiling:
         extra += " read ceiling (fastest read) | copy (read + write) |"
     print("| shape | B | G | K | N | rows | torch._grouped_mm | kjit | kjit / torch | "
           "rel. err |" + extra)
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" +
-          " ---: | ---: |" * (len(ggs) - 1 + (1 if args.ceiling else 0)))
+          " ---: | ---: |" * (len(ggs) - 1 + (1 if args.ceiling else 0) + (1 if args.dense else 0)))
     for (name, order, g, k, n, rows, mt, mk, flops, wbytes, err, key, first_ms, meds,
-         ceil_ms) in rows_out:
+         ceil_ms, dense_ms) in rows_out:
         more = "".join(" %.0f TFLOPS | %.2fx |" % (flops / m / 1e9, mt / m) for m in meds[2:])
         if name.startswith("decode"):
             more = "".join(" %.2f TB/s | %.2fx |" % (wbytes / m / 1e9, mt / m) for m in meds[2:])
@@ -361,6 +464,9 @@ def main():
             more += (" - | - |" if ceil_ms[0] != ceil_ms[0] else
                      " %.2f TB/s | %.2f TB/s |" % (wbytes / ceil_ms[0] / 1e9,
                                                    2 * wbytes / ceil_ms[1] / 1e9))
+        if args.dense:
+            more += (" - | - |" if dense_ms != dense_ms else
+                     " %.0f TFLOPS | %.2fx |" % (flops / dense_ms / 1e9, dense_ms / mk))
         if name.startswith("decode"):
             t = "%.0f TFLOPS, %.2f TB/s" % (flops / mt / 1e9, wbytes / mt / 1e9)
             kk = "%.0f TFLOPS, %.2f TB/s" % (flops / mk / 1e9, wbytes / mk / 1e9)
