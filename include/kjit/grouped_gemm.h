@@ -175,8 +175,9 @@ KJIT_EXPORT kjit_status kjit_grouped_gemm_desc_init_sized(kjit_grouped_gemm_desc
 typedef enum kjit_grouped_schedule {
   /** Chosen per shape: for groups of 64 rows or more on average, cooperative with the
    *  TMA store epilogue for fp8 and for bf16 with n <= 2048 (where D's base and pitch are
-   *  16-byte aligned), else pingpong; for fewer (decode) with bf16 inputs, a 64 x 256
-   *  tile (64 x 128 with tile_n 128) owned by one consumer warpgroup. */
+   *  16-byte aligned), cooperative 128 x 256 in 2x1 clusters for bf16 with
+   *  2048 < n < 16384 (cluster_m 0), else pingpong; for fewer (decode) with bf16 inputs,
+   *  a 64 x 256 tile (64 x 128 with tile_n 128) owned by one consumer warpgroup. */
   KJIT_GROUPED_SCHEDULE_AUTO = 0,
   /** Both consumer warpgroups share each tile (64 rows each); tiles 128x128 or 128x256. */
   KJIT_GROUPED_SCHEDULE_COOPERATIVE = 1,
@@ -209,7 +210,7 @@ typedef struct kjit_grouped_gemm_options {
    *  Needs tile_n, stages and schedule 0 and portable_only off. @since 0.3 */
   int autotune;
   /** CTAs per thread-block cluster along the rows of the sm_90a kernel: 0 = chosen per
-   *  shape, 1, or 2 (two CTAs take two row tiles of one column tile of B, and each copies
+   *  shape (2 for bf16 prefill with 2048 < n < 16384, see KJIT_GROUPED_SCHEDULE_AUTO), 1, or 2 (two CTAs take two row tiles of one column tile of B, and each copies
    *  half of B's stage into both: TMA multicast, half the L2 reads of B). 2 takes the
    *  cooperative schedule with 128-row tiles (schedule AUTO becomes COOPERATIVE; PINGPONG
    *  with 2 is refused); configurations the cluster does not take (fp8 inputs, the

@@ -299,9 +299,20 @@ Config choose(const Problem& p, int cc, bool tma_available, const Options& o) {
     const bool coop_tma = !decode && o.tile_n == 0 && o.schedule == KJIT_GROUPED_SCHEDULE_AUTO &&
                           tma_store_fits(p) && (p.in == DType::E4m3 || p.n <= 2048);
     const bool fp8_coop = coop_tma && p.in == DType::E4m3;
+    // bf16 prefill with 2048 < N < 16384: the cooperative 128x256 tile in 2x1 clusters (B
+    // multicast), with TMA stores where D takes them. Under sustained load the H200 runs
+    // every one of these kernels at its 700 W board limit, and the kernel that moves fewer
+    // bytes per FLOP runs at a higher clock: H200, rounds of 300 ms, Mixtral w2 (N 4096),
+    // DeepSeek-V3 w1/w3 and w2 (N 4096, 7168): 1.02-1.06x pingpong's speed (in short
+    // bursts, before the clock comes down to the limit, 0.93-0.99x). Wider weights keep
+    // pingpong: Mixtral w1/w3 (N 28672) equal uniform, pingpong 1.05x with Zipf-skewed
+    // routing. bench/RESULTS.md.
+    const bool bf16_cluster =
+        !decode && o.tile_n == 0 && o.schedule == KJIT_GROUPED_SCHEDULE_AUTO && o.cluster_m == 0 &&
+        p.in == DType::Bf16 && p.scale == Scale::None && p.n > 2048 && p.n < 16384;
     c.pingpong = o.schedule == KJIT_GROUPED_SCHEDULE_PINGPONG ||
                  (o.schedule == KJIT_GROUPED_SCHEDULE_AUTO && !decode && o.tile_n != 256 &&
-                  o.cluster_m != 2 && !coop_tma);
+                  o.cluster_m != 2 && !coop_tma && !bf16_cluster);
     c.tile_n = c.pingpong || fp8_coop ? 128 : o.tile_n ? o.tile_n : (p.n <= 128 ? 128 : 256);
     // fp8 pingpong: 5 stages (H200, torch._scaled_grouped_mm shapes: 2-6% faster than 6).
     const int narrow = p.in == DType::E4m3 && c.pingpong ? 5 : 6;
@@ -317,7 +328,7 @@ Config choose(const Problem& p, int cc, bool tma_available, const Options& o) {
       c.stages = o.stages ? o.stages : (c.tile_n == 256 ? 5 : 8);
       c.b_evict_first = true;
     }
-    if (o.cluster_m == 2 && p.in == DType::Bf16) {
+    if ((o.cluster_m == 2 || bf16_cluster) && p.in == DType::Bf16) {
       c.cluster_m = 2;
       c.tile_m = 128;
       c.b_evict_first = false;

@@ -135,22 +135,28 @@ std::vector<Config> candidates(const Config& chosen, const DeviceInfo& dev) {
   static const Shape kShapes[] = {{256, 3, false}, {256, 4, false}, {128, 4, false},
                                   {128, 6, false}, {128, 5, true},  {128, 6, true},
                                   {128, 7, true}};
-  // The store form is the caller's to choose for each (it follows the schedule and D).
+  // Each cooperative one also in 2x1 clusters where the configuration takes them (bf16,
+  // 128-row tiles). The store form is the caller's to choose for each (it follows the
+  // schedule and D).
   Config plain = chosen;
   plain.vec_store = plain.tma_store = false;
   for (const Shape& s : kShapes) {
-    Config c = plain;
-    c.tile_n = s.tile_n;
-    c.stages = s.stages;
-    c.pingpong = s.pingpong;
-    if (c == plain) continue;
-    if (dev.max_shared && shared_bytes(c) > dev.max_shared) continue;
-    try {
-      validate(c);
-    } catch (const Error&) {
-      continue;
+    for (int cluster_m : {1, 2}) {
+      Config c = plain;
+      c.tile_n = s.tile_n;
+      c.stages = s.stages;
+      c.pingpong = s.pingpong;
+      c.cluster_m = cluster_m;
+      if (cluster_m == 2) c.b_evict_first = false;
+      if (c == plain) continue;
+      if (dev.max_shared && shared_bytes(c) > dev.max_shared) continue;
+      try {
+        validate(c);
+      } catch (const Error&) {
+        continue;
+      }
+      out.push_back(c);
     }
-    out.push_back(c);
   }
   return out;
 }
@@ -239,6 +245,7 @@ Config apply(const Config& base, const Config& tuned) {
   c.cluster_n = tuned.cluster_n;
   c.pingpong = tuned.pingpong;
   c.target = tuned.target;
+  if (c.cluster_m > 1) c.b_evict_first = false;  // the cluster takes no L2 hint (validate())
   return c;
 }
 

@@ -288,13 +288,31 @@ TEST(GroupedChoose, TmaOnHopperWhenAligned) {
     EXPECT_FALSE(old.b_evict_first);
     EXPECT_EQ(threads(old), 384);
   }
-  d.rows = 4 * 64;  // prefill: pingpong 128x128
+  d.rows = 4 * 64;  // prefill, N 4096: the cooperative 128x256 tile in 2x1 clusters
   p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
   c = choose(p, 90, true, Options());
+  EXPECT_FALSE(c.pingpong);
+  EXPECT_EQ(c.cluster_m, 2);
+  EXPECT_EQ(c.tile_n, 256);
+  EXPECT_EQ(c.stages, 4);
+  EXPECT_TRUE(c.tma_store);
+  EXPECT_EQ(c.key(), "grouped-v1 sm_90a tma 128x256x64 s4 st=tma c2x1 b=nk epi=alpha");
+  // One CTA per cluster asked for: pingpong 128x128.
+  Options one_cta;
+  one_cta.cluster_m = 1;
+  c = choose(p, 90, true, one_cta);
   EXPECT_TRUE(c.pingpong);
   EXPECT_EQ(c.tile_n, 128);
   EXPECT_EQ(c.stages, 6);
   EXPECT_EQ(c.key(), "grouped-v1 sm_90a tma 128x128x64 s6 pp c1x1 b=nk epi=alpha");
+  // fp8 inputs never take the cluster (never run on the GPU with one).
+  {
+    kjit_grouped_gemm_desc f = d;
+    f.a_type = f.b_type = KJIT_GEMM_F8_E4M3;
+    const Problem q =
+        grouped::check(f, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
+    EXPECT_EQ(choose(q, 90, true, Options()).cluster_m, 1);
+  }
   Options coop;
   coop.schedule = KJIT_GROUPED_SCHEDULE_COOPERATIVE;
   EXPECT_FALSE(choose(p, 90, true, coop).pingpong);
@@ -315,10 +333,11 @@ TEST(GroupedChoose, TmaOnHopperWhenAligned) {
     EXPECT_TRUE(choose(q, 90, true, Options()).pingpong);
   }
 
-  // Wide prefill (Mixtral w1/w3, N 28672): pingpong with the 16-byte store epilogue;
-  // not with the cooperative schedule, nor for decode.
+  // Wide prefill (Mixtral w1/w3, N 28672): pingpong with the 16-byte store epilogue (one
+  // CTA asked for or not); not with the cooperative schedule, nor for decode.
   d.n = 28672;
   p = grouped::check(d, ptr(0x1000), ptr(0x2000), offs_ptr(), nullptr, ptr(0x3000), nullptr);
+  EXPECT_EQ(choose(p, 90, true, one_cta).key(), choose(p, 90, true, Options()).key());
   c = choose(p, 90, true, Options());
   EXPECT_TRUE(c.pingpong);
   EXPECT_TRUE(c.vec_store);

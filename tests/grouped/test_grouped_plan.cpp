@@ -6,6 +6,7 @@
 // handle compiles.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <set>
@@ -143,6 +144,17 @@ TEST(GroupedPlanCandidates, ValidDistinctAndFitting) {
     keys.insert(x.key());
   }
   EXPECT_EQ(keys.size(), c.size());
+  // bf16 prefill: one-CTA configurations of both schedules and cooperative ones in 2x1
+  // clusters (the heuristic's choice among them).
+  const auto has = [&](bool pingpong, int cluster_m) {
+    return std::any_of(c.begin(), c.end(), [&](const Config& x) {
+      return x.pingpong == pingpong && x.cluster_m == cluster_m;
+    });
+  };
+  EXPECT_TRUE(has(true, 1));
+  EXPECT_TRUE(has(false, 1));
+  EXPECT_TRUE(has(false, 2));
+  EXPECT_FALSE(has(true, 2));
   // A device with less shared memory gets fewer; the portable path has nothing to tune.
   DeviceInfo small = h200();
   small.max_shared = 100 * 1024;
@@ -237,8 +249,12 @@ TEST(GroupedPlanPersist, SurvivesReopeningTheCache) {
   std::string why;
   const std::optional<PersistedPlan> back = decode_plan(*value, key, vals, &why);
   ASSERT_TRUE(back) << why;
-  // The tunable fields come back; the rest is the problem's (apply()).
-  EXPECT_EQ(apply(heuristic(p), back->config).key(), plan.config.key());
+  // The tunable fields come back; the rest is the problem's (apply()), the store form the
+  // schedule's (choose_store(), as for every tuned plan).
+  Config applied = apply(heuristic(p), back->config), expected = plan.config;
+  choose_store(applied, p);
+  choose_store(expected, p);
+  EXPECT_EQ(applied.key(), expected.key());
   EXPECT_EQ(back->tuned_us, 77);
   kjit_cache_close(cache);
 }
