@@ -439,8 +439,6 @@ __device__ __forceinline__ void tma_load_3d_mc(u32 dst, const TmaDesc* map, int 
 }
 )";
 
-// The TMA store epilogue's pieces (PTX ISA 8.0: cp.async.bulk.tensor shared::cta to global
-// in bulk groups; a proxy fence makes the threads' shared-memory writes visible to it).
 // One CTA: a consumer warp's release of a stage, one arrival (lane 0) per warp, after the
 // warp's wgmma reads of the stage completed (the empty barriers count consumer warps).
 const char* kRelease = R"(__device__ __forceinline__ void release_stage(u32 bar) {
@@ -448,6 +446,8 @@ const char* kRelease = R"(__device__ __forceinline__ void release_stage(u32 bar)
 }
 )";
 
+// The TMA store epilogue's pieces (PTX ISA 8.0: cp.async.bulk.tensor shared::cta to global
+// in bulk groups; a proxy fence makes the threads' shared-memory writes visible to it).
 const char* kTmaStore = R"(__device__ __forceinline__ void wg_sync(u32 id) {
   asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory");
 }
